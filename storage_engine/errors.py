@@ -1,0 +1,100 @@
+"""Exceptions raised by the storage engine.
+
+Every error the engine raises is a ``LogError`` so callers (the CLI, Spark jobs, Dagster
+assets) can catch one class and print its message. Each message names what was wrong and
+where: the file, the byte position and the offset for corrupt data; the key, the value and
+what is allowed for configuration.
+"""
+
+from __future__ import annotations
+
+
+class LogError(Exception):
+    """Base class of every error the storage engine raises on purpose."""
+
+
+class CorruptRecordError(LogError):
+    """Bytes on disk (or handed to ``append``) are not a valid record batch.
+
+    Carries where the problem is so the message is actionable: the file, the byte position
+    of the batch inside it, and the batch's base offset when it could be read.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.path = path
+        self.position = position
+        self.offset = offset
+        where = []
+        if path is not None:
+            where.append(f"file {path}")
+        if position is not None:
+            where.append(f"position {position}")
+        if offset is not None:
+            where.append(f"offset {offset}")
+        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
+
+
+class UnknownCompressionError(CorruptRecordError):
+    """A batch's attributes name a codec id outside 0..4."""
+
+
+class InvalidRecordError(LogError):
+    """A record is well formed but not acceptable here (for example a null key on a compacted topic)."""
+
+
+class RecordTooLargeError(LogError):
+    """A batch exceeds ``max.message.bytes`` or ``segment.bytes``."""
+
+
+class ConfigError(LogError):
+    """A configuration value is outside what Kafka allows; nothing was changed."""
+
+    def __init__(self, key: str, value: object, allowed: str) -> None:
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"Invalid value {value!r} for configuration {key}: {allowed}")
+
+
+class InvalidTopicError(LogError):
+    """A topic name breaks Kafka's naming rules, or a partition number is out of range."""
+
+
+class TopicExistsError(LogError):
+    """``create`` was asked for a topic that already has a directory."""
+
+
+class UnknownTopicOrPartitionError(LogError):
+    """The topic or partition has no directory in any log dir."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read, a delete-records or a truncation asked for an offset the log does not hold."""
+
+
+class CorruptIndexError(LogError):
+    """An index file fails its sanity check; the loader rebuilds it from the log."""
+
+
+class CheckpointError(LogError):
+    """A checkpoint file cannot be parsed; the message names the file and the bad line."""
+
+
+class LogChangedError(LogError):
+    """The segment list changed underneath an operation that planned against an older one.
+
+    Raised by optimistic operations (compaction commits, retention applies) when the segments
+    they fingerprinted are no longer the ones on disk; the caller re-plans or skips.
+    """
+
+
+class LockTimeoutError(LogError):
+    """Another process held a partition lock for longer than the caller was willing to wait."""
