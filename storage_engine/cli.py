@@ -1,0 +1,455 @@
+"""``logctl``: Kafka's command-line tools for the engine's log dirs.
+
+Modelled on kafka-topics, kafka-console-producer/-consumer, kafka-dump-log and
+kafka-delete-records. Every command validates its whole input before it changes anything;
+errors go to stderr with exit status 1 (2 for bad usage) and leave the disk as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+from .checkpoint import read_checkpoint
+from .config import build_log_config, validate_topic_overrides
+from .errors import LogError
+from .index import OffsetIndex, TimeIndex
+from .manager import LogManager, log_dirs_from_env
+from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
+from .record import CompressionType, decode_batch, scan_batches, verify_batch
+from .segment import now_ms
+from .validator import ProducerRecord, build_batch
+from .verify import verify_log
+
+PRODUCE_BATCH_RECORDS = 1000
+
+
+class UsageError(LogError):
+    """Input the user typed (or piped) is malformed."""
+
+
+# ---------------------------------------------------------------------- encoding of keys/values
+
+
+def _decoder(encoding: str) -> Callable[[str | None, str], bytes | None]:
+    def decode(text: str | None, what: str) -> bytes | None:
+        if text is None:
+            return None
+        if not isinstance(text, str):
+            raise UsageError(f"{what} must be a string or null, got {type(text).__name__}")
+        if encoding == "base64":
+            try:
+                return base64.b64decode(text, validate=True)
+            except ValueError as exc:
+                raise UsageError(f"{what} is not valid base64: {exc}") from exc
+        return text.encode("utf-8")
+
+    return decode
+
+
+def _encoder(encoding: str) -> Callable[[bytes | None], str | None]:
+    def encode(data: bytes | None) -> str | None:
+        if data is None:
+            return None
+        if encoding == "base64":
+            return base64.b64encode(data).decode("ascii")
+        return data.decode("utf-8", errors="replace")
+
+    return encode
+
+
+def _parse_config_pairs(pairs: Sequence[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or ():
+        if "=" not in pair:
+            raise UsageError(f"--config expects KEY=VALUE, got {pair!r}")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _print(args: argparse.Namespace, data: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=None, sort_keys=False))
+    else:
+        print(text)
+
+
+# ---------------------------------------------------------------------- topic
+
+
+def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
+    config = manager.topic_config(topic)
+    parts = []
+    for log in manager.logs(topic):
+        log.refresh()
+        parts.append(
+            {
+                "partition": log.partition,
+                "log_dir": str(log.log_dir.path),
+                "log_start_offset": log.log_start_offset,
+                "log_end_offset": log.log_end_offset,
+                "size_bytes": log.size_bytes,
+                "segments": len(log.segments),
+            }
+        )
+    return {
+        "topic": topic,
+        "partitions": parts,
+        "configs": manager.topic_overrides(topic),
+        "cleanup_policy": ",".join(config.cleanup_policy),
+    }
+
+
+def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
+    if args.topic_command == "create":
+        meta = manager.create_topic(args.name, args.partitions, _parse_config_pairs(args.config))
+        _print(args, {"topic": meta.name, "partitions": meta.partitions, "configs": meta.configs, "topic_id": meta.topic_id},
+               f"Created topic {meta.name}.")
+    elif args.topic_command == "list":
+        names = manager.topics()
+        _print(args, names, "\n".join(names))
+    elif args.topic_command == "describe":
+        d = _describe(manager, args.name)
+        lines = [f"Topic: {d['topic']}\tPartitionCount: {len(d['partitions'])}\tConfigs: "
+                 + ",".join(f"{k}={v}" for k, v in sorted(d["configs"].items()))]
+        for p in d["partitions"]:
+            lines.append(
+                f"\tTopic: {d['topic']}\tPartition: {p['partition']}\tLogStartOffset: {p['log_start_offset']}\t"
+                f"LogEndOffset: {p['log_end_offset']}\tSize: {p['size_bytes']}\tSegments: {p['segments']}\tLogDir: {p['log_dir']}"
+            )
+        _print(args, d, "\n".join(lines))
+    elif args.topic_command == "alter":
+        if not args.config and not args.delete_config:
+            raise UsageError("topic alter needs at least one --config KEY=VALUE or --delete-config KEY")
+        meta = manager.alter_topic(args.name, _parse_config_pairs(args.config), args.delete_config or [])
+        _print(args, {"topic": meta.name, "configs": meta.configs}, f"Updated config for topic {meta.name}.")
+    return 0
+
+
+# ---------------------------------------------------------------------- produce / consume
+
+
+def _read_produce_input(stream: TextIO, encoding: str) -> list[ProducerRecord]:
+    decode = _decoder(encoding)
+    records = []
+    for lineno, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"stdin line {lineno}: not JSON: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise UsageError(f"stdin line {lineno}: expected a JSON object with key/value, got {type(obj).__name__}")
+        unknown = set(obj) - {"key", "value", "timestamp", "headers"}
+        if unknown:
+            raise UsageError(f"stdin line {lineno}: unknown field(s) {sorted(unknown)}")
+        ts = obj.get("timestamp")
+        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or ts < 0):
+            raise UsageError(f"stdin line {lineno}: timestamp must be a non-negative integer (ms), got {ts!r}")
+        headers = []
+        for h in obj.get("headers") or []:
+            if not (isinstance(h, list) and len(h) == 2 and isinstance(h[0], str)):
+                raise UsageError(f"stdin line {lineno}: each header must be [key, value], got {h!r}")
+            headers.append((h[0], decode(h[1], f"stdin line {lineno}: header {h[0]!r} value")))
+        records.append(
+            ProducerRecord(
+                decode(obj.get("key"), f"stdin line {lineno}: key"),
+                decode(obj.get("value"), f"stdin line {lineno}: value"),
+                ts,
+                tuple(headers),
+            )
+        )
+    return records
+
+
+def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
+    records = _read_produce_input(sys.stdin, args.encoding)
+    if not records:
+        raise UsageError("no records on stdin")
+    log = manager.get_log(args.topic, args.partition)
+    codec = CompressionType.from_name(args.compression)
+    chunks = [records[i : i + PRODUCE_BATCH_RECORDS] for i in range(0, len(records), PRODUCE_BATCH_RECORDS)]
+    now = args.now_ms if args.now_ms is not None else now_ms()
+    for chunk in chunks:  # validate every batch before the first append
+        build_batch(chunk, base_offset=0, config=log.config, compression=codec, now_ms=now, tp=log.tp)
+    first = last = None
+    for chunk in chunks:
+        info = log.append(chunk, compression=codec, now=now)
+        first = info.first_offset if first is None else first
+        last = info.last_offset
+    _print(args, {"topic": args.topic, "partition": args.partition, "first_offset": first, "last_offset": last,
+                  "records": len(records)},
+           f"Produced {len(records)} records to {log.tp} at offsets {first}..{last}")
+    return 0
+
+
+def cmd_consume(args: argparse.Namespace, manager: LogManager) -> int:
+    log = manager.get_log(args.topic, args.partition)
+    encode = _encoder(args.encoding)
+    log.refresh()
+    if args.from_timestamp is not None:
+        found = log.offset_for_timestamp(args.from_timestamp)
+        if found is None:
+            return 0
+        offset = found[1]
+    else:
+        offset = log.log_start_offset if args.from_offset is None else args.from_offset
+    remaining = args.max_records
+    out = sys.stdout
+    while remaining is None or remaining > 0:
+        if offset >= log.log_end_offset:
+            if offset > log.log_end_offset:
+                log.read_batches(offset)  # raises the out-of-range error
+            break
+        records = log.read(offset, max_records=remaining if remaining is not None else 10_000)
+        if not records:
+            break
+        for r in records:
+            out.write(json.dumps({"offset": r.offset, "timestamp": r.timestamp, "key": encode(r.key),
+                                  "value": encode(r.value), "headers": [[k, encode(v)] for k, v in r.headers]}) + "\n")
+        offset = records[-1].offset + 1
+        if remaining is not None:
+            remaining -= len(records)
+        log.refresh()
+    out.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------- dump
+
+
+def _dump_log_file(path: Path, as_json: bool, encode: Callable[[bytes | None], str | None]) -> list[Any]:
+    data = path.read_bytes()
+    out: list[Any] = []
+    end = 0
+    for raw in scan_batches(data, path=str(path)):
+        h = raw.header
+        entry: dict[str, Any] = {
+            "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
+            "position": raw.position, "size": h.size_in_bytes, "magic": h.magic, "crc": h.crc,
+            "compresscodec": h.compression.name.lower(), "timestampType": h.timestamp_type.name,
+            "maxTimestamp": h.max_timestamp, "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
+            "baseSequence": h.base_sequence, "partitionLeaderEpoch": h.partition_leader_epoch,
+            "isTransactional": h.is_transactional, "isControl": h.is_control,
+            "deleteHorizonMs": h.delete_horizon_ms,
+        }
+        try:
+            verify_batch(raw, path=str(path))
+            entry["isValid"] = True
+            entry["records"] = [
+                {"offset": r.offset, "timestamp": r.timestamp, "key": encode(r.key), "value": encode(r.value),
+                 "headers": [[k, encode(v)] for k, v in r.headers]}
+                for r in decode_batch(raw, path=str(path), verify=False)
+            ]
+        except LogError as exc:
+            entry["isValid"] = False
+            entry["error"] = str(exc)
+        out.append(entry)
+        end = raw.position + h.size_in_bytes
+    if end != len(data):
+        out.append({"trailingBytes": len(data) - end, "position": end})
+    return out
+
+
+def _format_batch(e: dict[str, Any]) -> str:
+    if "trailingBytes" in e:
+        return f"Found {e['trailingBytes']} invalid bytes at the end of the file (position {e['position']})"
+    line = (f"baseOffset: {e['baseOffset']} lastOffset: {e['lastOffset']} count: {e['count']} "
+            f"baseSequence: {e['baseSequence']} partitionLeaderEpoch: {e['partitionLeaderEpoch']} "
+            f"isTransactional: {str(e['isTransactional']).lower()} isControl: {str(e['isControl']).lower()} "
+            f"deleteHorizonMs: {e['deleteHorizonMs']} position: {e['position']} {e['timestampType']}: {e['maxTimestamp']} "
+            f"size: {e['size']} magic: {e['magic']} compresscodec: {e['compresscodec']} crc: {e['crc']} "
+            f"isvalid: {str(e['isValid']).lower()}")
+    lines = [line]
+    for r in e.get("records", []):
+        lines.append(f"| offset: {r['offset']} timestamp: {r['timestamp']} key: {r['key']} payload: {r['value']} "
+                     f"headers: {r['headers']}")
+    if "error" in e:
+        lines.append(f"| error: {e['error']}")
+    return "\n".join(lines)
+
+
+def _dump_file(path: Path, args: argparse.Namespace) -> tuple[Any, str]:
+    name = path.name
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    encode = _encoder(args.encoding)
+    bare = name
+    for temp in (".deleted", ".cleaned", ".swap"):
+        if bare.endswith(temp):
+            bare = bare[: -len(temp)]
+    if bare.endswith(".log") or bare.endswith(".checkpoint"):  # KRaft snapshots hold record batches too
+        entries = _dump_log_file(path, args.json, encode)
+        return {"file": str(path), "batches": entries}, f"Dumping {path}\n" + "\n".join(_format_batch(e) for e in entries)
+    if bare.endswith(INDEX_SUFFIX) or bare.endswith(TIME_INDEX_SUFFIX):
+        base = offset_from_file_name(name)
+        is_time = bare.endswith(TIME_INDEX_SUFFIX)
+        index = (TimeIndex if is_time else OffsetIndex)(path, base, max(path.stat().st_size, 12), writable=False)
+        rows = []
+        for n in range(index.entries):
+            e = index.entry(n)
+            rows.append({"timestamp": e.timestamp, "offset": e.offset} if is_time else {"offset": e.offset, "position": e.position})
+        text = "\n".join((f"timestamp: {r['timestamp']} offset: {r['offset']}" if is_time
+                          else f"offset: {r['offset']} position: {r['position']}") for r in rows)
+        return {"file": str(path), "entries": rows}, f"Dumping {path}\n{text}"
+    if "checkpoint" in name:
+        entries = read_checkpoint(path)
+        rows = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(entries.items())]
+        return {"file": str(path), "entries": rows}, f"Dumping {path}\n" + "\n".join(
+            f"{r['topic']} {r['partition']} {r['offset']}" for r in rows)
+    raise UsageError(f"{path}: not a .log, .index, .timeindex or checkpoint file")
+
+
+def cmd_dump(args: argparse.Namespace, manager: LogManager | None) -> int:
+    results = [_dump_file(Path(f), args) for f in args.files]
+    if args.json:
+        print(json.dumps([r[0] for r in results]))
+    else:
+        print("\n".join(r[1] for r in results))
+    return 0
+
+
+# ---------------------------------------------------------------------- verify / delete-records
+
+
+def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
+    reports = [verify_log(log) for log in manager.logs(args.topic)]
+    ok = all(r.ok for r in reports)
+    data = [
+        {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
+         "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset, "segments": len(r.segments),
+         "problems": r.problems}
+        for r in reports
+    ]
+    lines = []
+    for r in reports:
+        status = "OK" if r.ok else f"{len(r.problems)} problem(s)"
+        lines.append(f"{r.topic}-{r.partition}: {status}: {len(r.segments)} segments, {r.batches} batches, "
+                     f"{r.records} records, offsets {r.log_start_offset}..{r.log_end_offset}")
+        lines.extend(f"  {p}" for p in r.problems)
+    _print(args, {"ok": ok, "partitions": data}, "\n".join(lines) or "no partitions")
+    return 0 if ok else 1
+
+
+def cmd_delete_records(args: argparse.Namespace, manager: LogManager) -> int:
+    log = manager.get_log(args.topic, args.partition)
+    lso = log.delete_records(args.before_offset)
+    _print(args, {"topic": args.topic, "partition": args.partition, "low_watermark": lso},
+           f"partition: {log.tp}\tlow_watermark: {lso}")
+    return 0
+
+
+# ---------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="logctl", description="Kafka-format log dirs: topics, data, maintenance.")
+    parser.add_argument("--log-dirs", default=None,
+                        help="comma-separated log directories (default: $LOGPLAT_LOG_DIRS, else ./data/logs)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add_json(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    topic = sub.add_parser("topic", help="create, list, describe, alter topics")
+    tsub = topic.add_subparsers(dest="topic_command", required=True)
+    p = tsub.add_parser("create")
+    p.add_argument("name")
+    p.add_argument("--partitions", type=int, required=True)
+    p.add_argument("--config", action="append", metavar="KEY=VALUE")
+    add_json(p)
+    p = tsub.add_parser("list")
+    add_json(p)
+    p = tsub.add_parser("describe")
+    p.add_argument("name")
+    add_json(p)
+    p = tsub.add_parser("alter")
+    p.add_argument("name")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE")
+    p.add_argument("--delete-config", action="append", metavar="KEY")
+    add_json(p)
+
+    p = sub.add_parser("produce", help="append JSON lines from stdin")
+    p.add_argument("topic")
+    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--encoding", default="utf8", choices=["utf8", "base64"])
+    p.add_argument("--now-ms", type=int, default=None, help="clock for default timestamps (default: wall clock)")
+    add_json(p)
+
+    p = sub.add_parser("consume", help="print records as JSON lines")
+    p.add_argument("topic")
+    p.add_argument("--partition", type=int, required=True)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--from-offset", type=int)
+    g.add_argument("--from-timestamp", type=int)
+    p.add_argument("--max-records", type=int)
+    p.add_argument("--encoding", default="utf8", choices=["utf8", "base64"])
+
+    p = sub.add_parser("dump", help="decode .log/.index/.timeindex/checkpoint files (kafka-dump-log)")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--encoding", default="utf8", choices=["utf8", "base64"])
+    add_json(p)
+
+    p = sub.add_parser("verify", help="check CRCs, offsets and indexes; exit 1 on any problem")
+    p.add_argument("--topic")
+    add_json(p)
+
+    p = sub.add_parser("delete-records", help="advance a partition's log start offset")
+    p.add_argument("topic")
+    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--before-offset", type=int, required=True)
+    add_json(p)
+    return parser
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
+    "topic": cmd_topic,
+    "produce": cmd_produce,
+    "consume": cmd_consume,
+    "dump": cmd_dump,
+    "verify": cmd_verify,
+    "delete-records": cmd_delete_records,
+}
+NEEDS_NO_LOG_DIRS = {"dump"}
+
+
+def _broker_props() -> dict[str, str]:
+    """Broker-level ``log.*`` settings from the properties file in ``$LOGPLAT_SERVER_PROPERTIES``, if set."""
+    path = os.environ.get("LOGPLAT_SERVER_PROPERTIES")
+    if not path:
+        return {}
+    props = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            k, v = line.split("=", 1)
+            props[k.strip()] = v.strip()
+    build_log_config(props, validate_topic_overrides({}))
+    return props
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "json"):
+        args.json = False
+    try:
+        if args.command in NEEDS_NO_LOG_DIRS:
+            return COMMANDS[args.command](args, None)
+        with LogManager(log_dirs_from_env(args.log_dirs), _broker_props()) as manager:
+            return COMMANDS[args.command](args, manager)
+    except (LogError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,397 @@
+"""The log of one topic-partition: an ordered list of segments in ``<topic>-<partition>/``.
+
+Kafka's ``UnifiedLog``/``LocalLog`` for one process, extended for several processes sharing the
+directory (see ``lock.py``): every change happens under the partition lock after re-reading
+what other processes did; reads take no lock, notice a changed segment list through the
+generation counter, and retry when a segment they were about to use was swapped or deleted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .config import LogConfig
+from .errors import LogChangedError, OffsetOutOfRangeError
+from .loader import LogLoader
+from .lock import PartitionLock
+from .logdir import LogDir
+from .naming import segment_file
+from .record import CompressionType, RawBatch, Record, decode_batch
+from .segment import LogSegment, now_ms
+from .validator import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+_READ_RETRIES = 20
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    record_count: int
+    size_bytes: int
+    rolled: str | None  # why the log rolled before this append, if it did
+
+
+class Log:
+    """One partition. Open through ``LogManager`` (which knows the log dir and topic config)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        log_dir: LogDir,
+        *,
+        topic: str,
+        partition: int,
+        had_clean_shutdown: bool = True,
+    ) -> None:
+        self.dir = Path(directory)
+        self.config = config
+        self.log_dir = log_dir
+        self.topic = topic
+        self.partition = partition
+        self.tp = f"{topic}-{partition}"
+        self.lock = PartitionLock(self.dir)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.load_actions: list[str] = []
+        self._unflushed = 0
+        self._last_flush_ms = now_ms()
+        self._dirty = False  # this process appended since its last flush
+        with self.lock.hold():
+            self._load(had_clean_shutdown)
+
+    # ------------------------------------------------------------------ loading and syncing
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        """(Re)build the segment list from disk; the caller holds the lock."""
+        key = (self.topic, self.partition)
+        lso_checkpoint = self.log_dir.log_start_offsets.get(key)
+        rp_checkpoint = self.log_dir.recovery_points.get(key)
+        result = LogLoader(
+            self.dir,
+            self.config,
+            log_start_offset_checkpoint=lso_checkpoint,
+            recovery_point=rp_checkpoint or 0,
+            had_clean_shutdown=had_clean_shutdown,
+        ).load()
+        for seg in self.segments:
+            seg.close(trim_indexes=False)
+        self.segments = result.segments
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_start_offset = result.log_start_offset
+        self.recovery_point = result.recovery_point
+        self._leo = result.log_end_offset
+        self._tail_position = self.active_segment.refresh_size()
+        if result.actions:
+            self.load_actions.extend(result.actions)
+            self.lock.bump_generation()
+            if result.recovery_point != rp_checkpoint:
+                self.log_dir.recovery_points.update({key: result.recovery_point})
+        self._generation = self.lock.generation()
+
+    def _changed_on_disk(self) -> bool:
+        return (
+            self.lock.generation() != self._generation
+            or self.active_segment.refresh_size() != self._tail_position
+        )
+
+    def _sync_locked(self) -> None:
+        """Before a change: reload if another process changed the segment list or appended."""
+        if self._changed_on_disk():
+            self._load(had_clean_shutdown=True)
+
+    def refresh(self) -> None:
+        """For readers: pick up other processes' appends, and reload after segment-list changes."""
+        if self.lock.generation() != self._generation:
+            with self.lock.hold():
+                self._load(had_clean_shutdown=True)
+            return
+        active = self.active_segment
+        size = active.refresh_size()
+        if size != self._tail_position:
+            for raw in active.batches(self._tail_position):
+                self._leo = raw.header.next_offset
+                self._tail_position = raw.position + raw.header.size_in_bytes
+
+    def bump_generation(self) -> None:
+        """Publish a change to the segment list or log start offset (lock held)."""
+        self._generation = self.lock.bump_generation()
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        """Single replica: everything appended is committed."""
+        return self._leo
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self.segments[i] if i >= 0 else None
+
+    # ------------------------------------------------------------------ appending
+
+    def append(
+        self,
+        records: Sequence[ProducerRecord],
+        *,
+        compression: CompressionType = CompressionType.NONE,
+        now: int | None = None,
+    ) -> AppendInfo:
+        """Append records as one batch (a produce request from a producer with ``compression``)."""
+        now = now_ms() if now is None else now
+        with self.lock.hold():
+            self._sync_locked()
+            batch = build_batch(
+                records, base_offset=self._leo, config=self.config, compression=compression, now_ms=now, tp=self.tp
+            )
+            return self._append_validated(batch, now)
+
+    def append_batch(self, data: bytes, *, now: int | None = None) -> AppendInfo:
+        """Append one producer-built batch (offsets are assigned here, as a leader does)."""
+        now = now_ms() if now is None else now
+        with self.lock.hold():
+            self._sync_locked()
+            batch = validate_producer_batch(data, base_offset=self._leo, config=self.config, now_ms=now, tp=self.tp)
+            return self._append_validated(batch, now)
+
+    def _append_validated(self, batch: ValidatedBatch, now: int) -> AppendInfo:
+        segment = self.active_segment
+        decision = segment.should_roll(len(batch.data), batch.max_timestamp, batch.last_offset, now)
+        if decision:
+            segment = self._roll_locked(now)
+        segment.append(batch.last_offset, batch.max_timestamp, batch.offset_of_max_timestamp, batch.data)
+        self._leo = batch.last_offset + 1
+        self._tail_position = segment.size
+        self._unflushed += batch.record_count
+        self._dirty = True
+        if self._unflushed >= self.config.flush_messages or now - self._last_flush_ms >= self.config.flush_ms:
+            self._flush_locked(now)
+        return AppendInfo(
+            batch.first_offset,
+            batch.last_offset,
+            batch.max_timestamp,
+            batch.record_count,
+            len(batch.data),
+            decision.reason,
+        )
+
+    def roll(self, now: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        with self.lock.hold():
+            self._sync_locked()
+            return self._roll_locked(now_ms() if now is None else now)
+
+    def _roll_locked(self, now: int) -> LogSegment:
+        new_offset = self._leo
+        active = self.active_segment
+        if active.base_offset == new_offset and active.size == 0:
+            return active
+        active.on_become_inactive()
+        active.flush()
+        for stray in (segment_file(self.dir, new_offset, sfx) for sfx in (".log", ".index", ".timeindex", ".txnindex")):
+            stray.unlink(missing_ok=True)
+        segment = LogSegment(self.dir, new_offset, self.config, create=True, created_ms=now)
+        segment.resize_indexes(self.config.segment_index_bytes)
+        self.segments.append(segment)
+        self._bases.append(new_offset)
+        self._tail_position = 0
+        self.recovery_point = max(self.recovery_point, new_offset)
+        self.bump_generation()
+        return segment
+
+    def flush(self, now: int | None = None) -> None:
+        """fsync everything appended; the recovery point moves to the log end offset."""
+        with self.lock.hold():
+            self._flush_locked(now_ms() if now is None else now)
+
+    def _flush_locked(self, now: int) -> None:
+        for seg in self.segments[self._segment_index(self.recovery_point):]:
+            seg.flush()
+        self.recovery_point = max(self.recovery_point, self._leo)
+        self._unflushed = 0
+        self._last_flush_ms = now
+        self._dirty = False
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    # ------------------------------------------------------------------ log start offset
+
+    def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset (kafka-delete-records); segments go with the next retention run."""
+        with self.lock.hold():
+            self._sync_locked()
+            if before_offset > self.high_watermark or before_offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {before_offset} of partition {self.tp} since it is "
+                    f"larger than the high watermark {self.high_watermark}"
+                    if before_offset >= 0
+                    else f"offset {before_offset} is negative"
+                )
+            if before_offset > self.log_start_offset:
+                self.log_dir.log_start_offsets.update({(self.topic, self.partition): before_offset})
+                self.log_start_offset = before_offset
+                self.bump_generation()
+            return self.log_start_offset
+
+    # ------------------------------------------------------------------ reading
+
+    def _with_retries(self, fn):
+        """Run a read; when a segment was swapped or deleted underneath, reload and try again."""
+        last: Exception | None = None
+        for _ in range(_READ_RETRIES):
+            try:
+                self.refresh()
+                return fn()
+            except (LogChangedError, FileNotFoundError) as exc:
+                last = exc
+                with self.lock.hold():
+                    self._load(had_clean_shutdown=True)
+        raise LogChangedError(f"{self.tp} kept changing while it was read: {last}")
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self._leo:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for partition {self.tp}, but we only have log segments "
+                f"in the range {self.log_start_offset} to {self._leo}."
+            )
+
+    def _batches_from(self, start_offset: int) -> Iterator[RawBatch]:
+        """Batches holding offsets at or after ``start_offset``, across segments, up to the LEO."""
+        i = self._segment_index(start_offset)
+        first = True
+        for seg in self.segments[i:]:
+            if first:
+                raw = seg.translate_offset(start_offset)
+                first = False
+                if raw is None:
+                    continue
+                start_pos = raw.position
+            else:
+                start_pos = 0
+            end = self._tail_position if seg is self.active_segment else None
+            for raw in seg.batches(start_pos, end):
+                if raw.header.base_offset >= self._leo:
+                    return
+                yield raw
+
+    def read_batches(self, start_offset: int, *, max_bytes: int = 1 << 20, max_batches: int | None = None) -> list[RawBatch]:
+        """Whole batches from the one holding ``start_offset`` (at least one, then up to ``max_bytes``)."""
+
+        def run() -> list[RawBatch]:
+            self._check_range(start_offset)
+            out: list[RawBatch] = []
+            total = 0
+            for raw in self._batches_from(start_offset):
+                size = raw.header.size_in_bytes
+                if out and (total + size > max_bytes or (max_batches is not None and len(out) >= max_batches)):
+                    break
+                out.append(RawBatch(raw.header, raw.position, bytes(raw.data)))
+                total += size
+            return out
+
+        return self._with_retries(run)
+
+    def read(
+        self,
+        start_offset: int,
+        *,
+        max_records: int | None = None,
+        max_bytes: int = 1 << 20,
+        include_control: bool = False,
+    ) -> list[Record]:
+        """Records at or after ``start_offset``, limited by count and (batch-granular) bytes."""
+        out: list[Record] = []
+        offset = start_offset
+        while max_records is None or len(out) < max_records:
+            if offset >= self.log_end_offset and offset != start_offset:
+                break
+            batches = self.read_batches(offset, max_bytes=max_bytes)
+            if not batches:
+                break
+            for raw in batches:
+                if raw.header.is_control and not include_control:
+                    continue
+                for rec in decode_batch(raw, path=str(self.dir)):
+                    if rec.offset >= start_offset:
+                        out.append(rec)
+                        if max_records is not None and len(out) >= max_records:
+                            return out
+            offset = batches[-1].header.next_offset
+            if max_records is None:
+                break
+        return out
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[RawBatch]:
+        """Every batch from ``start_offset`` (default: the log start) to the end, for scans and dumps."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        while True:
+            self.refresh()
+            if offset >= self._leo:
+                return
+            batches = self.read_batches(offset, max_bytes=8 << 20)
+            if not batches:
+                return
+            yield from batches
+            offset = batches[-1].header.next_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) as ListOffsets answers it; -2 earliest, -1 latest, -3 max timestamp."""
+
+        def run() -> tuple[int, int] | None:
+            if timestamp == EARLIEST_TIMESTAMP:
+                return -1, self.log_start_offset
+            if timestamp == LATEST_TIMESTAMP:
+                return -1, self._leo
+            if timestamp == MAX_TIMESTAMP:
+                best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
+                ts = best.max_timestamp_so_far
+                if ts < 0:
+                    return None
+                return best.find_offset_by_timestamp(ts, self.log_start_offset)
+            for seg in self.segments:
+                if seg.largest_timestamp >= timestamp:
+                    found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+        return self._with_retries(run)
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush what this process appended, then close files (trimming indexes only if still current)."""
+        with self.lock.hold():
+            current = not self._changed_on_disk()
+            if current and self._dirty:
+                self._flush_locked(now_ms())
+                self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
+            # Kafka trims every index on close (the next writer re-extends the active one).
+            for seg in self.segments:
+                seg.close(trim_indexes=current)
+        self.lock.close()
+
+    def __repr__(self) -> str:
+        return f"Log({self.tp}, start={self.log_start_offset}, end={self._leo}, segments={len(self.segments)})"

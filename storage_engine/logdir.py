@@ -1,0 +1,100 @@
+"""One entry of ``log.dirs``: its checkpoint files and the clean-shutdown protocol.
+
+Kafka writes ``.kafka_cleanshutdown`` when the broker stops cleanly and deletes it as soon as
+it starts, so a crash at any later point counts as unclean. Here several processes may have a
+log dir open at once, so the marker must mean "every process that had this dir open closed
+cleanly":
+
+* each process holds a shared ``flock`` on ``<dir>/.logplat-session.lock`` while it has the
+  dir open and leaves a session file ``.logplat-session-<pid>-<n>``, removed when it closes;
+* the first process to open the dir (it gets the lock exclusively) consumes the marker. A
+  missing marker, or session files of processes that never closed, mean a process died: that
+  first process recovers every partition of the dir before it lets others in, as a broker
+  does at startup;
+* the last process to close (it can upgrade to an exclusive lock and finds no other session
+  file) writes the marker.
+A process killed at any point releases its ``flock`` with its file descriptors; its session
+file stays behind and so the next first opener recovers.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import itertools
+import os
+from pathlib import Path
+
+from .checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CheckpointFile,
+    consume_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
+
+SESSION_LOCK = ".logplat-session.lock"
+SESSION_PREFIX = ".logplat-session-"
+_session_counter = itertools.count()
+
+
+class LogDir:
+    """A log directory with its three checkpoint files."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.recovery_points = CheckpointFile(self.path, RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offsets = CheckpointFile(self.path, LOG_START_OFFSET_CHECKPOINT)
+        self.cleaner_offsets = CheckpointFile(self.path, CLEANER_OFFSET_CHECKPOINT)
+        self._fd: int | None = None
+        self._session_file: Path | None = None
+        self.first_opener = False
+        self.had_clean_shutdown = True
+
+    def open_session(self) -> None:
+        """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / SESSION_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.first_opener = True
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        if self.first_opener:
+            stale = self._session_files()
+            marker = consume_clean_shutdown_marker(self.path)
+            self.had_clean_shutdown = marker and not stale
+            for path in stale:
+                path.unlink(missing_ok=True)
+        self._session_file = self.path / f"{SESSION_PREFIX}{os.getpid()}-{next(_session_counter)}"
+        self._session_file.touch()
+
+    def finish_startup(self) -> None:
+        """Called by the first opener after recovering: let other processes in."""
+        if self._fd is not None and self.first_opener:
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def _session_files(self) -> list[Path]:
+        return [p for p in self.path.iterdir() if p.name.startswith(SESSION_PREFIX)]
+
+    def close_session(self) -> None:
+        """Leave the session; the last process out writes the clean-shutdown marker."""
+        if self._fd is None:
+            return
+        if self._session_file is not None:
+            self._session_file.unlink(missing_ok=True)
+            self._session_file = None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not self._session_files():
+                write_clean_shutdown_marker(self.path)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None

@@ -1,0 +1,268 @@
+"""The log manager: topics and partitions over several ``log.dirs``.
+
+Kafka keeps topic metadata (partition count, config overrides) in the controller's metadata log,
+stored in the first log dir unless ``metadata.log.dir`` says otherwise. The engine keeps the
+same facts as one small JSON file per topic under ``<log dir>/.logplat-topics/``, written
+atomically, in the first log dir unless the topic's file already lives in another one. That
+file is the commit point of ``topic create``: partition directories are made after it, and a
+partition listed there without a directory (a crash in between) is created on first use.
+
+Directories copied from a broker have no such file: their topics are discovered from the
+partition directory names and use the broker defaults, except Kafka's internal
+``__consumer_offsets`` and ``__transaction_state``, which Kafka always creates compacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+from .checkpoint import atomic_write
+from .config import LogConfig, build_log_config, validate_topic_overrides
+from .errors import InvalidTopicError, LogError, TopicExistsError, UnknownTopicOrPartitionError
+from .log import Log
+from .logdir import LogDir
+from .naming import parse_partition_dir, partition_dir_name, validate_topic_name
+from .placement import choose_log_dir
+
+TOPICS_DIR = ".logplat-topics"
+INTERNAL_COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
+DEFAULT_LOG_DIRS = "./data/logs"
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # topic-level overrides, as given
+    topic_id: str = ""
+
+    def to_json(self) -> bytes:
+        body = {"version": 0, "name": self.name, "partitions": self.partitions, "configs": self.configs, "topic_id": self.topic_id}
+        return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class PartitionLocation:
+    topic: str
+    partition: int
+    log_dir: LogDir
+    path: Path
+
+
+def log_dirs_from_env(value: str | None = None) -> list[Path]:
+    """``--log-dirs`` / ``LOGPLAT_LOG_DIRS``: a comma-separated list, default ``./data/logs``."""
+    raw = value or os.environ.get("LOGPLAT_LOG_DIRS") or DEFAULT_LOG_DIRS
+    dirs = [Path(p.strip()) for p in raw.split(",") if p.strip()]
+    if not dirs:
+        raise LogError(f"no log directory in {raw!r}")
+    return dirs
+
+
+class LogManager:
+    """Opens log dirs, recovers them after an unclean shutdown, and hands out ``Log`` objects."""
+
+    def __init__(self, log_dirs: Sequence[Path | str], broker_props: Mapping[str, str] | None = None) -> None:
+        if not log_dirs:
+            raise LogError("at least one log directory is needed")
+        paths = [Path(p).resolve() for p in log_dirs]
+        if len(set(paths)) != len(paths):
+            raise LogError(f"duplicate entries in log.dirs: {[str(p) for p in paths]}")
+        self.broker_props = dict(broker_props or {})
+        build_log_config(self.broker_props)  # validate broker settings before touching anything
+        self.log_dirs = [LogDir(p) for p in paths]
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._closed = False
+        for d in self.log_dirs:
+            d.open_session()
+        for d in self.log_dirs:
+            if d.first_opener and not d.had_clean_shutdown:
+                self._recover_dir(d)
+            d.finish_startup()
+
+    def _recover_dir(self, log_dir: LogDir) -> None:
+        """After an unclean shutdown, recover every partition of the dir, as a broker does at startup."""
+        for loc in self._scan_dir(log_dir):
+            log = Log(loc.path, self.topic_config(loc.topic), log_dir, topic=loc.topic, partition=loc.partition,
+                      had_clean_shutdown=False)
+            log.close()
+
+    # ------------------------------------------------------------------ discovery
+
+    @staticmethod
+    def _scan_dir(log_dir: LogDir) -> Iterator[PartitionLocation]:
+        if not log_dir.path.is_dir():
+            return
+        for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
+            if entry.is_dir():
+                parsed = parse_partition_dir(entry.name)
+                if parsed is not None:
+                    yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
+
+    def partition_locations(self) -> dict[tuple[str, int], PartitionLocation]:
+        found: dict[tuple[str, int], PartitionLocation] = {}
+        for d in self.log_dirs:
+            for loc in self._scan_dir(d):
+                key = (loc.topic, loc.partition)
+                if key in found:
+                    raise LogError(
+                        f"Duplicate log directories for {loc.topic}-{loc.partition}: {found[key].path} and {loc.path}"
+                    )
+                found[key] = loc
+        return found
+
+    def _metadata_path(self, topic: str) -> Path | None:
+        for d in self.log_dirs:
+            path = d.path / TOPICS_DIR / f"{topic}.json"
+            if path.exists():
+                return path
+        return None
+
+    def topic_metadata(self, topic: str) -> TopicMetadata | None:
+        validate_topic_name(topic)
+        path = self._metadata_path(topic)
+        if path is None:
+            return None
+        try:
+            body = json.loads(path.read_text())
+            return TopicMetadata(body["name"], int(body["partitions"]), dict(body.get("configs", {})), body.get("topic_id", ""))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LogError(f"topic metadata file {path} is unreadable: {exc}") from exc
+
+    def topics(self) -> list[str]:
+        names = {t for t, _ in self.partition_locations()}
+        for d in self.log_dirs:
+            meta_dir = d.path / TOPICS_DIR
+            if meta_dir.is_dir():
+                names.update(p.name[: -len(".json")] for p in meta_dir.glob("*.json"))
+        return sorted(names)
+
+    def partitions(self, topic: str) -> list[int]:
+        meta = self.topic_metadata(topic)
+        on_disk = {p for t, p in self.partition_locations() if t == topic}
+        if meta is not None:
+            on_disk.update(range(meta.partitions))
+        if not on_disk:
+            raise UnknownTopicOrPartitionError(f"Topic {topic} does not exist in log dirs {self._dir_list()}")
+        return sorted(on_disk)
+
+    def _dir_list(self) -> str:
+        return ",".join(str(d.path) for d in self.log_dirs)
+
+    # ------------------------------------------------------------------ configuration
+
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        meta = self.topic_metadata(topic)
+        if meta is not None:
+            return dict(meta.configs)
+        if topic in INTERNAL_COMPACTED_TOPICS:
+            return {"cleanup.policy": "compact"}
+        return {}
+
+    def topic_config(self, topic: str) -> LogConfig:
+        return build_log_config(self.broker_props, validate_topic_overrides(self.topic_overrides(topic)))
+
+    # ------------------------------------------------------------------ topic admin
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
+        """Validate everything, write the metadata file (the commit point), then the partition dirs."""
+        validate_topic_name(name)
+        if partitions < 1:
+            raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
+        overrides = {k: str(v) for k, v in (configs or {}).items()}
+        build_log_config(self.broker_props, validate_topic_overrides(overrides))
+        existing = {t for t, _ in self.partition_locations()}
+        if self._metadata_path(name) is not None or name in existing:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
+        self._write_metadata(meta, self.log_dirs[0].path)
+        for p in range(partitions):
+            self._create_partition_dir(name, p)
+        return meta
+
+    def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
+        """Change config overrides; the merged result is validated before the file is replaced."""
+        meta = self.topic_metadata(name)
+        if meta is None:
+            parts = self.partitions(name)  # raises for an unknown topic
+            meta = TopicMetadata(name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
+        merged = dict(meta.configs)
+        for key in delete_configs:
+            merged.pop(key, None)
+        merged.update({k: str(v) for k, v in set_configs.items()})
+        build_log_config(self.broker_props, validate_topic_overrides(merged))
+        new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
+        path = self._metadata_path(name)
+        self._write_metadata(new, path.parent.parent if path else self.log_dirs[0].path)
+        for (topic, partition), log in self._logs.items():
+            if topic == name:
+                log.config = self.topic_config(name)
+        return new
+
+    @staticmethod
+    def _write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
+        meta_dir = log_dir / TOPICS_DIR
+        meta_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(meta_dir / f"{meta.name}.json", meta.to_json())
+
+    def _create_partition_dir(self, topic: str, partition: int) -> PartitionLocation:
+        counts = {str(d.path): sum(1 for _ in self._scan_dir(d)) for d in self.log_dirs}
+        chosen = choose_log_dir(counts)
+        log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
+        path = log_dir.path / partition_dir_name(topic, partition)
+        path.mkdir(parents=True, exist_ok=True)
+        return PartitionLocation(topic, partition, log_dir, path)
+
+    # ------------------------------------------------------------------ logs
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None:
+            return log
+        validate_topic_name(topic)
+        loc = self.partition_locations().get(key)
+        if loc is None:
+            meta = self.topic_metadata(topic)
+            if meta is None or not 0 <= partition < meta.partitions:
+                known = self.partitions(topic)
+                raise UnknownTopicOrPartitionError(
+                    f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
+                )
+            loc = self._create_partition_dir(topic, partition)
+        log = Log(loc.path, self.topic_config(topic), loc.log_dir, topic=topic, partition=partition)
+        self._logs[key] = log
+        return log
+
+    def logs(self, topic: str | None = None) -> Iterator[Log]:
+        """Every partition's log (of one topic, or all), in topic and partition order."""
+        topics = [topic] if topic is not None else self.topics()
+        for t in topics:
+            for p in self.partitions(t):
+                yield self.get_log(t, p)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        errors = []
+        for log in self._logs.values():
+            try:
+                log.close()
+            except OSError as exc:  # keep closing the others; report at the end
+                errors.append(exc)
+        self._logs.clear()
+        for d in self.log_dirs:
+            d.close_session()
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> "LogManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

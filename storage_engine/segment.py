@@ -1,0 +1,425 @@
+"""One log segment: a ``.log`` file and its sparse ``.index`` and ``.timeindex``.
+
+Mirrors Kafka's ``LogSegment``: appends go to the end of the ``.log`` and add an index entry
+once more than ``index.interval.bytes`` were written since the last one; reads translate an
+offset to a file position through the offset index and then scan batch headers forward;
+``recover()`` rebuilds both indexes from the file and truncates a torn or corrupt tail.
+
+The ``.log`` file descriptor is opened when the segment object is created, so a segment that
+another process renames or deletes afterwards stays readable through it (POSIX keeps the
+inode alive). Index files are opened lazily; before an index is trusted the segment checks
+that its ``.log`` path still names the inode it holds, because an index that belongs to a
+swapped-in replacement would point into the wrong file (``LogChangedError`` then makes the
+log reload and retry).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .config import LogConfig
+from .errors import CorruptRecordError, LogChangedError, LogError
+from .index import OffsetIndex, TimeIndex
+from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
+from .record import RawBatch, decode_batch, scan_batches, verify_batch
+
+INT32_MAX = 2**31 - 1
+_READ_CHUNK = 1 << 20
+_LENGTH_FIELD = struct.Struct(">qi")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class FetchSlice:
+    """Bytes of whole batches (Kafka reads are batch-granular) starting at ``position``."""
+
+    position: int
+    data: bytes
+    first_batch_base_offset: int
+
+
+@dataclass(frozen=True)
+class RollDecision:
+    """Why a segment must roll before an append, or ``reason=None`` when it need not."""
+
+    reason: str | None
+
+    def __bool__(self) -> bool:
+        return self.reason is not None
+
+
+class LogSegment:
+    """A segment of one partition; see the module docstring for the concurrency rules."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        file_suffix: str = "",
+        create: bool = False,
+        writable: bool = True,
+        created_ms: int | None = None,
+    ) -> None:
+        self.dir = Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.file_suffix = file_suffix
+        self.writable = writable
+        self.log_path = segment_file(self.dir, base_offset, LOG_SUFFIX + file_suffix)
+        flags = os.O_RDWR if writable else os.O_RDONLY
+        if create:
+            flags |= os.O_CREAT
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self._inode = os.fstat(self._fd).st_ino
+        self._size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            segment_file(self.dir, base_offset, INDEX_SUFFIX + file_suffix),
+            base_offset,
+            config.segment_index_bytes,
+            writable=writable,
+        )
+        self.time_index = TimeIndex(
+            segment_file(self.dir, base_offset, TIME_INDEX_SUFFIX + file_suffix),
+            base_offset,
+            config.segment_index_bytes,
+            writable=writable,
+        )
+        self._indexes_checked = False
+        self._max_ts: tuple[int, int] | None = None  # (max timestamp so far, offset of it)
+        self._rolling_based_timestamp: int | None = None
+        self._bytes_since_last_index_entry = 0
+        self.created_ms = now_ms() if created_ms is None else created_ms
+        jitter = config.segment_jitter_ms
+        self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(min(jitter, config.segment_ms))
+
+    # ------------------------------------------------------------------ basic facts
+
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log`` as this process knows them; ``refresh_size`` re-reads the file."""
+        return self._size
+
+    def refresh_size(self) -> int:
+        self._size = os.fstat(self._fd).st_size
+        return self._size
+
+    @property
+    def inode(self) -> int:
+        return self._inode
+
+    def still_on_disk(self) -> bool:
+        """True while the ``.log`` path still names the file this object reads."""
+        try:
+            return os.stat(self.log_path).st_ino == self._inode
+        except FileNotFoundError:
+            return False
+
+    def _checked_indexes(self) -> None:
+        if not self._indexes_checked:
+            if not self.still_on_disk():
+                raise LogChangedError(f"segment {self.log_path} was replaced or deleted")
+            self._indexes_checked = True
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    def set_last_modified(self, ms: int) -> None:
+        seconds = ms / 1000.0
+        for path in self.existing_files():
+            os.utime(path, (seconds, seconds))
+
+    # ------------------------------------------------------------------ reading
+
+    def batches(self, start_position: int = 0, end_position: int | None = None) -> Iterator[RawBatch]:
+        """Batches from ``start_position`` on, read in chunks; stops silently at a partial tail."""
+        end = self.size if end_position is None else end_position
+        pos = start_position
+        chunk = _READ_CHUNK
+        path = str(self.log_path)
+        while pos < end:
+            buf = os.pread(self._fd, min(chunk, end - pos), pos)
+            if not buf:
+                return
+            consumed = 0
+            for raw in scan_batches(buf, path=path, base_position=pos):
+                consumed = raw.position - pos + raw.header.size_in_bytes
+                yield raw
+            if consumed == 0:
+                if len(buf) < 12:
+                    return
+                _, length = _LENGTH_FIELD.unpack_from(buf, 0)
+                needed = length + 12
+                if pos + needed > end or needed <= len(buf):
+                    return  # a partial batch at the tail
+                chunk = needed
+                continue
+            pos += consumed
+            chunk = _READ_CHUNK
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> RawBatch | None:
+        """The first batch whose last offset is at or above ``offset``, or None if beyond this segment."""
+        self._checked_indexes()
+        start = max(self.offset_index.lookup(offset).position, starting_position)
+        for raw in self.batches(start):
+            if raw.header.last_offset >= offset:
+                return raw
+        return None
+
+    def read(self, start_offset: int, max_size: int, min_one_batch: bool = True) -> FetchSlice | None:
+        """Whole batches from the one holding ``start_offset``, up to ``max_size`` bytes."""
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        limit = max(max_size, first.header.size_in_bytes) if min_one_batch else max_size
+        end = first.position
+        for raw in self.batches(first.position):
+            if end + raw.header.size_in_bytes - first.position > limit:
+                break
+            end = raw.position + raw.header.size_in_bytes
+        data = os.pread(self._fd, end - first.position, first.position) if end > first.position else b""
+        return FetchSlice(first.position, data, first.header.base_offset)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last complete batch (the base offset for an empty segment)."""
+        self._checked_indexes()
+        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+        nxt = self.base_offset
+        for raw in self.batches(start):
+            nxt = raw.header.next_offset
+        return nxt
+
+    def first_batch(self) -> RawBatch | None:
+        return next(iter(self.batches(0)), None)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``timestamp`` and ``starting_offset``."""
+        self._checked_indexes()
+        entry = self.time_index.lookup(timestamp)
+        start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        path = str(self.log_path)
+        for raw in self.batches(start):
+            header = raw.header
+            if header.is_control or header.max_timestamp < timestamp:
+                continue
+            for record in decode_batch(raw, path=path):
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.timestamp, record.offset
+        return None
+
+    # ------------------------------------------------------------------ timestamps
+
+    def _load_max_timestamp(self) -> tuple[int, int]:
+        """Largest timestamp so far: the time index's last entry, then the batches it does not cover."""
+        if self._max_ts is None:
+            self._checked_indexes()
+            last = self.time_index.last_entry()
+            best = (last.timestamp, last.offset)
+            start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+            for raw in self.batches(start):
+                if raw.header.max_timestamp > best[0]:
+                    best = (raw.header.max_timestamp, raw.header.last_offset)
+            self._max_ts = best
+        return self._max_ts
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._load_max_timestamp()[0]
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._load_max_timestamp()[1]
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention judges: the max record timestamp, or the file mtime when there is none."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    def _rolling_timestamp(self) -> int:
+        if self._rolling_based_timestamp is None:
+            first = self.first_batch()
+            self._rolling_based_timestamp = first.header.max_timestamp if first is not None else -1
+        return self._rolling_based_timestamp
+
+    # ------------------------------------------------------------------ writing
+
+    def should_roll(
+        self, incoming_bytes: int, max_timestamp_in_messages: int, max_offset_in_messages: int, now: int
+    ) -> RollDecision:
+        """Kafka's roll rules, checked before every non-empty append (spec 2.1)."""
+        size = self.size
+        if size > self.config.segment_bytes - incoming_bytes:
+            return RollDecision("segment.bytes")
+        if size > 0:
+            rbt = self._rolling_timestamp()
+            waited = (max_timestamp_in_messages - rbt) if rbt >= 0 else (now - self.created_ms)
+            if waited > self.config.max_segment_ms - self.roll_jitter_ms:
+                return RollDecision("segment.ms")
+        self._checked_indexes()
+        if self.offset_index.is_full:
+            return RollDecision("offset index full")
+        if self.time_index.is_full:
+            return RollDecision("time index full")
+        if not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX:
+            return RollDecision("relative offset overflow")
+        return RollDecision(None)
+
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int, data: bytes) -> None:
+        """Write already validated batches at the end; index them per ``index.interval.bytes``."""
+        if not data:
+            return
+        position = self._size
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
+            raise LogError(
+                f"offset {largest_offset} cannot be stored relative to base offset {self.base_offset} in {self.log_path}"
+            )
+        view = memoryview(data)
+        written = 0
+        while written < len(data):
+            written += os.pwrite(self._fd, view[written:], position + written)
+        self._size = position + len(data)
+        max_ts, _ = self._load_max_timestamp()
+        if largest_timestamp > max_ts:
+            self._max_ts = (largest_timestamp, offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(*self._max_ts)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(data)
+
+    def recover(self) -> int:
+        """Revalidate every batch, rebuild both indexes, truncate at the first bad batch.
+
+        Returns the number of bytes truncated. A partial batch at the end (a torn write) and a
+        batch failing its CRC or structure checks both end the valid prefix; everything from
+        there on is cut, as Kafka's ``LogSegment.recover`` does.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        max_ts, offset_of_max = -1, self.base_offset
+        valid_bytes = 0
+        last_index_entry = 0
+        path = str(self.log_path)
+        try:
+            for raw in self.batches(0, os.fstat(self._fd).st_size):
+                verify_batch(raw, path=path)
+                header = raw.header
+                if not 0 <= header.last_offset - self.base_offset <= INT32_MAX:
+                    break
+                if header.max_timestamp > max_ts:
+                    max_ts, offset_of_max = header.max_timestamp, header.last_offset
+                if valid_bytes - last_index_entry > self.config.index_interval_bytes:
+                    self.offset_index.append(header.last_offset, valid_bytes)
+                    self.time_index.maybe_append(max_ts, offset_of_max)
+                    last_index_entry = valid_bytes
+                valid_bytes += header.size_in_bytes
+        except CorruptRecordError:
+            pass
+        total = os.fstat(self._fd).st_size
+        truncated = total - valid_bytes
+        if truncated:
+            os.ftruncate(self._fd, valid_bytes)
+        self._size = valid_bytes
+        self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self._max_ts = (max_ts, offset_of_max)
+        self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._indexes_checked = True
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding ``offset`` and everything after it; returns bytes removed."""
+        first = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+        if first is None:
+            return 0
+        removed = self._size - first.position
+        os.ftruncate(self._fd, first.position)
+        self._size = first.position
+        if self._size == 0:
+            self.created_ms = now_ms()
+            self._rolling_based_timestamp = None
+        self._max_ts = None
+        self._bytes_since_last_index_entry = 0
+        return removed
+
+    def on_become_inactive(self) -> None:
+        """On roll: the final time-index entry, then trim both indexes to their entries."""
+        max_ts, offset_of_max = self._load_max_timestamp()
+        self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def sanity_check_indexes(self) -> None:
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self, trim_indexes: bool = True) -> None:
+        """Close the files; trimming is skipped when another process may have appended since."""
+        if self._fd >= 0:
+            if self.writable and trim_indexes:
+                self.offset_index.close()
+                self.time_index.close()
+            os.close(self._fd)
+            self._fd = -1
+
+    # ------------------------------------------------------------------ files
+
+    def index_paths(self, suffix: str | None = None) -> list[Path]:
+        sfx = self.file_suffix if suffix is None else suffix
+        return [
+            segment_file(self.dir, self.base_offset, INDEX_SUFFIX + sfx),
+            segment_file(self.dir, self.base_offset, TIME_INDEX_SUFFIX + sfx),
+            segment_file(self.dir, self.base_offset, TXN_INDEX_SUFFIX + sfx),
+        ]
+
+    def existing_files(self) -> list[Path]:
+        """The segment's files that exist, ``.log`` first (renames go in this order)."""
+        return [p for p in [self.log_path, *self.index_paths()] if p.exists()]
+
+    def change_file_suffix(self, new_suffix: str) -> None:
+        """Rename every file of the segment; the ``.log`` goes first (see the module docstring)."""
+        old_suffix = self.file_suffix
+        for path in self.existing_files():
+            name = path.name
+            stem = name[: len(name) - len(old_suffix)] if old_suffix else name
+            os.replace(path, path.with_name(stem + new_suffix))
+        self.file_suffix = new_suffix
+        self.log_path = segment_file(self.dir, self.base_offset, LOG_SUFFIX + new_suffix)
+        self.offset_index.rename_to(segment_file(self.dir, self.base_offset, INDEX_SUFFIX + new_suffix))
+        self.time_index.rename_to(segment_file(self.dir, self.base_offset, TIME_INDEX_SUFFIX + new_suffix))
+
+    def delete_files(self) -> None:
+        for path in self.existing_files():
+            path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self._size})"

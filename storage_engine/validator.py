@@ -1,0 +1,206 @@
+"""What an append must pass before it reaches a segment: Kafka's ``LogValidator``, leader side.
+
+Pure functions: they take records or a producer-built batch plus the topic's configuration and
+return the exact bytes to write with the offsets assigned. Nothing here touches a file, so a
+rejected append changes nothing on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .config import LogConfig
+from .errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from .record import (
+    CompressionType,
+    Record,
+    TimestampType,
+    decode_batch,
+    encode_batch,
+    scan_batches,
+    set_base_offset,
+    verify_batch,
+)
+
+
+@dataclass(frozen=True)
+class ProducerRecord:
+    """A record as a producer hands it over: no offset yet, timestamp optional (defaults to now)."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class ValidatedBatch:
+    """A batch ready to append: its bytes, with offsets already assigned."""
+
+    data: bytes
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    record_count: int
+
+
+def target_compression(config: LogConfig, producer_codec: CompressionType) -> CompressionType:
+    """``compression.type=producer`` keeps the producer's codec; any other value recompresses (seed 002)."""
+    if config.compression_type == "producer":
+        return producer_codec
+    return CompressionType.from_name(config.compression_type)
+
+
+def _compression_level(config: LogConfig, codec: CompressionType) -> int | None:
+    if codec == CompressionType.GZIP and config.compression_gzip_level != -1:
+        return config.compression_gzip_level
+    if codec == CompressionType.LZ4:
+        return config.compression_lz4_level
+    if codec == CompressionType.ZSTD:
+        return config.compression_zstd_level
+    return None
+
+
+def _check_record(record: ProducerRecord | Record, index: int, config: LogConfig, tp: str, now_ms: int) -> None:
+    if config.compact and record.key is None:
+        raise InvalidRecordError(
+            f"Compacted topic cannot accept message without key in topic partition {tp} (record {index})."
+        )
+    ts = record.timestamp
+    if config.message_timestamp_type == "CreateTime" and ts is not None and ts >= 0:
+        if now_ms - ts > config.message_timestamp_before_max_ms:
+            raise InvalidRecordError(
+                f"Timestamp {ts} of record {index} is more than message.timestamp.before.max.ms="
+                f"{config.message_timestamp_before_max_ms} before now ({now_ms}) in {tp}"
+            )
+        if ts - now_ms > config.message_timestamp_after_max_ms:
+            raise InvalidRecordError(
+                f"Timestamp {ts} of record {index} is more than message.timestamp.after.max.ms="
+                f"{config.message_timestamp_after_max_ms} after now ({now_ms}) in {tp}"
+            )
+
+
+def _check_size(size: int, config: LogConfig, tp: str) -> None:
+    if size > config.segment_bytes:
+        raise RecordTooLargeError(
+            f"Message batch size is {size} bytes in append to partition {tp}, which exceeds the maximum "
+            f"configured segment size of {config.segment_bytes}."
+        )
+    if size > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"The batch of {size} bytes in append to partition {tp} is larger than max.message.bytes="
+            f"{config.max_message_bytes}."
+        )
+
+
+def _encode(
+    records: Sequence[Record], base_offset: int, config: LogConfig, codec: CompressionType, now_ms: int, **producer
+) -> ValidatedBatch:
+    log_append = config.message_timestamp_type == "LogAppendTime"
+    if log_append:
+        records = [Record(r.offset, now_ms, r.key, r.value, r.headers) for r in records]
+    data = encode_batch(
+        records,
+        base_offset=base_offset,
+        compression=codec,
+        compression_level=_compression_level(config, codec),
+        timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+        **producer,
+    )
+    max_ts, offset_of_max = -1, base_offset
+    for r in records:
+        if r.timestamp > max_ts:
+            max_ts, offset_of_max = r.timestamp, r.offset
+    return ValidatedBatch(data, base_offset, records[-1].offset, max_ts, offset_of_max, len(records))
+
+
+def build_batch(
+    records: Sequence[ProducerRecord],
+    *,
+    base_offset: int,
+    config: LogConfig,
+    compression: CompressionType,
+    now_ms: int,
+    tp: str,
+) -> ValidatedBatch:
+    """Validate producer records and encode them as one batch starting at ``base_offset``."""
+    if not records:
+        raise InvalidRecordError(f"an append to {tp} needs at least one record")
+    for i, r in enumerate(records):
+        _check_record(r, i, config, tp, now_ms)
+    encoded = [
+        Record(base_offset + i, now_ms if r.timestamp is None else r.timestamp, r.key, r.value, tuple(r.headers))
+        for i, r in enumerate(records)
+    ]
+    batch = _encode(encoded, base_offset, config, target_compression(config, compression), now_ms)
+    _check_size(len(batch.data), config, tp)
+    return batch
+
+
+def validate_producer_batch(data: bytes, *, base_offset: int, config: LogConfig, now_ms: int, tp: str) -> ValidatedBatch:
+    """Accept one producer-built batch (any magic, any codec) and assign offsets from ``base_offset``.
+
+    Like Kafka, a v2 batch whose codec already matches the target and needs no timestamp
+    rewrite is kept byte for byte; only its base offset is patched, which the CRC does not
+    cover. Anything else is decoded and re-encoded as v2.
+    """
+    batches = list(scan_batches(data, path=f"<append to {tp}>"))
+    consumed = sum(b.header.size_in_bytes for b in batches)
+    if len(batches) != 1 or consumed != len(data):
+        raise CorruptRecordError(
+            f"an append must hold exactly one complete record batch, got {len(batches)} batch(es) "
+            f"covering {consumed} of {len(data)} bytes",
+            path=f"<append to {tp}>",
+            position=0,
+        )
+    raw = batches[0]
+    header = raw.header
+    verify_batch(raw, path=f"<append to {tp}>")
+    if header.is_control:
+        raise InvalidRecordError(f"Clients are not allowed to write control records in topic partition {tp}.")
+    if header.magic == 2 and header.base_offset != 0:
+        raise InvalidRecordError(
+            f"The baseOffset of the record batch in the append to {tp} should be 0, but it is {header.base_offset}"
+        )
+    _check_size(header.size_in_bytes, config, tp)
+    records = decode_batch(raw, path=f"<append to {tp}>")
+    if not records:
+        raise InvalidRecordError(f"an append to {tp} needs at least one record")
+    for i, r in enumerate(records):
+        _check_record(r, i, config, tp, now_ms)
+    codec = target_compression(config, header.compression)
+    in_place = (
+        header.magic == 2
+        and codec == header.compression
+        and config.message_timestamp_type == "CreateTime"
+        and records[-1].offset == header.last_offset
+    )
+    if in_place:
+        shift = base_offset - header.base_offset
+        max_ts, offset_of_max = -1, base_offset
+        for r in records:
+            if r.timestamp > max_ts:
+                max_ts, offset_of_max = r.timestamp, r.offset + shift
+        return ValidatedBatch(
+            set_base_offset(bytes(data), base_offset),
+            base_offset,
+            header.last_offset + shift,
+            max_ts,
+            offset_of_max,
+            len(records),
+        )
+    first = records[0].offset
+    shifted = [Record(r.offset - first + base_offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+    producer = {}
+    if header.magic == 2:
+        producer = dict(
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+        )
+    batch = _encode(shifted, base_offset, config, codec, now_ms, **producer)
+    _check_size(len(batch.data), config, tp)
+    return batch
