@@ -175,7 +175,10 @@ def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
         raise UsageError("no records on stdin")
     log = manager.get_log(args.topic, args.partition)
     codec = CompressionType.from_name(args.compression)
-    chunks = [records[i : i + PRODUCE_BATCH_RECORDS] for i in range(0, len(records), PRODUCE_BATCH_RECORDS)]
+    size = args.batch_size
+    if size < 1:
+        raise UsageError(f"--batch-size must be at least 1, got {size}")
+    chunks = [records[i : i + size] for i in range(0, len(records), size)]
     now = args.now_ms if args.now_ms is not None else now_ms()
     for chunk in chunks:  # validate every batch before the first append
         build_batch(chunk, base_offset=0, config=log.config, compression=codec, now_ms=now, tp=log.tp)
@@ -234,7 +237,8 @@ def _dump_log_file(path: Path, as_json: bool, encode: Callable[[bytes | None], s
         entry: dict[str, Any] = {
             "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
             "position": raw.position, "size": h.size_in_bytes, "magic": h.magic, "crc": h.crc,
-            "compresscodec": h.compression.name.lower(), "timestampType": h.timestamp_type.name,
+            "compresscodec": h.compression.name.lower(),
+            "timestampType": "LogAppendTime" if h.timestamp_type == 1 else "CreateTime",
             "maxTimestamp": h.max_timestamp, "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
             "baseSequence": h.base_sequence, "partitionLeaderEpoch": h.partition_leader_epoch,
             "isTransactional": h.is_transactional, "isControl": h.is_control,
@@ -381,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", type=int, required=True)
     p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     p.add_argument("--encoding", default="utf8", choices=["utf8", "base64"])
+    p.add_argument("--batch-size", type=int, default=PRODUCE_BATCH_RECORDS, help="records per record batch")
     p.add_argument("--now-ms", type=int, default=None, help="clock for default timestamps (default: wall clock)")
     add_json(p)
 

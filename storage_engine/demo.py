@@ -36,15 +36,15 @@ def main() -> int:
     print(f"log dirs: {log_dirs}\n")
     existing = json.loads(run(["topic", "list", "--json"]))
     if TOPIC not in existing:
-        run(["topic", "create", TOPIC, "--partitions", "2", "--config", "segment.bytes=4096",
+        run(["topic", "create", TOPIC, "--partitions", "2", "--config", "segment.bytes=4096", "--config", "index.interval.bytes=256",
              "--config", "cleanup.policy=compact,delete"])
     now = int(time.time() * 1000)
     lines = [
         json.dumps({"key": f"order-{i % 7}", "value": None if i % 11 == 10 else f"status-{i}",
                     "timestamp": now + i, "headers": [["source", "demo"]]})
-        for i in range(60)
+        for i in range(200)
     ]
-    run(["produce", TOPIC, "--partition", "0", "--compression", "lz4", "--json"], stdin="\n".join(lines) + "\n")
+    run(["produce", TOPIC, "--partition", "0", "--compression", "lz4", "--batch-size", "4", "--json"], stdin="\n".join(lines) + "\n")
     run(["consume", TOPIC, "--partition", "0", "--max-records", "5"])
     run(["topic", "describe", TOPIC])
     part_dir = None

@@ -104,7 +104,10 @@ class LogLoader:
                 seg.delete_files()
             segments = []
         if not segments:
-            base = max(self.log_start_offset_checkpoint, leo if leo else 0)
+            # Kafka restarts an empty log at the log start offset checkpoint, which can send
+            # offsets backwards when every segment was lost; the recovery point is a known
+            # lower bound of the old log end, so start no lower than it.
+            base = max(self.log_start_offset_checkpoint, self.recovery_point, leo)
             segments = [LogSegment(self.dir, base, self.config, create=True)]
             leo = base
         segments[-1].resize_indexes(self.config.segment_index_bytes)

@@ -1,0 +1,32 @@
+"""Small builders shared by the engine tests: a manager on a temp dir and keyed records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from storage_engine.manager import LogManager
+from storage_engine.validator import ProducerRecord
+
+
+def records(n: int, *, start: int = 0, ts: int = 1_000, keys: int | None = None, value_size: int = 20) -> list[ProducerRecord]:
+    """``n`` records with distinct values; keys cycle over ``keys`` distinct keys when given."""
+    out = []
+    for i in range(start, start + n):
+        key = f"k{i % keys if keys else i}".encode()
+        value = (f"v{i}-".encode() * value_size)[:value_size]
+        out.append(ProducerRecord(key, value, ts + i, (("h", f"{i}".encode()),)))
+    return out
+
+
+def open_topic(root: Path, topic: str = "t", partitions: int = 1, **configs: object) -> LogManager:
+    """A manager over ``root`` with ``topic`` created; config keys use underscores for dots."""
+    manager = LogManager([root])
+    manager.create_topic(topic, partitions, {k.replace("_", "."): str(v) for k, v in configs.items()})
+    return manager
+
+
+def append_each(log, recs: Iterable[ProducerRecord], **kwargs) -> None:
+    """One batch per record: the finest-grained appends, so index and roll rules show."""
+    for r in recs:
+        log.append([r], **kwargs)

@@ -1,0 +1,196 @@
+"""Loading after a crash: torn tails, corrupt batches, lost indexes and leftover temp files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from engine_helpers import append_each, open_topic, records
+from storage_engine.manager import LogManager
+from storage_engine.naming import segment_file
+from storage_engine.record import scan_batches
+from storage_engine.verify import verify_log
+
+CLEAN = ".kafka_cleanshutdown"
+
+
+def _build(root, n=30, **cfg):
+    with open_topic(root, **cfg) as m:
+        append_each(m.get_log("t", 0), records(n))
+    return root / "t-0"
+
+
+def _reload(root):
+    m = LogManager([root])
+    return m, m.get_log("t", 0)
+
+
+def test_truncation_at_every_byte_of_the_last_two_batches(tmp_path):
+    src = tmp_path / "src"
+    part = _build(src, n=12, index_interval_bytes=1)
+    log_file = segment_file(part, 0, ".log")
+    data = log_file.read_bytes()
+    batches = list(scan_batches(data))
+    second_last = batches[-2].position
+    for cut in range(second_last, len(data)):
+        root = tmp_path / f"cut{cut}"
+        shutil.copytree(src, root)
+        os.truncate(segment_file(root / "t-0", 0, ".log"), cut)
+        (root / CLEAN).unlink(missing_ok=True)  # the crash: no clean shutdown marker
+        m, log = _reload(root)
+        try:
+            complete = [b for b in batches if b.position + b.header.size_in_bytes <= cut]
+            expected_end = complete[-1].header.next_offset
+            assert log.log_end_offset == expected_end, cut
+            assert [r.offset for r in log.read(0, max_records=100)] == list(range(expected_end))
+            assert log.active_segment.size == complete[-1].position + complete[-1].header.size_in_bytes
+            assert verify_log(log).ok
+            assert log.append(records(1)).first_offset == expected_end
+        finally:
+            m.close()
+
+
+def test_a_corrupt_batch_truncates_there_and_drops_later_segments(tmp_path):
+    part = _build(tmp_path, n=40, segment_bytes=800)
+    segs = sorted(p for p in os.listdir(part) if p.endswith(".log"))
+    assert len(segs) >= 3
+    victim = part / segs[1]
+    data = bytearray(victim.read_bytes())
+    third = list(scan_batches(bytes(data)))[2]
+    data[third.position + 40] ^= 0xFF  # inside the CRC-covered region
+    victim.write_bytes(bytes(data))
+    (tmp_path / CLEAN).unlink()
+    (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    m, log = _reload(tmp_path)
+    try:
+        assert log.log_end_offset == third.header.base_offset
+        assert len(log.segments) == 2
+        assert sorted(p for p in os.listdir(part) if p.endswith(".log")) == segs[:2]
+        assert verify_log(log).ok
+    finally:
+        m.close()
+
+
+def _lookups(log):
+    seg_results = []
+    for seg in log.segments:
+        for off in range(seg.base_offset, log.log_end_offset):
+            raw = seg.translate_offset(off)
+            seg_results.append((seg.base_offset, off, None if raw is None else raw.position))
+    ts = [log.offset_for_timestamp(t) for t in range(900, 1100, 7)]
+    return seg_results, ts
+
+
+@pytest.mark.parametrize("damage", ["delete-index", "delete-timeindex", "garbage-index", "garbage-timeindex"])
+def test_missing_or_corrupt_indexes_are_rebuilt_with_the_same_lookups(tmp_path, damage):
+    part = _build(tmp_path, n=60, segment_bytes=1500, index_interval_bytes=150)
+    m, log = _reload(tmp_path)
+    before = _lookups(log)
+    entries_before = [(s.offset_index.entries, s.time_index.entries) for s in log.segments]
+    m.close()
+    for name in os.listdir(part):
+        path = part / name
+        if damage == "delete-index" and name.endswith(".index"):
+            path.unlink()
+        elif damage == "delete-timeindex" and name.endswith(".timeindex"):
+            path.unlink()
+        elif damage == "garbage-index" and name.endswith(".index"):
+            path.write_bytes(b"\x01\x02\x03")  # not a multiple of 8
+        elif damage == "garbage-timeindex" and name.endswith(".timeindex"):
+            path.write_bytes(b"\x00" * 11)
+    m, log = _reload(tmp_path)
+    try:
+        assert _lookups(log) == before
+        assert [(s.offset_index.entries, s.time_index.entries) for s in log.segments] == entries_before
+        assert verify_log(log).ok
+    finally:
+        m.close()
+
+
+def test_leftover_deleted_and_cleaned_files_are_removed(tmp_path):
+    part = _build(tmp_path, n=20, segment_bytes=600)
+    (part / "00000000000000000000.log.cleaned").write_bytes(b"partial cleaner output")
+    (part / "00000000000000000000.index.cleaned").write_bytes(b"")
+    (part / "00000000000000000099.log.deleted").write_bytes(b"old")
+    m, log = _reload(tmp_path)
+    try:
+        assert not [n for n in os.listdir(part) if n.endswith((".cleaned", ".deleted"))]
+        assert [r.offset for r in log.read(0, max_records=50)] == list(range(20))
+    finally:
+        m.close()
+
+
+def _swap_from(part, bases_to_replace, keep_offsets):
+    """Write a .swap segment holding only ``keep_offsets`` of the replaced segments, as a cleaner would."""
+    from storage_engine.record import decode_batch, encode_batch
+
+    out = bytearray()
+    for base in bases_to_replace:
+        for raw in scan_batches(segment_file(part, base, ".log").read_bytes()):
+            kept = [r for r in decode_batch(raw) if r.offset in keep_offsets]
+            if kept:
+                out += encode_batch(kept, base_offset=raw.header.base_offset,
+                                    last_offset_delta=raw.header.last_offset_delta)
+    segment_file(part, bases_to_replace[0], ".log.swap").write_bytes(bytes(out))
+
+
+def test_a_complete_swap_is_finished_on_load(tmp_path):
+    part = _build(tmp_path, n=30, segment_bytes=600)
+    bases = sorted(int(n.split(".")[0]) for n in os.listdir(part) if n.endswith(".log"))
+    replaced = bases[:2]
+    keep = {0, 3, bases[1] + 1}
+    _swap_from(part, replaced, keep)
+    for base in replaced[1:]:  # old files half way through being renamed to .deleted
+        segment_file(part, base, ".log").rename(segment_file(part, base, ".log.deleted"))
+    m, log = _reload(tmp_path)
+    try:
+        offsets = [r.offset for r in log.read(0, max_records=100)]
+        assert offsets == sorted(keep) + list(range(bases[2], 30))
+        assert not [n for n in os.listdir(part) if n.endswith((".swap", ".deleted"))]
+        assert verify_log(log).ok
+    finally:
+        m.close()
+
+
+def test_a_swap_next_to_cleaned_files_is_discarded(tmp_path):
+    part = _build(tmp_path, n=30, segment_bytes=600)
+    _swap_from(part, [0], {1})
+    (part / "00000000000000000000.timeindex.cleaned").write_bytes(b"")
+    m, log = _reload(tmp_path)
+    try:
+        assert [r.offset for r in log.read(0, max_records=100)] == list(range(30))
+    finally:
+        m.close()
+
+
+def test_a_killed_writer_leaves_no_clean_marker_and_is_recovered(tmp_path):
+    _build(tmp_path, n=5)
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(os.path.dirname(__file__))!r})
+        from engine_helpers import records
+        from storage_engine.manager import LogManager
+        m = LogManager([{str(tmp_path)!r}])
+        log = m.get_log("t", 0)
+        log.append(records(3, start=5))
+        seg = log.active_segment
+        # a torn write: half a batch at the tail, then the process dies
+        os.pwrite(seg._fd, b"\\x00" * 8 + b"\\x00\\x00\\x01\\x00" + b"\\x07" * 40, seg.size)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert not (tmp_path / CLEAN).exists()
+    m, log = _reload(tmp_path)
+    try:
+        assert log.log_end_offset == 8
+        assert verify_log(log).ok
+    finally:
+        m.close()
+    assert (tmp_path / CLEAN).exists()
