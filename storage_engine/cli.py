@@ -342,6 +342,30 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     return 0 if ok else 1
 
 
+def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
+    now = args.now_ms if args.now_ms is not None else now_ms()
+    plans = manager.retention_plans(args.topic, now_ms=now)
+    if args.dry_run:
+        data = [p.to_dict() | {"applied": False} for p in plans]
+    else:
+        applied = {(r.plan.topic, r.plan.partition): r for r in manager.apply_retention(plans, now_ms=now)}
+        data = [applied[(p.topic, p.partition)].to_dict() if (p.topic, p.partition) in applied
+                else p.to_dict() | {"applied": False} for p in plans]
+    lines = []
+    for d in data:
+        segs = d["segments_to_delete"]
+        verb = "deleted" if d["applied"] else "would delete"
+        if segs:
+            reasons = ", ".join(f"{s['base_offset']} ({s['reason']}, {s['size_bytes']} B)" for s in segs)
+            lines.append(f"{d['topic']}-{d['partition']}: {verb} {len(segs)} segment(s), {d['bytes_to_free']} bytes: "
+                         f"{reasons}; log start offset -> {d.get('log_start_offset_after') or d['new_log_start_offset']}")
+        else:
+            lines.append(f"{d['topic']}-{d['partition']}: nothing to delete")
+        lines.extend(f"  warning: {w}" for w in d["warnings"])
+    _print(args, {"now_ms": now, "dry_run": args.dry_run, "partitions": data}, "\n".join(lines) or "no partitions")
+    return 0
+
+
 def cmd_delete_records(args: argparse.Namespace, manager: LogManager) -> int:
     log = manager.get_log(args.topic, args.partition)
     lso = log.delete_records(args.before_offset)
@@ -407,6 +431,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic")
     add_json(p)
 
+    p = sub.add_parser("retention", help="delete segments past retention.ms / retention.bytes / the log start offset")
+    p.add_argument("--topic")
+    p.add_argument("--now-ms", type=int, default=None, help="the clock retention judges by (default: wall clock)")
+    p.add_argument("--dry-run", action="store_true", help="print the plans, change nothing")
+    add_json(p)
+
     p = sub.add_parser("delete-records", help="advance a partition's log start offset")
     p.add_argument("topic")
     p.add_argument("--partition", type=int, required=True)
@@ -421,6 +451,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "consume": cmd_consume,
     "dump": cmd_dump,
     "verify": cmd_verify,
+    "retention": cmd_retention,
     "delete-records": cmd_delete_records,
 }
 NEEDS_NO_LOG_DIRS = {"dump"}

@@ -14,15 +14,17 @@ looks; any temporary file it finds was left by a process that died. In order:
 5. A segment whose ``.index`` or ``.timeindex`` is missing or fails its sanity check is
    recovered, which rebuilds both from the ``.log`` (Kafka only rebuilds on a missing offset
    index; rebuilding the time index too keeps timestamp lookups and retention right).
-6. After an unclean shutdown, every segment from the one holding the recovery point to the
+6. Segments wholly below the checkpointed log start offset are deleted: retention commits a
+   deletion by writing that checkpoint first, so these are deletions a crash interrupted.
+7. After an unclean shutdown, every segment from the one holding the recovery point to the
    end is recovered: CRCs and structure are revalidated, indexes rebuilt, and at the first
    bad or torn batch the segment is truncated and every later segment deleted.
    Whatever the shutdown, the active segment's unindexed tail is revalidated too: with
    several processes a writer can die while others keep the log dir open, so the log dir's
    clean-shutdown marker alone cannot vouch for every partition.
-7. A log whose end is below the log start offset loses all segments; a log with no segment
+8. A log whose end is below the log start offset loses all segments; a log with no segment
    gets an empty one at the log start offset.
-8. ``log start offset = max(checkpointed value, first segment's base offset)``; the recovery
+9. ``log start offset = max(checkpointed value, first segment's base offset)``; the recovery
    point becomes the log end offset after a clean shutdown, else ``min(checkpoint, LEO)``.
 """
 
@@ -94,6 +96,7 @@ class LogLoader:
         self._remove_temp_files_and_complete_swaps()
         segments = self._load_segment_files()
         segments = self._recover(segments)
+        segments = self._drop_segments_below_log_start(segments)
         leo = segments[-1].read_next_offset() if segments else self.log_start_offset_checkpoint
         if segments and leo < self.log_start_offset_checkpoint:
             self.actions.append(
@@ -202,6 +205,17 @@ class LogLoader:
         return None
 
     # -------------------------------------------------------------- step 6
+
+    def _drop_segments_below_log_start(self, segments: list[LogSegment]) -> list[LogSegment]:
+        """Segments wholly below the checkpointed log start offset are a deletion that was
+        committed (retention writes the checkpoint first) but not finished: finish it."""
+        lso = self.log_start_offset_checkpoint
+        while len(segments) > 1 and segments[1].base_offset <= lso:
+            seg = segments.pop(0)
+            seg.close()
+            seg.delete_files()
+            self.actions.append(f"deleted {seg.log_path.name}, wholly below the log start offset {lso}")
+        return segments
 
     def _recover(self, segments: list[LogSegment]) -> list[LogSegment]:
         if not segments:

@@ -19,7 +19,8 @@ from .errors import LogChangedError, OffsetOutOfRangeError
 from .loader import LogLoader
 from .lock import PartitionLock
 from .logdir import LogDir
-from .naming import segment_file
+from .faults import crash_point
+from .naming import DELETED_SUFFIX, segment_file
 from .record import CompressionType, RawBatch, Record, decode_batch
 from .segment import LogSegment, now_ms
 from .validator import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
@@ -108,6 +109,12 @@ class Log:
         """Before a change: reload if another process changed the segment list or appended."""
         if self._changed_on_disk():
             self._load(had_clean_shutdown=True)
+
+    def sync_for_change(self) -> None:
+        """For maintenance code about to change the log: the lock must be held."""
+        if not self.lock.held:
+            raise RuntimeError("sync_for_change() needs the partition lock")
+        self._sync_locked()
 
     def refresh(self) -> None:
         """For readers: pick up other processes' appends, and reload after segment-list changes."""
@@ -202,6 +209,10 @@ class Log:
             self._sync_locked()
             return self._roll_locked(now_ms() if now is None else now)
 
+    def roll_locked(self, now: int) -> LogSegment:
+        """``roll`` for maintenance code that already holds the lock and has synced."""
+        return self._roll_locked(now)
+
     def _roll_locked(self, now: int) -> LogSegment:
         new_offset = self._leo
         active = self.active_segment
@@ -254,6 +265,35 @@ class Log:
                 self.log_start_offset = before_offset
                 self.bump_generation()
             return self.log_start_offset
+
+    def commit_log_start_offset(self, new_offset: int) -> None:
+        """Persist a higher log start offset (lock held); the commit point of segment deletion."""
+        if new_offset > self.log_start_offset:
+            self.log_dir.log_start_offsets.update({(self.topic, self.partition): new_offset})
+            self.log_start_offset = new_offset
+            self.bump_generation()
+
+    def remove_segments(self, doomed: Sequence[LogSegment]) -> list[Path]:
+        """Rename segments to ``.deleted`` (``.log`` first) and drop them from the list (lock held).
+
+        Returns the renamed files; they are removed after ``file.delete.delay.ms`` so readers
+        that opened them a moment ago can finish.
+        """
+        if not doomed:
+            return []
+        if any(seg is self.active_segment for seg in doomed):
+            raise RuntimeError("the active segment cannot be removed; roll first")
+        pending: list[Path] = []
+        for i, seg in enumerate(doomed):
+            seg.close(trim_indexes=False)
+            seg.change_file_suffix(DELETED_SUFFIX)
+            pending.extend(seg.existing_files())
+            crash_point(f"remove-segments.after-rename-{i}")
+        gone = {id(s) for s in doomed}
+        self.segments = [s for s in self.segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self.segments]
+        self.bump_generation()
+        return pending
 
     # ------------------------------------------------------------------ reading
 

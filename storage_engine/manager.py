@@ -28,6 +28,8 @@ from .log import Log
 from .logdir import LogDir
 from .naming import parse_partition_dir, partition_dir_name, validate_topic_name
 from .placement import choose_log_dir
+from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
+from .stats import PartitionStats, scan_log_dir
 
 TOPICS_DIR = ".logplat-topics"
 INTERNAL_COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -244,6 +246,35 @@ class LogManager:
         for t in topics:
             for p in self.partitions(t):
                 yield self.get_log(t, p)
+
+    # ------------------------------------------------------------------ maintenance
+
+    def partition_stats(self, topic: str | None = None) -> Iterator[PartitionStats]:
+        """Cheap stats of every partition (no log is opened, no record read)."""
+        if topic is not None:
+            validate_topic_name(topic)
+        for d in self.log_dirs:
+            if d.path.is_dir():
+                yield from scan_log_dir(d.path, topic)
+
+    def retention_plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:
+        """Retention plans for every partition, computed from file metadata only."""
+        configs: dict[str, LogConfig] = {}
+        plans = []
+        for stats in self.partition_stats(topic):
+            config = configs.get(stats.topic) or configs.setdefault(stats.topic, self.topic_config(stats.topic))
+            plans.append(plan_retention(stats, config, now_ms))
+        return plans
+
+    def apply_retention(self, plans: Sequence[RetentionPlan], *, now_ms: int) -> list[RetentionResult]:
+        """Apply plans that delete something; sweep ``.deleted`` files whose delay has passed."""
+        results = []
+        for plan in plans:
+            log = self.get_log(plan.topic, plan.partition)
+            if plan.deletions:
+                results.append(apply_retention(log, plan, now_ms))
+            sweep_deleted_files(log.dir, now_ms, log.config.file_delete_delay_ms)
+        return results
 
     def close(self) -> None:
         if self._closed:

@@ -1,0 +1,179 @@
+"""Cheap per-partition facts read from file metadata, never from record bytes.
+
+Retention planning, the dirty-ratio check and the platform's sensors run over thousands of
+partitions on every tick, so they must not open logs: a directory listing, one ``stat`` per
+segment, the checkpoint files (read once per log dir) and, only when a decision needs it, the
+tail of a time index. Each segment's largest timestamp is therefore computed lazily.
+
+The active segment is the exception to "index tails only": its time index lags behind the
+batches appended since the last index entry, so its largest timestamp is completed by reading
+the batch headers after the last offset-index entry (at most ``index.interval.bytes`` plus the
+newest batch). Headers are 61 bytes of each batch; record payloads are still never read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    read_checkpoint,
+)
+from .errors import CheckpointError
+from .index import OffsetIndex, TimeIndex
+from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir, segment_file
+from .record import scan_batches
+
+_HEADER_READ = 1 << 16
+
+
+@dataclass
+class SegmentStat:
+    """One segment as the planners see it. ``largest_timestamp`` is read on first use."""
+
+    base_offset: int
+    size_bytes: int
+    mtime_ms: int
+    is_active: bool
+    _timestamp_loader: Callable[[], int] | None = field(default=None, repr=False, compare=False)
+    _largest: int | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def max_record_timestamp(self) -> int:
+        """The largest record timestamp in the segment, -1 when its records carry none."""
+        if self._largest is None:
+            self._largest = self._timestamp_loader() if self._timestamp_loader else -1
+        return self._largest
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time retention judges (Kafka's rule): the max record timestamp, else the file mtime."""
+        ts = self.max_record_timestamp
+        return ts if ts >= 0 else self.mtime_ms
+
+    @classmethod
+    def of(cls, base_offset: int, size_bytes: int, mtime_ms: int, is_active: bool, largest: int) -> "SegmentStat":
+        """A stat with a known timestamp (from a live segment, or built by a test)."""
+        return cls(base_offset, size_bytes, mtime_ms, is_active, None, largest)
+
+
+@dataclass
+class PartitionStats:
+    topic: str
+    partition: int
+    directory: Path
+    segments: list[SegmentStat]
+    log_start_offset: int
+    cleaner_checkpoint: int | None = None
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self.segments)
+
+    def fingerprint(self) -> tuple[tuple[int, int], ...]:
+        """Base offset and size of every non-active segment: what a plan was computed from."""
+        return tuple((s.base_offset, s.size_bytes) for s in self.segments if not s.is_active)
+
+
+def _header_max_timestamp(log_path: Path, start: int) -> int:
+    """Max of the batch headers' max timestamps from ``start`` to the end of the file."""
+    best = -1
+    try:
+        fd = os.open(log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return best
+    try:
+        pos = start
+        size = os.fstat(fd).st_size
+        while pos < size:
+            buf = os.pread(fd, min(_HEADER_READ, size - pos), pos)
+            consumed = 0
+            for raw in scan_batches(buf, base_position=pos, path=str(log_path)):
+                best = max(best, raw.header.max_timestamp)
+                consumed = raw.position - pos + raw.header.size_in_bytes
+            if consumed == 0:
+                # A batch larger than the read window: skip it by its length field.
+                if len(buf) < 12:
+                    break
+                length = int.from_bytes(buf[8:12], "big", signed=True)
+                header = os.pread(fd, 61, pos)
+                if len(header) == 61 and pos + length + 12 <= size:
+                    best = max(best, int.from_bytes(header[35:43], "big", signed=True))
+                    consumed = length + 12
+                else:
+                    break
+            pos += consumed
+    finally:
+        os.close(fd)
+    return best
+
+
+def _segment_max_timestamp(directory: Path, base: int, is_active: bool) -> Callable[[], int]:
+    def load() -> int:
+        time_index = segment_file(directory, base, TIME_INDEX_SUFFIX)
+        log_path = segment_file(directory, base, LOG_SUFFIX)
+        if not time_index.exists():
+            return _header_max_timestamp(log_path, 0)
+        indexed = TimeIndex.read_last_entry_only(time_index, base).timestamp
+        if not is_active:
+            return indexed
+        tail_start = OffsetIndex.read_last_entry_only(segment_file(directory, base, INDEX_SUFFIX), base).position
+        return max(indexed, _header_max_timestamp(log_path, tail_start))
+
+    return load
+
+
+def read_partition_stats(
+    directory: Path,
+    *,
+    log_start_offset_checkpoint: int | None = None,
+    cleaner_checkpoint: int | None = None,
+) -> PartitionStats:
+    """Stats of one partition directory (``<topic>-<n>``), from metadata only."""
+    directory = Path(directory)
+    parsed = parse_partition_dir(directory.name)
+    if parsed is None:
+        raise ValueError(f"{directory} is not a partition directory (<topic>-<partition>)")
+    entries = []
+    with os.scandir(directory) as it:
+        for entry in it:
+            name = entry.name
+            if name.endswith(LOG_SUFFIX) and name[:20].isdigit() and len(name) == 24:
+                st = entry.stat()
+                entries.append((int(name[:20]), st.st_size, int(st.st_mtime * 1000)))
+    entries.sort()
+    segments = [
+        SegmentStat(base, size, mtime, i == len(entries) - 1,
+                    _segment_max_timestamp(directory, base, i == len(entries) - 1))
+        for i, (base, size, mtime) in enumerate(entries)
+    ]
+    first_base = segments[0].base_offset if segments else 0
+    lso = max(log_start_offset_checkpoint or 0, first_base)
+    return PartitionStats(parsed[0], parsed[1], directory, segments, lso, cleaner_checkpoint)
+
+
+def _checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
+    try:
+        return read_checkpoint(path)
+    except CheckpointError:
+        return {}  # as Kafka's LogManager does for an unreadable checkpoint: treat as absent
+
+
+def scan_log_dir(log_dir: Path, topic: str | None = None) -> Iterator[PartitionStats]:
+    """Stats of every partition in a log dir (optionally one topic), checkpoints read once."""
+    log_dir = Path(log_dir)
+    lso = _checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+    cleaner = _checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
+    with os.scandir(log_dir) as it:
+        dirs = sorted((e.name, e.path) for e in it if e.is_dir())
+    for name, path in dirs:
+        parsed = parse_partition_dir(name)
+        if parsed is None or (topic is not None and parsed[0] != topic):
+            continue
+        yield read_partition_stats(
+            Path(path), log_start_offset_checkpoint=lso.get(parsed), cleaner_checkpoint=cleaner.get(parsed)
+        )

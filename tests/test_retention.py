@@ -1,0 +1,250 @@
+"""Retention on files on disk: Kafka's UnifiedLogTest/LogManagerTest scenarios, plans, kills."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from engine_helpers import open_topic
+from storage_engine.cli import main as logctl
+from storage_engine.errors import LogChangedError
+from storage_engine.manager import LogManager
+from storage_engine.retention import apply_retention
+from storage_engine.validator import ProducerRecord
+
+NOW = 1_000_000
+
+
+def build(log, spec):
+    """One segment per (records, timestamp, value size); rolls between them."""
+    offset = 0
+    for i, (n, ts, size) in enumerate(spec):
+        log.append([ProducerRecord(b"k%d" % (offset + j), b"x" * size, ts) for j in range(n)], now=NOW)
+        offset += n
+        if i < len(spec) - 1:
+            log.roll()
+    return [s.base_offset for s in log.segments]
+
+
+def plan(m, topic="t"):
+    return {(p.topic, p.partition): p for p in m.retention_plans(topic, now_ms=NOW)}[(topic, 0)]
+
+
+def test_time_retention_with_mixed_timestamps_stops_at_the_first_young_segment(tmp_path):
+    with open_topic(tmp_path, retention_ms=1500) as m:
+        log = m.get_log("t", 0)
+        bases = build(log, [(2, NOW - 4000, 10), (2, NOW - 2000, 10), (2, NOW - 100, 10), (2, NOW - 9000, 10)])
+        p = plan(m)
+        assert [d.base_offset for d in p.deletions] == bases[:2]
+        assert {d.reason for d in p.deletions} == {"retention.ms"}
+        assert p.new_log_start_offset == bases[2]
+        result = m.apply_retention([p], now_ms=NOW)[0]
+        assert result.deleted_segments == bases[:2]
+        assert [s.base_offset for s in log.segments] == bases[2:]
+        assert log.log_start_offset == bases[2]
+        assert [r.offset for r in log.read(bases[2], max_records=10)] == [4, 5, 6, 7]
+
+
+def test_a_segment_exactly_retention_ms_old_is_kept(tmp_path):
+    with open_topic(tmp_path, retention_ms=1000) as m:
+        build(m.get_log("t", 0), [(1, NOW - 1000, 10), (1, NOW, 10)])
+        assert plan(m).deletions == ()
+
+
+def test_future_timestamps_are_named_in_the_plan(tmp_path):
+    with open_topic(tmp_path, retention_ms=1000) as m:
+        bases = build(m.get_log("t", 0), [(1, NOW - 5000, 10), (1, NOW + 60_000, 10), (3, NOW - 9000, 10), (1, NOW, 10)])
+        p = plan(m)
+        assert p.deleted_bases == (bases[0],)
+        assert len(p.warnings) == 1
+        warning = p.warnings[0]
+        assert f"segment {bases[1]}" in warning and "60000 ms in the future" in warning
+        assert "holding back 2 later segment(s)" in warning
+
+
+def test_size_retention_walks_uneven_segments(tmp_path):
+    with open_topic(tmp_path, retention_bytes=1) as m:  # placeholder limit, replaced below
+        log = m.get_log("t", 0)
+        bases = build(log, [(1, NOW, 200), (1, NOW, 500), (1, NOW, 100), (1, NOW, 300)])
+        sizes = [s.size for s in log.segments]
+        limit = sum(sizes) - sizes[0] - sizes[1] // 2  # enough to drop segment 0, not segment 1
+        m.alter_topic("t", {"retention.bytes": str(limit)})
+        p = plan(m)
+        assert p.deleted_bases == (bases[0],)
+        assert p.deletions[0].reason == "retention.bytes" and p.bytes_to_free == sizes[0]
+        m.alter_topic("t", {"retention.bytes": str(sizes[3])})  # keep only the newest
+        assert plan(m).deleted_bases == tuple(bases[:3])
+        m.alter_topic("t", {"retention.bytes": str(sum(sizes))})  # exactly at the limit
+        assert plan(m).deleted_bases == ()
+
+
+def test_log_start_offset_retention_after_delete_records_even_when_compacted(tmp_path):
+    with open_topic(tmp_path, cleanup_policy="compact", retention_ms=1) as m:
+        log = m.get_log("t", 0)
+        bases = build(log, [(3, 1, 10), (3, 1, 10), (3, 1, 10)])
+        assert plan(m).deletions == ()  # compact: time retention does not apply
+        log.delete_records(bases[1] + 1)
+        p = plan(m)
+        assert p.deleted_bases == (bases[0],)
+        assert p.deletions[0].reason == "log-start-offset"
+        m.apply_retention([p], now_ms=NOW)
+        assert log.log_start_offset == bases[1] + 1  # never moves backwards to a segment base
+
+
+def test_compact_delete_applies_time_and_size_too(tmp_path):
+    with open_topic(tmp_path, cleanup_policy="compact,delete", retention_ms=10) as m:
+        bases = build(m.get_log("t", 0), [(1, NOW - 100, 10), (1, NOW, 10)])
+        assert plan(m).deleted_bases == (bases[0],)
+
+
+def test_unlimited_retention_deletes_nothing(tmp_path):
+    with open_topic(tmp_path, retention_ms=-1, retention_bytes=-1) as m:
+        build(m.get_log("t", 0), [(1, 1, 1000), (1, 2, 1000)])
+        assert plan(m).deletions == ()
+
+
+def test_all_segments_expired_rolls_then_deletes_everything(tmp_path):
+    with open_topic(tmp_path, retention_ms=100) as m:
+        log = m.get_log("t", 0)
+        bases = build(log, [(2, 1, 10), (3, 2, 10)])
+        p = plan(m)
+        assert p.deleted_bases == tuple(bases) and p.roll_first
+        m.apply_retention([p], now_ms=NOW)
+        assert [s.base_offset for s in log.segments] == [5]
+        assert log.active_segment.size == 0
+        assert (log.log_start_offset, log.log_end_offset) == (5, 5)
+        assert log.append([ProducerRecord(b"a", b"b", NOW)]).first_offset == 5
+        # The last, empty segment is never deleted.
+        log.roll()
+        assert plan(m).deleted_bases == ()
+
+
+def test_an_empty_active_segment_stays_while_the_rest_goes(tmp_path):
+    with open_topic(tmp_path, retention_ms=100) as m:
+        log = m.get_log("t", 0)
+        build(log, [(2, 1, 10)])
+        log.roll()
+        p = plan(m)
+        assert p.deleted_bases == (0,) and not p.roll_first
+        m.apply_retention([p], now_ms=NOW)
+        assert [s.base_offset for s in log.segments] == [2]
+
+
+def test_deleted_files_wait_for_the_delay_then_go(tmp_path):
+    with open_topic(tmp_path, retention_ms=100, file_delete_delay_ms=60_000) as m:
+        log = m.get_log("t", 0)
+        build(log, [(1, 1, 10), (1, NOW, 10)])
+        result = m.apply_retention([plan(m)], now_ms=NOW)[0]
+        pending = sorted(os.path.basename(f) for f in result.pending_files)
+        assert pending == ["00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
+                           "00000000000000000000.timeindex.deleted"]
+        assert all(os.path.exists(f) for f in result.pending_files)
+        m.apply_retention(m.retention_plans("t", now_ms=NOW), now_ms=NOW)  # too early
+        assert all(os.path.exists(f) for f in result.pending_files)
+        later = int(os.stat(result.pending_files[0]).st_ctime * 1000) + 60_000
+        m.apply_retention(m.retention_plans("t", now_ms=later), now_ms=later)
+        assert not any(os.path.exists(f) for f in result.pending_files)
+
+
+def test_apply_refuses_a_plan_the_log_outgrew(tmp_path):
+    later = NOW + 10**6
+    with open_topic(tmp_path, retention_ms=100) as m:
+        log = m.get_log("t", 0)
+        build(log, [(1, 1, 10), (1, NOW, 10)])
+        p = m.retention_plans("t", now_ms=later)[0]
+        assert p.deleted_bases == (0, 1) and p.roll_first
+        # Another writer appends a fresh record to the active segment after the plan was made.
+        log.append([ProducerRecord(b"z", b"z", later)], now=later)
+        with pytest.raises(LogChangedError, match="changed since retention was planned"):
+            apply_retention(log, p, later)
+        assert [s.base_offset for s in log.segments] == [0, 1]
+        assert apply_retention(log, None, later).deleted_segments == [0]
+
+
+def test_planning_reads_no_record_bytes(tmp_path):
+    with open_topic(tmp_path, retention_ms=1000) as m:
+        bases = build(m.get_log("t", 0), [(3, NOW - 5000, 50), (3, NOW - 3000, 50), (3, NOW, 50)])
+        before = plan(m)
+    for base in bases[:-1]:  # wipe the record bytes of every inactive segment, keep the sizes
+        path = tmp_path / "t-0" / f"{base:020d}.log"
+        path.write_bytes(b"\0" * path.stat().st_size)
+    with LogManager([tmp_path]) as m:
+        stats = {s.partition: s for s in m.partition_stats("t")}
+        assert m.retention_plans("t", now_ms=NOW)[0].deleted_bases == before.deleted_bases == tuple(bases[:2])
+        assert stats[0].size_bytes > 0
+
+
+def test_cli_dry_run_changes_nothing_and_apply_does(tmp_path, capsys):
+    with open_topic(tmp_path, retention_ms=100) as m:
+        build(m.get_log("t", 0), [(1, 1, 10), (1, NOW, 10)])
+    listing = sorted(os.listdir(tmp_path / "t-0"))
+    assert logctl(["--log-dirs", str(tmp_path), "retention", "--dry-run", "--json", "--now-ms", str(NOW)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (part,) = out["partitions"]
+    assert part["applied"] is False and [s["base_offset"] for s in part["segments_to_delete"]] == [0]
+    assert part["segments_to_delete"][0]["reason"] == "retention.ms"
+    assert sorted(os.listdir(tmp_path / "t-0")) == listing
+    assert logctl(["--log-dirs", str(tmp_path), "retention", "--json", "--now-ms", str(NOW)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["partitions"][0]["deleted_segments"] == [0]
+    assert "00000000000000000000.log" not in os.listdir(tmp_path / "t-0")
+
+
+def test_broker_retention_precedence_drives_the_plan(tmp_path):
+    with open_topic(tmp_path) as m:
+        build(m.get_log("t", 0), [(1, NOW - 3 * 60_000, 10), (1, NOW, 10)])
+    broker = {"log.retention.hours": "1000", "log.retention.minutes": "2"}
+    with LogManager([tmp_path], broker) as m:
+        assert m.retention_plans("t", now_ms=NOW)[0].deleted_bases == (0,)
+    broker["log.retention.ms"] = str(10 * 60_000)  # ms wins over minutes
+    with LogManager([tmp_path], broker) as m:
+        assert m.retention_plans("t", now_ms=NOW)[0].deleted_bases == ()
+
+
+CRASH_POINTS = [
+    "retention.after-roll",
+    "retention.after-checkpoint",
+    "remove-segments.after-rename-0",
+    "remove-segments.after-rename-1",
+    "remove-segments.after-rename-2",
+]
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.parametrize("everything_expires", [False, True])
+def test_a_kill_at_each_step_leaves_the_log_before_or_after(tmp_path, point, everything_expires):
+    with open_topic(tmp_path, retention_ms=1000, file_delete_delay_ms=60_000) as m:
+        last_ts = 1 if everything_expires else NOW
+        build(m.get_log("t", 0), [(2, 1, 10), (2, 2, 10), (2, 3, 10), (2, last_ts, 10)])
+        before = [r.offset for r in m.get_log("t", 0).read(0, max_records=100)]
+    script = textwrap.dedent(f"""
+        from storage_engine.manager import LogManager
+        m = LogManager([{str(tmp_path)!r}])
+        plans = m.retention_plans("t", now_ms={NOW})
+        m.apply_retention(plans, now_ms={NOW})
+        m.close()
+    """)
+    env = dict(os.environ, LOGPLAT_CRASH_AT=point)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    reached = everything_expires or point != "retention.after-roll"
+    assert proc.returncode == (-9 if reached else 0), proc.stderr
+    with LogManager([tmp_path]) as m:
+        log = m.get_log("t", 0)
+        after = [r.offset for r in log.read(log.log_start_offset, max_records=100)]
+        expected_after = [] if everything_expires else [6, 7]
+        assert after in (before, expected_after), (point, after)
+        if proc.returncode == -9 and point != "retention.after-roll":
+            assert after == expected_after  # past the commit point the deletion completes
+        names = os.listdir(tmp_path / "t-0")
+        assert not [n for n in names if n.endswith((".deleted", ".swap", ".cleaned"))]
+        logs = {n[:20] for n in names if n.endswith(".log")}
+        for kind in (".index", ".timeindex"):
+            assert {n[:20] for n in names if n.endswith(kind)} <= logs  # no orphaned index
+        from storage_engine.verify import verify_log
+        assert verify_log(log).ok
+        assert log.append([ProducerRecord(b"n", b"n", NOW)]).first_offset == 8
