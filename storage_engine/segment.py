@@ -388,6 +388,9 @@ class LogSegment:
             if self.writable and trim_indexes:
                 self.offset_index.close()
                 self.time_index.close()
+            else:
+                self.offset_index.release()
+                self.time_index.release()
             os.close(self._fd)
             self._fd = -1
 

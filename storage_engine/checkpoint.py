@@ -1,0 +1,252 @@
+"""Kafka's per-log-directory checkpoint files and the clean-shutdown marker (spec 1.15, 1.16).
+
+A checkpoint file maps topic-partitions to an offset (recovery point, log start offset, cleaner
+position, high watermark) in Kafka's text format::
+
+    0                  version
+    2                  number of entries
+    my-topic 0 1234    "<topic> <partition> <offset>"
+    other 3 0
+
+Kafka writes it to ``<file>.tmp``, fsyncs, renames over the file and fsyncs the directory, so a
+crash leaves either the old or the new content, never a mix. We do the same, and because several
+processes (writers, cleaners, Spark executors) may update one file, ``CheckpointFile.update``
+serialises the read-merge-write under a directory-wide ``flock``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from .errors import CheckpointError
+from .naming import validate_topic_name
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".logplat-checkpoints.lock"
+TMP_SUFFIX = ".tmp"
+
+CURRENT_VERSION = 0
+
+TopicPartition = tuple[str, int]
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or unlink inside ``path`` durable (a directory entry lives in the directory)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new bytes, never a mix.
+
+    The ``.tmp`` name is Kafka's, so a ``.tmp`` a broker left behind is simply overwritten.
+    Concurrent writers of one file must serialise (``CheckpointFile.update`` does): they share
+    the ``.tmp`` name.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    try:
+        tmp.unlink()
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _parse_int(text: str, lo: int, hi: int) -> int | None:
+    if not _INTEGER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if lo <= value <= hi else None
+
+
+def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPartition, int]:
+    """Parse checkpoint bytes with Kafka's rules; errors name the file and the offending line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"Checkpoint file {path} is not UTF-8: {exc}") from None
+    if text == "":
+        return {}
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+
+    version = _parse_int(lines[0].strip(), _INT_MIN, _INT_MAX)
+    if version is None:
+        raise CheckpointError(
+            f"Malformed version line in checkpoint file {path}: {lines[0]!r}"
+        )
+    if version != CURRENT_VERSION:
+        raise CheckpointError(
+            f"Unrecognised version:{version}, expected version: {CURRENT_VERSION} "
+            f"in checkpoint file at: {path}"
+        )
+    if len(lines) < 2:
+        return {}
+    expected = _parse_int(lines[1].strip(), 0, _INT_MAX)
+    if expected is None:
+        raise CheckpointError(f"Malformed entry count in checkpoint file {path}: {lines[1]!r}")
+
+    entries: dict[TopicPartition, int] = {}
+    body = lines[2:]
+    for number, line in enumerate(body, start=3):
+        parts = line.split()
+        partition = _parse_int(parts[1], _INT_MIN, _INT_MAX) if len(parts) == 3 else None
+        offset = _parse_int(parts[2], _LONG_MIN, _LONG_MAX) if len(parts) == 3 else None
+        if partition is None or offset is None:
+            raise CheckpointError(f"Malformed line {number} in checkpoint file {path}: {line!r}")
+        entries[(parts[0], partition)] = offset
+    if len(body) != expected:
+        raise CheckpointError(
+            f"Expected {expected} entries in checkpoint file {path}, but found {len(body)}"
+        )
+    return entries
+
+
+def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """The entries of a checkpoint file; a missing or empty file holds none."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return {}
+    return parse_checkpoint(data, path)
+
+
+def format_checkpoint(entries: Mapping[TopicPartition, int]) -> bytes:
+    """Kafka's text format, sorted by (topic, partition) so equal content gives equal bytes."""
+    lines = [str(CURRENT_VERSION), str(len(entries))]
+    for (topic, partition), offset in sorted(entries.items()):
+        validate_topic_name(topic)  # a space or newline in a name would corrupt the file
+        lines.append(f"{topic} {int(partition)} {int(offset)}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def write_checkpoint(path: Path, entries: Mapping[TopicPartition, int]) -> None:
+    """Atomically replace the checkpoint file with ``entries``."""
+    atomic_write(Path(path), format_checkpoint(entries))
+
+
+class CheckpointFile:
+    """One checkpoint file of a log dir, with a read-modify-write that is safe across processes.
+
+    ``update()`` holds an exclusive ``fcntl.flock`` on ``<log dir>/.logplat-checkpoints.lock``
+    while it reads, merges and atomically rewrites, so two processes updating different
+    partitions both keep their entries. Readers need no lock: renames are atomic. Unlike
+    Kafka, constructing one does not create the file, so read-only tools leave a copied
+    broker directory untouched.
+    """
+
+    def __init__(self, log_dir: Path, name: str) -> None:
+        self.log_dir = Path(log_dir)
+        self.name = name
+        self.path = self.log_dir / name
+
+    def __repr__(self) -> str:
+        return f"CheckpointFile({str(self.path)!r})"
+
+    def read(self) -> dict[TopicPartition, int]:
+        return read_checkpoint(self.path)
+
+    def get(self, tp: TopicPartition) -> int | None:
+        return self.read().get(tp)
+
+    def update(
+        self,
+        set_entries: Mapping[TopicPartition, int] = {},
+        remove: Iterable[TopicPartition] = (),
+    ) -> dict[TopicPartition, int]:
+        """Set and remove entries under the directory lock; returns the new content.
+
+        A corrupt existing file raises ``CheckpointError`` rather than being overwritten: the
+        caller decides whether losing its other entries is acceptable.
+        """
+        removals = list(remove)
+        with self._locked():
+            current = self.read()
+            new = dict(current)
+            for tp in removals:
+                new.pop(tp, None)
+            new.update(set_entries)
+            if new != current or not self.path.exists():
+                write_checkpoint(self.path, new)
+            return new
+
+    def write(self, entries: Mapping[TopicPartition, int]) -> None:
+        """Replace the whole content under the directory lock."""
+        with self._locked():
+            write_checkpoint(self.path, entries)
+
+    def _locked(self) -> "_DirLock":
+        return _DirLock(self.log_dir / LOCK_FILE)
+
+
+class _DirLock:
+    """An exclusive ``flock`` held for the duration of a ``with`` block."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def __enter__(self) -> "_DirLock":
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def write_clean_shutdown_marker(log_dir: Path, broker_epoch: int = 0) -> None:
+    """Write ``.kafka_cleanshutdown`` (``{"version":0,"brokerEpoch":N}``) durably."""
+    body = json.dumps({"version": 0, "brokerEpoch": int(broker_epoch)}, separators=(",", ":"))
+    atomic_write(Path(log_dir) / CLEAN_SHUTDOWN_FILE, body.encode("utf-8"))
+
+
+def consume_clean_shutdown_marker(log_dir: Path) -> bool:
+    """True if the last shutdown was clean; the marker is deleted at once (KAFKA-10471).
+
+    Deleting before loading means a crash during loading is seen as unclean next time.
+    Older brokers wrote an empty marker; presence is what counts.
+    """
+    marker = Path(log_dir) / CLEAN_SHUTDOWN_FILE
+    try:
+        marker.unlink()
+    except FileNotFoundError:
+        return False
+    fsync_dir(Path(log_dir))
+    return True

@@ -1,0 +1,558 @@
+"""Kafka's topic-level and broker-level log configuration: names, defaults, validators, precedence.
+
+Users bring Kafka habits (``--config retention.ms=...``, a broker ``server.properties``), so the
+keys, defaults, ranges and error texts are Kafka's (spec 3.5, ``LogConfig``/``ConfigDef``/
+``KafkaConfig``). Every value is parsed and checked here before any caller touches disk; an
+error names the key, the value and what is allowed.
+
+Precedence, as in Kafka: a topic override beats the broker's ``log.*`` value, which beats the
+built-in default. Within the broker, the finer unit wins (``log.retention.ms`` over
+``log.retention.minutes`` over ``log.retention.hours``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from .errors import ConfigError
+
+INT_MAX = 2**31 - 1
+INT_MIN = -(2**31)
+LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
+
+MS_PER_MINUTE = 60 * 1000
+MS_PER_HOUR = 60 * MS_PER_MINUTE
+
+# --------------------------------------------------------------------------- parsing
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_LIST_SPLIT = re.compile(r"\s*,\s*")
+
+_TYPE_RANGE = {"INT": (INT_MIN, INT_MAX), "LONG": (LONG_MIN, LONG_MAX)}
+
+
+def _parse_integer(key: str, value: object, type_name: str) -> int:
+    lo, hi = _TYPE_RANGE[type_name]
+    if isinstance(value, bool):
+        raise ConfigError(key, value, f"Not a number of type {type_name}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        number = int(value.strip())
+    else:
+        raise ConfigError(key, value, f"Not a number of type {type_name}")
+    if not lo <= number <= hi:
+        raise ConfigError(key, value, f"Not a number of type {type_name}")
+    return number
+
+
+def _parse_double(key: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(key, value, "Not a number of type DOUBLE")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        number = float(value.strip())
+    else:
+        raise ConfigError(key, value, "Not a number of type DOUBLE")
+    if math.isnan(number):
+        # Kafka lets NaN through its range checks (every comparison is false); we do not.
+        raise ConfigError(key, value, "Not a number of type DOUBLE")
+    return number
+
+
+def _parse_boolean(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+    raise ConfigError(key, value, "Expected value to be either true or false")
+
+
+def _parse_string(key: str, value: object) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    raise ConfigError(key, value, "Expected value to be a string")
+
+
+def _parse_list(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        text = value.strip()
+        return () if text == "" else tuple(_LIST_SPLIT.split(text))
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value)
+    raise ConfigError(key, value, "Expected a comma-separated list")
+
+
+_PARSERS: dict[str, Callable[[str, object], Any]] = {
+    "INT": lambda k, v: _parse_integer(k, v, "INT"),
+    "LONG": lambda k, v: _parse_integer(k, v, "LONG"),
+    "DOUBLE": _parse_double,
+    "BOOLEAN": _parse_boolean,
+    "STRING": _parse_string,
+    "LIST": _parse_list,
+}
+
+# --------------------------------------------------------------------------- validators
+# A validator takes (key, raw value for the message, parsed value) and raises ConfigError.
+
+Validator = Callable[[str, object, Any], None]
+
+
+def _fmt(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else str(n)
+
+
+def at_least(minimum: float) -> Validator:
+    def check(key: str, raw: object, value: Any) -> None:
+        if value < minimum:
+            raise ConfigError(key, raw, f"Value must be at least {_fmt(minimum)}")
+
+    return check
+
+
+def between(minimum: float, maximum: float) -> Validator:
+    def check(key: str, raw: object, value: Any) -> None:
+        if value < minimum:
+            raise ConfigError(key, raw, f"Value must be at least {_fmt(minimum)}")
+        if value > maximum:
+            raise ConfigError(key, raw, f"Value must be no more than {_fmt(maximum)}")
+
+    return check
+
+
+def one_of(*choices: str) -> Validator:
+    def check(key: str, raw: object, value: Any) -> None:
+        if value not in choices:
+            raise ConfigError(key, raw, f"String must be one of: {', '.join(choices)}")
+
+    return check
+
+
+def each_one_of(*choices: str) -> Validator:
+    def check(key: str, raw: object, value: Any) -> None:
+        for item in value:
+            if item not in choices:
+                raise ConfigError(key, raw, f"String must be one of: {', '.join(choices)}")
+
+    return check
+
+
+def _gzip_level(key: str, raw: object, value: Any) -> None:
+    # -1 is zlib's "default compression"; otherwise zlib's 1..9.
+    if value != -1 and not 1 <= value <= 9:
+        raise ConfigError(key, raw, "Value must be between 1 and 9, or -1 (the codec's default)")
+
+
+# --------------------------------------------------------------------------- topic configs
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """One topic-level key: its type, default and validator (Kafka's ``ConfigDef`` entry)."""
+
+    key: str
+    type: str
+    default: object
+    validator: Validator | None = None
+    doc: str = ""
+
+    @property
+    def field(self) -> str:
+        return self.key.replace(".", "_")
+
+    def parse(self, value: object, *, key: str | None = None) -> object:
+        """Parse and check ``value``; errors name ``key`` (a broker key may stand in for ours)."""
+        name = key or self.key
+        parsed = _PARSERS[self.type](name, value)
+        if self.validator is not None:
+            self.validator(name, value, parsed)
+        return parsed
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+
+TOPIC_CONFIGS: dict[str, ConfigSpec] = {
+    s.key: s
+    for s in [
+        ConfigSpec("segment.bytes", "INT", 1073741824, at_least(14), "segment file size limit"),
+        ConfigSpec("segment.ms", "LONG", 604800000, at_least(1), "roll a segment this old"),
+        ConfigSpec("segment.jitter.ms", "LONG", 0, at_least(0), "random slack on segment.ms"),
+        ConfigSpec("segment.index.bytes", "INT", 10485760, at_least(4), "index file size"),
+        ConfigSpec("index.interval.bytes", "INT", 4096, at_least(0), "bytes between index entries"),
+        ConfigSpec("retention.ms", "LONG", 604800000, at_least(-1), "delete segments older"),
+        ConfigSpec("retention.bytes", "LONG", -1, None, "delete segments beyond this size"),
+        ConfigSpec("file.delete.delay.ms", "LONG", 60000, at_least(0), ".deleted files linger"),
+        ConfigSpec("flush.messages", "LONG", LONG_MAX, at_least(1), "fsync every N messages"),
+        ConfigSpec("flush.ms", "LONG", LONG_MAX, at_least(0), "fsync every N ms"),
+        ConfigSpec("max.message.bytes", "INT", 1048588, at_least(0), "largest batch accepted"),
+        ConfigSpec("preallocate", "BOOLEAN", False, None, "preallocate segment files"),
+        ConfigSpec("cleanup.policy", "LIST", ("delete",), each_one_of(*CLEANUP_POLICIES), ""),
+        ConfigSpec("delete.retention.ms", "LONG", 86400000, at_least(0), "tombstone lifetime"),
+        ConfigSpec("min.compaction.lag.ms", "LONG", 0, at_least(0), "never compact younger"),
+        ConfigSpec("max.compaction.lag.ms", "LONG", LONG_MAX, at_least(1), "compact by then"),
+        ConfigSpec("min.cleanable.dirty.ratio", "DOUBLE", 0.5, between(0, 1), "clean above"),
+        ConfigSpec("message.timestamp.type", "STRING", "CreateTime", one_of(*TIMESTAMP_TYPES)),
+        ConfigSpec("message.timestamp.before.max.ms", "LONG", LONG_MAX, at_least(0)),
+        ConfigSpec("message.timestamp.after.max.ms", "LONG", LONG_MAX, at_least(0)),
+        ConfigSpec("compression.type", "STRING", "producer", one_of(*COMPRESSION_TYPES)),
+        ConfigSpec("compression.gzip.level", "INT", -1, _gzip_level),
+        ConfigSpec("compression.lz4.level", "INT", 9, between(1, 17)),
+        ConfigSpec("compression.zstd.level", "INT", 3, between(-131072, 22)),
+        # Replication settings: accepted and stored so Kafka users' topic configs carry over;
+        # a single-copy store has no replicas to count or elect.
+        ConfigSpec("min.insync.replicas", "INT", 1, at_least(1)),
+        ConfigSpec("unclean.leader.election.enable", "BOOLEAN", False, None),
+    ]
+}
+
+TOPIC_CONFIG_KEYS: tuple[str, ...] = tuple(TOPIC_CONFIGS)
+
+
+def _unknown_key_error(key: str, value: object) -> ConfigError:
+    return ConfigError(
+        key,
+        value,
+        f"Unknown topic config name: {key}. Valid names: {', '.join(sorted(TOPIC_CONFIG_KEYS))}",
+    )
+
+
+def _check_compaction_lags(values: Mapping[str, object], raw: Mapping[str, object]) -> None:
+    lo = values["min.compaction.lag.ms"]
+    hi = values["max.compaction.lag.ms"]
+    if lo > hi:  # type: ignore[operator]
+        raise ConfigError(
+            "min.compaction.lag.ms",
+            raw.get("min.compaction.lag.ms", lo),
+            f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
+            f"max.compaction.lag.ms ({hi})",
+        )
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Resolved, typed log settings of one topic; field names are the topic keys with '.' -> '_'.
+
+    Constructing one directly validates it too, so no code path can carry a value Kafka
+    would refuse down to the disk.
+    """
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    file_delete_delay_ms: int = 60000
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+    preallocate: bool = False
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+
+    def __post_init__(self) -> None:
+        values: dict[str, object] = {}
+        for spec in TOPIC_CONFIGS.values():
+            raw = getattr(self, spec.field)
+            parsed = spec.parse(raw)
+            if parsed != raw or type(parsed) is not type(raw):
+                object.__setattr__(self, spec.field, parsed)
+            values[spec.key] = parsed
+        _check_compaction_lags(values, values)
+
+    @property
+    def compact(self) -> bool:
+        return any(p.lower() == "compact" for p in self.cleanup_policy)
+
+    @property
+    def delete(self) -> bool:
+        return any(p.lower() == "delete" for p in self.cleanup_policy)
+
+    @property
+    def max_segment_ms(self) -> int:
+        """``segment.ms``, shortened to ``max.compaction.lag.ms`` on compacted topics.
+
+        The active segment is never cleaned, so a compacted topic must roll at least as often
+        as its maximum compaction lag promises to compact.
+        """
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    def to_topic_dict(self) -> dict[str, object]:
+        """The settings under their Kafka topic keys (for ``describe`` and metadata)."""
+        return {spec.key: getattr(self, spec.field) for spec in TOPIC_CONFIGS.values()}
+
+    def overridden(self, overrides: Mapping[str, object]) -> "LogConfig":
+        """A copy with topic-key overrides applied (validated)."""
+        parsed = validate_topic_overrides(overrides)
+        merged = {**self.to_topic_dict(), **parsed}
+        _check_compaction_lags(merged, overrides)
+        return dataclasses.replace(self, **{TOPIC_CONFIGS[k].field: v for k, v in parsed.items()})
+
+
+def validate_topic_overrides(overrides: Mapping[str, object]) -> dict[str, object]:
+    """Parse topic overrides (strings from the CLI or typed values) into typed values.
+
+    Rejects unknown keys, values out of range and ``min.compaction.lag.ms`` above
+    ``max.compaction.lag.ms`` (with the other taken from the defaults when absent).
+    """
+    parsed: dict[str, object] = {}
+    for key, value in overrides.items():
+        spec = TOPIC_CONFIGS.get(key)
+        if spec is None:
+            raise _unknown_key_error(key, value)
+        parsed[key] = spec.parse(value)
+    defaults = {k: s.default for k, s in TOPIC_CONFIGS.items()}
+    _check_compaction_lags({**defaults, **parsed}, overrides)
+    return parsed
+
+
+# --------------------------------------------------------------------------- broker configs
+
+
+@dataclass(frozen=True)
+class BrokerSource:
+    """One broker key that can supply a topic key: how to parse it and the unit factor to ms."""
+
+    key: str
+    type: str
+    validator: Validator | None = None
+    factor: int = 1
+
+
+@dataclass(frozen=True)
+class BrokerMapping:
+    """A topic key and the broker keys that set its default, first present wins."""
+
+    topic_key: str
+    sources: tuple[BrokerSource, ...]
+
+
+def _same(topic_key: str, broker_key: str) -> BrokerMapping:
+    spec = TOPIC_CONFIGS[topic_key]
+    return BrokerMapping(topic_key, (BrokerSource(broker_key, spec.type, spec.validator),))
+
+
+BROKER_MAPPINGS: tuple[BrokerMapping, ...] = (
+    BrokerMapping(
+        "retention.ms",
+        (
+            BrokerSource("log.retention.ms", "LONG"),
+            BrokerSource("log.retention.minutes", "INT", factor=MS_PER_MINUTE),
+            BrokerSource("log.retention.hours", "INT", factor=MS_PER_HOUR),
+        ),
+    ),
+    BrokerMapping(
+        "segment.ms",
+        (
+            BrokerSource("log.roll.ms", "LONG", at_least(1)),
+            BrokerSource("log.roll.hours", "INT", at_least(1), factor=MS_PER_HOUR),
+        ),
+    ),
+    BrokerMapping(
+        "segment.jitter.ms",
+        (
+            BrokerSource("log.roll.jitter.ms", "LONG", at_least(0)),
+            BrokerSource("log.roll.jitter.hours", "INT", at_least(0), factor=MS_PER_HOUR),
+        ),
+    ),
+    BrokerMapping(
+        "flush.ms",
+        (
+            BrokerSource("log.flush.interval.ms", "LONG", at_least(0)),
+            BrokerSource("log.flush.scheduler.interval.ms", "LONG", at_least(0)),
+        ),
+    ),
+    _same("retention.bytes", "log.retention.bytes"),
+    _same("segment.bytes", "log.segment.bytes"),
+    _same("segment.index.bytes", "log.index.size.max.bytes"),
+    _same("index.interval.bytes", "log.index.interval.bytes"),
+    _same("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    _same("flush.messages", "log.flush.interval.messages"),
+    _same("max.message.bytes", "message.max.bytes"),
+    _same("preallocate", "log.preallocate"),
+    _same("cleanup.policy", "log.cleanup.policy"),
+    _same("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+    _same("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    _same("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    _same("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+    _same("message.timestamp.type", "log.message.timestamp.type"),
+    _same("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms"),
+    _same("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"),
+    _same("compression.type", "compression.type"),
+    _same("compression.gzip.level", "compression.gzip.level"),
+    _same("compression.lz4.level", "compression.lz4.level"),
+    _same("compression.zstd.level", "compression.zstd.level"),
+    _same("min.insync.replicas", "min.insync.replicas"),
+    _same("unclean.leader.election.enable", "unclean.leader.election.enable"),
+)
+
+BROKER_LOG_KEYS: tuple[str, ...] = tuple(s.key for m in BROKER_MAPPINGS for s in m.sources)
+
+
+def _broker_retention_ms(key: str, raw: object, ms: int) -> int:
+    """Kafka's broker rule: any negative means unlimited (-1), and 0 is refused."""
+    if ms < 0:
+        return -1
+    if ms == 0:
+        raise ConfigError(
+            key, raw, "log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
+        )
+    return ms
+
+
+def broker_log_defaults(broker_props: Mapping[str, object]) -> dict[str, object]:
+    """Topic-key defaults set by a broker's ``log.*`` properties (only keys the broker sets).
+
+    Keys that are not log settings are ignored: a broker file has many. Errors name the broker
+    key that carried the bad value.
+    """
+    result: dict[str, object] = {}
+    for mapping in BROKER_MAPPINGS:
+        source = next((s for s in mapping.sources if s.key in broker_props), None)
+        if source is None:
+            continue
+        raw = broker_props[source.key]
+        value = _PARSERS[source.type](source.key, raw)
+        if source.validator is not None:
+            source.validator(source.key, raw, value)
+        if source.factor != 1:
+            value = value * source.factor
+            if value > LONG_MAX:
+                raise ConfigError(source.key, raw, "Value in milliseconds does not fit a LONG")
+        if mapping.topic_key == "retention.ms":
+            value = _broker_retention_ms(source.key, raw, value)
+        result[mapping.topic_key] = TOPIC_CONFIGS[mapping.topic_key].parse(value, key=source.key)
+    return result
+
+
+def build_log_config(
+    broker_props: Mapping[str, object] | None = None,
+    topic_overrides: Mapping[str, object] | None = None,
+) -> LogConfig:
+    """Topic overrides win over broker values, which win over Kafka's defaults."""
+    values: dict[str, object] = {k: s.default for k, s in TOPIC_CONFIGS.items()}
+    values.update(broker_log_defaults(broker_props or {}))
+    overrides = topic_overrides or {}
+    values.update(validate_topic_overrides(overrides))
+    _check_compaction_lags(values, overrides)
+    return LogConfig(**{TOPIC_CONFIGS[k].field: v for k, v in values.items()})
+
+
+# --------------------------------------------------------------------------- cleaner config
+
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """Broker-level knobs of the log cleaner (spec 7.1), shared by every cleaning run."""
+
+    dedupe_buffer_size: int = 134217728
+    io_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 524288
+    io_max_bytes_per_second: float = float("inf")
+    backoff_ms: int = 15000
+    threads: int = 1
+    enable: bool = True
+
+    def __post_init__(self) -> None:
+        if self.threads > 0 and self.dedupe_buffer_size / self.threads <= _MIB:
+            raise ConfigError(
+                "log.cleaner.dedupe.buffer.size",
+                self.dedupe_buffer_size,
+                "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.",
+            )
+
+    @property
+    def dedupe_buffer_size_per_thread(self) -> int:
+        """Offset-map memory of one cleaner, capped like Kafka's at a Java array's size."""
+        return min(self.dedupe_buffer_size // max(self.threads, 1), INT_MAX)
+
+    @property
+    def io_buffer_size_per_thread(self) -> int:
+        """Read and write buffers each get half of a thread's share."""
+        return self.io_buffer_size // max(self.threads, 1) // 2
+
+
+def _positive_fraction(key: str, raw: object, value: Any) -> None:
+    # Stricter than Kafka (no validator there): a map fuller than its slots cannot work.
+    if not 0 < value <= 1:
+        raise ConfigError(key, raw, "Value must be greater than 0 and at most 1")
+
+
+def _positive(key: str, raw: object, value: Any) -> None:
+    if not value > 0:
+        raise ConfigError(key, raw, "Value must be greater than 0")
+
+
+_CLEANER_KEYS: dict[str, tuple[str, str, Validator | None]] = {
+    "log.cleaner.dedupe.buffer.size": ("dedupe_buffer_size", "LONG", at_least(0)),
+    "log.cleaner.io.buffer.load.factor": ("io_buffer_load_factor", "DOUBLE", _positive_fraction),
+    "log.cleaner.io.buffer.size": ("io_buffer_size", "INT", at_least(0)),
+    "log.cleaner.io.max.bytes.per.second": ("io_max_bytes_per_second", "DOUBLE", _positive),
+    "log.cleaner.backoff.ms": ("backoff_ms", "LONG", at_least(0)),
+    "log.cleaner.threads": ("threads", "INT", at_least(0)),
+    "log.cleaner.enable": ("enable", "BOOLEAN", None),
+}
+
+CLEANER_CONFIG_KEYS: tuple[str, ...] = tuple(_CLEANER_KEYS)
+
+
+def build_cleaner_config(broker_props: Mapping[str, object] | None = None) -> CleanerConfig:
+    """The cleaner settings from ``log.cleaner.*`` broker keys; other keys are ignored."""
+    props = broker_props or {}
+    values: dict[str, object] = {}
+    for key, (field, type_name, validator) in _CLEANER_KEYS.items():
+        if key in props:
+            raw = props[key]
+            value = _PARSERS[type_name](key, raw)
+            if validator is not None:
+                validator(key, raw, value)
+            values[field] = value
+    return CleanerConfig(**values)  # type: ignore[arg-type]
+
+
+def parse_properties(lines: Iterable[str]) -> dict[str, str]:
+    """A minimal Java ``.properties`` reader: ``key=value`` or ``key: value``, ``#``/``!`` comments.
+
+    Enough for a broker's ``server.properties`` (no line continuations or escapes).
+    """
+    props: dict[str, str] = {}
+    for line in lines:
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", text)
+        if match:
+            props[match.group(1)] = match.group(2)
+        else:
+            props[text] = ""
+    return props

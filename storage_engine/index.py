@@ -1,0 +1,674 @@
+"""Kafka's sparse segment indexes: ``.index`` (offset -> position) and ``.timeindex`` (time -> offset).
+
+Byte format (spec 1.8-1.10), big-endian, fixed-size entries:
+
+* ``.index``: ``relative offset int32 | position int32`` (8 bytes), strictly increasing offsets;
+* ``.timeindex``: ``timestamp int64 | relative offset int32`` (12 bytes), strictly increasing
+  timestamps.
+
+Kafka mmaps these files; we keep the entries in memory as ``array`` columns (binary search is the
+same) and write each append with one ``pwrite``. A new file is preallocated to
+``roundDown(max_index_size, entry_size)`` with ``ftruncate`` (sparse, zero-filled) and trimmed to
+its entries when the segment stops being active, exactly like Kafka's, so a broker can read our
+files and we can read its.
+
+Reading a file another process still appends to (or one a crash left untrimmed) means reading a
+preallocated file with a zero tail. Kafka assumes every slot is an entry and relies on recovery;
+we stop at the first slot that cannot follow the previous entry (offset or timestamp not
+increasing, or a zero position after the first entry), and treat an all-zero first slot followed by
+another all-zero slot as an empty index. Kafka never indexes position 0 (the first append of a
+segment is not indexed), so no real entry is lost by this rule.
+
+Files are opened lazily (Kafka's ``LazyIndex``): constructing an index touches nothing on disk,
+so a log with thousands of segments opens cheaply.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+from .errors import CorruptIndexError, LogError
+
+INT32_MAX = 2**31 - 1
+DEFAULT_MAX_INDEX_SIZE = 10485760
+_READ_CHUNK = 1 << 16  # bytes read per step when loading, so a zero tail is never read whole
+_LITTLE = sys.byteorder == "little"
+
+
+class InvalidOffsetError(LogError):
+    """An index append that would break the strictly increasing order (Kafka's InvalidOffsetException)."""
+
+
+class IndexOffsetOverflowError(LogError):
+    """An offset too far from the segment's base offset to be stored as a relative int32."""
+
+
+@dataclass(frozen=True)
+class OffsetPosition:
+    """An offset and the byte position in the ``.log`` of the batch append that holds it."""
+
+    offset: int
+    position: int
+
+
+@dataclass(frozen=True)
+class TimestampOffset:
+    """The largest timestamp seen up to and including ``offset``."""
+
+    timestamp: int
+    offset: int
+
+
+def _round_down(n: int, unit: int) -> int:
+    return n - n % unit
+
+
+class AbstractIndex:
+    """File handling shared by both indexes: lazy load, preallocation, pwrite appends, resizing.
+
+    An entry is stored as two columns: ``_rel`` (offset minus base offset, int32) and ``_val``
+    (the position or the timestamp). Subclasses say how an entry is laid out in bytes, which
+    slot sequences are valid, and what their lookups mean.
+    """
+
+    ENTRY_SIZE: ClassVar[int]
+    _STRUCT: ClassVar[struct.Struct]
+    _VAL_TYPECODE: ClassVar[str]
+    _FULL_RESERVE: ClassVar[int] = 0  # slots kept free by is_full (the time index keeps one)
+    _KIND: ClassVar[str] = "index"
+
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        *,
+        writable: bool = True,
+    ) -> None:
+        if max_index_size < self.ENTRY_SIZE:
+            raise LogError(f"Invalid max index size: {max_index_size}")
+        self._path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._loaded = False
+        self._rel = array("i")
+        self._val = array(self._VAL_TYPECODE)
+        self._length: int | None = None  # file length in bytes; None while the file is absent
+        self._create_length = _round_down(max_index_size, self.ENTRY_SIZE)
+        self._fd = -1  # write descriptor, opened on the first write
+        self._dirty = False
+
+    # ------------------------------------------------------------------ subclass hooks
+
+    @classmethod
+    def _pack(cls, rel: int, val: int) -> bytes:
+        """The entry's bytes as Kafka lays them out."""
+        raise NotImplementedError
+
+    @classmethod
+    def _unpack(cls, data: bytes) -> Iterator[tuple[int, int]]:
+        """Yield ``(relative offset, value)`` for every whole entry in ``data``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _follows(prev_rel: int, prev_val: int, rel: int, val: int) -> bool:
+        """Whether an entry can come right after another in a valid index."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _make_entry(base_offset: int, rel: int, val: int) -> Any:
+        """The public entry type for a stored ``(relative offset, value)``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _empty_entry(base_offset: int) -> Any:
+        """What ``last_entry`` and ``lookup`` answer when no entry applies."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def exists(self) -> bool:
+        return self._path.exists()
+
+    @property
+    def entries(self) -> int:
+        self._ensure_loaded()
+        return len(self._rel)
+
+    @property
+    def max_entries(self) -> int:
+        self._ensure_loaded()
+        length = self._create_length if self._length is None else self._length
+        return length // self.ENTRY_SIZE
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries - self._FULL_RESERVE
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.ENTRY_SIZE
+
+    @property
+    def file_length(self) -> int:
+        """Bytes the file has on disk (0 while it does not exist)."""
+        self._ensure_loaded()
+        return self._length or 0
+
+    def __repr__(self) -> str:
+        state = f"{len(self._rel)} entries" if self._loaded else "not loaded"
+        return f"{type(self).__name__}({str(self._path)!r}, base_offset={self.base_offset}, {state})"
+
+    # ------------------------------------------------------------------ loading
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self._load()
+
+    def _load(self) -> None:
+        """Read the valid prefix of the file in chunks, stopping at the zero tail."""
+        self._rel = array("i")
+        self._val = array(self._VAL_TYPECODE)
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._length = None
+            self._loaded = True
+            return
+        try:
+            self._length = os.fstat(fd).st_size
+            self._read_entries(fd)
+        finally:
+            os.close(fd)
+        self._loaded = True
+
+    def _read_entries(self, fd: int) -> None:
+        size = self.ENTRY_SIZE
+        usable = _round_down(self._length or 0, size)
+        chunk_bytes = _round_down(_READ_CHUNK, size)
+        prev: tuple[int, int] | None = None
+        pos = 0
+        while pos < usable:
+            data = os.pread(fd, min(chunk_bytes, usable - pos), pos)
+            if not data:
+                break
+            data = data[: _round_down(len(data), size)]
+            for rel, val in self._unpack(data):
+                if prev is None:
+                    if rel == 0 and val == 0 and self._next_slot_is_zero(fd, usable):
+                        return
+                elif not self._follows(prev[0], prev[1], rel, val):
+                    return
+                self._rel.append(rel)
+                self._val.append(val)
+                prev = (rel, val)
+            pos += len(data)
+
+    def _next_slot_is_zero(self, fd: int, usable: int) -> bool:
+        size = self.ENTRY_SIZE
+        if usable < 2 * size:
+            return False  # a trimmed one-entry file: the all-zero entry is real
+        return os.pread(fd, size, size) == bytes(size)
+
+    def reload(self) -> None:
+        """Forget the in-memory entries and read the file again (it may have grown elsewhere)."""
+        self._loaded = False
+        self._ensure_loaded()
+
+    # ------------------------------------------------------------------ writing
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise LogError(f"{self._KIND} {self._path} is open read-only")
+
+    def _write_fd(self) -> int:
+        """The write descriptor, creating the (preallocated) file on first use."""
+        self._ensure_loaded()
+        if self._fd < 0:
+            self._require_writable()
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            if self._length is None:
+                os.ftruncate(fd, self._create_length)
+                self._length = self._create_length
+            self._fd = fd
+        return self._fd
+
+    def _append_entry(self, rel: int, val: int) -> None:
+        fd = self._write_fd()
+        n = len(self._rel)
+        os.pwrite(fd, self._pack(rel, val), n * self.ENTRY_SIZE)
+        self._rel.append(rel)
+        self._val.append(val)
+        self._dirty = True
+
+    def _relative(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"Integer overflow for offset: {offset} ({self._path}): relative to base offset "
+                f"{self.base_offset} it must be 0..{INT32_MAX}"
+            )
+        return rel
+
+    def _full_error(self) -> LogError:
+        return LogError(f"Attempt to append to a full {self._KIND} (size = {len(self._rel)}).")
+
+    def _truncate_to_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries and zero the dropped slots on disk.
+
+        Zeroing (by shrinking and re-growing the file, which leaves a sparse hole) keeps the
+        invariant that everything after the last entry reads as zero tail; Kafka leaves stale
+        slots because it never rereads an untrimmed file without rebuilding it.
+        """
+        old = len(self._rel)
+        if n >= old:
+            return
+        del self._rel[n:]
+        del self._val[n:]
+        if self._length is not None:
+            fd = self._write_fd()
+            length = self._length
+            os.ftruncate(fd, n * self.ENTRY_SIZE)
+            os.ftruncate(fd, length)
+            self._dirty = True
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is ``>= offset``."""
+        self._require_writable()
+        self._ensure_loaded()
+        self._truncate_to_entries(bisect_left(self._rel, offset - self.base_offset))
+
+    def truncate(self) -> None:
+        """Remove every entry."""
+        self._require_writable()
+        self._ensure_loaded()
+        self._truncate_to_entries(0)
+
+    def reset(self) -> None:
+        """No entries, file back at its maximum size (used before rebuilding from the log)."""
+        self._require_writable()
+        self._ensure_loaded()
+        self._truncate_to_entries(0)
+        self.resize(self.max_index_size)
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``roundDown(new_size, entry size)``; True if it changed.
+
+        The loader re-extends the active segment's indexes with this after loading them
+        trimmed. A missing file is not created: the new length applies when it is.
+        """
+        self._require_writable()
+        self._ensure_loaded()
+        length = _round_down(new_size, self.ENTRY_SIZE)
+        if length < len(self._rel) * self.ENTRY_SIZE:
+            raise LogError(
+                f"Cannot resize {self._path} to {new_size} bytes: it holds "
+                f"{len(self._rel)} entries of {self.ENTRY_SIZE} bytes"
+            )
+        if self._length is None:
+            changed = length != self._create_length
+            self._create_length = length
+            return changed
+        if length == self._length:
+            return False
+        os.ftruncate(self._write_fd(), length)
+        self._length = length
+        self._dirty = True
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to its entries (on roll and close), creating it if still absent.
+
+        Creating it matches Kafka, whose inactive segments always have their index files; a
+        loader that finds one missing rebuilds it from the log.
+        """
+        self._require_writable()
+        self._ensure_loaded()
+        if self._length is None:
+            self._create_length = len(self._rel) * self.ENTRY_SIZE
+        self.resize(len(self._rel) * self.ENTRY_SIZE)
+        self._write_fd()
+
+    def flush(self) -> None:
+        """fsync what was written since the last flush."""
+        if self._fd >= 0 and self._dirty:
+            os.fsync(self._fd)
+            self._dirty = False
+
+    def close(self) -> None:
+        """Trim (if this object wrote or could write the file) and release the descriptor."""
+        if self._loaded and self.writable and self._length is not None:
+            self.trim_to_valid_size()
+        self._close_fd()
+
+    def release(self) -> None:
+        """Close the descriptor without trimming: another process may own the file's tail now."""
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            self._dirty = False
+
+    def delete(self) -> bool:
+        """Remove the file; True if there was one. The object is empty afterwards."""
+        self._close_fd()
+        self._rel = array("i")
+        self._val = array(self._VAL_TYPECODE)
+        self._length = None
+        self._loaded = True
+        try:
+            self._path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, new_path: Path) -> None:
+        """Point the index at ``new_path``, moving the file if it is still at the old path.
+
+        A caller that already renamed the file itself (a segment renaming all its files)
+        just gets the path updated; an open descriptor follows the inode either way.
+        """
+        new_path = Path(new_path)
+        try:
+            os.replace(self._path, new_path)
+        except FileNotFoundError:
+            pass
+        self._path = new_path
+
+    # ------------------------------------------------------------------ checks
+
+    def _sanity_common(self) -> None:
+        self._ensure_loaded()
+        length = self._length or 0
+        if length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"{self._KIND} file {self._path} is corrupt, found {length} bytes which is "
+                f"neither positive nor a multiple of {self.ENTRY_SIZE}."
+            )
+        if self._rel and self._rel[-1] < 0:
+            raise CorruptIndexError(
+                f"Corrupt {self._KIND} found, index file ({self._path}) has non-zero size but the "
+                f"last offset is {self.base_offset + self._rel[-1]} which is less than the base "
+                f"offset {self.base_offset}."
+            )
+        self._check_zero_tail(length)
+
+    def _check_zero_tail(self, length: int) -> None:
+        """Everything after the valid entries must be zero; anything else is garbage, not a tail."""
+        start = len(self._rel) * self.ENTRY_SIZE
+        if start >= length:
+            return
+        fd = os.open(self._path, os.O_RDONLY)
+        try:
+            end = _end_of_data(fd, length, self.ENTRY_SIZE)  # holes read as zero: skip them
+            pos = start
+            while pos < end:
+                data = os.pread(fd, min(1 << 20, end - pos), pos)
+                if not data:
+                    break
+                if data.count(0) != len(data):
+                    bad = _round_down(pos + next(i for i, b in enumerate(data) if b), self.ENTRY_SIZE)
+                    raise CorruptIndexError(
+                        f"Corrupt {self._KIND} found, index file ({self._path}) has "
+                        f"{len(self._rel)} valid entries but a non-zero byte in the entry at "
+                        f"position {bad} after them."
+                    )
+                pos += len(data)
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------------ entries
+
+    def entry(self, n: int) -> Any:
+        """The ``n``-th entry (an ``OffsetPosition`` or a ``TimestampOffset``)."""
+        self._check_slot(n)
+        return self._make_entry(self.base_offset, self._rel[n], self._val[n])
+
+    def last_entry(self) -> Any:
+        """The last entry, or the empty index's answer (``(base, 0)`` / ``(-1, base)``)."""
+        self._ensure_loaded()
+        return self._entry_or_empty(len(self._rel) - 1)
+
+    def _entry_or_empty(self, slot: int) -> Any:
+        if slot < 0:
+            return self._empty_entry(self.base_offset)
+        return self._make_entry(self.base_offset, self._rel[slot], self._val[slot])
+
+    @classmethod
+    def read_last_entry_only(cls, path: Path, base_offset: int) -> Any:
+        """The file's last entry without loading the index: one ``pread`` for a trimmed file.
+
+        Used by cheap stats over thousands of partitions. For an untrimmed file (another
+        process's active segment) the zero tail is skipped backwards: holes are jumped with
+        ``SEEK_DATA``/``SEEK_HOLE`` where the filesystem supports them, and data is read in
+        blocks that double in size. Agrees with ``last_entry()`` of a loaded index for every
+        valid file.
+        """
+        size = cls.ENTRY_SIZE
+        empty = cls._empty_entry(base_offset)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return empty
+        try:
+            usable = _round_down(os.fstat(fd).st_size, size)
+            if usable == 0:
+                return empty
+            last = os.pread(fd, size, usable - size)
+            if last != bytes(size):
+                return cls._decode_one(last, base_offset)
+            end = _end_of_data(fd, usable, size)
+            block = _round_down(4096, size)
+            while end > 0:
+                start = max(0, _round_down(end - block, size))
+                data = os.pread(fd, end - start, start)
+                stripped = data.rstrip(b"\0")
+                if stripped:
+                    slot = start + _round_down(len(stripped) - 1, size)
+                    return cls._decode_one(os.pread(fd, size, slot), base_offset)
+                end = start
+                block = min(block * 2, _round_down(1 << 20, size))
+            # Nothing but zeros: a real all-zero entry only in a trimmed one-entry file.
+            return cls._make_entry(base_offset, 0, 0) if usable == size else empty
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def _decode_one(cls, data: bytes, base_offset: int) -> Any:
+        ((rel, val),) = cls._unpack(data)
+        return cls._make_entry(base_offset, rel, val)
+
+    # ------------------------------------------------------------------ search helpers
+
+    def _check_slot(self, n: int) -> None:
+        self._ensure_loaded()
+        if not 0 <= n < len(self._rel):
+            raise IndexError(
+                f"Attempt to fetch entry {n} from {self._path} which has {len(self._rel)} entries"
+            )
+
+    def _floor_by_rel(self, target_offset: int) -> int:
+        """Slot of the largest entry with offset <= target, or -1."""
+        return bisect_right(self._rel, target_offset - self.base_offset) - 1
+
+
+class OffsetIndex(AbstractIndex):
+    """``.index``: maps an offset to the byte position of the append that holds it."""
+
+    ENTRY_SIZE = 8
+    _STRUCT = struct.Struct(">ii")
+    _VAL_TYPECODE = "i"
+    _KIND = "index"
+
+    @classmethod
+    def _pack(cls, rel: int, val: int) -> bytes:
+        return cls._STRUCT.pack(rel, val)
+
+    @classmethod
+    def _unpack(cls, data: bytes) -> Iterator[tuple[int, int]]:
+        words = array("i", data)
+        if _LITTLE:
+            words.byteswap()
+        return zip(words[0::2], words[1::2])
+
+    @staticmethod
+    def _follows(prev_rel: int, prev_val: int, rel: int, val: int) -> bool:
+        return rel > prev_rel and val != 0
+
+    @staticmethod
+    def _make_entry(base_offset: int, rel: int, val: int) -> OffsetPosition:
+        return OffsetPosition(base_offset + rel, val)
+
+    @staticmethod
+    def _empty_entry(base_offset: int) -> OffsetPosition:
+        return OffsetPosition(base_offset, 0)
+
+    @property
+    def last_offset(self) -> int:
+        return self.last_entry().offset
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The largest entry with offset <= target, else ``(base_offset, 0)``."""
+        self._ensure_loaded()
+        return self._entry_or_empty(self._floor_by_rel(target_offset))
+
+    def fetch_upper_bound_offset(self, start_position: int, size: int) -> OffsetPosition | None:
+        """The first entry at or beyond ``start_position + size`` bytes, if any."""
+        self._ensure_loaded()
+        slot = bisect_left(self._val, start_position + size)
+        return self.entry(slot) if slot < len(self._val) else None
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``(offset, position)``; offsets must strictly increase."""
+        self._require_writable()
+        self._ensure_loaded()
+        if self.is_full:
+            raise self._full_error()
+        if self._rel and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset {offset} to position {len(self._rel)} no larger "
+                f"than the last offset appended ({self.last_offset}) to {self._path}."
+            )
+        rel = self._relative(offset)
+        if not 0 <= position <= INT32_MAX:
+            raise LogError(f"Position {position} does not fit an index entry of {self._path}")
+        self._append_entry(rel, position)
+
+    def sanity_check(self) -> None:
+        """Raise ``CorruptIndexError`` for a file that cannot be this segment's index."""
+        self._sanity_common()
+
+
+class TimeIndex(AbstractIndex):
+    """``.timeindex``: the largest timestamp seen up to each indexed offset."""
+
+    ENTRY_SIZE = 12
+    _STRUCT = struct.Struct(">qi")
+    _VAL_TYPECODE = "q"
+    _FULL_RESERVE = 1  # the roll/close entry is appended with the full check skipped
+    _KIND = "time index"
+
+    @classmethod
+    def _pack(cls, rel: int, val: int) -> bytes:
+        return cls._STRUCT.pack(val, rel)
+
+    @classmethod
+    def _unpack(cls, data: bytes) -> Iterator[tuple[int, int]]:
+        return ((rel, ts) for ts, rel in cls._STRUCT.iter_unpack(data))
+
+    @staticmethod
+    def _follows(prev_rel: int, prev_val: int, rel: int, val: int) -> bool:
+        return val > prev_val and rel >= prev_rel
+
+    @staticmethod
+    def _make_entry(base_offset: int, rel: int, val: int) -> TimestampOffset:
+        return TimestampOffset(val, base_offset + rel)
+
+    @staticmethod
+    def _empty_entry(base_offset: int) -> TimestampOffset:
+        return TimestampOffset(-1, base_offset)
+
+    @property
+    def last_offset(self) -> int:
+        return self.last_entry().offset
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The largest entry with timestamp <= target, else ``(-1, base_offset)``."""
+        self._ensure_loaded()
+        return self._entry_or_empty(bisect_right(self._val, target_timestamp) - 1)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Record ``timestamp`` at ``offset`` if it is larger than the last one.
+
+        Equal timestamps are ignored; going backwards in offset or time is an error.
+        ``skip_full_check`` lets the final roll/close entry use the reserved slot.
+        """
+        self._require_writable()
+        self._ensure_loaded()
+        n = len(self._rel)
+        if (not skip_full_check and self.is_full) or n >= self.max_entries:
+            raise self._full_error()
+        last = self.last_entry()
+        if n > 0 and offset < last.offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to slot {n} no larger than the last "
+                f"offset appended ({last.offset}) to {self._path}."
+            )
+        if n > 0 and timestamp < last.timestamp:
+            raise LogError(
+                f"Attempt to append a timestamp ({timestamp}) to slot {n} no larger than the "
+                f"last timestamp appended ({last.timestamp}) to {self._path}."
+            )
+        if timestamp > last.timestamp:
+            self._append_entry(self._relative(offset), timestamp)
+
+    def sanity_check(self) -> None:
+        """Raise ``CorruptIndexError`` for a file that cannot be this segment's time index."""
+        self._ensure_loaded()
+        if self._rel and self._val[-1] < self._val[0]:
+            raise CorruptIndexError(
+                f"Corrupt time index found, time index file ({self._path}) has non-zero size "
+                f"but the last timestamp is {self._val[-1]} which is less than the first "
+                f"timestamp {self._val[0]}"
+            )
+        self._sanity_common()
+
+
+def _end_of_data(fd: int, limit: int, entry_size: int) -> int:
+    """End (rounded up to an entry) of the last data region below ``limit``, skipping holes.
+
+    Preallocated index files are sparse, so this finds the written part of a 10 MiB file
+    without reading its zeros. Without ``SEEK_DATA`` support the whole file counts as data.
+    """
+    if not hasattr(os, "SEEK_DATA"):
+        return limit
+    end = 0
+    pos = 0
+    while pos < limit:
+        try:
+            data_start = os.lseek(fd, pos, os.SEEK_DATA)
+            hole = os.lseek(fd, data_start, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data at or after pos
+                break
+            return limit
+        if data_start >= limit:
+            break
+        end = min(hole, limit)
+        pos = hole
+    return min(end + (-end) % entry_size, limit)

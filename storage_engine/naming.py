@@ -1,0 +1,131 @@
+"""File and directory names of a Kafka log directory.
+
+Kafka finds everything by name: a partition is the directory ``<topic>-<partition>``, a segment
+is the set of files ``<20-digit base offset><suffix>``, and the cleaner and retention mark files
+in flight with an extra suffix (``.cleaned``, ``.swap``, ``.deleted``). A directory copied from
+a broker only loads if these rules are followed to the character, so they live here once
+(spec 1.14, Kafka's ``LogFileUtils`` and ``Topic`` rules).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import InvalidTopicError
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+#: Suffixes Kafka gives partition directories that are not live partitions (``LocalLog``):
+#: a topic being deleted, the target of a log-dir move, and a stray left behind by KRaft.
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+MAX_TOPIC_LENGTH = 249
+MAX_PARTITION = 2**31 - 1
+OFFSET_DIGITS = 20
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def validate_topic_name(name: str) -> None:
+    """Reject a topic name Kafka would reject, naming the name and the rule it breaks.
+
+    The character set keeps names safe as directory names and in the space-separated
+    checkpoint files; the length limit leaves room for ``-<partition>`` and the
+    ``.<uuid>-delete`` suffix inside a 255-byte file name.
+    """
+    if not isinstance(name, str) or name == "":
+        raise InvalidTopicError(f"Topic name {name!r} is illegal: it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"Topic name {name!r} is illegal: it can't be '.' or '..'")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal: it can't be longer than {MAX_TOPIC_LENGTH} "
+            f"characters (it has {len(name)})"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal: it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def _validate_partition(topic: str, partition: int) -> None:
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise InvalidTopicError(f"Partition {partition!r} of topic {topic!r} is not an integer")
+    if partition < 0 or partition > MAX_PARTITION:
+        raise InvalidTopicError(
+            f"Partition {partition} of topic {topic!r} is out of range: must be 0..{MAX_PARTITION}"
+        )
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>``, after checking both parts."""
+    validate_topic_name(topic)
+    _validate_partition(topic, partition)
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for a live partition directory name, else ``None``.
+
+    The split is at the last ``-`` because topics may contain ``-``. Directories being deleted,
+    moved or left stray, and anything whose parts do not round-trip through
+    ``partition_dir_name`` (``foo-01``, ``bad topic-0``), are not partitions to load.
+    """
+    if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+        return None
+    topic, sep, number = name.rpartition("-")
+    if not sep or not _DIGITS.fullmatch(number):
+        return None
+    if len(number) > 1 and number.startswith("0"):
+        return None
+    partition = int(number)
+    try:
+        validate_topic_name(topic)
+        _validate_partition(topic, partition)
+    except InvalidTopicError:
+        return None
+    return topic, partition
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """The 20-digit zero-padded decimal Kafka uses as a segment's file name stem."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"segment base offset must be a non-negative integer, got {offset!r}")
+    return f"{offset:0{OFFSET_DIGITS}d}"
+
+
+def segment_file(dir: Path, base_offset: int, suffix: str) -> Path:
+    """Path of one file of the segment at ``base_offset``; ``suffix`` may be compound (``.log.swap``)."""
+    return Path(dir) / (filename_prefix_from_offset(base_offset) + suffix)
+
+
+def offset_from_file_name(name: str) -> int:
+    """The base offset encoded before the first ``.`` of a segment file name."""
+    dot = name.find(".")
+    stem = name[:dot] if dot >= 0 else ""
+    if not _DIGITS.fullmatch(stem):
+        raise ValueError(f"file name {name!r} does not start with a numeric offset followed by '.'")
+    return int(stem)
+
+
+def is_log_file(name: str) -> bool:
+    """True for a live segment's ``.log`` (not ``.log.deleted`` and friends)."""
+    return name.endswith(LOG_SUFFIX)
+
+
+def is_index_file(name: str) -> bool:
+    """True for a live ``.index``, ``.timeindex`` or ``.txnindex``."""
+    return name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
