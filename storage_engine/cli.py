@@ -455,6 +455,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "delete-records": cmd_delete_records,
 }
 NEEDS_NO_LOG_DIRS = {"dump"}
+# Commands that only read open the log dirs read-only: they never repair or truncate, so
+# `verify` reports damage exactly as it found it.
+READ_ONLY = {"consume", "verify"}
 
 
 def _broker_props() -> dict[str, str]:
@@ -480,7 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in NEEDS_NO_LOG_DIRS:
             return COMMANDS[args.command](args, None)
-        with LogManager(log_dirs_from_env(args.log_dirs), _broker_props()) as manager:
+        read_only = args.command in READ_ONLY or (args.command == "topic" and args.topic_command in ("list", "describe"))
+        with LogManager(log_dirs_from_env(args.log_dirs), _broker_props(), read_only=read_only) as manager:
             return COMMANDS[args.command](args, manager)
     except (LogError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import LogConfig
-from .errors import CorruptIndexError, CorruptRecordError
+from .errors import CorruptIndexError, CorruptRecordError, LogError
 from .naming import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -60,7 +60,8 @@ class LoadResult:
     log_start_offset: int
     recovery_point: int
     log_end_offset: int
-    actions: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)  # repairs that changed files
+    warnings: list[str] = field(default_factory=list)  # problems found and left alone
 
 
 def _is_segment_file(name: str) -> bool:
@@ -84,15 +85,20 @@ class LogLoader:
         log_start_offset_checkpoint: int | None,
         recovery_point: int,
         had_clean_shutdown: bool,
+        read_only: bool = False,
     ) -> None:
+        self.read_only = read_only
         self.dir = Path(directory)
         self.config = config
         self.log_start_offset_checkpoint = log_start_offset_checkpoint or 0
         self.recovery_point = recovery_point
         self.had_clean_shutdown = had_clean_shutdown
         self.actions: list[str] = []
+        self.warnings: list[str] = []
 
     def load(self) -> LoadResult:
+        if self.read_only:
+            return self._load_read_only()
         self._remove_temp_files_and_complete_swaps()
         segments = self._load_segment_files()
         segments = self._recover(segments)
@@ -116,7 +122,21 @@ class LogLoader:
         segments[-1].resize_indexes(self.config.segment_index_bytes)
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         recovery_point = leo if self.had_clean_shutdown else min(self.recovery_point, leo)
-        return LoadResult(segments, log_start, recovery_point, leo, self.actions)
+        return LoadResult(segments, log_start, recovery_point, leo, self.actions, self.warnings)
+
+    def _load_read_only(self) -> LoadResult:
+        """Open the segments as they are, repairing nothing (``logctl verify``, consumers)."""
+        names = sorted(os.listdir(self.dir))
+        bases = sorted(offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and _is_segment_file(n))
+        if not bases:
+            raise LogError(f"{self.dir} has no segment files (open it for writing to create one)")
+        segments = [LogSegment(self.dir, b, self.config, writable=False) for b in bases]
+        for n in names:
+            if n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) and _is_segment_file(n):
+                self.warnings.append(f"{self.dir / n} is left from an interrupted cleaning; a writable open resolves it")
+        leo = segments[-1].read_next_offset()
+        log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
+        return LoadResult(segments, log_start, min(self.recovery_point, leo), leo, [], self.warnings)
 
     # -------------------------------------------------------------- steps 1 to 3
 
@@ -142,7 +162,8 @@ class LogLoader:
         if log_swaps:
             lo, hi = None, None
             for name in log_swaps:
-                seg = LogSegment(self.dir, offset_from_file_name(name), self.config, file_suffix=SWAP_SUFFIX)
+                seg = LogSegment(self.dir, offset_from_file_name(name), self.config, file_suffix=SWAP_SUFFIX,
+                                 writable=False)
                 try:
                     nxt = max(seg.base_offset, self._next_offset_by_scan(seg))
                 finally:
@@ -222,9 +243,18 @@ class LogLoader:
             return segments
         if self.had_clean_shutdown:
             start = len(segments) - 1
-            if self._tail_is_valid(segments[-1]):
+            state, position = self._tail_state(segments[-1])
+            if state == "ok":
                 return segments
-            self.actions.append(f"{segments[-1].log_path.name} has an invalid tail despite a clean shutdown")
+            if state == "corrupt":
+                # Complete batches that fail their CRC after a clean shutdown are damage, not a
+                # torn write: report it (verify shows it, reads of it fail) and cut nothing.
+                self.warnings.append(
+                    f"{segments[-1].log_path} has a corrupt batch at position {position}; it was not "
+                    f"truncated because the log dir was shut down cleanly"
+                )
+                return segments
+            self.actions.append(f"{segments[-1].log_path.name} ends in a torn write at position {position}")
         else:
             start = 0
             for i, seg in enumerate(segments):
@@ -245,14 +275,14 @@ class LogLoader:
         return segments
 
     @staticmethod
-    def _tail_is_valid(seg: LogSegment) -> bool:
-        """Check the batches after the last index entry, and that they end exactly at the file's end."""
+    def _tail_state(seg: LogSegment) -> tuple[str, int]:
+        """Check the batches after the last index entry: ("ok" | "partial" | "corrupt", position)."""
         start = seg.offset_index.lookup(2**63 - 1).position if seg.offset_index.entries else 0
         end = start
         try:
-            for raw in seg.batches(start):
+            for raw in seg.batches(start, seg.refresh_size()):
                 verify_batch(raw, path=str(seg.log_path))
                 end = raw.position + raw.header.size_in_bytes
         except CorruptRecordError:
-            return False
-        return end == seg.refresh_size()
+            return "corrupt", end
+        return ("ok" if end == seg.size else "partial"), end

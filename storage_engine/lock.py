@@ -41,28 +41,36 @@ class PartitionLock:
     the instance so a public operation can call another that also locks.
     """
 
-    def __init__(self, partition_dir: Path) -> None:
+    def __init__(self, partition_dir: Path, *, read_only: bool = False) -> None:
         self.path = Path(partition_dir) / LOCK_FILE_NAME
+        self.read_only = read_only
         self._fd: int | None = None
         self._depth = 0
 
-    def _open(self) -> int:
+    def _open(self) -> int | None:
+        """The lock file's descriptor; None for a read-only user of a directory never locked."""
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if self.read_only:
+                try:
+                    self._fd = os.open(self.path, os.O_RDONLY)
+                except FileNotFoundError:
+                    return None  # no engine process ever changed this directory
+            else:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         return self._fd
 
     @contextmanager
     def hold(self, timeout_s: float | None = None) -> Iterator[None]:
         """Hold the exclusive lock for the block; waits up to ``timeout_s`` (forever if None)."""
         fd = self._open()
-        if self._depth == 0:
+        if self._depth == 0 and fd is not None:
             self._acquire(fd, timeout_s)
         self._depth += 1
         try:
             yield
         finally:
             self._depth -= 1
-            if self._depth == 0:
+            if self._depth == 0 and fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
     @property
@@ -93,13 +101,15 @@ class PartitionLock:
             fd = self._open()
         except FileNotFoundError:
             return -1  # the partition directory itself is gone
+        if fd is None:
+            return 0
         data = os.pread(fd, 8, 0)
         return _GENERATION.unpack(data)[0] if len(data) == 8 else 0
 
     def bump_generation(self) -> int:
         """Record that the segment list changed; must be called with the lock held."""
-        if not self.held:
-            raise RuntimeError("bump_generation() needs the partition lock")
+        if not self.held or self.read_only:
+            raise RuntimeError("bump_generation() needs the partition lock, opened for writing")
         new = self.generation() + 1
         os.pwrite(self._open(), _GENERATION.pack(new), 0)
         return new

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .config import LogConfig
-from .errors import LogChangedError, OffsetOutOfRangeError
+from .errors import LogChangedError, LogError, OffsetOutOfRangeError
 from .loader import LogLoader
 from .lock import PartitionLock
 from .logdir import LogDir
@@ -53,14 +53,16 @@ class Log:
         topic: str,
         partition: int,
         had_clean_shutdown: bool = True,
+        read_only: bool = False,
     ) -> None:
+        self.read_only = read_only
         self.dir = Path(directory)
         self.config = config
         self.log_dir = log_dir
         self.topic = topic
         self.partition = partition
         self.tp = f"{topic}-{partition}"
-        self.lock = PartitionLock(self.dir)
+        self.lock = PartitionLock(self.dir, read_only=read_only)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.load_actions: list[str] = []
@@ -83,6 +85,7 @@ class Log:
             log_start_offset_checkpoint=lso_checkpoint,
             recovery_point=rp_checkpoint or 0,
             had_clean_shutdown=had_clean_shutdown,
+            read_only=self.read_only,
         ).load()
         for seg in self.segments:
             seg.close(trim_indexes=False)
@@ -92,6 +95,7 @@ class Log:
         self.recovery_point = result.recovery_point
         self._leo = result.log_end_offset
         self._tail_position = self.active_segment.refresh_size()
+        self.load_warnings = result.warnings
         if result.actions:
             self.load_actions.extend(result.actions)
             self.lock.bump_generation()
@@ -105,6 +109,10 @@ class Log:
             or self.active_segment.refresh_size() != self._tail_position
         )
 
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise LogError(f"{self.tp} was opened read-only")
+
     def _sync_locked(self) -> None:
         """Before a change: reload if another process changed the segment list or appended."""
         if self._changed_on_disk():
@@ -112,6 +120,7 @@ class Log:
 
     def sync_for_change(self) -> None:
         """For maintenance code about to change the log: the lock must be held."""
+        self._require_writable()
         if not self.lock.held:
             raise RuntimeError("sync_for_change() needs the partition lock")
         self._sync_locked()
@@ -167,6 +176,7 @@ class Log:
     ) -> AppendInfo:
         """Append records as one batch (a produce request from a producer with ``compression``)."""
         now = now_ms() if now is None else now
+        self._require_writable()
         with self.lock.hold():
             self._sync_locked()
             batch = build_batch(
@@ -177,6 +187,7 @@ class Log:
     def append_batch(self, data: bytes, *, now: int | None = None) -> AppendInfo:
         """Append one producer-built batch (offsets are assigned here, as a leader does)."""
         now = now_ms() if now is None else now
+        self._require_writable()
         with self.lock.hold():
             self._sync_locked()
             batch = validate_producer_batch(data, base_offset=self._leo, config=self.config, now_ms=now, tp=self.tp)
@@ -205,6 +216,7 @@ class Log:
 
     def roll(self, now: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        self._require_writable()
         with self.lock.hold():
             self._sync_locked()
             return self._roll_locked(now_ms() if now is None else now)
@@ -251,6 +263,7 @@ class Log:
 
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (kafka-delete-records); segments go with the next retention run."""
+        self._require_writable()
         with self.lock.hold():
             self._sync_locked()
             if before_offset > self.high_watermark or before_offset < 0:
@@ -423,6 +436,11 @@ class Log:
 
     def close(self) -> None:
         """Flush what this process appended, then close files (trimming indexes only if still current)."""
+        if self.read_only:
+            for seg in self.segments:
+                seg.close(trim_indexes=False)
+            self.lock.close()
+            return
         with self.lock.hold():
             current = not self._changed_on_disk()
             if current and self._dirty:

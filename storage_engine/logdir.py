@@ -51,9 +51,22 @@ class LogDir:
         self._session_file: Path | None = None
         self.first_opener = False
         self.had_clean_shutdown = True
+        self._read_only = False
 
-    def open_session(self) -> None:
-        """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``."""
+    def open_session(self, read_only: bool = False) -> None:
+        """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
+
+        A read-only session (verify, consumers) only waits for a first opener's recovery to
+        finish; it neither consumes nor writes the marker, and leaves no session file.
+        """
+        if read_only:
+            try:
+                self._fd = os.open(self.path / SESSION_LOCK, os.O_RDONLY)
+            except FileNotFoundError:
+                return  # no engine process ever opened this dir
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+            self._read_only = True
+            return
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path / SESSION_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = fd
@@ -84,6 +97,11 @@ class LogDir:
     def close_session(self) -> None:
         """Leave the session; the last process out writes the clean-shutdown marker."""
         if self._fd is None:
+            return
+        if self._read_only:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
             return
         if self._session_file is not None:
             self._session_file.unlink(missing_ok=True)

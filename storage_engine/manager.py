@@ -68,7 +68,14 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
 class LogManager:
     """Opens log dirs, recovers them after an unclean shutdown, and hands out ``Log`` objects."""
 
-    def __init__(self, log_dirs: Sequence[Path | str], broker_props: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path | str],
+        broker_props: Mapping[str, str] | None = None,
+        *,
+        read_only: bool = False,
+    ) -> None:
+        """``read_only`` opens logs as they are, repairing nothing: for verify and consumers."""
         if not log_dirs:
             raise LogError("at least one log directory is needed")
         paths = [Path(p).resolve() for p in log_dirs]
@@ -79,10 +86,13 @@ class LogManager:
         self.log_dirs = [LogDir(p) for p in paths]
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
+        self.read_only = read_only
         for d in self.log_dirs:
-            d.open_session()
+            if read_only and not d.path.is_dir():
+                raise LogError(f"log directory {d.path} does not exist")
+            d.open_session(read_only)
         for d in self.log_dirs:
-            if d.first_opener and not d.had_clean_shutdown:
+            if not read_only and d.first_opener and not d.had_clean_shutdown:
                 self._recover_dir(d)
             d.finish_startup()
 
@@ -172,6 +182,7 @@ class LogManager:
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
         """Validate everything, write the metadata file (the commit point), then the partition dirs."""
+        self._require_writable()
         validate_topic_name(name)
         if partitions < 1:
             raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
@@ -184,10 +195,12 @@ class LogManager:
         self._write_metadata(meta, self.log_dirs[0].path)
         for p in range(partitions):
             self._create_partition_dir(name, p)
+            self.get_log(name, p)  # as Kafka does: every partition starts with an empty segment
         return meta
 
     def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
         """Change config overrides; the merged result is validated before the file is replaced."""
+        self._require_writable()
         meta = self.topic_metadata(name)
         if meta is None:
             parts = self.partitions(name)  # raises for an unknown topic
@@ -204,6 +217,10 @@ class LogManager:
             if topic == name:
                 log.config = self.topic_config(name)
         return new
+
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise LogError("this log manager was opened read-only")
 
     @staticmethod
     def _write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
@@ -230,13 +247,14 @@ class LogManager:
         loc = self.partition_locations().get(key)
         if loc is None:
             meta = self.topic_metadata(topic)
-            if meta is None or not 0 <= partition < meta.partitions:
+            if meta is None or not 0 <= partition < meta.partitions or self.read_only:
                 known = self.partitions(topic)
                 raise UnknownTopicOrPartitionError(
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
                 )
             loc = self._create_partition_dir(topic, partition)
-        log = Log(loc.path, self.topic_config(topic), loc.log_dir, topic=topic, partition=partition)
+        log = Log(loc.path, self.topic_config(topic), loc.log_dir, topic=topic, partition=partition,
+                  read_only=self.read_only)
         self._logs[key] = log
         return log
 

@@ -98,7 +98,7 @@ class LogSegment:
         self._indexes_checked = False
         self._max_ts: tuple[int, int] | None = None  # (max timestamp so far, offset of it)
         self._rolling_based_timestamp: int | None = None
-        self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry: int | None = None  # known after the first append
         self.created_ms = now_ms() if created_ms is None else created_ms
         jitter = config.segment_jitter_ms
         self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(min(jitter, config.segment_ms))
@@ -295,6 +295,14 @@ class LogSegment:
         max_ts, _ = self._load_max_timestamp()
         if largest_timestamp > max_ts:
             self._max_ts = (largest_timestamp, offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry is None:
+            # Kafka counts from 0 when it opens a segment, which is right for a broker that
+            # lives for weeks; a short-lived producer process would then never index. Count
+            # the bytes already written since the last entry instead: the result is what a
+            # single long-lived writer would have produced.
+            self._checked_indexes()
+            last = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+            self._bytes_since_last_index_entry = position - last
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(*self._max_ts)
@@ -386,6 +394,8 @@ class LogSegment:
         """Close the files; trimming is skipped when another process may have appended since."""
         if self._fd >= 0:
             if self.writable and trim_indexes:
+                self.offset_index.trim_to_valid_size()  # creates the files if never used
+                self.time_index.trim_to_valid_size()
                 self.offset_index.close()
                 self.time_index.close()
             else:

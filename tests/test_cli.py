@@ -1,0 +1,196 @@
+"""``logctl`` end to end: outputs, and errors that change nothing on disk."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage_engine.cli import main
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every data file's bytes (lock and session files excluded: they are not data)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and ".logplat-session" not in p.name and not p.name.endswith(".lock"):
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+class Cli:
+    def __init__(self, root: Path, capsys, monkeypatch):
+        self.root, self.capsys, self.monkeypatch = root, capsys, monkeypatch
+
+    def __call__(self, *args: str, stdin: str = "") -> tuple[int, str, str]:
+        self.monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code = main(["--log-dirs", str(self.root), *args])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *args: str, stdin: str = ""):
+        code, out, err = self(*args, stdin=stdin)
+        assert code == 0, err
+        return json.loads(out)
+
+
+@pytest.fixture
+def cli(tmp_path, capsys, monkeypatch):
+    return Cli(tmp_path / "logs", capsys, monkeypatch)
+
+
+def lines(*objs) -> str:
+    return "".join(json.dumps(o) + "\n" for o in objs)
+
+
+def test_topic_create_list_describe_alter(cli):
+    created = cli.json("topic", "create", "orders", "--partitions", "3", "--config", "cleanup.policy=compact", "--json")
+    assert created["partitions"] == 3 and created["configs"] == {"cleanup.policy": "compact"}
+    assert cli.json("topic", "list", "--json") == ["orders"]
+    described = cli.json("topic", "describe", "orders", "--json")
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    assert described["cleanup_policy"] == "compact"
+    altered = cli.json("topic", "alter", "orders", "--config", "retention.ms=1000", "--json")
+    assert altered["configs"] == {"cleanup.policy": "compact", "retention.ms": "1000"}
+    code, out, _ = cli("topic", "describe", "orders")
+    assert "PartitionCount: 3" in out and "retention.ms=1000" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["topic", "create", "bad/name", "--partitions", "1"], "bad/name"),
+    (["topic", "create", "..", "--partitions", "1"], ".."),
+    (["topic", "create", "ok", "--partitions", "0"], "larger than 0"),
+    (["topic", "create", "ok", "--partitions", "1", "--config", "retention.ms=abc"], "retention.ms"),
+    (["topic", "create", "ok", "--partitions", "1", "--config", "segment.bytes=5"], "at least 14"),
+    (["topic", "create", "ok", "--partitions", "1", "--config", "no.such.key=1"], "no.such.key"),
+    (["topic", "create", "ok", "--partitions", "1", "--config", "min.cleanable.dirty.ratio=1.2"], "1.2"),
+])
+def test_bad_topic_input_fails_and_creates_nothing(cli, args, message):
+    cli("topic", "create", "existing", "--partitions", "1")
+    before = snapshot(cli.root)
+    code, out, err = cli(*args)
+    assert code == 1 and message in err and out == ""
+    assert snapshot(cli.root) == before
+
+
+def test_alter_with_a_bad_value_leaves_the_config(cli):
+    cli("topic", "create", "t", "--partitions", "1", "--config", "retention.ms=5")
+    before = snapshot(cli.root)
+    code, _, err = cli("topic", "alter", "t", "--config", "cleanup.policy=foobar")
+    assert code == 1 and "cleanup.policy" in err and "foobar" in err
+    assert snapshot(cli.root) == before
+    assert cli("topic", "create", "t", "--partitions", "1")[2].count("already exists") == 1
+
+
+def test_produce_and_consume_round_trip_with_both_encodings(cli):
+    cli("topic", "create", "t", "--partitions", "2")
+    recs = [{"key": "a", "value": "1", "timestamp": 1000, "headers": [["h", "x"], ["n", None]]},
+            {"key": None, "value": "2", "timestamp": 1001},
+            {"key": "c", "value": None, "timestamp": 1002}]
+    res = cli.json("produce", "t", "--partition", "1", "--compression", "zstd", "--json", stdin=lines(*recs))
+    assert (res["first_offset"], res["last_offset"], res["records"]) == (0, 2, 3)
+    blob = bytes(range(256))
+    b64 = base64.b64encode(blob).decode()
+    cli("produce", "t", "--partition", "1", "--encoding", "base64", stdin=lines({"key": b64, "value": b64, "timestamp": 1003}))
+    code, out, err = cli("consume", "t", "--partition", "1")
+    got = [json.loads(x) for x in out.splitlines()]
+    assert [g["offset"] for g in got] == [0, 1, 2, 3]
+    assert got[0] == {"offset": 0, "timestamp": 1000, "key": "a", "value": "1", "headers": [["h", "x"], ["n", None]]}
+    assert got[1]["key"] is None and got[2]["value"] is None
+    code, out, _ = cli("consume", "t", "--partition", "1", "--from-offset", "3", "--encoding", "base64")
+    assert base64.b64decode(json.loads(out)["value"]) == blob
+    code, out, _ = cli("consume", "t", "--partition", "1", "--from-timestamp", "1001", "--max-records", "2")
+    assert [json.loads(x)["offset"] for x in out.splitlines()] == [1, 2]
+
+
+@pytest.mark.parametrize("stdin,message", [
+    (lines({"key": "a", "value": "1"}) + "not json\n", "line 2"),
+    (lines({"key": "a", "value": "1"}, {"key": "a", "value": 5}), "line 2: value"),
+    (lines({"key": "a", "value": "1", "timestamp": -5}), "timestamp"),
+    (lines({"key": "a", "value": "1", "extra": 1}), "unknown field"),
+    (lines({"key": "a", "value": "1"}, {"key": None, "value": "x"}), "Compacted topic cannot accept message without key"),
+])
+def test_bad_produce_input_appends_nothing(cli, stdin, message):
+    cli("topic", "create", "t", "--partitions", "1", "--config", "cleanup.policy=compact")
+    cli("produce", "t", "--partition", "0", stdin=lines({"key": "seed", "value": "s"}))
+    before = snapshot(cli.root)
+    code, _, err = cli("produce", "t", "--partition", "0", "--batch-size", "1", stdin=stdin)
+    assert code == 1 and message in err
+    assert snapshot(cli.root) == before
+
+
+def test_unknown_partition_and_out_of_range_reads_are_errors(cli):
+    cli("topic", "create", "t", "--partitions", "1")
+    assert "Partition 4" in cli("produce", "t", "--partition", "4", stdin=lines({"key": "a", "value": "b"}))[2]
+    assert "does not exist" in cli("consume", "nope", "--partition", "0")[2]
+    code, _, err = cli("consume", "t", "--partition", "0", "--from-offset", "7")
+    assert code == 1 and "range 0 to 0" in err
+
+
+def test_dump_log_index_timeindex_and_checkpoint(cli):
+    cli("topic", "create", "t", "--partitions", "1", "--config", "index.interval.bytes=1")
+    for i in range(3):
+        cli("produce", "t", "--partition", "0", stdin=lines({"key": f"k{i}", "value": f"v{i}", "timestamp": 10 + i}))
+    part = cli.root / "t-0"
+    dumped = cli.json("dump", str(part / "00000000000000000000.log"), str(part / "00000000000000000000.index"),
+                      str(part / "00000000000000000000.timeindex"), str(cli.root / "recovery-point-offset-checkpoint"),
+                      "--json")
+    log_dump, index_dump, time_dump, ckpt = dumped
+    assert [b["baseOffset"] for b in log_dump["batches"]] == [0, 1, 2]
+    assert all(b["isValid"] for b in log_dump["batches"])
+    assert log_dump["batches"][2]["records"][0]["value"] == "v2"
+    assert [e["offset"] for e in index_dump["entries"]] == [1, 2]
+    assert [e["timestamp"] for e in time_dump["entries"]] == [11, 12]
+    assert ckpt["entries"] == [{"topic": "t", "partition": 0, "offset": 3}]
+    code, out, _ = cli("dump", str(part / "00000000000000000000.log"))
+    assert "baseOffset: 2 lastOffset: 2 count: 1" in out and "isvalid: true" in out
+    assert cli("dump", str(part / "nope.log"))[0] == 1
+
+
+def test_verify_reports_corruption_with_exit_status_1(cli):
+    cli("topic", "create", "t", "--partitions", "1")
+    cli("produce", "t", "--partition", "0", "--batch-size", "1", stdin=lines(*({"key": "k", "value": "v" * 50} for _ in range(5))))
+    assert cli.json("verify", "--json")["ok"] is True
+    seg = cli.root / "t-0" / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    data[len(data) // 2] ^= 0x55
+    seg.write_bytes(bytes(data))
+    code, out, _ = cli("verify", "--topic", "t", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert any("position" in p and str(seg) in p for p in report["partitions"][0]["problems"])
+
+
+def test_delete_records(cli):
+    cli("topic", "create", "t", "--partitions", "1")
+    cli("produce", "t", "--partition", "0", stdin=lines(*({"key": "k", "value": str(i)} for i in range(10))))
+    assert cli.json("delete-records", "t", "--partition", "0", "--before-offset", "4", "--json")["low_watermark"] == 4
+    code, out, _ = cli("consume", "t", "--partition", "0")
+    assert json.loads(out.splitlines()[0])["offset"] == 4
+    before = snapshot(cli.root)
+    code, _, err = cli("delete-records", "t", "--partition", "0", "--before-offset", "11")
+    assert code == 1 and "high watermark 10" in err
+    assert snapshot(cli.root) == before
+
+
+def test_the_installed_console_script_and_env_log_dirs(tmp_path):
+    logctl = Path(sys.executable).parent / "logctl"
+    if not logctl.exists():
+        pytest.skip("the logctl console script is not installed in this environment (pip install -e . adds it)")
+    env = dict(os.environ, LOGPLAT_LOG_DIRS=f"{tmp_path}/a,{tmp_path}/b")
+    run = lambda *a, stdin=None: subprocess.run([str(logctl), *a], input=stdin, capture_output=True, text=True, env=env)  # noqa: E731
+    assert run("topic", "create", "t", "--partitions", "4").returncode == 0
+    # Partitions spread over both log dirs: each new one goes to the dir with the fewest.
+    assert sorted(p.name for p in (tmp_path / "a").iterdir() if p.name.startswith("t-")) == ["t-0", "t-2"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir() if p.name.startswith("t-")) == ["t-1", "t-3"]
+    bad = run("topic", "create", "t", "--partitions", "1")
+    assert bad.returncode == 1 and bad.stderr.startswith("error:")
+    assert run("produce", "t", "--partition", "3", stdin=lines({"key": "k", "value": "v"})).returncode == 0
+    out = run("consume", "t", "--partition", "3").stdout
+    assert json.loads(out)["value"] == "v"
