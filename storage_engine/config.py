@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from functools import cached_property
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -286,15 +287,15 @@ class LogConfig:
             values[spec.key] = parsed
         _check_compaction_lags(values, values)
 
-    @property
+    @cached_property
     def compact(self) -> bool:
         return any(p.lower() == "compact" for p in self.cleanup_policy)
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         return any(p.lower() == "delete" for p in self.cleanup_policy)
 
-    @property
+    @cached_property
     def max_segment_ms(self) -> int:
         """``segment.ms``, shortened to ``max.compaction.lag.ms`` on compacted topics.
 
