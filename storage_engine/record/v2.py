@@ -1,0 +1,645 @@
+"""Magic v2 record batches (Kafka's ``DefaultRecordBatch`` / ``DefaultRecord``): parse, verify,
+decode, encode.
+
+Layout (big-endian; spec 1.1): a 61-byte header ``baseOffset int64 | batchLength int32 |
+partitionLeaderEpoch int32 | magic int8 | crc uint32 | attributes int16 | lastOffsetDelta int32 |
+baseTimestamp int64 | maxTimestamp int64 | producerId int64 | producerEpoch int16 |
+baseSequence int32 | recordsCount int32``, then the records, compressed as one stream when
+attribute bits 0-2 name a codec. The CRC is CRC-32C over bytes 21..end, so baseOffset and
+partitionLeaderEpoch can be rewritten in place without recomputing it.
+
+Why the decoder looks the way it does: this is pure Python on the hot path of every read,
+compaction and Spark scan. So the record loop works on one ``bytes`` object (copied or
+decompressed once per batch), binds everything it uses to locals, decodes one- and two-byte
+varints inline through lookup tables (longer ones, rare, go through :mod:`.varint`), and emits
+either ``Record`` objects or plain tuples for the Arrow path. Records are filled as mutable
+drafts with the same slot layout and then re-classed as ``Record`` in one C-level pass
+(``records._RecordDraft``), avoiding the frozen dataclass's per-field ``object.__setattr__``
+calls (about 4x cheaper) while handing out ordinary, immutable ``Record`` objects.
+``bench/bench_codec.py`` measures the result against kafka-python.
+
+Strictness: every record must consume exactly its declared length (which also catches key,
+value and header lengths running past it), the record count must match ``recordsCount``
+exactly (Kafka's "premature EOF" / "records still remaining"), header counts and key lengths
+may not be negative, header keys must be UTF-8, and offset deltas must lie within
+``0..lastOffsetDelta``. Corrupt input raises ``CorruptRecordError``; with the CRC verified
+first (the default of ``decode_batch``) it never produces a record that was not written.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Sequence
+
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError, UnknownCompressionError
+from .compression import CompressionType, compress, decompress
+from .records import BatchHeader, RawBatch, Record, TimestampType
+from .records import _publish, _RecordDraft
+from .varint import VarintError, decode_varint, decode_varlong, encode_varint, encode_varlong
+
+__all__ = [
+    "HEADER_STRUCT",
+    "RECORD_BATCH_OVERHEAD",
+    "verify_v2",
+    "decode_v2",
+    "decode_v2_tuples",
+    "encode_batch",
+    "encode_empty_batch",
+    "set_base_offset",
+    "set_partition_leader_epoch",
+    "set_log_append_time",
+]
+
+RECORD_BATCH_OVERHEAD = 61
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+
+#: The whole 61-byte header, in field order of :class:`BatchHeader`.
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+# The header split at the CRC: the part before it (not covered) and the part after (covered).
+_HEAD = struct.Struct(">qiibI")
+_TAIL = struct.Struct(">hiqqqhii")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+
+_INT32_MAX = 0x7FFFFFFF
+
+_ATTR_TIMESTAMP_TYPE = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+_ATTR_DELETE_HORIZON = 0x40
+
+# Zigzag value of every one-byte varint (0x00..0x7F), and of every two-byte one as
+# ``_ZZ2[second byte][first byte]`` (first byte has its continuation bit set; rows for a second
+# byte >= 0x80 are None, see ``_decode``): table lookups replace the shift/mask/xor arithmetic
+# on the decoder's hot path.
+_ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+_ZZ2 = tuple(
+    tuple(((u := (b1 & 0x7F) | (b2 << 7)) >> 1) ^ -(u & 1) for b1 in range(256)) if b2 < 128 else None
+    for b2 in range(256)
+)
+
+# Encoded bytes of every value whose zigzag varint fits in two bytes (-8192..8191); the same
+# bytes serve varints and varlongs (zigzag of a small value does not depend on the width).
+_ENC = {v: encode_varint(v) for v in range(-8192, 8192)}
+
+
+
+def _corrupt(reason: str, raw: RawBatch, path: str | None) -> CorruptRecordError:
+    return CorruptRecordError(reason, path=path, position=raw.position, offset=raw.header.base_offset)
+
+
+# --------------------------------------------------------------------------------------------
+# verification
+
+
+def verify_v2(raw: RawBatch, path: str | None = None) -> None:
+    """Kafka's ``ensureValid`` (size >= 61, CRC-32C over bytes 21..end) plus the header checks a
+    reader needs before trusting the header: known codec, non-negative record count and last
+    offset delta, and bytes matching the declared length."""
+    h = raw.header
+    size = h.length + 12
+    if size < RECORD_BATCH_OVERHEAD:
+        raise _corrupt(
+            f"Record batch is corrupt (the size {size} is smaller than the minimum allowed overhead 61)", raw, path
+        )
+    data = raw.data
+    if len(data) != size:
+        raise _corrupt(f"Record batch is truncated: {len(data)} bytes present of {size} declared", raw, path)
+    computed = crc32c(memoryview(data)[ATTRIBUTES_OFFSET:])
+    if computed != h.crc:
+        raise _corrupt(f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed})", raw, path)
+    codec = h.attributes & 0x07
+    if codec > 4:
+        raise UnknownCompressionError(
+            f"Unknown compression type id: {codec}", path=path, position=raw.position, offset=h.base_offset
+        )
+    if h.records_count < 0:
+        raise _corrupt(f"Found invalid record count {h.records_count} in magic v2 batch", raw, path)
+    if h.last_offset_delta < 0:
+        raise _corrupt(f"Found invalid last offset delta {h.last_offset_delta} in magic v2 batch", raw, path)
+
+
+# --------------------------------------------------------------------------------------------
+# decoding
+
+
+def _records_buffer(raw: RawBatch, path: str | None) -> bytes:
+    """The plain record bytes of a batch: one copy (or one decompression) per batch."""
+    h = raw.header
+    data = raw.data
+    codec = h.attributes & 0x07
+    if codec == 0:
+        return bytes(memoryview(data)[RECORD_BATCH_OVERHEAD:])
+    if codec > 4:
+        raise UnknownCompressionError(
+            f"Unknown compression type id: {codec}", path=path, position=raw.position, offset=h.base_offset
+        )
+    try:
+        return decompress(codec, memoryview(data)[RECORD_BATCH_OVERHEAD:])
+    except CorruptRecordError as exc:
+        raise _corrupt(exc.reason, raw, path) from exc
+
+
+def _decode(raw: RawBatch, path: str | None, as_records: bool) -> list:
+    """The record loop shared by :func:`decode_v2` (``Record`` objects) and
+    :func:`decode_v2_tuples` (tuples for the Arrow path); see the module docstring for why it is
+    written this way. Does not check the CRC (that is :func:`verify_v2`).
+
+    Varints of one or two bytes are decoded inline through ``_ZZ1``/``_ZZ2``; ``_ZZ2`` has
+    ``None`` rows for a second byte with the continuation bit, so a longer varint raises
+    TypeError and that one record is decoded again by the general :func:`_slow_record`.
+    """
+    h = raw.header
+    count = h.records_count
+    if count < 0:
+        raise _corrupt(f"Found invalid record count {count} in magic v2 batch", raw, path)
+    if count == 0:
+        # Kafka's iterator returns nothing for an empty batch without looking at the payload.
+        return []
+    last_delta = h.last_offset_delta
+    if last_delta < 0:
+        raise _corrupt(f"Found invalid last offset delta {last_delta} in magic v2 batch", raw, path)
+    buf = _records_buffer(raw, path)
+    base_offset = h.base_offset
+    base_ts = h.base_timestamp
+    n = len(buf)
+    zz1 = _ZZ1
+    zz2 = _ZZ2
+    out: list = []
+    app = out.append
+    draft = _RecordDraft
+    pos = 0
+    i = 0
+    try:
+        for i in range(count):
+            try:
+                # length (varint); IndexError at pos >= n means fewer records than declared
+                # (``pos`` stays at the record start until the record is done, for _slow_record)
+                b = buf[pos]
+                if b < 128:
+                    end = pos + 1 + zz1[b]
+                    p = pos + 2  # skips the attributes byte (int8, unused)
+                else:
+                    end = pos + 2 + zz2[buf[pos + 1]][b]
+                    p = pos + 3
+                # timestampDelta (varlong)
+                b = buf[p]
+                if b < 128:
+                    ts_delta = zz1[b]
+                    p += 1
+                else:
+                    ts_delta = zz2[buf[p + 1]][b]
+                    p += 2
+                # offsetDelta (varint)
+                b = buf[p]
+                if b < 128:
+                    off_delta = zz1[b]
+                    p += 1
+                else:
+                    off_delta = zz2[buf[p + 1]][b]
+                    p += 2
+                # key (varint length, -1 = null)
+                b = buf[p]
+                if b < 128:
+                    klen = zz1[b]
+                    p += 1
+                else:
+                    klen = zz2[buf[p + 1]][b]
+                    p += 2
+                if klen >= 0:
+                    key = buf[p : p + klen]
+                    p += klen
+                elif klen == -1:
+                    key = None
+                else:
+                    raise _corrupt(f"Invalid key size {klen} in record {i}", raw, path)
+                # value (varint length, -1 = null = tombstone)
+                b = buf[p]
+                if b < 128:
+                    vlen = zz1[b]
+                    p += 1
+                else:
+                    vlen = zz2[buf[p + 1]][b]
+                    p += 2
+                if vlen >= 0:
+                    value = buf[p : p + vlen]
+                    p += vlen
+                elif vlen == -1:
+                    value = None
+                else:
+                    raise _corrupt(f"Invalid value size {vlen} in record {i}", raw, path)
+                # headers: the common case is a zero count in the record's last byte
+                if p + 1 == end and buf[p] == 0:
+                    headers: tuple = ()
+                else:
+                    if p >= end:  # the header count alone needs one more byte
+                        _bad_record_size(buf, pos, p + 1, end, raw, path)
+                    headers, p = _read_headers(buf, p, end, raw, path)
+                    if p != end:
+                        _bad_record_size(buf, pos, p, end, raw, path)
+            except TypeError:
+                end, p, ts_delta, off_delta, key, value, headers = _slow_record(buf, pos, i, raw, path)
+                if p != end:
+                    _bad_record_size(buf, pos, p, end, raw, path)
+            if as_records:
+                app(draft(base_offset + off_delta, base_ts + ts_delta, key, value, headers))
+            else:
+                app((base_offset + off_delta, base_ts + ts_delta, key, value, headers))
+            pos = end
+    except IndexError:
+        if pos >= n:
+            raise _corrupt(
+                f"Incorrect declared batch size, premature EOF reached ({i} of {count} records read)", raw, path
+            ) from None
+        raise _corrupt(
+            f"Invalid record size: record {i} at byte {pos} of the records runs past their end ({n} bytes)", raw, path
+        ) from None
+    except VarintError as exc:
+        raise _corrupt(f"Found invalid record structure in record {i}: {exc}", raw, path) from exc
+    if pos != n:
+        raise _corrupt(
+            f"Incorrect declared batch size, records still remaining in file ({n - pos} bytes after "
+            f"{count} records)",
+            raw,
+            path,
+        )
+    # Offset deltas of a valid batch lie in 0..lastOffsetDelta (checked at the ends only: the
+    # CRC, not this, is what guards the records in between).
+    first_delta = (out[0].offset if as_records else out[0][0]) - base_offset
+    if first_delta < 0 or off_delta > last_delta:
+        raise _corrupt(
+            f"Record offset deltas {first_delta}..{off_delta} lie outside 0..{last_delta} (lastOffsetDelta)", raw, path
+        )
+    if h.attributes & _ATTR_TIMESTAMP_TYPE:
+        # LogAppendTime: every record's timestamp is the batch's maxTimestamp (set by the broker).
+        ts = h.max_timestamp
+        if as_records:
+            for r in out:
+                r.timestamp = ts
+        else:
+            out = [(o, ts, k, v, hs) for o, _, k, v, hs in out]
+    return _publish(out) if as_records else out
+
+
+def _bad_record_size(buf: bytes, pos: int, p: int, end: int, raw: RawBatch, path: str | None) -> None:
+    """Raise for a record whose fields do not add up to its declared length (this also catches
+    key/value slices that ran past the record or the buffer, and lengths below the minimum)."""
+    n = len(buf)
+    _, body = decode_varint(buf, pos)
+    if end > n:
+        raise _corrupt(
+            f"Invalid record size: expected {end - body} bytes in record payload, but instead the buffer has only "
+            f"{n - body} remaining bytes",
+            raw,
+            path,
+        )
+    raise _corrupt(
+        f"Invalid record size: expected to read {end - body} bytes in record payload, but instead read {p - body}",
+        raw,
+        path,
+    )
+
+
+def _slow_record(buf: bytes, pos: int, i: int, raw: RawBatch, path: str | None) -> tuple:
+    """General decode of the record at ``pos`` (any varint width), for the records the inline
+    fast path cannot handle. Returns ``(end, position reached, timestamp delta, offset delta,
+    key, value, headers)``."""
+    length, pos = decode_varint(buf, pos)
+    end = pos + length
+    ts_delta, p = decode_varlong(buf, pos + 1)
+    off_delta, p = decode_varint(buf, p)
+    klen, p = decode_varint(buf, p)
+    if klen >= 0:
+        key = buf[p : p + klen]
+        p += klen
+    elif klen == -1:
+        key = None
+    else:
+        raise _corrupt(f"Invalid key size {klen} in record {i}", raw, path)
+    vlen, p = decode_varint(buf, p)
+    if vlen >= 0:
+        value = buf[p : p + vlen]
+        p += vlen
+    elif vlen == -1:
+        value = None
+    else:
+        raise _corrupt(f"Invalid value size {vlen} in record {i}", raw, path)
+    headers, p = _read_headers(buf, p, end, raw, path)
+    return end, p, ts_delta, off_delta, key, value, headers
+
+
+def decode_v2_tuples(raw: RawBatch, path: str | None = None) -> list[tuple]:
+    """Records of a v2 batch as ``(offset, timestamp, key, value, headers)`` tuples (for the
+    Arrow path, which transposes them into columns). CRC not checked here."""
+    return _decode(raw, path, False)
+
+
+def decode_v2(raw: RawBatch, path: str | None = None) -> list[Record]:
+    """All records of a v2 batch (CRC not checked here; see :func:`verify_v2`)."""
+    return _decode(raw, path, True)
+
+
+def _read_headers(buf: bytes, p: int, end: int, raw: RawBatch, path: str | None) -> tuple[tuple, int]:
+    count, p = decode_varint(buf, p)
+    if count < 0:
+        raise _corrupt(f"Found invalid number of record headers {count}", raw, path)
+    if count > end - p:
+        raise _corrupt(
+            f"Found invalid number of record headers {count}: it is larger than the remaining size of the buffer",
+            raw,
+            path,
+        )
+    headers = []
+    for _ in range(count):
+        klen, p = decode_varint(buf, p)
+        if klen < 0 or p + klen > end:
+            raise _corrupt(f"Invalid header key size {klen}", raw, path)
+        try:
+            hkey = buf[p : p + klen].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _corrupt(f"Header key is not valid UTF-8: {exc}", raw, path) from exc
+        p += klen
+        vlen, p = decode_varint(buf, p)
+        if vlen >= 0:
+            if p + vlen > end:
+                raise _corrupt(f"Invalid header value size {vlen}", raw, path)
+            hval = buf[p : p + vlen]
+            p += vlen
+        elif vlen == -1:
+            hval = None
+        else:
+            raise _corrupt(f"Invalid header value size {vlen}", raw, path)
+        headers.append((hkey, hval))
+    return tuple(headers), p
+
+
+# --------------------------------------------------------------------------------------------
+# encoding
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    parts = [encode_varint(len(headers))]
+    for hkey, hval in headers:
+        if hkey is None:
+            raise ValueError("Invalid null header key found in headers")
+        kb = hkey.encode("utf-8")
+        parts.append(encode_varint(len(kb)))
+        parts.append(kb)
+        if hval is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(encode_varint(len(hval)))
+            parts.append(hval)
+    return b"".join(parts)
+
+
+def _attributes(
+    compression: int,
+    timestamp_type: TimestampType,
+    is_transactional: bool,
+    is_control: bool,
+    delete_horizon: bool,
+) -> int:
+    if timestamp_type not in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
+        raise ValueError(f"Invalid timestamp type {timestamp_type!r} for a v2 batch")
+    attrs = int(compression)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attrs |= _ATTR_TIMESTAMP_TYPE
+    if is_transactional:
+        attrs |= _ATTR_TRANSACTIONAL
+    if is_control:
+        attrs |= _ATTR_CONTROL
+    if delete_horizon:
+        attrs |= _ATTR_DELETE_HORIZON
+    return attrs
+
+
+def _assemble(
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+    payload: bytes,
+) -> bytes:
+    """Header + payload with the CRC computed over everything from the attributes on."""
+    length = 49 + len(payload)
+    if length > _INT32_MAX:
+        raise ValueError(f"Record batch of {length + 12} bytes does not fit the int32 batchLength field")
+    tail = _TAIL.pack(
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
+    crc = crc32c(payload, crc32c(tail))
+    return b"".join((_HEAD.pack(base_offset, length, partition_leader_epoch, 2, crc), tail, payload))
+
+
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int,
+    compression: CompressionType = CompressionType.NONE,
+    compression_level: int | None = None,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    delete_horizon_ms: int | None = None,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
+    base_timestamp: int | None = None,
+) -> bytes:
+    """Encode records as one v2 batch (``MemoryRecordsBuilder`` semantics).
+
+    Record offsets are absolute and must increase; ``offsetDelta = offset - base_offset``.
+    ``baseTimestamp`` is ``delete_horizon_ms`` when given (attribute bit 6 set) else the first
+    record's timestamp, and timestamp deltas are relative to it (negative deltas are legal).
+    ``max_timestamp`` defaults to the largest record timestamp; pass the broker time for
+    LogAppendTime. ``last_offset_delta`` defaults to the last record's delta; compaction passes
+    the original one so the batch keeps its offset range and last sequence. ``base_timestamp``
+    overrides Kafka's baseTimestamp rule (other writers, e.g. sarama, differ; tests reproduce
+    their bytes with it); it cannot be combined with ``delete_horizon_ms``.
+    """
+    count = len(records)
+    if count == 0:
+        raise ValueError("encode_batch needs at least one record (use encode_empty_batch for an empty header)")
+    first = records[0]
+    if base_timestamp is not None:
+        if delete_horizon_ms is not None:
+            raise ValueError("base_timestamp and delete_horizon_ms both set the baseTimestamp field")
+        base_ts = base_timestamp
+    else:
+        base_ts = delete_horizon_ms if delete_horizon_ms is not None else first.timestamp
+    if base_ts < 0 and base_ts != -1:
+        raise ValueError(f"Invalid message timestamp {base_ts}")
+    if first.offset < base_offset:
+        raise ValueError(f"Record offset {first.offset} is below the batch base offset {base_offset}")
+    attrs = _attributes(
+        CompressionType.from_id(int(compression)),
+        timestamp_type,
+        is_transactional,
+        is_control,
+        delete_horizon_ms is not None,
+    )
+
+    enc = _ENC.get
+    parts: list[bytes] = []
+    app = parts.append
+    join = b"".join
+    prev = first.offset - 1
+    max_ts = first.timestamp
+    for r in records:
+        off = r.offset
+        if off <= prev:
+            raise ValueError(f"Illegal offset {off} following previous offset {prev} (offsets must increase)")
+        prev = off
+        ts = r.timestamp
+        if ts > max_ts:
+            max_ts = ts
+        d = ts - base_ts
+        ts_b = enc(d) or encode_varlong(d)
+        d = off - base_offset
+        off_b = enc(d) or encode_varint(d)
+        key = r.key
+        if key is None:
+            key_b = b"\x01"
+            key = b""
+        else:
+            d = len(key)
+            key_b = enc(d) or encode_varint(d)
+        value = r.value
+        if value is None:
+            value_b = b"\x01"
+            value = b""
+        else:
+            d = len(value)
+            value_b = enc(d) or encode_varint(d)
+        headers = r.headers
+        body = join((b"\x00", ts_b, off_b, key_b, key, value_b, value, _encode_headers(headers) if headers else b"\x00"))
+        d = len(body)
+        app(enc(d) or encode_varint(d))
+        app(body)
+
+    lod = prev - base_offset
+    if lod > _INT32_MAX:
+        raise ValueError(f"Offset range {base_offset}..{prev} does not fit in one batch (delta > Int.MAX)")
+    if last_offset_delta is not None:
+        if not lod <= last_offset_delta <= _INT32_MAX:
+            raise ValueError(f"last_offset_delta {last_offset_delta} is below the last record's delta {lod}")
+        lod = last_offset_delta
+    payload = join(parts)
+    if attrs & 0x07:
+        payload = compress(attrs & 0x07, payload, compression_level)
+    return _assemble(
+        base_offset,
+        partition_leader_epoch,
+        attrs,
+        lod,
+        base_ts,
+        max_ts if max_timestamp is None else max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+        payload,
+    )
+
+
+def encode_empty_batch(
+    *,
+    base_offset: int,
+    last_offset_delta: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+    is_control: bool,
+    timestamp_type: TimestampType,
+    base_timestamp: int = -1,
+) -> bytes:
+    """Kafka's ``writeEmptyHeader``: a 61-byte batch with no records that keeps an offset range
+    and producer state alive after compaction removed every record (recordsCount 0,
+    baseTimestamp -1, no compression, no delete-horizon bit). ``base_timestamp`` exists only to
+    reproduce other writers' empty batches byte for byte; Kafka always writes -1."""
+    if last_offset_delta < 0:
+        raise ValueError(f"Invalid last_offset_delta {last_offset_delta}")
+    attrs = _attributes(CompressionType.NONE, timestamp_type, is_transactional, is_control, False)
+    return _assemble(
+        base_offset,
+        partition_leader_epoch,
+        attrs,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        0,
+        b"",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# in-place header updates (what a broker does on append)
+
+
+def _check_v2(batch: bytes | bytearray | memoryview, what: str) -> None:
+    if len(batch) < RECORD_BATCH_OVERHEAD or batch[16] != 2:
+        raise ValueError(f"{what} needs a magic v2 batch of at least 61 bytes")
+
+
+def set_base_offset(batch: bytes | bytearray | memoryview, base_offset: int) -> bytes:
+    """Copy of ``batch`` with baseOffset (bytes 0..8) replaced; the CRC does not cover it.
+
+    Also valid for a legacy message, whose first 8 bytes are its offset (equally uncovered).
+    """
+    if len(batch) < 17:
+        raise ValueError("set_base_offset needs a complete batch header")
+    return _INT64.pack(base_offset) + bytes(batch[8:])
+
+
+def set_partition_leader_epoch(batch: bytes | bytearray | memoryview, epoch: int) -> bytes:
+    """Copy of a v2 ``batch`` with partitionLeaderEpoch (bytes 12..16) replaced; CRC unchanged.
+
+    Legacy messages have their CRC at those bytes and no epoch, hence the magic check.
+    """
+    _check_v2(batch, "set_partition_leader_epoch")
+    return bytes(batch[:12]) + _INT32.pack(epoch) + bytes(batch[16:])
+
+
+def set_log_append_time(batch: bytes | bytearray | memoryview, timestamp_ms: int) -> bytes:
+    """Copy of a v2 ``batch`` stamped with LogAppendTime: attribute bit 3 set, maxTimestamp =
+    ``timestamp_ms``, CRC recomputed (both fields are covered). Readers then report every
+    record's timestamp as ``timestamp_ms``."""
+    _check_v2(batch, "set_log_append_time")
+    out = bytearray(batch)
+    out[22] |= _ATTR_TIMESTAMP_TYPE  # low byte of the int16 attributes
+    _INT64.pack_into(out, MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The v2 header at ``pos`` (61 bytes must be present)."""
+    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
