@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Callable
 
 from ..errors import CorruptRecordError, UnknownCompressionError
 from .compression import CompressionType, decompress
@@ -82,7 +83,9 @@ def _check_codec(codec: int, raw: RawBatch, path: str | None) -> None:
         raise _corrupt("ZStandard compression is not supported for magic < 2", raw, path)
 
 
-def _key_value(buf: bytes, pos: int, end: int, fail) -> tuple[bytes | None, bytes | None]:
+def _key_value(
+    buf: bytes, pos: int, end: int, fail: Callable[[str], CorruptRecordError]
+) -> tuple[bytes | None, bytes | None]:
     """Key and value of a message whose key-length field is at ``pos`` and which ends at ``end``."""
     if pos + 4 > end:
         raise fail("key length runs past the end of the message")

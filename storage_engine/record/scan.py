@@ -63,6 +63,15 @@ def scan_batches(
     Header = BatchHeader
     Raw = RawBatch
     while pos + HEADER_SIZE_UP_TO_MAGIC <= limit:
+        if mv[pos + 16] == 2 and pos + RECORD_BATCH_OVERHEAD <= limit:
+            # Common case: the whole v2 header in one unpack.
+            fields = unpack_v2(mv, pos)
+            length = fields[1]
+            batch_end = pos + LOG_OVERHEAD + length
+            if length >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD and batch_end <= limit:
+                yield Raw(Header(*fields), base_position + pos, mv[pos:batch_end])
+                pos = batch_end
+                continue
         base_offset, length, _, magic = unpack17(mv, pos)
         if length < MIN_RECORD_OVERHEAD:
             raise CorruptRecordError(
