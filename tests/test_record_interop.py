@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 
-import cramjam
 import kafka.codec
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
 from storage_engine.record import (
     CompressionType,
     Record,
@@ -33,22 +33,6 @@ from storage_engine.record import (
 CODECS = list(CompressionType)
 
 
-class _CramjamSnappy:
-    """The two calls kafka.codec makes on the ``snappy`` module, backed by cramjam."""
-
-    @staticmethod
-    def compress(data: bytes) -> bytes:
-        return bytes(cramjam.snappy.compress_raw(bytes(data)))
-
-    @staticmethod
-    def decompress(data: bytes) -> bytes:
-        return bytes(cramjam.snappy.decompress_raw(bytes(data)))
-
-
-@pytest.fixture(autouse=True)
-def kafka_python_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not kafka.codec.has_snappy():
-        monkeypatch.setattr(kafka.codec, "snappy", _CramjamSnappy)
 
 
 def require(codec: CompressionType) -> None:

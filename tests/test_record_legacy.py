@@ -5,12 +5,12 @@ from __future__ import annotations
 import struct
 import zlib
 
-import cramjam
 import kafka.codec
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from storage_engine.errors import CorruptRecordError, UnknownCompressionError
+from kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
 from storage_engine.record import (
     CompressionType,
     TimestampType,
@@ -23,20 +23,6 @@ from storage_engine.record import (
 from storage_engine.record.compression import compress, xxh32
 
 
-class _CramjamSnappy:
-    @staticmethod
-    def compress(data: bytes) -> bytes:
-        return bytes(cramjam.snappy.compress_raw(bytes(data)))
-
-    @staticmethod
-    def decompress(data: bytes) -> bytes:
-        return bytes(cramjam.snappy.decompress_raw(bytes(data)))
-
-
-@pytest.fixture(autouse=True)
-def kafka_python_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not kafka.codec.has_snappy():  # see test_record_interop.py
-        monkeypatch.setattr(kafka.codec, "snappy", _CramjamSnappy)
 
 
 MESSAGES = [
