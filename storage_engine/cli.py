@@ -366,6 +366,33 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     return 0
 
 
+def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
+    if args.engine != "local":
+        raise UsageError(f"--engine {args.engine} is not available yet: only --engine local compacts for now")
+    if args.partition is not None and args.topic is None:
+        raise UsageError("--partition needs --topic")
+    if args.max_passes is not None and args.max_passes < 1:
+        raise UsageError(f"--max-passes must be at least 1, got {args.max_passes}")
+    now = args.now_ms if args.now_ms is not None else now_ms()
+    if args.dry_run:
+        candidates = manager.compaction_candidates(args.topic, now_ms=now)
+        if args.partition is not None:
+            candidates = [c for c in candidates if c.partition == args.partition]
+        lines = [f"{c.topic}-{c.partition}: {'due' if c.due else 'not due'}: {c.why}; dirty section "
+                 f"[{c.first_dirty_offset}, {c.first_uncleanable_offset}), {c.cleanable_bytes} of {c.total_bytes} bytes"
+                 for c in candidates]
+        _print(args, {"now_ms": now, "engine": args.engine, "dry_run": True,
+                      "partitions": [c.to_dict() for c in candidates]}, "\n".join(lines) or "no compacted partitions")
+        return 0
+    if args.partition is not None:
+        reports = [manager.compact(args.topic, args.partition, now_ms=now, force=True, max_passes=args.max_passes)]
+    else:
+        reports = manager.compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
+    _print(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports]},
+           "\n".join(r.summary() for r in reports) or "no partition is due for compaction")
+    return 0
+
+
 def cmd_delete_records(args: argparse.Namespace, manager: LogManager) -> int:
     log = manager.get_log(args.topic, args.partition)
     lso = log.delete_records(args.before_offset)
@@ -437,6 +464,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the plans, change nothing")
     add_json(p)
 
+    p = sub.add_parser("compact", help="compact due partitions of compacted topics (Kafka's log cleaner)")
+    p.add_argument("--topic")
+    p.add_argument("--partition", type=int, help="compact this partition (needs --topic) whatever its dirty ratio")
+    p.add_argument("--now-ms", type=int, default=None, help="the cleaner's clock (default: wall clock)")
+    p.add_argument("--engine", default="local", choices=["local", "spark"], help="where to run (spark: not yet)")
+    p.add_argument("--max-passes", type=int, default=None, help="stop after this many passes per partition")
+    p.add_argument("--dry-run", action="store_true", help="print each partition's dirty section and ratio, change nothing")
+    add_json(p)
+
     p = sub.add_parser("delete-records", help="advance a partition's log start offset")
     p.add_argument("topic")
     p.add_argument("--partition", type=int, required=True)
@@ -452,6 +488,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "dump": cmd_dump,
     "verify": cmd_verify,
     "retention": cmd_retention,
+    "compact": cmd_compact,
     "delete-records": cmd_delete_records,
 }
 NEEDS_NO_LOG_DIRS = {"dump"}

@@ -453,3 +453,26 @@ class Log:
 
     def __repr__(self) -> str:
         return f"Log({self.tp}, start={self.log_start_offset}, end={self._leo}, segments={len(self.segments)})"
+
+    def install_segments(self, new_segments: Sequence[LogSegment]) -> None:
+        """Put replacement segments whose files already have their final names into the segment
+        list, and publish the change (lock held).
+
+        The compaction swap (``cleaner.py``) renames the old segments away with
+        ``remove_segments`` and its replacements into place itself, one crash point per file, so
+        that a kill at any step is resolved by the loader; this is its last, in-memory step. The
+        replacements lie below the active segment, which stays last.
+        """
+        if not self.lock.held:
+            raise RuntimeError("install_segments() needs the partition lock")
+        if not new_segments:
+            return
+        bases = {s.base_offset for s in self.segments}
+        for seg in new_segments:
+            if seg.base_offset in bases:
+                raise RuntimeError(f"{self.tp} already has a segment at base offset {seg.base_offset}")
+            if seg.base_offset >= self.active_segment.base_offset:
+                raise RuntimeError(f"replacement segment {seg.base_offset} is not below the active segment")
+        self.segments = sorted([*self.segments, *new_segments], key=lambda s: s.base_offset)
+        self._bases = [s.base_offset for s in self.segments]
+        self.bump_generation()

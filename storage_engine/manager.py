@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from .checkpoint import atomic_write
-from .config import LogConfig, build_log_config, validate_topic_overrides
-from .errors import InvalidTopicError, LogError, TopicExistsError, UnknownTopicOrPartitionError
+from .cleaner import Cleaner, CompactionReport, candidacy_from_stats, sweep_pending
+from .cleaner_plan import LogToClean
+from .config import CleanerConfig, LogConfig, build_cleaner_config, build_log_config, validate_topic_overrides
+from .errors import InvalidTopicError, LogChangedError, LogError, TopicExistsError, UnknownTopicOrPartitionError
 from .log import Log
 from .logdir import LogDir
 from .naming import parse_partition_dir, partition_dir_name, validate_topic_name
@@ -293,6 +295,86 @@ class LogManager:
                 results.append(apply_retention(log, plan, now_ms))
             sweep_deleted_files(log.dir, now_ms, log.config.file_delete_delay_ms)
         return results
+
+    # ------------------------------------------------------------------ compaction
+
+    def cleaner_config(self) -> CleanerConfig:
+        """The ``log.cleaner.*`` broker settings (offset-map memory, I/O buffer, throttle)."""
+        return build_cleaner_config(self.broker_props)
+
+    def compaction_candidates(self, topic: str | None = None, *, now_ms: int) -> list[LogToClean]:
+        """Every compacted partition's cleaning candidacy from file metadata, dirtiest first.
+
+        Due or not: ``LogToClean.due`` says which Kafka's cleaner would pick. No log is opened;
+        open transactions are only seen by the cleaning pass itself.
+        """
+        configs: dict[str, LogConfig] = {}
+        out = []
+        for stats in self.partition_stats(topic):
+            config = configs.get(stats.topic) or configs.setdefault(stats.topic, self.topic_config(stats.topic))
+            if not config.compact:
+                continue
+            ltc = candidacy_from_stats(stats, config, now_ms)
+            if ltc is not None:
+                out.append(ltc)
+        return sorted(out, key=lambda c: -c.cleanable_ratio)
+
+    def compact(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        now_ms: int,
+        force: bool = True,
+        max_passes: int | None = None,
+        cleaner: Cleaner | None = None,
+    ) -> CompactionReport:
+        """Compact one partition (regardless of its dirty ratio unless ``force=False``), then, for
+        ``compact,delete`` topics, apply time/size retention as Kafka's cleaner thread does.
+
+        Raises ``LogChangedError`` when another process changed the segments being cleaned or is
+        cleaning the same partition; nothing changed on disk then.
+        """
+        log = self.get_log(topic, partition)
+        if not log.config.compact:
+            raise LogError(
+                f"topic {topic} has cleanup.policy={','.join(log.config.cleanup_policy)}: only compacted topics are cleaned"
+            )
+        cleaner = cleaner or Cleaner(self.cleaner_config())
+        report = cleaner.clean(log, now_ms=now_ms, force=force, max_passes=max_passes)
+        if log.config.delete:
+            report.retention = apply_retention(log, None, now_ms).to_dict()
+        sweep_pending(log.dir, log.config.file_delete_delay_ms)
+        return report
+
+    def compact_due(
+        self, topic: str | None = None, *, now_ms: int, max_passes: int | None = None
+    ) -> list[CompactionReport]:
+        """Compact every due partition, dirtiest first; a partition another process changed or is
+        cleaning is skipped (its report says why). Checkpoints found out of range are reset even
+        for partitions that are not due, and ``compact,delete`` partitions get retention either way."""
+        cleaner = Cleaner(self.cleaner_config())
+        reports = []
+        for ltc in self.compaction_candidates(topic, now_ms=now_ms):
+            if not ltc.due:
+                config = self.topic_config(ltc.topic)
+                if ltc.force_checkpoint_update or config.delete:
+                    log = self.get_log(ltc.topic, ltc.partition)
+                    if ltc.force_checkpoint_update:
+                        log.log_dir.cleaner_offsets.update({(ltc.topic, ltc.partition): ltc.first_dirty_offset})
+                    if config.delete:
+                        retention = apply_retention(log, None, now_ms)
+                        if retention.deleted_segments:
+                            skipped = CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=f"not due: {ltc.why}")
+                            skipped.retention = retention.to_dict()
+                            reports.append(skipped)
+                continue
+            try:
+                reports.append(self.compact(ltc.topic, ltc.partition, now_ms=now_ms, force=False,
+                                            max_passes=max_passes, cleaner=cleaner))
+            except LogChangedError as exc:
+                reports.append(CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=str(exc)))
+        return reports
 
     def close(self) -> None:
         if self._closed:

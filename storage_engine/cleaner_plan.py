@@ -1,0 +1,395 @@
+"""Which part of a compacted log a cleaning may touch, how dirty a log is, and how its segments
+are regrouped: Kafka's ``LogCleanerManager`` and ``Cleaner`` arithmetic as pure functions.
+
+Nothing here opens a file. The functions take :class:`SegmentFacts` (built from a live log,
+from cheap file metadata, or by hand in a test or a Spark task) and return dataclasses, so the
+local cleaner, the CLI's candidate listing and a distributed job reach the same decisions from
+the same inputs (spec 4.1, 4.2 and 4.5):
+
+* the *cleanable range* starts at the cleaner checkpoint (reset to the log start offset when it
+  is out of range) and ends at the first uncleanable offset: the lowest of the last stable
+  offset, the active segment's base offset and, with ``min.compaction.lag.ms``, the first
+  segment holding a record younger than the lag -- rounded down to a segment boundary;
+* the *dirty ratio* is cleanable bytes over clean plus cleanable bytes (the uncleanable tail is
+  not in the denominator); a log is due when the ratio is strictly above
+  ``min.cleanable.dirty.ratio`` or when ``max.compaction.lag.ms`` is overdue and there is
+  something to clean; the dirtiest due log goes first;
+* segments below the map's end are recopied in groups bounded by ``segment.bytes``,
+  ``segment.index.bytes`` and the int32 offset span of one segment.
+
+Kafka's segment-range helpers have one subtle convention that every function here keeps:
+``logSegments(from, to)`` is every segment whose base offset lies in ``[floor(from), to)``,
+where ``floor(from)`` is the base of the segment holding ``from``. So a segment that is only
+partly clean counts as both clean and cleanable bytes, exactly as in Kafka.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+@dataclass
+class SegmentFacts:
+    """One segment as the planner sees it.
+
+    ``largest_timestamp`` (max record timestamp, else the mtime: what min lag judges) and
+    ``first_batch_timestamp`` (the first batch's maxTimestamp: what max lag judges) may be given
+    as loaders, so a planner over thousands of partitions reads them only when a decision needs
+    them. Index sizes are the bytes of valid entries (entries x entry size), used for grouping.
+    """
+
+    base_offset: int
+    size_bytes: int
+    mtime_ms: int
+    is_active: bool = False
+    offset_index_bytes: int = 0
+    time_index_bytes: int = 0
+    largest_timestamp_value: int | None = None
+    first_batch_timestamp_value: int | None = None
+    largest_timestamp_loader: Callable[[], int] | None = field(default=None, repr=False, compare=False)
+    first_batch_timestamp_loader: Callable[[], int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def largest_timestamp(self) -> int:
+        if self.largest_timestamp_value is None:
+            ts = self.largest_timestamp_loader() if self.largest_timestamp_loader else -1
+            self.largest_timestamp_value = ts if ts >= 0 else self.mtime_ms
+        return self.largest_timestamp_value
+
+    @property
+    def first_batch_timestamp(self) -> int:
+        """maxTimestamp of the first batch; ``LONG_MAX`` for an empty segment (Kafka's value)."""
+        if self.first_batch_timestamp_value is None:
+            self.first_batch_timestamp_value = (
+                self.first_batch_timestamp_loader() if self.first_batch_timestamp_loader else LONG_MAX
+            )
+        return self.first_batch_timestamp_value
+
+
+# ------------------------------------------------------------------------------ segment ranges
+
+
+def _bases(segments: Sequence[SegmentFacts]) -> list[int]:
+    return [s.base_offset for s in segments]
+
+
+def segments_in_range(segments: Sequence[SegmentFacts], start: int, end: int) -> list[SegmentFacts]:
+    """Kafka's ``logSegments(start, end)``: bases in ``[floor(start), end)``; empty when start == end."""
+    if start == end:
+        return []
+    bases = _bases(segments)
+    i = bisect.bisect_right(bases, start) - 1
+    lo = max(i, 0)
+    hi = bisect.bisect_left(bases, end)
+    return list(segments[lo:hi])
+
+
+def non_active_segments_from(segments: Sequence[SegmentFacts], offset: int) -> list[SegmentFacts]:
+    """Kafka's ``nonActiveLogSegmentsFrom(offset)``: from the segment holding ``offset`` to the
+    one before the active segment."""
+    active = segments[-1]
+    if offset > active.base_offset:
+        return []
+    return segments_in_range(segments, offset, active.base_offset)
+
+
+# ------------------------------------------------------------------------------ 4.1 the range
+
+
+@dataclass(frozen=True)
+class CleanableRange:
+    """``[first_dirty, first_uncleanable)`` before rounding to a segment boundary."""
+
+    first_dirty_offset: int
+    uncleanable_offset: int
+    force_checkpoint_update: bool  # the checkpoint was out of range and must be rewritten
+    reason: str  # what bounds the range: "last stable offset", "active segment" or "min.compaction.lag.ms"
+
+
+def cleanable_range(
+    segments: Sequence[SegmentFacts],
+    *,
+    checkpoint: int | None,
+    log_start_offset: int,
+    log_end_offset: int,
+    last_stable_offset: int,
+    now_ms: int,
+    min_compaction_lag_ms: int,
+) -> CleanableRange:
+    """Kafka's ``LogCleanerManager.cleanableOffsets`` (spec 4.1).
+
+    A checkpoint below the log start offset, or above the log end offset (a truncated log),
+    resets the dirty section to the whole log and asks for the checkpoint to be rewritten.
+    """
+    dirty = log_start_offset if checkpoint is None else checkpoint
+    force = False
+    if dirty < log_start_offset or dirty > log_end_offset:
+        dirty, force = log_start_offset, True
+    bounds = [(segments[-1].base_offset, "active segment"), (last_stable_offset, "last stable offset")]
+    min_lag = max(min_compaction_lag_ms, 0)
+    if min_lag > 0:
+        for seg in non_active_segments_from(segments, dirty):
+            if seg.largest_timestamp > now_ms - min_lag:
+                bounds.append((seg.base_offset, "min.compaction.lag.ms"))
+                break
+    bound, reason = min(bounds, key=lambda b: b[0])
+    return CleanableRange(dirty, max(dirty, bound), force, reason)
+
+
+# ------------------------------------------------------------------------------ 4.2 dirtiness
+
+
+def max_compaction_delay_ms(
+    segments: Sequence[SegmentFacts], first_dirty: int, now_ms: int, max_compaction_lag_ms: int
+) -> int:
+    """How long the oldest dirty record has waited beyond ``max.compaction.lag.ms`` (0 if not)."""
+    firsts = [s.first_batch_timestamp for s in non_active_segments_from(segments, first_dirty)]
+    firsts = [t for t in firsts if t > 0]
+    earliest = min(firsts) if firsts else LONG_MAX
+    clean_until = now_ms - max(max_compaction_lag_ms, 0)
+    return clean_until - earliest if earliest < clean_until else 0
+
+
+@dataclass(frozen=True)
+class LogToClean:
+    """One compacted partition's cleaning candidacy (Kafka's ``LogToClean``), with its reasons."""
+
+    topic: str
+    partition: int
+    checkpoint: int | None  # as read from cleaner-offset-checkpoint
+    log_start_offset: int
+    log_end_offset: int
+    first_dirty_offset: int
+    first_uncleanable_offset: int  # rounded down to a segment boundary
+    clean_bytes: int
+    cleanable_bytes: int
+    max_compaction_delay_ms: int
+    min_cleanable_ratio: float
+    force_checkpoint_update: bool
+    bound_reason: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+    @property
+    def need_compaction_now(self) -> bool:
+        return self.max_compaction_delay_ms > 0
+
+    @property
+    def due(self) -> bool:
+        """Kafka's selection filter: empty logs never; max lag overdue with something to clean; or a
+        ratio strictly above ``min.cleanable.dirty.ratio``."""
+        if self.total_bytes == 0:
+            return False
+        return (self.need_compaction_now and self.cleanable_bytes > 0) or self.cleanable_ratio > self.min_cleanable_ratio
+
+    @property
+    def why(self) -> str:
+        if self.total_bytes == 0:
+            return "empty log"
+        if self.need_compaction_now and self.cleanable_bytes > 0:
+            return f"max.compaction.lag.ms overdue by {self.max_compaction_delay_ms} ms"
+        if self.cleanable_ratio > self.min_cleanable_ratio:
+            return f"dirty ratio {self.cleanable_ratio:.3f} > min.cleanable.dirty.ratio {self.min_cleanable_ratio}"
+        return f"dirty ratio {self.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio {self.min_cleanable_ratio}"
+
+    def to_dict(self) -> dict:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "checkpoint": self.checkpoint,
+            "log_start_offset": self.log_start_offset,
+            "log_end_offset": self.log_end_offset,
+            "first_dirty_offset": self.first_dirty_offset,
+            "first_uncleanable_offset": self.first_uncleanable_offset,
+            "bounded_by": self.bound_reason,
+            "clean_bytes": self.clean_bytes,
+            "cleanable_bytes": self.cleanable_bytes,
+            "dirty_ratio": round(self.cleanable_ratio, 6),
+            "min_cleanable_dirty_ratio": self.min_cleanable_ratio,
+            "max_compaction_delay_ms": self.max_compaction_delay_ms,
+            "force_checkpoint_update": self.force_checkpoint_update,
+            "due": self.due,
+            "why": self.why,
+        }
+
+
+def first_uncleanable_segment_base(segments: Sequence[SegmentFacts], uncleanable_offset: int) -> int:
+    """Round the uncleanable offset down to its segment (the active one when it is beyond)."""
+    found = non_active_segments_from(segments, uncleanable_offset)
+    return found[0].base_offset if found else segments[-1].base_offset
+
+
+def log_to_clean(
+    topic: str,
+    partition: int,
+    segments: Sequence[SegmentFacts],
+    *,
+    checkpoint: int | None,
+    log_start_offset: int,
+    log_end_offset: int,
+    last_stable_offset: int | None = None,
+    now_ms: int,
+    min_compaction_lag_ms: int,
+    max_compaction_lag_ms: int,
+    min_cleanable_ratio: float,
+) -> LogToClean:
+    """The candidacy of one partition (spec 4.1 + 4.2). ``last_stable_offset`` defaults to the
+    log end offset (no open transaction), which is what a metadata-only planner can know."""
+    if not segments:
+        raise ValueError(f"{topic}-{partition} has no segment")
+    lso = log_end_offset if last_stable_offset is None else last_stable_offset
+    rng = cleanable_range(
+        segments,
+        checkpoint=checkpoint,
+        log_start_offset=log_start_offset,
+        log_end_offset=log_end_offset,
+        last_stable_offset=lso,
+        now_ms=now_ms,
+        min_compaction_lag_ms=min_compaction_lag_ms,
+    )
+    first_uncleanable = first_uncleanable_segment_base(segments, rng.uncleanable_offset)
+    clean = sum(s.size_bytes for s in segments_in_range(segments, -1, rng.first_dirty_offset))
+    cleanable = sum(
+        s.size_bytes
+        for s in segments_in_range(segments, min(rng.first_dirty_offset, first_uncleanable), first_uncleanable)
+    )
+    delay = max_compaction_delay_ms(segments, rng.first_dirty_offset, now_ms, max_compaction_lag_ms)
+    return LogToClean(
+        topic,
+        partition,
+        checkpoint,
+        log_start_offset,
+        log_end_offset,
+        rng.first_dirty_offset,
+        first_uncleanable,
+        clean,
+        cleanable,
+        delay,
+        min_cleanable_ratio,
+        rng.force_checkpoint_update,
+        rng.reason,
+    )
+
+
+def order_by_dirtiness(candidates: Sequence[LogToClean], *, due_only: bool = True) -> list[LogToClean]:
+    """Dirtiest first (ties keep their input order, like Kafka's ``max`` over an iteration)."""
+    chosen = [c for c in candidates if c.due] if due_only else [c for c in candidates if c.total_bytes > 0]
+    return sorted(chosen, key=lambda c: -c.cleanable_ratio)
+
+
+# ------------------------------------------------------------------------------ 4.5 grouping
+
+
+def group_segments_by_size(
+    segments: Sequence[SegmentFacts], max_size: int, max_index_size: int, first_uncleanable_offset: int
+) -> list[list[SegmentFacts]]:
+    """Kafka's ``groupSegmentsBySize``: consecutive segments whose log bytes stay within
+    ``segment.bytes``, whose offset and time index bytes each stay within ``segment.index.bytes``,
+    and whose offsets fit one segment (the candidate's last offset, estimated as the next
+    segment's base minus one or ``first_uncleanable_offset - 1`` for the last, minus the group's
+    base offset must fit an int32). An empty candidate skips the span check."""
+    groups: list[list[SegmentFacts]] = []
+    rest = list(segments)
+    while rest:
+        first = rest.pop(0)
+        group = [first]
+        log_bytes = first.size_bytes
+        index_bytes = first.offset_index_bytes
+        time_bytes = first.time_index_bytes
+        while rest:
+            cand = rest[0]
+            last_estimate = rest[1].base_offset - 1 if len(rest) > 1 else first_uncleanable_offset - 1
+            if (
+                log_bytes + cand.size_bytes <= max_size
+                and index_bytes + cand.offset_index_bytes <= max_index_size
+                and time_bytes + cand.time_index_bytes <= max_index_size
+                and (cand.size_bytes == 0 or last_estimate - first.base_offset <= INT32_MAX)
+            ):
+                group.append(rest.pop(0))
+                log_bytes += cand.size_bytes
+                index_bytes += cand.offset_index_bytes
+                time_bytes += cand.time_index_bytes
+            else:
+                break
+        groups.append(group)
+    return groups
+
+
+# ------------------------------------------------------------------------------ one round
+
+
+@dataclass(frozen=True)
+class CleaningRound:
+    """What one cleaning pass recopies, once the offset map says how far it reached.
+
+    ``end_offset`` (the map's latest offset + 1) becomes the new checkpoint. Every segment with
+    a base below it is recopied (the clean section too: Kafka recopies it every pass), in
+    ``groups`` of base offsets. Tombstones of magic 0/1 messages follow the old rule: kept while
+    their segment's mtime is above ``legacy_delete_horizon_ms`` (the mtime of the last clean
+    segment minus ``delete.retention.ms``, 0 without a clean section).
+    """
+
+    topic: str
+    partition: int
+    now_ms: int
+    first_dirty_offset: int
+    end_offset: int
+    upper_bound_offset: int  # the first uncleanable offset of the LogToClean
+    groups: tuple[tuple[int, ...], ...]
+    legacy_delete_horizon_ms: int
+    delete_retention_ms: int
+
+    @property
+    def recopied_bases(self) -> tuple[int, ...]:
+        return tuple(b for g in self.groups for b in g)
+
+    def to_dict(self) -> dict:
+        return {
+            "first_dirty_offset": self.first_dirty_offset,
+            "end_offset": self.end_offset,
+            "upper_bound_offset": self.upper_bound_offset,
+            "groups": [list(g) for g in self.groups],
+            "legacy_delete_horizon_ms": self.legacy_delete_horizon_ms,
+        }
+
+
+def legacy_delete_horizon_ms(segments: Sequence[SegmentFacts], first_dirty: int, delete_retention_ms: int) -> int:
+    clean = segments_in_range(segments, 0, first_dirty)
+    return clean[-1].mtime_ms - delete_retention_ms if clean else 0
+
+
+def plan_round(
+    ltc: LogToClean,
+    segments: Sequence[SegmentFacts],
+    *,
+    end_offset: int,
+    now_ms: int,
+    segment_bytes: int,
+    segment_index_bytes: int,
+    delete_retention_ms: int,
+) -> CleaningRound:
+    """Group every segment below ``end_offset`` for recopying (spec 4.5, 4.6)."""
+    recopied = [s for s in segments_in_range(segments, 0, end_offset) if not s.is_active]
+    groups = group_segments_by_size(recopied, segment_bytes, segment_index_bytes, ltc.first_uncleanable_offset)
+    return CleaningRound(
+        ltc.topic,
+        ltc.partition,
+        now_ms,
+        ltc.first_dirty_offset,
+        end_offset,
+        ltc.first_uncleanable_offset,
+        tuple(tuple(s.base_offset for s in g) for g in groups),
+        legacy_delete_horizon_ms(segments, ltc.first_dirty_offset, delete_retention_ms),
+        delete_retention_ms,
+    )

@@ -1,0 +1,136 @@
+"""Property test: the cleaner against a plain model of what compaction keeps.
+
+Random appends (keys from a small set, values or tombstones, several records per batch, some
+batches compressed), random
+segment sizes (so rolls happen on their own), explicit rolls, and compactions at random, rising
+clocks with a large or a deliberately tiny offset map. The model is a dict of the latest offset
+per key over the pass's mapped range plus the KIP-534 horizon of every batch; after every pass
+the log must hold exactly the model's records (offset, key, value, timestamp), every record above
+the cleaned range untouched, and the horizons the model expects.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from test_compaction import NOW, compacted, small_map_cleaner
+from storage_engine.cleaner import Cleaner
+from storage_engine.record import CompressionType
+from storage_engine.verify import verify_log
+from storage_engine.validator import ProducerRecord
+
+KEYS = [f"k{i}" for i in range(6)]
+SMALL_MAP_KEYS = 3
+
+record = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.text(alphabet="xyz", max_size=6)),
+                   st.integers(-500, 500))
+batch = st.tuples(st.lists(record, min_size=1, max_size=4),
+                  st.sampled_from([CompressionType.NONE, CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4]))
+# A round: some batches, maybe an explicit roll, then a compaction after a clock advance with a
+# large map or a tiny one (three keys: partial passes).
+rounds = st.lists(
+    st.tuples(st.lists(batch, min_size=1, max_size=10), st.booleans(), st.integers(0, 3000), st.booleans()),
+    min_size=1,
+    max_size=8,
+)
+
+
+class Model:
+    """The records the log should hold, and each batch's delete horizon."""
+
+    def __init__(self, retention: int) -> None:
+        self.retention = retention
+        self.records: dict[int, tuple[str, str | None, int, int]] = {}  # offset -> key, value, ts, batch base
+        self.horizon: dict[int, int] = {}  # batch base -> delete horizon
+        self.next_offset = 0
+
+    def append(self, recs) -> None:
+        base = self.next_offset
+        for i, (k, v, ts) in enumerate(recs):
+            self.records[base + i] = (k, v, ts, base)
+        self.next_offset += len(recs)
+
+    def end_of_map(self, first_dirty: int, end: int, capacity: int | None) -> int:
+        """Where the offset map stops: the first new key that does not fit, else ``end``."""
+        seen: set[str] = set()
+        for off in sorted(o for o in self.records if first_dirty <= o < end):
+            key = self.records[off][0]
+            if key not in seen:
+                if capacity is not None and len(seen) >= capacity:
+                    return off
+                seen.add(key)
+        return end
+
+    def clean(self, segment_bases: list[int], first_dirty: int, end: int, now: int) -> None:
+        latest: dict[str, int] = {}
+        for off in sorted(o for o in self.records if first_dirty <= o < end):
+            latest[self.records[off][0]] = off
+        recopied = lambda off: segment_bases[bisect.bisect_right(segment_bases, off) - 1] < end  # noqa: E731
+        batches_with_tombstones: set[int] = set()
+        for off in sorted(self.records):
+            if not recopied(off):
+                continue
+            key, value, _, base = self.records[off]
+            if off < end:
+                if off < latest.get(key, -1):
+                    del self.records[off]
+                    continue
+                if value is None and base in self.horizon and now >= self.horizon[base]:
+                    del self.records[off]
+                    continue
+            if value is None:
+                batches_with_tombstones.add(base)
+        for base in batches_with_tombstones:
+            self.horizon.setdefault(base, now + self.retention)
+
+    def content(self) -> list[tuple]:
+        return [(off, k, v, ts) for off, (k, v, ts, _) in sorted(self.records.items())]
+
+
+def read_all(log) -> list[tuple]:
+    log.refresh()
+    if log.log_end_offset == log.log_start_offset:
+        return []
+    return [(r.offset, r.key.decode(), None if r.value is None else r.value.decode(), r.timestamp)
+            for r in log.read(log.log_start_offset, max_records=10**9)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rounds=rounds, segment_bytes=st.integers(300, 1500), retention=st.sampled_from([0, 700, 5000]))
+def test_compaction_matches_the_model(tmp_path_factory, rounds, segment_bytes, retention):
+    root = tmp_path_factory.mktemp("prop")
+    model = Model(retention)
+    now = NOW
+    with compacted(root, segment_bytes=segment_bytes, delete_retention_ms=retention) as m:
+        log = m.get_log("t", 0)
+        big, small = Cleaner(), small_map_cleaner(SMALL_MAP_KEYS + 0.5, key_len=2)
+        for batches, roll, advance, tiny in rounds:
+            for recs, codec in batches:
+                log.append([ProducerRecord(k.encode(), None if v is None else v.encode(), now + dt) for k, v, dt in recs],
+                           now=now, compression=codec)
+                model.append([(k, v, now + dt) for k, v, dt in recs])
+            if roll:
+                log.roll()
+            now += advance
+            log.refresh()
+            bases = [s.base_offset for s in log.segments]
+            first_dirty = log.log_dir.cleaner_offsets.get(("t", 0)) or 0
+            active = bases[-1]
+            report = m.compact("t", 0, now_ms=now, cleaner=small if tiny else big, max_passes=1)
+            if first_dirty >= active:
+                assert report.passes == 0, report.to_dict()
+                continue
+            end = model.end_of_map(first_dirty, active, SMALL_MAP_KEYS if tiny else None)
+            assert report.passes == 1 and report.new_checkpoint == end, (report.to_dict(), end)
+            model.clean(bases, first_dirty, end, now)
+            assert read_all(log) == model.content()
+            horizons = {b.header.base_offset: b.header.delete_horizon_ms for b in log.iter_batches()}
+            for base, horizon in model.horizon.items():
+                if any(rb == base for _, _, _, rb in model.records.values()):
+                    assert horizons.get(base) == horizon, (base, horizon, horizons.get(base))
+        assert read_all(log) == model.content()
+        report = verify_log(log)
+        assert report.ok, report.problems
