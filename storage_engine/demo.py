@@ -1,5 +1,8 @@
 """The README's main job for the engine: drive ``logctl`` through a topic's life on real files.
 
+Creates a ``compact,delete`` topic, produces keyed lz4 batches with headers and tombstones,
+consumes, dumps a segment and its index, compacts, plans retention and verifies.
+
 Each step runs the real command line in a subprocess and prints it with its output, so what a
 user sees here is exactly what they get by typing the same commands.
 """
@@ -56,6 +59,9 @@ def main() -> int:
         first = sorted(f for f in os.listdir(part_dir) if f.endswith(".log"))[0]
         run(["dump", os.path.join(part_dir, first)])
         run(["dump", os.path.join(part_dir, first.replace(".log", ".index"))])
+    run(["compact", "--topic", TOPIC, "--partition", "0"])
+    run(["retention", "--topic", TOPIC, "--dry-run"])
+    run(["topic", "describe", TOPIC])
     run(["verify", "--topic", TOPIC])
     return 0
 

@@ -91,7 +91,7 @@ class LogManager:
         self.read_only = read_only
         for d in self.log_dirs:
             if read_only and not d.path.is_dir():
-                raise LogError(f"log directory {d.path} does not exist")
+                continue  # nothing to read there yet: no topics, no partitions
             d.open_session(read_only)
         for d in self.log_dirs:
             if not read_only and d.first_opener and not d.had_clean_shutdown:
