@@ -103,7 +103,7 @@ from .offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap
 from .record import RawBatch, decode_batch, encode_empty_batch, scan_batches, verify_batch
 from .record.compression import compress, decompress
 from .record.records import BatchHeader, TimestampType
-from .record.v2 import HEADER_STRUCT
+from .record.v2 import _HEAD, _TAIL, HEADER_STRUCT, RECORD_BATCH_OVERHEAD
 from .record.varint import VarintError, decode_varint, decode_varlong, encode_varint, encode_varlong
 from .segment import LogSegment
 from .segment import now_ms as wall_clock_ms
@@ -112,14 +112,11 @@ if TYPE_CHECKING:  # log.py does not import this module; the manager imports bot
     from .log import Log
 
 # ------------------------------------------------------------------------------------------
-# constants
+# constants (the batch layout itself comes from record.v2)
 
-RECORD_BATCH_OVERHEAD = 61
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 _ATTR_DELETE_HORIZON = 0x40
-_HEAD = struct.Struct(">qiibI")
-_TAIL = struct.Struct(">hiqqqhii")
 _CONTROL_KEY = struct.Struct(">hh")
 _LENGTH = struct.Struct(">qi")
 CLEANER_LOCK_FILE = ".logplat-cleaner.lock"
