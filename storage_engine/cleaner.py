@@ -104,6 +104,7 @@ from .record import RawBatch, decode_batch, encode_empty_batch, scan_batches, ve
 from .record.compression import compress, decompress
 from .record.records import BatchHeader, TimestampType
 from .record.v2 import _HEAD, _TAIL, HEADER_STRUCT, RECORD_BATCH_OVERHEAD
+from .record.v2 import walk_records as walk_v2_records
 from .record.varint import VarintError, decode_varint, decode_varlong, encode_varint, encode_varlong
 from .segment import LogSegment
 from .segment import now_ms as wall_clock_ms
@@ -126,12 +127,6 @@ STAGING_SUFFIX = ".cleaning"
 _MIN_READ_CHUNK = 64 * 1024
 _HEADER_HOP_READ = 16 * 1024
 
-# Zigzag values of one-byte varints and of two-byte ones (``_ZZ2[second][first]``): the record
-# walkers below decode the common short varints with a table lookup instead of arithmetic.
-_ZZ = [(u >> 1) ^ -(u & 1) for u in range(1 << 14)]
-_ZZ1 = tuple(_ZZ[:128])
-_ZZ2 = tuple(tuple(_ZZ[b2 << 7 : (b2 << 7) + 128]) * 2 for b2 in range(128))  # [second][first], first >= 128
-del _ZZ
 
 
 # ==========================================================================================
@@ -385,264 +380,67 @@ def record_bytes(raw: RawBatch, path: str | None = None, chunk: bytes | None = N
     return plain, 0, len(plain)
 
 
-def walk_v2_records(buf: bytes, count: int, start: int = 0,
-                    end: int | None = None) -> list[tuple[int, int, int, int, bytes | None, bool]]:
-    """``(start, end, offset_delta, timestamp_delta, key, is_tombstone)`` of every record in the
-    plain record bytes of a v2 batch; ``buf[start:end]`` is the record exactly as stored.
-
-    Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes (callers turn them
-    into ``CorruptRecordError``)."""
-    zz1, zz2 = _ZZ1, _ZZ2
-    out = []
-    app = out.append
-    pos = start
-    n = len(buf) if end is None else end
-    for _ in range(count):
-        b = buf[pos]
-        if b < 128:
-            length = zz1[b]
-            p = pos + 1
-        else:
-            b2 = buf[pos + 1]
-            if b2 < 128:
-                length = zz2[b2][b]
-                p = pos + 2
-            else:
-                length, p = decode_varint(buf, pos)
-        rec_end = p + length
-        if rec_end > n or length < 6:
-            raise ValueError(f"record length {length} at {pos} runs past the batch")
-        p += 1  # attributes
-        b = buf[p]
-        if b < 128:
-            tsd = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                tsd = zz2[b2][b]
-                p += 2
-            else:
-                tsd, p = decode_varlong(buf, p)
-        b = buf[p]
-        if b < 128:
-            od = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                od = zz2[b2][b]
-                p += 2
-            else:
-                od, p = decode_varint(buf, p)
-        b = buf[p]
-        if b < 128:
-            kl = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                kl = zz2[b2][b]
-                p += 2
-            else:
-                kl, p = decode_varint(buf, p)
-        if kl >= 0:
-            key = buf[p : p + kl]
-            p += kl
-        elif kl == -1:
-            key = None
-        else:
-            raise ValueError(f"invalid key length {kl}")
-        if p >= rec_end:
-            raise ValueError(f"record at {pos} ends inside its key")
-        app((pos, rec_end, od, tsd, key, buf[p] == 1))  # value length varint -1 is the byte 0x01
-        pos = rec_end
-    if pos != n:
-        raise ValueError(f"{n - pos} bytes after the declared {count} records")
-    return out
-
-
 def map_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset: int, min_offset: int,
                    table: dict, remaining: int, overhead: int) -> tuple[bool, int, int, int, int]:
-    """Map building's hot loop: walk a batch's records and put every keyed record at or above
-    ``min_offset`` into ``table`` (key -> offset), charging ``offset_map.entry_cost`` per new key
-    against ``remaining``. Stops at the first new key that does not fit.
+    """Map building's hot loop: put every keyed record of a batch at or above ``min_offset`` into
+    ``table`` (key -> offset), charging ``offset_map.entry_cost`` per new key against
+    ``remaining``. Stops at the first new key that does not fit.
 
     Returns ``(complete, remaining, new_keys, last_offset_put, unkeyed)`` (``last_offset_put`` -1
     if none; ``unkeyed`` counts records without a key).
-    Walking and inserting are fused and the timestamp is skipped undecoded: this loop runs once
-    per record of the dirty section.
     """
-    zz1, zz2 = _ZZ1, _ZZ2
     check_min = base_offset < min_offset
     added = 0
     last = -1
     unkeyed = 0
-    pos = start
-    n = stop
-    for _ in range(count):
-        b = buf[pos]
-        if b < 128:
-            end = pos + 1 + zz1[b]
-            p = pos + 2
-        else:
-            b2 = buf[pos + 1]
-            if b2 < 128:
-                end = pos + 2 + zz2[b2][b]
-                p = pos + 3
-            else:
-                length, p = decode_varint(buf, pos)
-                end = p + length
-                p += 1
-        # p is past the attributes byte: skip the timestamp delta
-        if buf[p] < 128:
-            p += 1
-        elif buf[p + 1] < 128:
-            p += 2
-        else:
-            _, p = decode_varlong(buf, p)
-        b = buf[p]
-        if b < 128:
-            od = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                od = zz2[b2][b]
-                p += 2
-            else:
-                od, p = decode_varint(buf, p)
-        b = buf[p]
-        if b < 128:
-            kl = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                kl = zz2[b2][b]
-                p += 2
-            else:
-                kl, p = decode_varint(buf, p)
-        if kl >= 0:
-            if p + kl >= end:
-                raise ValueError(f"key of the record at {pos} runs past it")
-            off = base_offset + od
-            if not check_min or off >= min_offset:
-                key = buf[p : p + kl]
-                if key in table:
-                    table[key] = off
-                else:
-                    cost = overhead + ((kl + 48) & ~15)  # offset_map.entry_cost, inlined
-                    if cost > remaining:
-                        return False, remaining, added, last, unkeyed
-                    table[key] = off
-                    remaining -= cost
-                    added += 1
-                last = off
-        elif kl == -1:
+    for _pos, _end, od, _tsd, key, _tomb in walk_v2_records(buf, count, start, stop):
+        if key is None:
             unkeyed += 1
+            continue
+        off = base_offset + od
+        if check_min and off < min_offset:
+            continue
+        if key in table:
+            table[key] = off
         else:
-            raise ValueError(f"invalid key length {kl}")
-        pos = end
-    if pos != n:
-        raise ValueError(f"{n - pos} bytes after the declared {count} records")
+            cost = overhead + ((len(key) + 48) & ~15)  # offset_map.entry_cost, inlined
+            if cost > remaining:
+                return False, remaining, added, last, unkeyed
+            table[key] = off
+            remaining -= cost
+            added += 1
+        last = off
     return True, remaining, added, last, unkeyed
 
 
 def filter_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset: int, map_latest_offset: int,
                       table_get, retain_tombstones: bool) -> tuple[list[tuple[int, int, int]], bool, int, int, int]:
-    """Recopying's hot loop: :func:`retain_record` for every record of a batch (``buf[start:stop]``),
-    fused with the walk.
+    """Recopying's hot loop: :func:`retain_record` for every record of a batch (``buf[start:stop]``).
 
     ``table_get(key, -1)`` is the offset map's lookup. Returns ``(kept, a kept record is a
     tombstone, duplicates, tombstones, unkeyed)`` where ``kept`` holds ``(start, end, timestamp
     delta)`` per surviving record and ``buf[start:end]`` is its bytes as stored.
     """
-    zz1, zz2 = _ZZ1, _ZZ2
     kept = []
     keep = kept.append
     has_tomb = False
     dup = tomb = unkeyed = 0
-    pos = start
-    n = stop
-    for _ in range(count):
-        b = buf[pos]
-        if b < 128:
-            end = pos + 1 + zz1[b]
-            p = pos + 2
-        else:
-            b2 = buf[pos + 1]
-            if b2 < 128:
-                end = pos + 2 + zz2[b2][b]
-                p = pos + 3
-            else:
-                length, p = decode_varint(buf, pos)
-                end = p + length
-                p += 1
-        b = buf[p]
-        if b < 128:
-            tsd = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                tsd = zz2[b2][b]
-                p += 2
-            else:
-                tsd, p = decode_varlong(buf, p)
-        b = buf[p]
-        if b < 128:
-            od = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                od = zz2[b2][b]
-                p += 2
-            else:
-                od, p = decode_varint(buf, p)
-        b = buf[p]
-        if b < 128:
-            kl = zz1[b]
-            p += 1
-        else:
-            b2 = buf[p + 1]
-            if b2 < 128:
-                kl = zz2[b2][b]
-                p += 2
-            else:
-                kl, p = decode_varint(buf, p)
-        if kl >= 0:
-            if p + kl >= end:
-                raise ValueError(f"key of the record at {pos} runs past it")
-            is_tomb = buf[p + kl] == 1  # value length varint -1
-            off = base_offset + od
+    for pos, end, od, tsd, key, is_tomb in walk_v2_records(buf, count, start, stop):
+        off = base_offset + od
+        if key is None:
             if off <= map_latest_offset:
-                if off < table_get(buf[p : p + kl], -1):
-                    dup += 1
-                    pos = end
-                    continue
-                if is_tomb:
-                    if not retain_tombstones:
-                        tomb += 1
-                        pos = end
-                        continue
-                    has_tomb = True
-            elif is_tomb:
-                has_tomb = True
-        elif kl == -1:
-            if base_offset + od <= map_latest_offset:
                 unkeyed += 1
-                pos = end
                 continue
-            if buf[p] == 1:
-                has_tomb = True
-        else:
-            raise ValueError(f"invalid key length {kl}")
+        elif off <= map_latest_offset:
+            if off < table_get(key, -1):
+                dup += 1
+                continue
+            if is_tomb and not retain_tombstones:
+                tomb += 1
+                continue
+        if is_tomb:
+            has_tomb = True
         keep((pos, end, tsd))
-        pos = end
-    if pos != n:
-        raise ValueError(f"{n - pos} bytes after the declared {count} records")
     return kept, has_tomb, dup, tomb, unkeyed
 
 

@@ -643,3 +643,83 @@ def set_log_append_time(batch: bytes | bytearray | memoryview, timestamp_ms: int
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """The v2 header at ``pos`` (61 bytes must be present)."""
     return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+
+
+def walk_records(buf: bytes, count: int, start: int = 0,
+                    end: int | None = None) -> list[tuple[int, int, int, int, bytes | None, bool]]:
+    """``(start, end, offset_delta, timestamp_delta, key, is_tombstone)`` of every record in the
+    plain record bytes of a v2 batch; ``buf[start:end]`` is the record exactly as stored.
+
+    The compaction's view of a batch: record spans it can copy as bytes, and just the fields its
+    keep/drop rules read (values and headers are not decoded).
+
+    Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes (callers turn them
+    into ``CorruptRecordError``)."""
+    zz1, zz2 = _ZZ1, _ZZ2
+    out = []
+    app = out.append
+    pos = start
+    n = len(buf) if end is None else end
+    for _ in range(count):
+        b = buf[pos]
+        if b < 128:
+            length = zz1[b]
+            p = pos + 1
+        else:
+            b2 = buf[pos + 1]
+            if b2 < 128:
+                length = zz2[b2][b]
+                p = pos + 2
+            else:
+                length, p = decode_varint(buf, pos)
+        rec_end = p + length
+        if rec_end > n or length < 6:
+            raise ValueError(f"record length {length} at {pos} runs past the batch")
+        p += 1  # attributes
+        b = buf[p]
+        if b < 128:
+            tsd = zz1[b]
+            p += 1
+        else:
+            b2 = buf[p + 1]
+            if b2 < 128:
+                tsd = zz2[b2][b]
+                p += 2
+            else:
+                tsd, p = decode_varlong(buf, p)
+        b = buf[p]
+        if b < 128:
+            od = zz1[b]
+            p += 1
+        else:
+            b2 = buf[p + 1]
+            if b2 < 128:
+                od = zz2[b2][b]
+                p += 2
+            else:
+                od, p = decode_varint(buf, p)
+        b = buf[p]
+        if b < 128:
+            kl = zz1[b]
+            p += 1
+        else:
+            b2 = buf[p + 1]
+            if b2 < 128:
+                kl = zz2[b2][b]
+                p += 2
+            else:
+                kl, p = decode_varint(buf, p)
+        if kl >= 0:
+            key = buf[p : p + kl]
+            p += kl
+        elif kl == -1:
+            key = None
+        else:
+            raise ValueError(f"invalid key length {kl}")
+        if p >= rec_end:
+            raise ValueError(f"record at {pos} ends inside its key")
+        app((pos, rec_end, od, tsd, key, buf[p] == 1))  # value length varint -1 is the byte 0x01
+        pos = rec_end
+    if pos != n:
+        raise ValueError(f"{n - pos} bytes after the declared {count} records")
+    return out
