@@ -21,3 +21,26 @@ def real_kafka() -> Path:
     if not REAL_KAFKA.is_dir():
         pytest.skip(SKIP_REASON)
     return REAL_KAFKA
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession for the whole test run (JVM start-up is the slow part: ~5-10 s here).
+
+    ``local[2]``: two task slots, so the jobs' parallel paths really run in parallel.
+    """
+    from spark_jobs.session import build_spark_session
+
+    session = build_spark_session(
+        "local[2]",
+        app_name="logplat-tests",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.driver.memory": "1g",
+            "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        },
+    )
+    yield session
+    session.stop()
