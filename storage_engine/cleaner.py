@@ -108,6 +108,13 @@ from .record.v2 import walk_records as walk_v2_records
 from .record.varint import VarintError, decode_varint, decode_varlong, encode_varint, encode_varlong
 from .segment import LogSegment
 from .segment import now_ms as wall_clock_ms
+from .staging import (  # noqa: F401  (CLEANER_LOCK_FILE and CleanerBusyError are part of this module's API)
+    CLEANER_LOCK_FILE,
+    STAGING_SUFFIX,
+    CleanerBusyError,
+    CleanerLock,
+    remove_stale_staging,
+)
 
 if TYPE_CHECKING:  # log.py does not import this module; the manager imports both
     from .log import Log
@@ -120,10 +127,6 @@ CONTROL_COMMIT = 1
 _ATTR_DELETE_HORIZON = 0x40
 _CONTROL_KEY = struct.Struct(">hh")
 _LENGTH = struct.Struct(">qi")
-CLEANER_LOCK_FILE = ".logplat-cleaner.lock"
-#: Suffix of replacement segments while they are written without the partition lock. Neither
-#: loader.py nor Kafka's loader touches it; it becomes ``.cleaned`` under the lock at commit.
-STAGING_SUFFIX = ".cleaning"
 _MIN_READ_CHUNK = 64 * 1024
 _HEADER_HOP_READ = 16 * 1024
 
@@ -970,6 +973,18 @@ class CompactionReport:
 # ==========================================================================================
 
 
+@dataclass(frozen=True)
+class SegmentRef:
+    """A segment as a pass saw it, small and picklable: what a task in another process needs to
+    reread exactly the bytes the pass planned with (and to notice when they are gone)."""
+
+    path: str
+    base_offset: int
+    inode: int
+    size: int
+    mtime_ms: int
+
+
 class InputSegment:
     """A segment as one pass reads it: our own read-only descriptor, opened under the partition
     lock, with the inode and size seen then (the commit compares them with the live log)."""
@@ -1001,6 +1016,32 @@ class InputSegment:
             largest_timestamp_loader=lambda s=seg: s.max_timestamp_so_far,
             first_batch_timestamp_loader=lambda: self.first_batch_max_ts,
         )
+
+    @property
+    def ref(self) -> SegmentRef:
+        return SegmentRef(str(self.path), self.base_offset, self.inode, self.size, self.mtime_ms)
+
+    @classmethod
+    def from_ref(cls, ref: SegmentRef, chunk: int = _MIN_READ_CHUNK) -> "InputSegment":
+        """Reopen a planned segment in another process; ``LogChangedError`` when the file is gone,
+        was replaced or shrank (a retention or another cleaning got there first)."""
+        self = cls.__new__(cls)
+        self.base_offset = ref.base_offset
+        self.path = Path(ref.path)
+        self.is_active = False
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise LogChangedError(f"segment {ref.path} is gone since the pass was planned") from None
+        st = os.fstat(self.fd)
+        if st.st_ino != ref.inode or st.st_size < ref.size:
+            os.close(self.fd)
+            raise LogChangedError(f"segment {ref.path} was replaced or truncated since the pass was planned")
+        self.inode, self.size, self.mtime_ms, self.chunk = ref.inode, ref.size, ref.mtime_ms, chunk
+        self.last_batch_base = None
+        self.first_batch_max_ts = LONG_MAX
+        self.facts = None
+        return self
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -1064,17 +1105,6 @@ class InputSegment:
         return raws[0]
 
 
-def remove_stale_staging(directory: Path) -> list[str]:
-    """Staging files of a cleaner that died (only one cleaner runs per partition: the caller holds
-    the cleaner lock, so any it finds is stale)."""
-    gone = []
-    for entry in os.scandir(directory):
-        if entry.name.endswith(STAGING_SUFFIX) and entry.name[:1].isdigit():
-            os.unlink(entry.path)
-            gone.append(entry.name)
-    return gone
-
-
 def _file_size(path: Path) -> int:
     try:
         return os.stat(path).st_size
@@ -1099,6 +1129,24 @@ class _Snapshot:
 
 
 @dataclass
+class PreparedPass:
+    """A pass up to its cleanable range: the snapshot it reads (it owns the descriptors: close
+    it), the producers' facts from the header scan, the range and the pass's counters."""
+
+    snap: _Snapshot
+    producers: ProducerSnapshot
+    ltc: LogToClean
+    stats: CleanerStats
+
+    def groups(self, rnd: CleaningRound) -> list[list[InputSegment]]:
+        by_base = {s.base_offset: s for s in self.snap.segments}
+        return [[by_base[b] for b in g] for g in rnd.groups]
+
+    def close(self) -> None:
+        self.snap.close()
+
+
+@dataclass
 class PassResult:
     ltc: LogToClean
     round: CleaningRound | None
@@ -1112,36 +1160,6 @@ class PassResult:
     partial: bool = False
     segments_written: int = 0
     last_stable_offset: int | None = None
-
-
-class CleanerBusyError(LogChangedError):
-    """Another process is cleaning this partition right now."""
-
-
-class _CleanerLock:
-    """Only one cleaner per partition at a time (Kafka's "in progress" state): an ``flock`` on a
-    file of the partition directory, taken without waiting."""
-
-    def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / CLEANER_LOCK_FILE
-        self.fd = -1
-
-    def __enter__(self) -> "_CleanerLock":
-        import fcntl
-
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self.fd)
-            self.fd = -1
-            raise CleanerBusyError(f"{self.path.parent.name} is being cleaned by another process") from None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # releases the flock
-            self.fd = -1
 
 
 class Cleaner:
@@ -1175,7 +1193,7 @@ class Cleaner:
         self._last_stable_offset = None
         report = CompactionReport(log.topic, log.partition, now_ms)
         throttled_before = self.throttler.slept_s
-        with _CleanerLock(log.dir):
+        with CleanerLock(log.dir):
             remove_stale_staging(log.dir)
             while max_passes is None or report.passes < max_passes:
                 result = self._one_pass(log, now_ms, force=force or report.passes > 0, report=report)
@@ -1234,10 +1252,12 @@ class Cleaner:
             checkpoint = log.log_dir.cleaner_offsets.get((log.topic, log.partition))
             return _Snapshot(inputs, log.log_start_offset, log.log_end_offset, checkpoint)
 
-    def _one_pass(self, log: Log, now_ms: int, *, force: bool, report: CompactionReport) -> PassResult | None:
+    def prepare_pass(self, log: Log, now_ms: int, *, force: bool, report: CompactionReport) -> PreparedPass | None:
+        """A pass up to its cleanable range (snapshot, producer scan, range, due or not), or None
+        when there is nothing to do (the report then says why). A distributed job calls this,
+        then does map building and recopying in tasks, then :meth:`commit_round`."""
         config: LogConfig = log.config
         snap = self._snapshot(log)
-        cleaned: list[LogSegment] = []
         try:
             stats = CleanerStats()
             t0 = self.clock()
@@ -1274,8 +1294,34 @@ class Cleaner:
                         if ltc.first_dirty_offset >= ltc.first_uncleanable_offset or ltc.cleanable_bytes == 0
                         else f"not due: {ltc.why}"
                     )
+                snap.close()
                 return None
+            return PreparedPass(snap, producers, ltc, stats)
+        except BaseException:
+            snap.close()
+            raise
 
+    def plan_round(self, log: Log, prepared: PreparedPass, end_offset: int, now_ms: int) -> CleaningRound:
+        """The round once map building says where the dirty section ends (``end_offset``)."""
+        config = log.config
+        return plan_round(
+            prepared.ltc,
+            prepared.snap.facts,
+            end_offset=end_offset,
+            now_ms=now_ms,
+            segment_bytes=config.segment_bytes,
+            segment_index_bytes=config.segment_index_bytes,
+            delete_retention_ms=config.delete_retention_ms,
+        )
+
+    def _one_pass(self, log: Log, now_ms: int, *, force: bool, report: CompactionReport) -> PassResult | None:
+        prepared = self.prepare_pass(log, now_ms, force=force, report=report)
+        if prepared is None:
+            return None
+        config: LogConfig = log.config
+        snap, producers, ltc, stats = prepared.snap, prepared.producers, prepared.ltc, prepared.stats
+        cleaned: list[LogSegment] = []
+        try:
             # 4.4 the offset map over the dirty section
             t0 = self.clock()
             omap = self.offset_map
@@ -1289,19 +1335,10 @@ class Cleaner:
                     f"{log.tp}: the offset map ({omap.capacity_bytes} usable bytes) cannot hold even one key "
                     f"at offset {ltc.first_dirty_offset}; raise log.cleaner.dedupe.buffer.size"
                 )
-            rnd = plan_round(
-                ltc,
-                snap.facts,
-                end_offset=end_offset,
-                now_ms=now_ms,
-                segment_bytes=config.segment_bytes,
-                segment_index_bytes=config.segment_index_bytes,
-                delete_retention_ms=config.delete_retention_ms,
-            )
+            rnd = self.plan_round(log, prepared, end_offset, now_ms)
             # 4.5-4.6 recopy every group into a staged replacement segment, without the lock
             t0 = self.clock()
-            by_base = {s.base_offset: s for s in snap.segments}
-            groups = [[by_base[b] for b in g] for g in rnd.groups]
+            groups = prepared.groups(rnd)
             last_input = groups[-1][-1]
             # Every aborted transaction of the log (Kafka collects them per recopied segment, up to
             # the last segment's end): the recopy reads from the first segment, so each one's
@@ -1324,7 +1361,7 @@ class Cleaner:
             stats.clean_seconds = self.clock() - t0
             # 4.8 commit under the lock
             t0 = self.clock()
-            self._commit(log, [s for g in groups for s in g], cleaned, rnd)
+            self.commit_round(log, [s for g in groups for s in g], cleaned, rnd)
             stats.swap_seconds = self.clock() - t0
             return PassResult(
                 ltc,
@@ -1341,13 +1378,10 @@ class Cleaner:
                 last_stable_offset=producers.last_stable_offset,
             )
         except BaseException:
-            for seg in cleaned:
-                if seg.file_suffix in (STAGING_SUFFIX, CLEANED_SUFFIX):
-                    seg.close(trim_indexes=False)
-                    seg.delete_files()
+            discard_staged(cleaned)
             raise
         finally:
-            snap.close()
+            prepared.close()
             self.offset_map.clear()  # give the memory back between passes and partitions
 
     # ------------------------------------------------------------------ reading
@@ -1441,47 +1475,15 @@ class Cleaner:
     # ------------------------------------------------------------------ writing
 
     def _clean_group(self, log: Log, group: list[InputSegment], rnd: CleaningRound, bfilter: BatchFilter) -> LogSegment:
-        """Filter a group of segments into one replacement segment with the first input's base offset
-        and the last input's mtime, flushed, under the staging suffix (see ``_swap``)."""
-        base = group[0].base_offset
-        for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            segment_file(log.dir, base, sfx + STAGING_SUFFIX).unlink(missing_ok=True)
-        cleaned = LogSegment(log.dir, base, log.config, file_suffix=STAGING_SUFFIX, create=True)
-        throttle = self.throttler.maybe_throttle
-        chunk_limit = self.chunk
-        try:
-            for seg in group:
-                retain_legacy = seg.mtime_ms > rnd.legacy_delete_horizon_ms
-                out: list[bytes] = []
-                out_bytes = 0
-                largest = -1
-                max_ts, offset_of_max = -1, -1
-                for raw, chunk, chunk_offset in seg.batches_in_chunks(0):
-                    throttle(raw.header.size_in_bytes)
-                    kept = bfilter.filter(raw, retain_legacy_deletes=retain_legacy, chunk=chunk,
-                                          chunk_offset=chunk_offset)
-                    if kept is None:
-                        continue
-                    out.append(kept.data)
-                    out_bytes += len(kept.data)
-                    largest = kept.last_offset
-                    if kept.max_timestamp > max_ts:
-                        max_ts, offset_of_max = kept.max_timestamp, kept.last_offset
-                    if out_bytes >= chunk_limit:
-                        cleaned.append(largest, max_ts, offset_of_max, b"".join(out))
-                        throttle(out_bytes)
-                        out, out_bytes, max_ts, offset_of_max = [], 0, -1, -1
-                if out:
-                    cleaned.append(largest, max_ts, offset_of_max, b"".join(out))
-                    throttle(out_bytes)
-            cleaned.on_become_inactive()
-            cleaned.flush()
-            cleaned.set_last_modified(group[-1].mtime_ms)
-        except BaseException:
-            cleaned.close(trim_indexes=False)
-            cleaned.delete_files()
-            raise
-        return cleaned
+        return recopy_group(log.dir, log.config, group, rnd.legacy_delete_horizon_ms, bfilter,
+                            throttle=self.throttler.maybe_throttle, chunk_limit=self.chunk)
+
+    # ------------------------------------------------------------------ the swap
+
+    def commit_round(self, log: Log, inputs: list[InputSegment], cleaned: list[LogSegment], rnd: CleaningRound) -> None:
+        """Swap the staged replacements in under the partition lock, after checking that every input
+        segment is still there unchanged (``LogChangedError`` otherwise: nothing swapped)."""
+        self._commit(log, inputs, cleaned, rnd)
 
     # ------------------------------------------------------------------ the swap
 
@@ -1585,6 +1587,70 @@ class Cleaner:
             return ltc.cleanable_ratio
         finally:
             snap.close()
+
+
+# ------------------------------------------------------------------------------------------
+# recopying one group (local cleaner and remote tasks alike)
+
+
+def recopy_group(
+    directory: Path,
+    config: LogConfig,
+    group: list[InputSegment],
+    legacy_delete_horizon_ms: int,
+    bfilter: BatchFilter,
+    *,
+    throttle: Callable[[int], None] = lambda n: None,
+    chunk_limit: int = _MIN_READ_CHUNK,
+) -> LogSegment:
+    """Filter a group of segments into one replacement segment in ``directory`` with the first
+    input's base offset and the last input's mtime, flushed, under the staging suffix (see
+    ``Cleaner._swap``). Deletes its output if anything fails."""
+    base = group[0].base_offset
+    for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        segment_file(directory, base, sfx + STAGING_SUFFIX).unlink(missing_ok=True)
+    cleaned = LogSegment(directory, base, config, file_suffix=STAGING_SUFFIX, create=True)
+    try:
+        for seg in group:
+            retain_legacy = seg.mtime_ms > legacy_delete_horizon_ms
+            out: list[bytes] = []
+            out_bytes = 0
+            largest = -1
+            max_ts, offset_of_max = -1, -1
+            for raw, chunk, chunk_offset in seg.batches_in_chunks(0):
+                throttle(raw.header.size_in_bytes)
+                kept = bfilter.filter(raw, retain_legacy_deletes=retain_legacy, chunk=chunk,
+                                      chunk_offset=chunk_offset)
+                if kept is None:
+                    continue
+                out.append(kept.data)
+                out_bytes += len(kept.data)
+                largest = kept.last_offset
+                if kept.max_timestamp > max_ts:
+                    max_ts, offset_of_max = kept.max_timestamp, kept.last_offset
+                if out_bytes >= chunk_limit:
+                    cleaned.append(largest, max_ts, offset_of_max, b"".join(out))
+                    throttle(out_bytes)
+                    out, out_bytes, max_ts, offset_of_max = [], 0, -1, -1
+            if out:
+                cleaned.append(largest, max_ts, offset_of_max, b"".join(out))
+                throttle(out_bytes)
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        cleaned.set_last_modified(group[-1].mtime_ms)
+    except BaseException:
+        cleaned.close(trim_indexes=False)
+        cleaned.delete_files()
+        raise
+    return cleaned
+
+
+def discard_staged(cleaned: Iterable[LogSegment]) -> None:
+    """Delete replacement segments that never reached their swap."""
+    for seg in cleaned:
+        if seg.file_suffix in (STAGING_SUFFIX, CLEANED_SUFFIX):
+            seg.close(trim_indexes=False)
+            seg.delete_files()
 
 
 # ------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ looks; any temporary file it finds was left by a process that died. In order:
 2. ``*.cleaned`` files are removed: a cleaning that had not reached its swap. ``*.swap`` files
    whose base offset is at or above the smallest ``.cleaned`` offset are removed too: that
    swap was only partly prepared when the process died.
+   Staged output of a cleaner (``.cleaning`` files, ``.logplat-staging-*`` directories, see
+   ``staging.py``) is removed too, but only when no cleaner holds the partition's cleaner lock:
+   a live cleaner writes them without the partition lock.
 3. For the remaining ``.log.swap`` files (a complete swap interrupted half way), every
    non-swap file whose base offset lies in ``[min swap base, max swap next offset)`` is
    deleted (the segments the swap replaces), then the ``.swap`` suffixes are dropped.
@@ -46,6 +49,7 @@ from .naming import (
     TXN_INDEX_SUFFIX,
     offset_from_file_name,
 )
+from .staging import remove_staging_if_idle
 from .record import verify_batch
 from .segment import LogSegment
 
@@ -100,6 +104,8 @@ class LogLoader:
         if self.read_only:
             return self._load_read_only()
         self._remove_temp_files_and_complete_swaps()
+        for name in remove_staging_if_idle(self.dir):
+            self.actions.append(f"removed {name} (output of a cleaner that died)")
         segments = self._load_segment_files()
         segments = self._recover(segments)
         segments = self._drop_segments_below_log_start(segments)

@@ -32,7 +32,7 @@ from storage_engine.cleaner import (
     ProducerStateBuilder,
     Throttler,
     TransactionTracker,
-    _CleanerLock,
+    CleanerLock,
     encode_legacy_message,
     retain_record,
 )
@@ -743,7 +743,7 @@ def test_only_one_cleaner_per_partition(tmp_path):
         put(log, ("k", "1"))
         put(log, ("k", "2"))
         log.roll()
-        with _CleanerLock(log.dir):
+        with CleanerLock(log.dir):
             with pytest.raises(LogChangedError, match="being cleaned by another process"):
                 compact(m)
             (report,) = m.compact_due("t", now_ms=NOW)
