@@ -63,6 +63,7 @@ Where this differs from Kafka, and why:
 
 from __future__ import annotations
 
+import copy
 import heapq
 import os
 import struct
@@ -1209,7 +1210,7 @@ class Cleaner:
                         f"{report.first_uncleanable_offset} in {report.passes} pass(es); the next run continues there"
                     )
             report.segments_after = len(log.segments)
-            report.dirty_ratio_after = self._dirty_ratio_now(log, now_ms, report)
+            report.dirty_ratio_after = self.dirty_ratio_now(log, now_ms)
         if report.passes == 0 and report.skipped is None:
             report.skipped = "nothing to clean"
         report.duration_s = self.clock() - start
@@ -1410,63 +1411,39 @@ class Cleaner:
         """Kafka's ``buildOffsetMap``; True when the map filled before the end of the dirty section.
         Fills ``unkeyed_by_batch`` (base offset -> records without a key) for the recopy's stats."""
         start, end = ltc.first_dirty_offset, ltc.first_uncleanable_offset
-        dirty = [s for s in snap.segments if s.base_offset in
-                 {f.base_offset for f in segments_in_range(snap.facts, start, end)}]
+        dirty = dirty_segments(snap.segments, start, end)
         tracker = TransactionTracker(producers.aborted_overlapping(start, end))
-        throttle = self.throttler.maybe_throttle
         table = omap.exact_table()
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            position = 0
-            if seg.base_offset < start:
-                for header, pos in seg.headers():
-                    if header.last_offset >= start:
-                        position = pos
-                        break
-                else:
-                    position = seg.size
             path = str(seg.path)
-            for raw, chunk, chunk_offset in seg.batches_in_chunks(position):
+            walk = map_walk(seg, dirty_start_position(seg, start), tracker, stats, self.throttler.maybe_throttle)
+            for raw, chunk, chunk_offset, mapped in walk:
                 h = raw.header
-                size = h.size_in_bytes
-                stats.map_bytes_read += size
-                throttle(size)
-                if h.magic >= 2:
-                    verify_batch(raw, path=path)
-                    if h.is_control:
-                        tracker.on_control_batch(h, control_type_of(raw, path))
-                        stats.map_records_read += h.records_count
-                    elif tracker.on_data_batch(h):
-                        stats.map_records_read += h.records_count
-                    elif h.records_count:
-                        stats.map_records_read += h.records_count
-                        try:
-                            buf, b_start, b_stop = record_bytes(raw, path, chunk, chunk_offset)
-                            if table is not None:
-                                before = omap.capacity_bytes - omap.used_bytes
-                                complete, remaining, added, last, unkeyed = map_v2_records(
-                                    buf, b_start, b_stop, h.records_count, h.base_offset, start, table, before,
-                                    omap.overhead)
-                                omap.account(added, before - remaining, last)
-                                if not complete:
-                                    return True
-                            else:
-                                recs = walk_v2_records(buf, h.records_count, b_start, b_stop)
-                                pairs = [(h.base_offset + r[2], r[4]) for r in recs
-                                         if r[4] is not None and h.base_offset + r[2] >= start]
-                                if omap.put_all(pairs) < len(pairs):
-                                    return True
-                                unkeyed = sum(1 for r in recs if r[4] is None)
-                            if unkeyed:
-                                unkeyed_by_batch[h.base_offset] = unkeyed
-                        except (IndexError, VarintError, ValueError) as exc:
-                            raise _corrupt(f"malformed records in batch: {exc}", raw, path) from None
-                else:
-                    records = decode_batch(raw, path=path)
-                    stats.map_records_read += len(records)
-                    pairs = [(r.offset, r.key) for r in records if r.key is not None and r.offset >= start]
+                if mapped and h.magic >= 2 and table is not None:
+                    try:
+                        buf, b_start, b_stop = record_bytes(raw, path, chunk, chunk_offset)
+                        before = omap.capacity_bytes - omap.used_bytes
+                        complete, remaining, added, last, unkeyed = map_v2_records(
+                            buf, b_start, b_stop, h.records_count, h.base_offset, start, table, before,
+                            omap.overhead)
+                    except (IndexError, VarintError, ValueError) as exc:
+                        raise _corrupt(f"malformed records in batch: {exc}", raw, path) from None
+                    omap.account(added, before - remaining, last)
+                    if not complete:
+                        return True
+                    if unkeyed:
+                        unkeyed_by_batch[h.base_offset] = unkeyed
+                elif mapped:
+                    keyed = batch_keys(raw, chunk, chunk_offset, path)
+                    if h.magic < 2:
+                        stats.map_records_read += len(keyed)
+                    pairs = [(off, key) for off, key in keyed if key is not None and off >= start]
                     if omap.put_all(pairs) < len(pairs):
                         return True
+                    unkeyed = sum(1 for _, key in keyed if key is None)
+                    if unkeyed and h.magic >= 2:
+                        unkeyed_by_batch[h.base_offset] = unkeyed
                 if h.last_offset >= start:
                     omap.update_latest_offset(h.last_offset)
             omap.update_latest_offset(next_start - 1)
@@ -1565,7 +1542,8 @@ class Cleaner:
 
     # ------------------------------------------------------------------ after
 
-    def _dirty_ratio_now(self, log: Log, now_ms: int, report: CompactionReport) -> float:
+    def dirty_ratio_now(self, log: Log, now_ms: int) -> float:
+        """The partition's cleanable ratio as it stands (after a pass: what is left)."""
         snap = self._snapshot(log)
         try:
             lso = self._last_stable_offset if self._last_stable_offset is not None else None
@@ -1587,6 +1565,93 @@ class Cleaner:
             return ltc.cleanable_ratio
         finally:
             snap.close()
+
+
+# ------------------------------------------------------------------------------------------
+# map building's walk (local cleaner and remote tasks alike)
+
+
+def dirty_segments(segments: list[InputSegment], start: int, end: int) -> list[InputSegment]:
+    """The segments holding offsets of ``[start, end)``, in order."""
+    facts = [SegmentFacts(s.base_offset, s.size, s.mtime_ms, s.is_active) for s in segments]
+    wanted = {f.base_offset for f in segments_in_range(facts, start, end)}
+    return [s for s in segments if s.base_offset in wanted]
+
+
+def dirty_start_position(seg: InputSegment, start: int) -> int:
+    """Byte position of the first batch of ``seg`` that reaches offset ``start``."""
+    if seg.base_offset >= start:
+        return 0
+    for header, pos in seg.headers():
+        if header.last_offset >= start:
+            return pos
+    return seg.size
+
+
+def map_walk(
+    seg: InputSegment,
+    position: int,
+    tracker: TransactionTracker,
+    stats: CleanerStats,
+    throttle: Callable[[int], None] = lambda n: None,
+) -> Iterator[tuple[RawBatch, bytes, int, bool]]:
+    """Every batch of ``seg`` from ``position``, CRC-checked (v2), with whether its records go into
+    the offset map: data batches outside aborted transactions and legacy messages do; markers and
+    aborted batches only move the transaction state along. Counts what it reads in ``stats``."""
+    path = str(seg.path)
+    for raw, chunk, chunk_offset in seg.batches_in_chunks(position):
+        h = raw.header
+        stats.map_bytes_read += h.size_in_bytes
+        throttle(h.size_in_bytes)
+        if h.magic < 2:
+            yield raw, chunk, chunk_offset, True
+            continue
+        verify_batch(raw, path=path)
+        stats.map_records_read += h.records_count
+        if h.is_control:
+            tracker.on_control_batch(h, control_type_of(raw, path))
+            yield raw, chunk, chunk_offset, False
+        elif tracker.on_data_batch(h):
+            yield raw, chunk, chunk_offset, False
+        else:
+            yield raw, chunk, chunk_offset, h.records_count > 0
+
+
+def batch_keys(raw: RawBatch, chunk: bytes | None = None, chunk_offset: int = 0,
+               path: str | None = None) -> list[tuple[int, bytes | None]]:
+    """``(offset, key)`` of every record of a data batch, any magic (keys None when absent)."""
+    h = raw.header
+    if h.magic < 2:
+        return [(r.offset, r.key) for r in decode_batch(raw, path=path)]
+    try:
+        buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
+        return [(h.base_offset + r[2], r[4]) for r in walk_v2_records(buf, h.records_count, start, stop)]
+    except (IndexError, VarintError, ValueError) as exc:
+        raise _corrupt(f"malformed records in batch: {exc}", raw, path) from None
+
+
+def transaction_states(segments: list[InputSegment], aborted: Iterable[AbortedTxn],
+                       starts: Iterable[int]) -> dict[int, TransactionTracker]:
+    """The recopy's :class:`TransactionTracker` as it stands when it reaches each base offset of
+    ``starts`` (group starts), from a replay of the batch headers: its state depends on headers
+    and marker types only. Lets groups be recopied independently, in any order, with the same
+    decisions as one pass over the whole log."""
+    wanted = set(starts)
+    tracker = TransactionTracker(aborted)
+    out: dict[int, TransactionTracker] = {}
+    for seg in segments:
+        if seg.base_offset in wanted:
+            out[seg.base_offset] = copy.deepcopy(tracker)
+            if len(out) == len(wanted):
+                break
+        for header, pos in seg.headers():
+            if header.magic < 2:
+                continue
+            if header.is_control:
+                tracker.on_control_batch(header, control_type_of(seg.read_batch(pos, header.size_in_bytes), str(seg.path)))
+            else:
+                tracker.on_data_batch(header)
+    return out
 
 
 # ------------------------------------------------------------------------------------------

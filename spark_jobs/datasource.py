@@ -1,0 +1,587 @@
+"""The ``kafka-log`` PySpark data source: Kafka log directories read as Spark's Kafka source reads a topic.
+
+``spark.read.format("kafka-log").load("/data/logs")`` (several log dirs comma-separated, as in
+``LOGPLAT_LOG_DIRS``) returns :data:`KAFKA_SOURCE_SCHEMA`, the schema of Spark's built-in Kafka
+source with headers, so jobs written against a broker run unchanged against files at rest.
+
+Planning and reading are split the way the engine splits writers and readers:
+
+* the driver (``partitions()``) opens the log dirs through a read-only ``LogManager``, exactly as
+  ``logctl consume`` does, so the live segment set and the log start offset are the engine's
+  own answer (leftover ``.deleted``/``.cleaned``/``.swap``/``.cleaning`` files are not segments;
+  records below the ``log-start-offset-checkpoint`` are logically deleted). It snapshots every
+  segment as (file, inode, byte range, offset range) and cuts large segments at batch
+  boundaries, so the plan is a pure description that any executor can carry out;
+* executors (``read()``) open one segment file read-only (no partition lock, no ``Log``: a reader
+  must never write), scan the complete batches of their byte range, decode them with the
+  engine's columnar decoder and yield Arrow record batches already in Spark's exact Arrow
+  layout, so no row ever passes through Python objects.
+
+Because each split reads only up to the byte position and offset fixed at planning time, a
+query sees one consistent snapshot even while producers append. A segment that retention or
+the cleaner renamed to ``.deleted`` after planning is still read under that name (Kafka keeps
+such files for ``file.delete.delay.ms`` precisely for in-flight readers).
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from storage_engine.config import LogConfig
+from storage_engine.errors import CorruptRecordError, LogError
+from storage_engine.log import Log
+from storage_engine.manager import LogManager, PartitionLocation
+from storage_engine.naming import DELETED_SUFFIX
+from storage_engine.record import RawBatch, batches_to_arrow, verify_batch
+from storage_engine.segment import LogSegment
+from storage_engine.stats import read_partition_stats
+
+from .errors import DataSourceOptionError, SparkJobError
+
+__all__ = [
+    "KAFKA_SOURCE_SCHEMA",
+    "KAFKA_ARROW_SCHEMA",
+    "KafkaLogDataSource",
+    "KafkaLogReader",
+    "ReadOptions",
+    "SegmentSplit",
+    "SegmentChangedError",
+    "plan_splits",
+    "read_split",
+]
+
+SOURCE_NAME = "kafka-log"
+
+#: Spark's built-in Kafka source schema (``KafkaRecordToRowConverter`` with headers): every field
+#: is declared with ``StructField``'s default, i.e. nullable, and so is the header array.
+KAFKA_SOURCE_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+        ),
+    ]
+)
+
+#: What Spark's worker expects ``read()`` to yield, field for field: it compares the first batch
+#: with ``to_arrow_schema(KAFKA_SOURCE_SCHEMA, timezone="UTC")`` and fails on any difference
+#: (``large_binary``, int64 partitions, a non-UTC timestamp, a list item not named ``element``).
+KAFKA_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+        pa.field(
+            "headers",
+            pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))),
+        ),
+    ]
+)
+
+#: Kafka's ``ListOffsets`` sentinels, as Spark's Kafka source accepts them in its JSON offsets.
+EARLIEST = -2
+LATEST = -1
+
+DEFAULT_MAX_BYTES_PER_SPLIT = 128 << 20
+#: Bounds of one yielded Arrow batch: Spark passes our batches through unchanged, and a regular
+#: (32-bit offset) binary column must stay under 2 GiB.
+MAX_BATCH_ROWS = 65_536
+MAX_BATCH_BYTES = 64 << 20
+#: Compressed bytes decoded at once; decoding expands them, so this stays well below the batch limit.
+_DECODE_GROUP_BYTES = 8 << 20
+
+_KNOWN_OPTIONS = (
+    "path",
+    "topics",
+    "partitions",
+    "startingOffset",
+    "endingOffset",
+    "startingOffsets",
+    "endingOffsets",
+    "maxBytesPerSplit",
+)
+
+TopicPartition = tuple[str, int]
+
+
+class SegmentChangedError(SparkJobError):
+    """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced: re-run the query."""
+
+
+# ---------------------------------------------------------------------- options
+
+
+def _bad(option: str, value: object, why: str) -> DataSourceOptionError:
+    return DataSourceOptionError(f"kafka-log option {option}={value!r}: {why}")
+
+
+def _parse_int(option: str, text: str, *, minimum: int) -> int:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise _bad(option, text, "not an integer") from None
+    if number < minimum:
+        raise _bad(option, text, f"must be at least {minimum}")
+    return number
+
+
+def _split_list(option: str, text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise _bad(option, text, "names nothing (expected a comma-separated list)")
+    return items
+
+
+def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPartition, int] | int:
+    """Spark's Kafka-source form: ``{"topic": {"0": 12}}`` with -2 earliest and -1 latest, or
+    the words ``earliest``/``latest`` for every partition. ``forbidden`` is the sentinel a batch
+    query cannot use at this end (Spark refuses a ``latest`` start and an ``earliest`` end)."""
+    words = {"earliest": EARLIEST, "latest": LATEST}
+    word = text.strip().lower()
+    if word in words:
+        if words[word] == forbidden:
+            raise _bad(option, text, f"{word} is not allowed here in a batch query")
+        return words[word]
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _bad(option, text, f"not JSON ({exc.msg}); expected e.g. {{\"topic\": {{\"0\": 12}}}}") from None
+    if not isinstance(body, dict):
+        raise _bad(option, text, "expected a JSON object of topics")
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in body.items():
+        if not isinstance(parts, dict):
+            raise _bad(option, text, f"topic {topic!r} must map partition numbers to offsets")
+        for part, offset in parts.items():
+            if not (isinstance(part, str) and part.isdigit()):
+                raise _bad(option, text, f"partition {part!r} of topic {topic!r} is not a partition number")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                raise _bad(option, text, f"offset {offset!r} of {topic}-{part} is not an offset, -2 or -1")
+            if offset == forbidden:
+                raise _bad(option, text, f"offset {offset} of {topic}-{part} is not allowed here in a batch query")
+            out[(topic, int(part))] = offset
+    return out
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The options of one read, parsed and checked before any file is opened.
+
+    ``starting``/``ending`` hold the per-partition JSON offsets; a whole-value ``earliest`` /
+    ``latest`` is stored as the matching default (``None``).
+    """
+
+    log_dirs: tuple[str, ...]
+    topics: tuple[str, ...] | None = None
+    partitions: tuple[int, ...] | None = None
+    starting_offset: int | None = None
+    ending_offset: int | None = None
+    starting: Mapping[TopicPartition, int] = field(default_factory=dict)
+    ending: Mapping[TopicPartition, int] = field(default_factory=dict)
+    max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
+        """Raise :class:`DataSourceOptionError` naming the option and its value for anything malformed."""
+        given = {k.lower(): v for k, v in options.items()}
+        known = {name.lower(): name for name in _KNOWN_OPTIONS}
+        for key, value in given.items():
+            if key not in known:
+                raise _bad(key, value, f"unknown option (known: {', '.join(_KNOWN_OPTIONS)})")
+        path = given.get("path")
+        if not path:
+            raise _bad("path", path, 'a log directory is needed: spark.read.format("kafka-log").load("/data/logs")')
+        log_dirs = tuple(_split_list("path", path))
+        for d in log_dirs:
+            if not Path(d).is_dir():
+                raise _bad("path", path, f"{d} is not a directory")
+        topics = tuple(_split_list("topics", given["topics"])) if "topics" in given else None
+        partitions = None
+        if "partitions" in given:
+            partitions = tuple(_parse_int("partitions", p, minimum=0) for p in _split_list("partitions", given["partitions"]))
+        start = _parse_int("startingOffset", given["startingoffset"], minimum=0) if "startingoffset" in given else None
+        end = _parse_int("endingOffset", given["endingoffset"], minimum=0) if "endingoffset" in given else None
+        if start is not None and end is not None and start > end:
+            raise _bad("startingOffset", start, f"is above endingOffset={end} (the end is exclusive)")
+        starting = _parse_offsets_json("startingOffsets", given["startingoffsets"], LATEST) if "startingoffsets" in given else {}
+        ending = _parse_offsets_json("endingOffsets", given["endingoffsets"], EARLIEST) if "endingoffsets" in given else {}
+        max_bytes = DEFAULT_MAX_BYTES_PER_SPLIT
+        if "maxbytespersplit" in given:
+            max_bytes = _parse_int("maxBytesPerSplit", given["maxbytespersplit"], minimum=1)
+        return cls(
+            log_dirs,
+            topics,
+            partitions,
+            start,
+            end,
+            starting if isinstance(starting, dict) else {},
+            ending if isinstance(ending, dict) else {},
+            max_bytes,
+        )
+
+    def offset_range(self, tp: TopicPartition, log_start: int, log_end: int) -> tuple[int, int]:
+        """``[first, end)`` to read from ``tp``: the options clamped to the partition's
+        ``[log start, log end)``. Records below the log start offset are deleted, so a start
+        below it reads from it (Spark's Kafka source would report data loss; files at rest have
+        no later data to fall back to)."""
+        start = self.starting.get(tp, self.starting_offset)
+        end = self.ending.get(tp, self.ending_offset)
+        if start is not None and end is not None and end != LATEST and start > end:
+            raise _bad(
+                "startingOffsets", start, f"is above the ending offset {end} of {tp[0]}-{tp[1]} (the end is exclusive)"
+            )
+        first = log_start if start is None or start == EARLIEST else max(start, log_start)
+        last = log_end if end is None or end == LATEST else min(end, log_end)
+        return first, max(first, last)
+
+
+# ---------------------------------------------------------------------- planning (driver)
+
+
+@dataclass(frozen=True)
+class SegmentSplit(InputPartition):
+    """One byte range of one segment file: ``[start_position, end_position)`` holds whole batches.
+
+    ``inode`` identifies the file planned, so an executor never reads a replacement that took
+    its name (a compaction swap) by mistake. ``at_tail`` marks the last range of the segment,
+    the only one allowed to end in a torn, partial batch.
+    """
+
+    topic: str
+    partition: int
+    directory: str
+    base_offset: int
+    inode: int
+    start_position: int
+    end_position: int
+    min_offset: int
+    max_offset: int
+    at_tail: bool
+
+
+def _choose_partitions(manager: LogManager, opts: ReadOptions, on_disk: list[TopicPartition]) -> list[TopicPartition]:
+    """The topic-partitions to read, checking every name the options give explicitly."""
+    known_topics = set(manager.topics())
+    topics = opts.topics if opts.topics is not None else tuple(sorted(known_topics))
+    unknown = [t for t in topics if t not in known_topics]
+    if unknown:
+        raise _bad("topics", ",".join(opts.topics or ()), f"no topic {', '.join(unknown)} in {','.join(opts.log_dirs)}")
+    chosen = [tp for tp in on_disk if tp[0] in topics and (opts.partitions is None or tp[1] in opts.partitions)]
+    if opts.partitions is not None:
+        present = {p for _, p in chosen}
+        missing = [p for p in opts.partitions if p not in present]
+        if missing:
+            raise _bad(
+                "partitions",
+                ",".join(map(str, opts.partitions)),
+                f"partition {missing[0]} exists in none of the topics read ({', '.join(topics)})",
+            )
+    chosen_set = set(chosen)
+    for option, offsets in (("startingOffsets", opts.starting), ("endingOffsets", opts.ending)):
+        stray = sorted(tp for tp in offsets if tp not in chosen_set)
+        if stray:
+            topic, partition = stray[0]
+            raise _bad(option, f"{topic}-{partition}", "names a partition that is not among the partitions read")
+    return chosen
+
+
+def _is_batch_start(seg: LogSegment, position: int, end: int) -> bool:
+    """Whether a complete, CRC-valid batch starts at ``position``: an index entry is only
+    trusted as a cut point after this, because a wrong cut would silently drop the batch it
+    falls into (the split before it would see that batch as a torn tail)."""
+    try:
+        raw = next(seg.batches(position, end), None)
+        if raw is None or raw.header.base_offset < seg.base_offset:
+            return False
+        verify_batch(raw, path=str(seg.log_path))
+    except CorruptRecordError:
+        return False
+    return True
+
+
+def _scanned_cut(seg: LogSegment, start: int, target: int, end: int) -> int | None:
+    """The last batch start in ``(start, target]`` found by walking headers from ``start``, or
+    the first one after ``start`` when a single batch is bigger than the split size."""
+    cut = None
+    for raw in seg.batches(start, end):
+        if raw.position == start:
+            continue
+        if raw.position > target:
+            return cut if cut is not None else raw.position
+        cut = raw.position
+    return cut
+
+
+def _cut_points(seg: LogSegment, start: int, end: int, max_bytes: int) -> list[int]:
+    """Batch-start positions cutting ``[start, end)`` into ranges of about ``max_bytes``.
+
+    Candidates come from the sparse ``.index`` (one entry per ``index.interval.bytes``), each
+    checked by :func:`_is_batch_start`; without a usable entry the batch headers are walked.
+    """
+    cuts = [start]
+    positions: list[int] | None = None
+    while end - cuts[-1] > max_bytes:
+        target = cuts[-1] + max_bytes
+        if positions is None:
+            index = seg.offset_index
+            positions = [index.entry(n).position for n in range(index.entries)]
+        i = bisect_right(positions, target) - 1
+        cut = positions[i] if i >= 0 and positions[i] > cuts[-1] else None
+        if cut is None or not _is_batch_start(seg, cut, end):
+            cut = _scanned_cut(seg, cuts[-1], target, end)
+        if cut is None or cut >= end:
+            break
+        cuts.append(cut)
+    return cuts + [end]
+
+
+def _segment_byte_range(seg: LogSegment, lo: int, hi: int, next_base: int, size: int) -> tuple[int, int] | None:
+    """Byte positions of the batches of ``seg`` holding offsets in ``[lo, hi)``, or None.
+
+    Found through the offset index (``translate_offset``), so reading a small offset range of
+    a large segment neither plans nor scans the rest of it.
+    """
+    start = 0
+    if lo > seg.base_offset:
+        first = seg.translate_offset(lo)
+        if first is None:
+            return None
+        start = first.position
+    end = size
+    after = seg.translate_offset(hi) if hi < next_base else None
+    if after is not None:
+        # The batch holding ``hi`` may start below it (or be a legacy compressed wrapper whose
+        # first offset is unknown): keep it, the decoder drops offsets >= hi.
+        h = after.header
+        starts_below = h.records_count < 0 or h.base_offset < hi
+        end = after.position + h.size_in_bytes if starts_below else after.position
+    return (start, end) if end > start else None
+
+
+def _log_splits(log: Log, lo: int, hi: int, max_bytes: int) -> Iterator[SegmentSplit]:
+    """The splits of one partition's segments that hold offsets in ``[lo, hi)``."""
+    segments = log.segments
+    for i, seg in enumerate(segments):
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else hi
+        if next_base <= lo:
+            continue  # every offset of this segment is below the range
+        if seg.base_offset >= hi:
+            break
+        size = seg.refresh_size()
+        byte_range = _segment_byte_range(seg, lo, hi, next_base, size)
+        if byte_range is None:
+            continue
+        cuts = _cut_points(seg, byte_range[0], byte_range[1], max_bytes)
+        for a, b in zip(cuts, cuts[1:]):
+            yield SegmentSplit(
+                log.topic, log.partition, str(seg.dir), seg.base_offset, seg.inode, a, b, lo, hi, at_tail=b == size
+            )
+
+
+def _open_read_only(manager: LogManager, location: PartitionLocation) -> Log | None:
+    """The partition's log opened as ``logctl consume`` opens it (the engine's read-only load:
+    no repair, no write), or None for a directory holding no ``.log`` at all (say retention
+    renamed the last one to ``.deleted`` and no writer reopened the log since): it has no
+    records, while a read-only open would refuse it.
+
+    ``Log`` is built here rather than through ``manager.get_log``, which rescans every log dir
+    per call: planning thousands of partitions would be quadratic.
+    """
+    tp = (location.topic, location.partition)
+    if not read_partition_stats(location.path, topic_partition=tp).segments:
+        return None
+    return Log(location.path, manager.topic_config(location.topic), location.log_dir,
+               topic=location.topic, partition=location.partition, read_only=True)
+
+
+def plan_splits(opts: ReadOptions) -> list[SegmentSplit]:
+    """Every split of a read, in topic, partition and offset order (runs on the driver)."""
+    splits: list[SegmentSplit] = []
+    with LogManager(list(opts.log_dirs), read_only=True) as manager:
+        locations = manager.partition_locations()
+        for tp in _choose_partitions(manager, opts, sorted(locations)):
+            log = _open_read_only(manager, locations[tp])
+            if log is None:
+                opts.offset_range(tp, 0, 0)  # still reject contradictory offsets for it
+                continue
+            try:
+                lo, hi = opts.offset_range(tp, log.log_start_offset, log.log_end_offset)
+                if lo < hi:
+                    splits.extend(_log_splits(log, lo, hi, opts.max_bytes_per_split))
+            finally:
+                log.close()
+    return splits
+
+
+# ---------------------------------------------------------------------- reading (executors)
+
+#: Segment settings only matter to writers and index sizing; a reader needs none of a topic's.
+_READ_CONFIG = LogConfig()
+
+
+def _open_planned_segment(split: SegmentSplit) -> LogSegment:
+    """The planned file, read-only: under its name, else under ``.deleted`` (renamed by retention
+    or a compaction swap since planning), recognised by its inode either way."""
+    for suffix in ("", DELETED_SUFFIX):
+        try:
+            seg = LogSegment(Path(split.directory), split.base_offset, _READ_CONFIG, file_suffix=suffix, writable=False)
+        except FileNotFoundError:
+            continue
+        if seg.inode == split.inode:
+            return seg
+        seg.close(trim_indexes=False)
+    raise SegmentChangedError(
+        f"segment {split.base_offset:020d}.log of {split.topic}-{split.partition} in {split.directory} was deleted "
+        "or replaced after the query was planned; run the query again"
+    )
+
+
+def _decode_groups(seg: LogSegment, split: SegmentSplit) -> Iterator[list[RawBatch]]:
+    """The split's batches in groups small enough to decode at once; checks the range ended on
+    the planned boundary, so a wrong cut can never drop a batch silently."""
+    group: list[RawBatch] = []
+    rows = size = 0
+    reached = split.start_position
+    for raw in seg.batches(split.start_position, split.end_position):
+        group.append(raw)
+        rows += max(raw.header.records_count, 1)
+        size += raw.header.size_in_bytes
+        reached = raw.position + raw.header.size_in_bytes
+        if rows >= MAX_BATCH_ROWS or size >= _DECODE_GROUP_BYTES:
+            yield group
+            group, rows, size = [], 0, 0
+    if group:
+        yield group
+    if reached != split.end_position and not split.at_tail:
+        if seg.refresh_size() < split.end_position:
+            raise SegmentChangedError(
+                f"{seg.log_path} was truncated below byte {split.end_position} after the query was planned; "
+                "run the query again"
+            )
+        raise CorruptRecordError(
+            f"the split ended at byte {reached} instead of the planned batch boundary {split.end_position}",
+            path=str(seg.log_path),
+            position=reached,
+        )
+
+
+def _constant_strings(text: str, n: int) -> pa.Array:
+    """``n`` copies of ``text`` as a string array, built from two buffers instead of n objects."""
+    data = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
+
+
+def to_spark_batch(decoded: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
+    """A batch of the engine's :data:`storage_engine.record.ARROW_SCHEMA` in Spark's Kafka layout:
+    topic and partition added, epoch milliseconds turned into UTC microseconds, columns ordered."""
+    n = decoded.num_rows
+    millis = decoded.column("timestamp")
+    return pa.RecordBatch.from_arrays(
+        [
+            decoded.column("key"),
+            decoded.column("value"),
+            _constant_strings(topic, n),
+            pa.array(np.full(n, partition, dtype=np.int32)),
+            decoded.column("offset"),
+            pc.multiply_checked(millis, 1000).cast(KAFKA_ARROW_SCHEMA.field("timestamp").type),
+            decoded.column("timestampType"),
+            decoded.column("headers").cast(KAFKA_ARROW_SCHEMA.field("headers").type),
+        ],
+        schema=KAFKA_ARROW_SCHEMA,
+    )
+
+
+def _bounded(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """Slices of at most :data:`MAX_BATCH_ROWS` rows and about :data:`MAX_BATCH_BYTES` bytes."""
+    n = batch.num_rows
+    if n == 0:
+        return
+    per_row = max(1, batch.nbytes // n)
+    step = max(1, min(MAX_BATCH_ROWS, MAX_BATCH_BYTES // per_row))
+    for offset in range(0, n, step):
+        yield batch.slice(offset, step)
+
+
+def read_split(split: SegmentSplit) -> Iterator[pa.RecordBatch]:
+    """The records of one split in Spark's Arrow layout (runs on an executor; writes nothing)."""
+    seg = _open_planned_segment(split)
+    try:
+        path = str(seg.log_path)
+        for group in _decode_groups(seg, split):
+            decoded = batches_to_arrow(
+                group, verify=True, path=path, min_offset=split.min_offset, max_offset=split.max_offset
+            )
+            yield from _bounded(to_spark_batch(decoded, split.topic, split.partition))
+    finally:
+        seg.close(trim_indexes=False)
+
+
+# ---------------------------------------------------------------------- the Spark classes
+
+
+class KafkaLogReader(DataSourceReader):
+    """Holds only the parsed options, so it pickles small and opens nothing until asked."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_splits(self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Spark substitutes one InputPartition(None) when planning found nothing to read.
+        if isinstance(partition, SegmentSplit):
+            yield from read_split(partition)
+
+
+class KafkaLogDataSource(DataSource):
+    """``spark.read.format("kafka-log")``; see the module docstring and :class:`ReadOptions`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        # Spark calls this at ``load()``: checking the options here reports a malformed one
+        # there, before any action, while everything that needs the files waits for planning.
+        ReadOptions.parse(self.options)
+        return KAFKA_SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        if schema != KAFKA_SOURCE_SCHEMA:
+            raise DataSourceOptionError(
+                f"kafka-log always returns {KAFKA_SOURCE_SCHEMA.simpleString()}; a user schema "
+                f"({schema.simpleString()}) cannot change that: select or cast the columns instead"
+            )
+        return KafkaLogReader(ReadOptions.parse(self.options))
