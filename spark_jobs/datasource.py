@@ -145,13 +145,17 @@ def _bad(option: str, value: object, why: str) -> DataSourceOptionError:
     return DataSourceOptionError(f"kafka-log option {option}={value!r}: {why}")
 
 
-def _parse_int(option: str, text: str, *, minimum: int) -> int:
+def _parse_int(option: str, text: str, *, minimum: int, whole: str | None = None) -> int:
+    """``text`` as an integer >= ``minimum``; errors show ``whole`` (the full option value) when
+    ``text`` is one item of a list."""
+    shown = text if whole is None else whole
+    item = "" if whole is None else f"{text.strip()!r} is "
     try:
         number = int(text.strip())
     except ValueError:
-        raise _bad(option, text, "not an integer") from None
+        raise _bad(option, shown, f"{item}not an integer") from None
     if number < minimum:
-        raise _bad(option, text, f"must be at least {minimum}")
+        raise _bad(option, shown, f"{item}below {minimum}" if item else f"must be at least {minimum}")
     return number
 
 
@@ -228,7 +232,8 @@ class ReadOptions:
         topics = tuple(_split_list("topics", given["topics"])) if "topics" in given else None
         partitions = None
         if "partitions" in given:
-            partitions = tuple(_parse_int("partitions", p, minimum=0) for p in _split_list("partitions", given["partitions"]))
+            text = given["partitions"]
+            partitions = tuple(_parse_int("partitions", p, minimum=0, whole=text) for p in _split_list("partitions", text))
         start = _parse_int("startingOffset", given["startingoffset"], minimum=0) if "startingoffset" in given else None
         end = _parse_int("endingOffset", given["endingoffset"], minimum=0) if "endingoffset" in given else None
         if start is not None and end is not None and start > end:

@@ -13,9 +13,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Mapping, Protocol, Sequence, TextIO
 
 from .checkpoint import read_checkpoint
+from .cleaner import CompactionReport
 from .config import build_log_config, validate_topic_overrides
 from .errors import LogError
 from .index import OffsetIndex, TimeIndex
@@ -342,12 +343,36 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     return 0 if ok else 1
 
 
+class Engine(Protocol):
+    """Somewhere else to run compaction and retention (``--engine NAME``): the Spark jobs plug in
+    here from ``spark_jobs.cli``, so this package never imports Spark."""
+
+    def compact(self, manager: LogManager, topic: str | None, partition: int | None, *,
+                now_ms: int) -> list[CompactionReport]: ...
+
+    def retention(self, manager: LogManager, topic: str | None, *, now_ms: int, dry_run: bool) -> list[dict]: ...
+
+
+def _engine(args: argparse.Namespace) -> Engine | None:
+    """The ``--engine`` asked for; None for the local engine."""
+    if args.engine == "local":
+        return None
+    engine = args.engines.get(args.engine)
+    if engine is None:
+        raise UsageError(f"--engine {args.engine} is not available in this entry point (run the `logctl` command)")
+    return engine
+
+
 def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     now = args.now_ms if args.now_ms is not None else now_ms()
-    plans = manager.retention_plans(args.topic, now_ms=now)
-    if args.dry_run:
+    engine = _engine(args)
+    if engine is not None:
+        data = engine.retention(manager, args.topic, now_ms=now, dry_run=args.dry_run)
+    elif args.dry_run:
+        plans = manager.retention_plans(args.topic, now_ms=now)
         data = [p.to_dict() | {"applied": False} for p in plans]
     else:
+        plans = manager.retention_plans(args.topic, now_ms=now)
         applied = {(r.plan.topic, r.plan.partition): r for r in manager.apply_retention(plans, now_ms=now)}
         data = [applied[(p.topic, p.partition)].to_dict() if (p.topic, p.partition) in applied
                 else p.to_dict() | {"applied": False} for p in plans]
@@ -361,14 +386,16 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
                          f"{reasons}; log start offset -> {d.get('log_start_offset_after') or d['new_log_start_offset']}")
         else:
             lines.append(f"{d['topic']}-{d['partition']}: nothing to delete")
+        if d.get("status") in ("changed", "failed"):
+            lines.append(f"  not applied ({d['status']}): {d['reason']}")
         lines.extend(f"  warning: {w}" for w in d["warnings"])
-    _print(args, {"now_ms": now, "dry_run": args.dry_run, "partitions": data}, "\n".join(lines) or "no partitions")
+    _print(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data},
+           "\n".join(lines) or "no partitions")
     return 0
 
 
 def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
-    if args.engine != "local":
-        raise UsageError(f"--engine {args.engine} is not available yet: only --engine local compacts for now")
+    engine = _engine(args)
     if args.partition is not None and args.topic is None:
         raise UsageError("--partition needs --topic")
     if args.max_passes is not None and args.max_passes < 1:
@@ -384,7 +411,11 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
         _print(args, {"now_ms": now, "engine": args.engine, "dry_run": True,
                       "partitions": [c.to_dict() for c in candidates]}, "\n".join(lines) or "no compacted partitions")
         return 0
-    if args.partition is not None:
+    if engine is not None:
+        if args.max_passes is not None:
+            raise UsageError(f"--max-passes applies to --engine local only (--engine {args.engine} cleans in one pass)")
+        reports = engine.compact(manager, args.topic, args.partition, now_ms=now)
+    elif args.partition is not None:
         reports = [manager.compact(args.topic, args.partition, now_ms=now, force=True, max_passes=args.max_passes)]
     else:
         reports = manager.compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
@@ -462,13 +493,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic")
     p.add_argument("--now-ms", type=int, default=None, help="the clock retention judges by (default: wall clock)")
     p.add_argument("--dry-run", action="store_true", help="print the plans, change nothing")
+    p.add_argument("--engine", default="local", choices=["local", "spark"],
+                   help="where to run: in this process, or as a Spark job ($LOGPLAT_SPARK_MASTER, default local[*])")
     add_json(p)
 
     p = sub.add_parser("compact", help="compact due partitions of compacted topics (Kafka's log cleaner)")
     p.add_argument("--topic")
     p.add_argument("--partition", type=int, help="compact this partition (needs --topic) whatever its dirty ratio")
     p.add_argument("--now-ms", type=int, default=None, help="the cleaner's clock (default: wall clock)")
-    p.add_argument("--engine", default="local", choices=["local", "spark"], help="where to run (spark: not yet)")
+    p.add_argument("--engine", default="local", choices=["local", "spark"],
+                   help="where to run: in this process, or as a Spark job ($LOGPLAT_SPARK_MASTER, default local[*])")
     p.add_argument("--max-passes", type=int, default=None, help="stop after this many passes per partition")
     p.add_argument("--dry-run", action="store_true", help="print each partition's dirty section and ratio, change nothing")
     add_json(p)
@@ -512,9 +546,11 @@ def _broker_props() -> dict[str, str]:
     return props
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None = None) -> int:
+    """``engines`` adds ``--engine`` choices besides ``local`` (see :class:`Engine`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.engines = dict(engines or {})
     if not hasattr(args, "json"):
         args.json = False
     try:

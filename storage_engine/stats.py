@@ -173,11 +173,26 @@ def _checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
         return {}  # as Kafka's LogManager does for an unreadable checkpoint: treat as absent
 
 
+def log_dir_checkpoints(log_dir: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """The log dir's log-start-offset and cleaner-offset checkpoints (empty when unreadable)."""
+    log_dir = Path(log_dir)
+    return (_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT),
+            _checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT))
+
+
+def stats_of(log_dir: Path, topic: str, partition: int,
+             checkpoints: tuple[dict, dict] | None = None) -> PartitionStats:
+    """Stats of one partition of a log dir (``checkpoints`` from :func:`log_dir_checkpoints`)."""
+    lso, cleaner = checkpoints if checkpoints is not None else log_dir_checkpoints(log_dir)
+    tp = (topic, partition)
+    return read_partition_stats(Path(log_dir) / f"{topic}-{partition}", log_start_offset_checkpoint=lso.get(tp),
+                                cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
+
+
 def scan_log_dir(log_dir: Path, topic: str | None = None) -> Iterator[PartitionStats]:
     """Stats of every partition in a log dir (optionally one topic), checkpoints read once."""
     log_dir = Path(log_dir)
-    lso = _checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
-    cleaner = _checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
+    lso, cleaner = log_dir_checkpoints(log_dir)
     with os.scandir(log_dir) as it:
         dirs = sorted((e.name, e.path) for e in it if e.is_dir())
     for name, path in dirs:

@@ -1,0 +1,76 @@
+"""One asset per topic, key ``["logs", <topic>]``, partitioned by Kafka partition.
+
+Why per topic and partitioned (not one asset per topic-partition): a backfill of a whole topic is
+one run and one Spark job (``BackfillPolicy.single_run()``), new partitions appear without a
+reload, and the UI keeps one page per topic with every partition's status and metadata
+(measured trade-offs in ``reference/dagster-notes.md``).
+
+The asset is a ``multi_asset`` of one spec only so that its checks can be *subset*: a run that
+compacted nothing (a sweep where no partition was due, a retention run) emits no check results
+instead of fake passes, and the checks can be run alone from the UI (an audit of the logs as
+they are). Each topic's runs use the concurrency pool ``logplat/topic/<topic>``, which
+``dagster_home/dagster.yaml`` limits to one: two cleanings never race on a log, whoever launched
+them (a sensor, a schedule, a backfill or a click).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import dagster as dg
+
+from .catalog import Topic
+from .checks import check_specs, log_asset_key
+from .cleanup import CleanupConfig, clean_partitions
+from .partitions import topic_partitions_def
+from .resources import LogSparkResource, LogStoreResource
+
+
+def op_name(topic: Topic) -> str:
+    return f"logs__{topic.safe_name}"
+
+
+def pool_name(topic: Topic) -> str:
+    return f"logplat/topic/{topic.name}"
+
+
+def cleanup_run_config(topic: Topic, *, force_compaction: bool) -> dg.RunConfig:
+    """Run config for one of the topic's runs (sensors and sweeps pass ``force_compaction=False``)."""
+    return dg.RunConfig(ops={op_name(topic): CleanupConfig(force_compaction=force_compaction)})
+
+
+def _description(topic: Topic) -> str:
+    jobs = {
+        "compact": "key-based compaction (Spark)",
+        "delete": "time and size retention (Spark)",
+        "compact_delete": "key-based compaction, then time and size retention (Spark)",
+    }
+    return (f"Kafka topic `{topic.name}` (cleanup.policy={','.join(topic.config.cleanup_policy)}): each partition is "
+            f"one Kafka log. Materializing a partition runs {jobs.get(topic.policy, 'nothing')} on it and records the "
+            "log's checkpoints, offsets, size and dirty ratio before and after.")
+
+
+def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
+    spec = dg.AssetSpec(
+        log_asset_key(topic.name),
+        description=_description(topic),
+        group_name=topic.policy,
+        partitions_def=topic_partitions_def(topic.name),
+        kinds={"spark", "kafka"},
+        tags={"logplat/policy": topic.policy},
+        metadata={"topic": topic.name, "partitions_at_load": len(topic.partitions), **topic.shown_configs()},
+    )
+
+    @dg.multi_asset(
+        name=op_name(topic),
+        specs=[spec],
+        check_specs=check_specs(topic),
+        can_subset=True,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=pool_name(topic),
+    )
+    def _log(context: dg.AssetExecutionContext, config: CleanupConfig, pyspark: LogSparkResource,
+             log_store: LogStoreResource) -> Iterator[Any]:
+        yield from clean_partitions(context, topic, config, pyspark, log_store)
+
+    return _log

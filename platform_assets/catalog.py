@@ -1,0 +1,81 @@
+"""The topics the code location is built from, read from the log dirs when it loads.
+
+A topic is an asset, and Dagster needs assets at load time: a new topic appears after a reload of
+the code location (the Reload button, ``reloadRepositoryLocation``, or a restart), while a new
+*partition* of a known topic appears at run time through the state sensor.
+
+Kafka topic names may hold ``.`` and ``-``, which Dagster's job, op and group names may not
+(``^[A-Za-z0-9_]+$``). :attr:`Topic.safe_name` replaces them with ``_`` and, when it had to,
+appends a short digest of the real name so that ``a.b`` and ``a-b`` (legal together in Kafka)
+never share a job. The asset key and the partition set keep the real name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from storage_engine.config import LogConfig
+from storage_engine.manager import LogManager
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+#: Topic settings shown on each asset: what decides when and how its logs are cleaned.
+SHOWN_CONFIGS = (
+    "cleanup.policy",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "segment.ms",
+)
+
+
+def safe_name(topic: str) -> str:
+    """``topic`` as a Dagster name: unchanged when already legal, else ``_`` for each illegal
+    character plus six hex digits of the topic's SHA-1."""
+    cleaned = _UNSAFE.sub("_", topic)
+    if cleaned == topic:
+        return topic
+    return f"{cleaned}_{hashlib.sha1(topic.encode()).hexdigest()[:6]}"
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One topic as the definitions see it at load time."""
+
+    name: str
+    partitions: tuple[int, ...]
+    config: LogConfig
+
+    @property
+    def compact(self) -> bool:
+        return self.config.compact
+
+    @property
+    def delete(self) -> bool:
+        return self.config.delete
+
+    @property
+    def policy(self) -> str:
+        """``compact``, ``delete`` or ``compact_delete``: also the asset group."""
+        return "_".join(p for p in ("compact", "delete") if getattr(self.config, p)) or "none"
+
+    @property
+    def safe_name(self) -> str:
+        return safe_name(self.name)
+
+    def shown_configs(self) -> dict[str, str]:
+        values = self.config.to_topic_dict()
+        return {k: (",".join(values[k]) if isinstance(values[k], tuple) else str(values[k])) for k in SHOWN_CONFIGS}
+
+
+def discover_topics(log_dirs: Sequence[str], broker_props: Mapping[str, str]) -> list[Topic]:
+    """Every topic in the log dirs (metadata files and partition directories), read-only."""
+    with LogManager(list(log_dirs), broker_props, read_only=True) as manager:
+        return [Topic(t, tuple(manager.partitions(t)), manager.topic_config(t)) for t in manager.topics()]

@@ -1,0 +1,117 @@
+"""Asset checks on every compaction of a topic asset, and how their results are emitted.
+
+Compacted topics carry four checks, evaluated on each partition a run compacted (computed by
+``log_checks``; the asset runs them in the same step so they can compare with the state it
+snapshotted before cleaning):
+
+* ``keys_unique_in_cleaned_range``: no key appears twice below the new cleaner checkpoint;
+* ``offsets_strictly_increase``: the engine's verification of every batch and record offset;
+* ``indexes_agree_with_log``: every offset and time index entry points at a real batch;
+* ``latest_values_preserved``: the digest of every key's latest value is the same before and
+  after (see ``log_checks`` for what is compared).
+
+The check specs are partitioned like the asset, so the UI shows each partition's latest result.
+Partitioned check specs are a *preview* feature of Dagster 1.13 and warn once per definition;
+that warning is silenced here, where the choice is made, not globally.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import dagster as dg
+
+from .catalog import Topic
+from .log_checks import Digest, Duplicates, Verification
+from .log_state import PartitionState
+from .partitions import partition_key, topic_partitions_def
+
+KEYS_UNIQUE = "keys_unique_in_cleaned_range"
+OFFSETS_INCREASE = "offsets_strictly_increase"
+INDEXES_AGREE = "indexes_agree_with_log"
+LATEST_VALUES = "latest_values_preserved"
+
+DESCRIPTIONS = {
+    KEYS_UNIQUE: "After a compaction, no key appears twice in [log start offset, cleaner checkpoint).",
+    OFFSETS_INCREASE: "Record offsets strictly increase within and across batches and segments (engine verify).",
+    INDEXES_AGREE: "Offset and time index entries point at real batches, offsets and timestamps (engine verify).",
+    LATEST_VALUES: "Every key's latest value before the compaction is still its latest value after it "
+    "(a digest of the live keys compared before and after).",
+}
+MAX_PROBLEMS_SHOWN = 20
+
+
+def log_asset_key(topic: str) -> dg.AssetKey:
+    return dg.AssetKey(["logs", topic])
+
+
+def check_specs(topic: Topic) -> list[dg.AssetCheckSpec]:
+    """The checks of a topic's asset: the four above for compacted topics, none otherwise."""
+    if not topic.compact:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return [
+            dg.AssetCheckSpec(name, asset=log_asset_key(topic.name), description=DESCRIPTIONS[name],
+                              partitions_def=topic_partitions_def(topic.name))
+            for name in (KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES)
+        ]
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    name: str
+    partition: int
+    passed: bool
+    description: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _problems(problems: Sequence[str]) -> dict[str, Any]:
+    shown = list(problems[:MAX_PROBLEMS_SHOWN])
+    more = len(problems) - len(shown)
+    text = "\n".join(f"* {p}" for p in shown) + (f"\n* ... {more} more" if more else "")
+    return {"problems": len(problems), **({"details": dg.MetadataValue.md(text)} if problems else {})}
+
+
+def evaluate_checks(partition: int, after: PartitionState, duplicates: Duplicates, verification: Verification,
+                    digests: tuple[Digest, Digest] | None) -> list[CheckOutcome]:
+    """One partition's check outcomes; ``digests`` is (before, after), or ``None`` when there is
+    no before (checks run on their own), which leaves the latest-value check out."""
+    cleaned = f"[{after.log_start_offset}, {after.cleaner_checkpoint})" if after.cleaner_checkpoint is not None else "empty"
+    out = [
+        CheckOutcome(KEYS_UNIQUE, partition, duplicates.keys == 0,
+                     f"{duplicates.keys} key(s) appear more than once in the cleaned range {cleaned}",
+                     {"duplicate_keys": duplicates.keys, "extra_records": duplicates.extra_records,
+                      "cleaned_range": cleaned}),
+        CheckOutcome(OFFSETS_INCREASE, partition, not verification.offset_problems,
+                     f"{len(verification.offset_problems)} offset or batch problem(s) in {verification.records} records",
+                     {"records": verification.records, **_problems(verification.offset_problems)}),
+        CheckOutcome(INDEXES_AGREE, partition, not verification.index_problems,
+                     f"{len(verification.index_problems)} index problem(s)",
+                     _problems(verification.index_problems)),
+    ]
+    if digests is not None:
+        before, after_digest = digests
+        out.append(CheckOutcome(
+            LATEST_VALUES, partition, before == after_digest,
+            f"latest values before: {before.to_text()}; after: {after_digest.to_text()}",
+            {"live_keys_before": before.keys, "live_keys_after": after_digest.keys,
+             "digest_before": before.to_text(), "digest_after": after_digest.to_text()},
+        ))
+    return out
+
+
+def results(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome]) -> list[dg.AssetCheckResult]:
+    """Outcomes as results yielded by a one-partition run."""
+    return [dg.AssetCheckResult(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.description,
+                                metadata=o.metadata, severity=dg.AssetCheckSeverity.ERROR) for o in outcomes]
+
+
+def evaluations(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome]) -> list[dg.AssetCheckEvaluation]:
+    """Outcomes as per-partition evaluations logged by a range run."""
+    return [dg.AssetCheckEvaluation(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.description,
+                                    metadata=o.metadata, severity=dg.AssetCheckSeverity.ERROR,
+                                    partition=partition_key(o.partition)) for o in outcomes]

@@ -1,0 +1,269 @@
+"""What one materialization of a topic asset does: clean the run's partitions with Spark, record
+each partition's before/after as metadata, and check every compaction.
+
+A run covers one partition (a sensor's request) or a contiguous range (a backfill or a sweep:
+``BackfillPolicy.single_run()`` makes it one run and one Spark job). The topic's
+``cleanup.policy`` picks the job: ``compact`` and ``compact,delete`` run the distributed
+compaction (which applies retention to ``compact,delete`` logs as Kafka's cleaner thread does;
+``compact`` logs with segments below their log start offset also get the retention job, which
+for them is that single rule), ``delete`` runs the retention job.
+
+Every partition of the run is materialized, cleaned or not, so its metadata always shows the log
+as it is after the run; the ``status`` entry says what happened (``compacted``, ``skipped``,
+``deleted``, ``nothing``, ``changed``: another writer changed the log under the job and nothing
+was committed, the next request will see the new state). A partition the jobs report ``failed``
+is still recorded, then the run fails naming it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import dagster as dg
+from pydantic import Field
+
+from spark_jobs.compaction import COMPACTED, PartitionOutcome, compact_partitions
+from spark_jobs.retention import RetentionOutcome, retention_partitions
+
+from . import log_checks
+from .catalog import Topic
+from .checks import CheckOutcome, evaluate_checks, evaluations, results
+from .log_state import PartitionState, read_states, short_hash
+from .metadata import cleanup_metadata
+from .partitions import partition_key, partition_number
+from .resources import LogSparkResource, LogStoreResource
+
+FAILED, CHANGED, DELETED, NOTHING = "failed", "changed", "deleted", "nothing"
+STATUS_ORDER = (FAILED, CHANGED, COMPACTED, DELETED, "skipped", "planned", NOTHING)
+
+
+class CleanupConfig(dg.Config):
+    """Run configuration of a topic asset (a backfill or a click in the UI uses the defaults)."""
+
+    force_compaction: bool = Field(
+        default=True,
+        description="Compact every partition of the run whatever its dirty ratio (a materialization asked for by "
+        "hand means 'clean now'). Sensors and sweeps set false: only partitions Kafka's cleaner would pick.",
+    )
+    now_ms: int | None = Field(
+        default=None,
+        description="The clock retention, compaction lags and tombstone horizons judge by (default: the wall "
+        "clock when the run starts).",
+    )
+
+
+@dataclass
+class PartitionCleanup:
+    """One partition's run: its state before and after, and what the jobs reported."""
+
+    partition: int
+    before: PartitionState
+    leo_before: int
+    after: PartitionState | None = None
+    leo_after: int = 0
+    compaction: PartitionOutcome | None = None
+    retention: RetentionOutcome | None = None
+    job_duration_s: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return partition_key(self.partition)
+
+    @property
+    def status(self) -> str:
+        """The most telling of what the jobs reported: a failure or a change under the job first,
+        then what was done (a compaction, a retention deletion), then why nothing was."""
+        statuses = {o.status for o in (self.compaction, self.retention) if o is not None}
+        if self._retention_done.get("deleted_segments"):
+            statuses.add(DELETED)
+        return next((s for s in STATUS_ORDER if s in statuses), NOTHING)
+
+    @property
+    def reason(self) -> str | None:
+        for outcome in (self.compaction, self.retention):
+            if outcome is not None and outcome.reason:
+                return outcome.reason
+        return None
+
+    def _report(self) -> dict[str, Any]:
+        return self.compaction.report.to_dict() if self.compaction is not None else {}
+
+    def counter(self, name: str) -> int | None:
+        return self._report().get(name) if self.compaction is not None else None
+
+    def report_value(self, name: str) -> float | None:
+        if self.compaction is None or self.compaction.status != COMPACTED:
+            return None
+        return self._report().get(name)
+
+    @property
+    def _retention_done(self) -> dict[str, Any]:
+        """What retention did: the retention job's outcome, or the compaction's ``retention``."""
+        if self.retention is not None:
+            return {"deleted_segments": self.retention.deleted_segments, "bytes_freed": self.retention.bytes_freed}
+        return self._report().get("retention") or {}
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        report = self._report()
+        compacted = report.get("bytes_read", 0) - report.get("bytes_written", 0) if report else 0
+        return max(compacted, 0) + int(self._retention_done.get("bytes_freed") or 0)
+
+    @property
+    def records_removed(self) -> int | None:
+        if self.compaction is None:
+            return None
+        report = self._report()
+        return report.get("records_read", 0) - report.get("records_written", 0)
+
+    @property
+    def segments_deleted(self) -> int:
+        report = self._report()
+        merged = max(report.get("segments_before", 0) - report.get("segments_after", 0), 0) if report else 0
+        return len(self._retention_done.get("deleted_segments") or []) + merged
+
+    @property
+    def duration_s(self) -> float:
+        if self.compaction is not None and self.compaction.status == COMPACTED:
+            return self.compaction.report.duration_s
+        return self.job_duration_s
+
+    @property
+    def data_version(self) -> str:
+        """Names the log's state after the run: equal versions mean equal logs."""
+        assert self.after is not None
+        return short_hash(self.after.state_hash, self.leo_after)
+
+
+def run_data_version(cleanups: Sequence[PartitionCleanup]) -> str:
+    """A run's data version: its partition's own version, or one naming every partition's
+    version for a range (Dagster gives every partition of a run the same data version tag;
+    each partition's own version is in its ``log_state_version`` metadata)."""
+    if len(cleanups) == 1:
+        return cleanups[0].data_version
+    return short_hash(*(c.data_version for c in sorted(cleanups, key=lambda c: c.partition)))
+
+
+def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int], now_ms: int
+             ) -> dict[int, tuple[PartitionState, int]]:
+    """The cheap state and the log end offset of each partition (read-only)."""
+    wanted = set(partitions)
+    with log_store.manager() as manager:
+        states = {s.partition: s for s in read_states(manager, now_ms=now_ms, topics=[topic]) if s.partition in wanted}
+        missing = sorted(wanted - set(states))
+        if missing:
+            raise dg.Failure(f"partitions {missing} of topic {topic} are not in {', '.join(log_store.log_dirs)}")
+        return {p: (states[p], manager.get_log(topic, p).log_end_offset) for p in partitions}
+
+
+def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
+              config: CleanupConfig, now_ms: int, log) -> None:
+    """The Spark job(s) the topic's cleanup.policy calls for, outcomes stored per partition."""
+    dirs, props = log_store.log_dirs, log_store.broker_properties
+    tps = [(topic.name, p) for p in sorted(cleanups)]
+    if topic.compact:
+        result = compact_partitions(spark, dirs, tps, now_ms=now_ms, force=config.force_compaction, broker_props=props)
+        log.info(f"compaction job over {len(tps)} partition(s) of {topic.name} took {result.duration_s:.2f} s")
+        for outcome in result.outcomes:
+            cleanups[outcome.partition].compaction = outcome
+            cleanups[outcome.partition].job_duration_s = result.duration_s
+    # compact-only logs can still have segments below their log start offset (delete-records)
+    needs_retention = [tp for tp in tps if not topic.compact or (not topic.delete and cleanups[tp[1]].before.deletable_segments)]
+    if needs_retention:
+        retention = retention_partitions(spark, dirs, needs_retention, now_ms=now_ms, broker_props=props)
+        log.info(f"retention job over {len(needs_retention)} partition(s) of {topic.name} took {retention.duration_s:.2f} s")
+        for outcome in retention.outcomes:
+            cleanups[outcome.partition].retention = outcome
+            cleanups[outcome.partition].job_duration_s += retention.duration_s
+
+
+def _check_compactions(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
+                       snapshot) -> list[CheckOutcome]:
+    """Compare each compacted partition with the snapshot taken before the run."""
+    compacted = sorted(p for p, c in cleanups.items() if c.compaction is not None and c.compaction.status == COMPACTED)
+    if not compacted or snapshot is None:
+        return []
+    dirs = log_store.log_dirs
+    ending = {p: cleanups[p].leo_before for p in compacted}
+    after = log_checks.digests(log_checks.latest_values(log_checks.read_records(spark, dirs, topic.name, compacted,
+                                                                                  ending=ending)))
+    before = log_checks.digests(snapshot, from_offsets={p: cleanups[p].after.log_start_offset for p in compacted})
+    return _state_checks(spark, topic, log_store, {p: cleanups[p].after for p in compacted}, before, after)
+
+
+def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict[int, PartitionState],
+                  before: dict[int, log_checks.Digest] | None, after: dict[int, log_checks.Digest] | None
+                  ) -> list[CheckOutcome]:
+    """The checks of each partition in ``states``; the digest comparison only when both sides exist."""
+    cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items()
+                   if s.cleaner_checkpoint is not None and s.cleaner_checkpoint > s.log_start_offset}
+    duplicates = log_checks.duplicate_keys(spark, log_store.log_dirs, topic.name, cleaned_end)
+    with log_store.manager() as manager:
+        verified = log_checks.verify_partitions(manager, topic.name, sorted(states))
+    outcomes: list[CheckOutcome] = []
+    for p, state in sorted(states.items()):
+        digests = None if before is None or after is None else (before.get(p, log_checks.Digest()),
+                                                                  after.get(p, log_checks.Digest()))
+        outcomes.extend(evaluate_checks(p, state, duplicates.get(p, log_checks.Duplicates()), verified[p], digests))
+    return outcomes
+
+
+def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfig,
+                     pyspark: LogSparkResource, log_store: LogStoreResource) -> Iterator[Any]:
+    """The body of the topic asset (see the module docstring)."""
+    asset_key = context.assets_def.key
+    partitions = sorted(partition_number(k) for k in context.partition_keys)
+    now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
+    if asset_key not in context.selected_asset_keys:
+        yield from _audit(context, topic, pyspark, log_store, partitions, now_ms)
+        return
+    cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items()}
+    spark = pyspark.spark_session
+    checked = [p for p in partitions if topic.compact and (config.force_compaction or cleanups[p].before.compaction_due)]
+    snapshot = (log_checks.snapshot_latest_values(spark, log_store.log_dirs, topic.name,
+                                                  {p: cleanups[p].leo_before for p in checked}) if checked else None)
+    try:
+        _run_jobs(spark, topic, log_store, cleanups, config, now_ms, context.log)
+        for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items():
+            cleanups[p].after, cleanups[p].leo_after = state, leo
+        check_outcomes = _check_compactions(spark, topic, log_store, cleanups, snapshot)
+    finally:
+        if snapshot is not None:
+            snapshot.unpersist()
+    for c in cleanups.values():
+        context.add_asset_metadata(cleanup_metadata(c), partition_key=c.key)
+    yield dg.MaterializeResult(
+        asset_key=asset_key,
+        metadata={"partitions_in_run": len(partitions), "now_ms": dg.MetadataValue.timestamp(now_ms / 1000)},
+        data_version=dg.DataVersion(run_data_version(list(cleanups.values()))),
+    )
+    yield from _emit_checks(context, asset_key, check_outcomes, single=len(partitions) == 1)
+    failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
+    if failed:
+        raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped)",
+                         metadata={"failed": dg.MetadataValue.md("\n".join(f"* {f}" for f in failed))})
+
+
+def _emit_checks(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, outcomes: list[CheckOutcome],
+                 *, single: bool) -> Iterator[dg.AssetCheckResult]:
+    """Check results: yielded for a one-partition run (Dagster ties them to that partition's
+    materialization); logged per partition for a range run, where a yielded result would be
+    recorded once for the whole run without a partition."""
+    if single:
+        yield from results(asset_key, outcomes)
+    else:
+        for evaluation in evaluations(asset_key, outcomes):
+            context.log_event(evaluation)
+
+
+def _audit(context: dg.AssetExecutionContext, topic: Topic, pyspark: LogSparkResource, log_store: LogStoreResource,
+           partitions: list[int], now_ms: int) -> Iterator[dg.AssetCheckResult]:
+    """Checks selected without the asset: verify the logs as they are (nothing to compare the
+    latest values with, so that check is not run)."""
+    states = {p: state for p, (state, _) in _observe(log_store, topic.name, partitions, now_ms).items()}
+    outcomes = _state_checks(pyspark.spark_session, topic, log_store, states, None, None)
+    selected = {k.name for k in context.selected_asset_check_keys}
+    yield from _emit_checks(context, context.assets_def.key, [o for o in outcomes if o.name in selected],
+                            single=len(partitions) == 1)

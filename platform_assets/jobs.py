@@ -1,0 +1,36 @@
+"""One asset job per topic, ``cleanup__<topic>``, and the run tags the platform sets.
+
+Sensors and schedules target jobs, and Dagster refuses one target spanning assets with different
+partition sets (every topic has its own), so each topic gets its own job; UI backfills and
+clicks need no job. Every run of a job carries ``logplat/topic``; sensor runs add
+``logplat/partition``. ``dagster_home/dagster.yaml`` limits runs per ``logplat/topic`` value to
+one, so the run queue holds a second cleaning of a topic instead of launching a worker that would
+only wait for the topic's pool (see ``assets.py``), which is what bounds every other kind of run.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from .catalog import Topic
+from .checks import log_asset_key
+from .partitions import topic_partitions_def
+
+TOPIC_TAG = "logplat/topic"
+PARTITION_TAG = "logplat/partition"
+TRIGGER_TAG = "logplat/trigger"  # compaction-sensor | retention-sensor | sweep
+REASON_TAG = "logplat/reason"
+
+
+def cleanup_job_name(topic: Topic) -> str:
+    return f"cleanup__{topic.safe_name}"
+
+
+def build_cleanup_job(topic: Topic) -> dg.UnresolvedAssetJobDefinition:
+    return dg.define_asset_job(
+        cleanup_job_name(topic),
+        selection=dg.AssetSelection.assets(log_asset_key(topic.name)),
+        partitions_def=topic_partitions_def(topic.name),
+        tags={TOPIC_TAG: topic.name},
+        description=f"Clean partitions of topic {topic.name} as its cleanup.policy says (sensor and sweep target).",
+    )

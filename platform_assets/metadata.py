@@ -1,0 +1,73 @@
+"""The metadata each event carries, as Dagster plots it.
+
+The UI plots ``int`` and ``float`` metadata over time (and per partition); text, JSON and
+missing values are never plotted. So every figure here is a plain number under a stable name,
+and a value that does not apply (the cleaner checkpoint of a ``delete`` topic, the dirty ratio of a
+log that has never been measured) is left out rather than sent as ``None`` or ``-1``, which
+would draw a misleading point. Explanations go into text entries beside the numbers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import dagster as dg
+
+from .log_state import PartitionState
+
+if TYPE_CHECKING:
+    from .cleanup import PartitionCleanup
+
+
+def _some(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def state_metadata(state: PartitionState, *, log_end_offset: int | None = None, suffix: str = "") -> dict[str, Any]:
+    """A partition's cheap state: what an observation records, and a materialization's before/after."""
+    leo = state.log_end_offset if log_end_offset is None else log_end_offset
+    ratio = state.dirty_ratio
+    return _some({
+        f"size_bytes{suffix}": state.size_bytes,
+        f"segments{suffix}": state.segments,
+        f"log_start_offset{suffix}": state.log_start_offset,
+        f"log_end_offset{suffix}": leo,
+        f"cleaner_checkpoint{suffix}": state.cleaner_checkpoint if state.compact else None,
+        f"dirty_ratio{suffix}": None if ratio is None else round(ratio, 6),
+    })
+
+
+def observation_metadata(state: PartitionState) -> dict[str, Any]:
+    """What the state sensor records when a partition's state changed."""
+    values = state_metadata(state)
+    values.update({
+        "compaction_due": state.compaction_due,
+        "deletable_segments": state.deletable_segments,
+        "deletable_bytes": state.deletable_bytes,
+    })
+    if state.candidacy is not None:
+        values["why"] = state.candidacy.why
+    if state.retention is not None and state.retention.warnings:
+        values["retention_warnings"] = dg.MetadataValue.md("\n".join(f"* {w}" for w in state.retention.warnings))
+    return values
+
+
+def cleanup_metadata(result: "PartitionCleanup") -> dict[str, Any]:
+    """One partition's materialization: the state after (under the plain names, so the plots
+    show the log as it is), the state before (``*_before``), and what the cleaning did."""
+    values = state_metadata(result.after, log_end_offset=result.leo_after)
+    values.update(state_metadata(result.before, log_end_offset=result.leo_before, suffix="_before"))
+    values.update(_some({
+        "status": result.status,
+        "reason": result.reason,
+        "bytes_reclaimed": result.bytes_reclaimed,
+        "records_removed": result.records_removed,
+        "duplicates_removed": result.counter("duplicates_removed"),
+        "tombstones_removed": result.counter("tombstones_removed"),
+        "segments_deleted": result.segments_deleted,
+        "duration_s": round(result.duration_s, 6),
+        "throughput_mb_per_s": result.report_value("mb_per_s"),
+        "throughput_records_per_s": result.report_value("records_per_s"),
+        "log_state_version": result.data_version,
+    }))
+    return values

@@ -1,0 +1,98 @@
+"""Asset partitions: one dynamic partition set per topic, keyed by the Kafka partition number.
+
+Keys are the partition number as Kafka writes it (``"0"``, ``"1"``, ... ``"10"``), not zero-padded:
+a key is what a user types and reads next to the ``<topic>-<n>`` directory. Dagster orders a
+dynamic partition set by *insertion*, not by key, and a single-run backfill covers a contiguous
+range in that order, so the keys must be inserted in numeric order. Kafka only ever adds
+partitions at the end, so appending new numbers keeps the order; when a gap is filled (a
+partition directory copied in late, or discovered out of order), :func:`plan_key_update` deletes
+the keys after the gap and adds them back in order. Deleting a key never touches its
+materializations: Dagster keeps events by key, and they reappear with the key.
+
+Keys that are not partition numbers (added by hand) are left where they are and ignored.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import dagster as dg
+
+
+def partitions_def_name(topic: str) -> str:
+    """The name of a topic's partition set. Dagster takes any text here, so the topic goes in
+    unchanged: the name must never change while a backfill is in flight."""
+    return f"partitions__{topic}"
+
+
+@functools.cache
+def topic_partitions_def(topic: str) -> dg.DynamicPartitionsDefinition:
+    return dg.DynamicPartitionsDefinition(name=partitions_def_name(topic))
+
+
+def partition_key(partition: int) -> str:
+    return str(partition)
+
+
+def partition_number(key: str) -> int:
+    """The Kafka partition of a key; ``ValueError`` for a key that is not a partition number."""
+    if not key.isdigit() or (len(key) > 1 and key[0] == "0"):
+        raise ValueError(f"partition key {key!r} is not a partition number")
+    return int(key)
+
+
+def _number_or_none(key: str) -> int | None:
+    try:
+        return partition_number(key)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class KeyUpdate:
+    """Keys to delete, then keys to add (in this order), to make a partition set list every
+    partition on disk in numeric order."""
+
+    delete: tuple[str, ...] = ()
+    add: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.delete or self.add)
+
+
+def plan_key_update(existing: Sequence[str], on_disk: Iterable[int]) -> KeyUpdate:
+    """The smallest change that keeps ``existing`` (in insertion order) a numerically ordered
+    list of every partition in ``existing`` or ``on_disk``.
+
+    Keys already in order are kept; from the first position where the desired order differs,
+    the rest is deleted and re-added. Partitions that disappeared from disk keep their keys:
+    their history stays visible and Kafka never removes a partition from a live topic.
+    """
+    numbers = [n for n in (_number_or_none(k) for k in existing) if n is not None]
+    desired = sorted(set(numbers) | set(on_disk))
+    if desired == numbers:
+        return KeyUpdate()
+    cut = next((i for i, (a, b) in enumerate(zip(numbers, desired)) if a != b), len(numbers))
+    # Deleting a key removes every row holding it, so a key listed twice (once in the kept
+    # prefix, once after the cut) must be cut from its first position too.
+    tail = set(numbers[cut:])
+    cut = next((i for i in range(cut) if numbers[i] in tail), cut)
+    return KeyUpdate(
+        delete=tuple(partition_key(n) for n in sorted(set(numbers[cut:]))),
+        add=tuple(partition_key(n) for n in desired[cut:]),
+    )
+
+
+def key_update_requests(
+    topic: str, update: KeyUpdate
+) -> list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]:
+    """The sensor requests carrying out ``update`` (deletions first: the daemon applies them in order)."""
+    pdef = topic_partitions_def(topic)
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    if update.delete:
+        requests.append(pdef.build_delete_request(list(update.delete)))
+    if update.add:
+        requests.append(pdef.build_add_request(list(update.add)))
+    return requests

@@ -1,0 +1,82 @@
+"""Resources: where the logs are, and the Spark session the cleaning runs use.
+
+``pyspark`` is dagster-pyspark's ``LazyPySparkResource``: a run that needs no Spark (a sensor, a
+check-only run) never starts a JVM. Our subclass only adds what the Spark jobs need from any
+session, whoever built it: Java 17 checked before the JVM starts (a clear error instead of a
+Py4J stack), the workers running this interpreter (``PYSPARK_PYTHON``: the engine they import is
+the one the driver planned with), the engine shipped to a non-local master, and the
+``kafka-log`` data source registered. ``spark.master`` comes from ``LOGPLAT_SPARK_MASTER``.
+
+In-process tests get the test session back: ``getOrCreate`` returns the active session.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pydantic import PrivateAttr
+
+from spark_jobs.session import LOCAL_DEFAULTS, check_java, engine_zip, register_data_source
+from storage_engine.manager import LogManager
+
+from .settings import PlatformSettings
+
+APP_NAME = "logplat-dagster"
+
+
+class LogStoreResource(dg.ConfigurableResource):
+    """The log dirs and broker settings every sensor and run opens the engine with."""
+
+    log_dirs: list[str]
+    broker_properties: dict[str, str] = {}
+
+    @contextmanager
+    def manager(self, *, read_only: bool = True) -> Iterator[LogManager]:
+        """A ``LogManager`` over the log dirs; read-only unless a caller must write (sensors and
+        checks never do: a read-only manager repairs nothing and leaves no session file)."""
+        with LogManager(self.log_dirs, self.broker_properties, read_only=read_only) as manager:
+            yield manager
+
+
+class LogSparkResource(LazyPySparkResource):
+    """``LazyPySparkResource`` whose session is ready for the engine's Spark jobs."""
+
+    _prepared: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def _is_dagster_maintained(cls) -> bool:
+        return False
+
+    @property
+    def spark_session(self) -> Any:
+        if self._prepared:
+            return super().spark_session
+        check_java()
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        spark = super().spark_session
+        # TODO(spark_jobs): the steps below repeat build_spark_session's tail; a shared
+        # ``prepare_session(spark)`` there would keep them in one place.
+        spark.sparkContext.setLogLevel(os.environ.get("LOGPLAT_SPARK_LOG_LEVEL", "ERROR"))
+        if not spark.sparkContext.master.startswith("local"):
+            spark.sparkContext.addPyFile(str(engine_zip()))
+        register_data_source(spark)
+        self._prepared = True
+        return spark
+
+
+def spark_config(master: str) -> dict[str, str]:
+    """The session settings: the jobs' local defaults, the master and an app name."""
+    return {**LOCAL_DEFAULTS, "spark.master": master, "spark.app.name": APP_NAME}
+
+
+def build_resources(settings: PlatformSettings) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "log_store": LogStoreResource(log_dirs=list(settings.log_dirs), broker_properties=dict(settings.broker_props)),
+        "pyspark": LogSparkResource(spark_config=spark_config(settings.spark_master)),
+    }

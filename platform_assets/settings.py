@@ -1,0 +1,92 @@
+"""What the code location reads from its environment, once, when it loads.
+
+Everything the platform needs to know about where it runs comes from environment variables, so
+the same code serves ``dagster dev``, the daemon's run workers, tests and the main job:
+
+* ``LOGPLAT_LOG_DIRS``: the log dirs (comma-separated; default ``./data/logs``), as for ``logctl``;
+* ``LOGPLAT_SERVER_PROPERTIES``: a broker properties file whose ``log.*`` keys set topic defaults
+  (Kafka's precedence) and ``log.retention.check.interval.ms`` the sweep cadence;
+* ``LOGPLAT_SPARK_MASTER``: the Spark master (default ``local[*]``);
+* ``LOGPLAT_AUTOMATION``: ``running`` (default) or ``stopped``, the default status of the sensors
+  and schedules. ``dagster dev`` should clean logs without a click; tests and demos that want
+  to decide when automation starts set ``stopped`` and start it through GraphQL;
+* ``LOGPLAT_SENSOR_INTERVAL_S``, ``LOGPLAT_MAX_RUNS_PER_TICK``, ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK``:
+  how often sensors look and how much one tick may ask for.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from spark_jobs.session import spark_master
+from storage_engine.cli import _broker_props as broker_props_from_env  # TODO: a public name in storage_engine
+from storage_engine.config import LONG_MAX
+from storage_engine.manager import log_dirs_from_env
+
+#: Kafka's default ``log.retention.check.interval.ms``: five minutes.
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
+AUTOMATION_STATES = ("running", "stopped")
+
+
+def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
+    if value < 1:
+        raise ValueError(f"{name}={raw!r}: expected a positive integer")
+    return value
+
+
+def retention_check_interval_ms(broker_props: Mapping[str, str]) -> int:
+    """``log.retention.check.interval.ms`` from the broker properties (Kafka's default: 5 minutes)."""
+    raw = broker_props.get("log.retention.check.interval.ms")
+    if raw is None:
+        return DEFAULT_RETENTION_CHECK_INTERVAL_MS
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"log.retention.check.interval.ms={raw!r}: expected a LONG of at least 1") from None
+    if not 1 <= value <= LONG_MAX:
+        raise ValueError(f"log.retention.check.interval.ms={raw!r}: expected a LONG of at least 1")
+    return value
+
+
+@dataclass(frozen=True)
+class PlatformSettings:
+    """The environment of one code location load (see the module docstring for the variables)."""
+
+    log_dirs: tuple[str, ...]
+    broker_props: Mapping[str, str] = field(default_factory=dict)
+    spark_master: str = "local[*]"
+    automation: str = "running"
+    sensor_interval_s: int = 30
+    max_runs_per_tick: int = 10
+    max_observations_per_tick: int = 2_000
+
+    def __post_init__(self) -> None:
+        if self.automation not in AUTOMATION_STATES:
+            raise ValueError(f"LOGPLAT_AUTOMATION={self.automation!r}: expected one of {', '.join(AUTOMATION_STATES)}")
+        retention_check_interval_ms(self.broker_props)  # fail at load, naming the key, not at the first tick
+
+    @classmethod
+    def from_env(cls) -> "PlatformSettings":
+        env = os.environ
+        return cls(
+            log_dirs=tuple(str(p) for p in log_dirs_from_env(env.get("LOGPLAT_LOG_DIRS"))),
+            broker_props=broker_props_from_env(),
+            spark_master=spark_master(env.get("LOGPLAT_SPARK_MASTER")),
+            automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),
+            sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
+            max_runs_per_tick=_positive_int(env, "LOGPLAT_MAX_RUNS_PER_TICK", 10),
+            max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 2_000),
+        )
+
+    @property
+    def retention_check_interval_ms(self) -> int:
+        return retention_check_interval_ms(self.broker_props)

@@ -1,0 +1,73 @@
+"""``logctl`` with ``--engine spark``: the engine's command line plus the Spark jobs.
+
+The console script points here, so ``storage_engine`` never imports Spark: this module hands
+the engine's CLI an :class:`~storage_engine.cli.Engine` that runs the jobs. The SparkSession is
+built only when a Spark command runs (``$LOGPLAT_SPARK_MASTER``, default ``local[*]``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from storage_engine import cli as engine_cli
+from storage_engine.cleaner import CompactionReport
+from storage_engine.manager import LogManager
+
+from .compaction import compact_partitions
+from .retention import DELETED, retention_partitions
+from .session import build_spark_session
+
+
+class SparkEngine:
+    """Runs ``logctl compact`` and ``logctl retention`` as Spark jobs over the same log dirs."""
+
+    def __init__(self) -> None:
+        self._spark = None
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            self._spark = build_spark_session(app_name="logctl")
+        return self._spark
+
+    def compact(self, manager: LogManager, topic: str | None, partition: int | None, *,
+                now_ms: int) -> list[CompactionReport]:
+        """A partition named: cleaned whatever its dirty ratio (as ``--engine local``); otherwise
+        every due partition of the topic (or of every compacted topic)."""
+        if partition is not None:
+            chosen, force = [(topic, partition)], True
+        elif topic is not None:
+            if not manager.topic_config(topic).compact:
+                chosen, force = [], False
+            else:
+                chosen, force = [(topic, p) for p in manager.partitions(topic)], False
+        else:
+            chosen, force = None, False
+        if chosen == []:
+            return []
+        result = compact_partitions(self.spark, partitions=chosen, now_ms=now_ms, force=force, manager=manager)
+        return [o.report for o in result.outcomes]
+
+    def retention(self, manager: LogManager, topic: str | None, *, now_ms: int, dry_run: bool) -> list[dict]:
+        chosen = None if topic is None else [(topic, p) for p in manager.partitions(topic)]
+        result = retention_partitions(self.spark, partitions=chosen, now_ms=now_ms, dry_run=dry_run, manager=manager)
+        return [
+            o.plan | {"applied": o.status == DELETED, "status": o.status, "reason": o.reason,
+                      "deleted_segments": o.deleted_segments, "bytes_freed": o.bytes_freed,
+                      "log_start_offset_after": o.log_start_offset_after}
+            for o in result.outcomes if o.plan
+        ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    engine = SparkEngine()
+    try:
+        return engine_cli.main(argv, engines={"spark": engine})
+    finally:
+        if engine._spark is not None:
+            engine._spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Distributed retention: the engine's plan and apply, many partitions per task.
+
+Retention is cheap per partition (file metadata, a checkpoint write, renames), so the work is
+spread as slices of partitions, not one task each: with thousands of partitions the cost is
+opening logs, which the slices run in parallel. Each task, for each of its partitions, reads the
+cheap stats, computes the engine's :func:`~storage_engine.retention.plan_retention` and, unless
+``dry_run``, applies it with :func:`~storage_engine.retention.apply_retention` under the
+partition lock; a partition whose segments changed between that plan and the apply is reported
+``changed`` and left alone (the next run plans afresh). Deletion itself is the engine's
+crash-safe protocol: log start offset checkpoint first, then ``.deleted`` renames.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+
+from storage_engine.config import LogConfig
+from storage_engine.errors import LogChangedError, LogError
+from storage_engine.manager import LogManager
+from storage_engine.retention import apply_retention, plan_retention, sweep_deleted_files
+from storage_engine.stats import log_dir_checkpoints, stats_of
+
+from .errors import SparkJobError
+
+RESULT_SCHEMA = "item int, outcome string"
+_RESULT_ARROW = pa.schema([("item", pa.int32()), ("outcome", pa.string())])
+
+DELETED = "deleted"
+NOTHING = "nothing"  # nothing is due
+PLANNED = "planned"  # dry run: the plan deletes something
+CHANGED = "changed"  # the log changed between plan and apply: left alone
+FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class RetentionItem:
+    """One partition for an executor: where it is and its topic's configuration."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    config: LogConfig
+    broker_props: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class RetentionOutcome:
+    topic: str
+    partition: int
+    status: str
+    reason: str | None
+    plan: dict
+    deleted_segments: list[int] = field(default_factory=list)
+    bytes_freed: int = 0
+    log_start_offset_after: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "status": self.status, "reason": self.reason,
+                "plan": self.plan, "deleted_segments": self.deleted_segments, "bytes_freed": self.bytes_freed,
+                "log_start_offset_after": self.log_start_offset_after}
+
+
+@dataclass
+class RetentionJobResult:
+    now_ms: int
+    dry_run: bool
+    duration_s: float = 0.0
+    outcomes: list[RetentionOutcome] = field(default_factory=list)
+
+    @property
+    def bytes_freed(self) -> int:
+        return sum(o.bytes_freed for o in self.outcomes)
+
+    @property
+    def bytes_to_free(self) -> int:
+        return sum(o.plan.get("bytes_to_free", 0) for o in self.outcomes)
+
+    def to_dict(self) -> dict:
+        return {"now_ms": self.now_ms, "dry_run": self.dry_run, "duration_s": round(self.duration_s, 6),
+                "bytes_to_free": self.bytes_to_free, "bytes_freed": self.bytes_freed,
+                "partitions": [o.to_dict() for o in self.outcomes]}
+
+
+# ------------------------------------------------------------------------------------------
+# executor side
+
+
+def retain_partition(item: RetentionItem, now_ms: int, dry_run: bool,
+                     checkpoints: tuple[dict, dict] | None = None) -> RetentionOutcome:
+    """Plan (and apply) retention of one partition with the engine; problems become outcomes."""
+    try:
+        stats = stats_of(Path(item.log_dir), item.topic, item.partition, checkpoints)
+        plan = plan_retention(stats, item.config, now_ms)
+    except (LogError, OSError) as exc:
+        return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", {})
+    if not plan.deletions:
+        return RetentionOutcome(item.topic, item.partition, NOTHING, None, plan.to_dict())
+    if dry_run:
+        return RetentionOutcome(item.topic, item.partition, PLANNED, None, plan.to_dict())
+    manager = LogManager([Path(item.log_dir)], dict(item.broker_props))
+    try:
+        log = manager.get_log(item.topic, item.partition)
+        result = apply_retention(log, plan, now_ms)
+        sweep_deleted_files(log.dir, now_ms, log.config.file_delete_delay_ms)
+    except LogChangedError as exc:
+        return RetentionOutcome(item.topic, item.partition, CHANGED, str(exc), plan.to_dict())
+    except (LogError, OSError) as exc:
+        return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", plan.to_dict())
+    finally:
+        manager.close()
+    return RetentionOutcome(item.topic, item.partition, DELETED, None, plan.to_dict(), result.deleted_segments,
+                            result.bytes_freed, result.new_log_start_offset)
+
+
+def _retention_stage(items_bc, now_ms: int, dry_run: bool):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        items = items_bc.value
+        checkpoints: dict[str, tuple[dict, dict]] = {}  # read once per log dir and task
+        for batch in batches:
+            ids = batch.column(0).to_pylist()
+            outcomes = []
+            for i in ids:
+                item = items[i]
+                if item.log_dir not in checkpoints:
+                    checkpoints[item.log_dir] = log_dir_checkpoints(Path(item.log_dir))
+                outcome = retain_partition(item, now_ms, dry_run, checkpoints[item.log_dir])
+                outcomes.append(json.dumps(outcome.to_dict()))
+            yield pa.RecordBatch.from_arrays([pa.array(ids, pa.int32()), pa.array(outcomes, pa.string())],
+                                             schema=_RESULT_ARROW)
+
+    return run
+
+
+# ------------------------------------------------------------------------------------------
+# driver side
+
+
+def retention_partitions(
+    spark,
+    log_dirs: Sequence[str | Path] | None = None,
+    partitions: Sequence[tuple[str, int]] | None = None,
+    *,
+    now_ms: int,
+    dry_run: bool = False,
+    broker_props: Mapping[str, str] | None = None,
+    manager: LogManager | None = None,
+    partitions_per_task: int = 64,
+) -> RetentionJobResult:
+    """Apply retention to many partitions in one Spark job (default: every partition of every
+    topic whose ``cleanup.policy`` includes ``delete``); ``dry_run`` only plans."""
+    started = time.monotonic()
+    own = manager is None
+    manager = manager or LogManager([Path(d) for d in (log_dirs or [])], broker_props, read_only=dry_run)
+    try:
+        items = _items(manager, partitions)
+    finally:
+        if own:
+            manager.close()
+    result = RetentionJobResult(now_ms, dry_run)
+    if items:
+        slices = max(1, min(len(items), -(-len(items) // partitions_per_task)))
+        items_bc = spark.sparkContext.broadcast(items)
+        try:
+            rows = (spark.range(0, len(items), 1, slices)
+                    .mapInArrow(_retention_stage(items_bc, now_ms, dry_run), RESULT_SCHEMA).collect())
+        except Exception as exc:
+            raise SparkJobError(f"retention job failed (partitions already done stay done): {exc}") from exc
+        finally:
+            items_bc.unpersist()
+        for row in rows:
+            d = json.loads(row["outcome"])
+            result.outcomes.append(RetentionOutcome(
+                d["topic"], d["partition"], d["status"], d["reason"], d["plan"], d["deleted_segments"],
+                d["bytes_freed"], d["log_start_offset_after"]))
+    result.outcomes.sort(key=lambda o: (o.topic, o.partition))
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) -> list[RetentionItem]:
+    """Where each chosen partition lives, with its topic's config; validated before any task runs."""
+    locations = manager.partition_locations()
+    props = tuple(sorted(manager.broker_props.items()))
+    configs: dict[str, LogConfig] = {}
+    if partitions is None:
+        chosen = sorted(tp for tp in locations if _config(manager, configs, tp[0]).delete)
+    else:
+        chosen = sorted(set(partitions))
+        for tp in chosen:
+            if tp not in locations:
+                raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager._dir_list()}")
+    return [RetentionItem(t, p, str(locations[(t, p)].log_dir.path), _config(manager, configs, t), props)
+            for t, p in chosen]
+
+
+def _config(manager: LogManager, cache: dict[str, LogConfig], topic: str) -> LogConfig:
+    if topic not in cache:
+        cache[topic] = manager.topic_config(topic)
+    return cache[topic]
