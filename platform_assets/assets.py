@@ -11,9 +11,11 @@ instead of fake passes, and the checks can be run alone from the UI (an audit of
 they are). Each topic's runs use the concurrency pool ``logplat/topic/<topic>``, which
 ``dagster_home/dagster.yaml`` limits to one: two cleanings never race on a log, whoever launched
 them (a sensor, a schedule, a backfill or a click).
+
+(No ``from __future__ import annotations`` here: Dagster reads the asset function's parameter
+annotations as types to find its config class and resources.)
 """
 
-from __future__ import annotations
 
 from typing import Any, Iterator
 

@@ -14,7 +14,6 @@ import dagster as dg
 
 from .catalog import Topic
 from .checks import log_asset_key
-from .partitions import topic_partitions_def
 
 TOPIC_TAG = "logplat/topic"
 PARTITION_TAG = "logplat/partition"
@@ -30,7 +29,6 @@ def build_cleanup_job(topic: Topic) -> dg.UnresolvedAssetJobDefinition:
     return dg.define_asset_job(
         cleanup_job_name(topic),
         selection=dg.AssetSelection.assets(log_asset_key(topic.name)),
-        partitions_def=topic_partitions_def(topic.name),
         tags={TOPIC_TAG: topic.name},
         description=f"Clean partitions of topic {topic.name} as its cleanup.policy says (sensor and sweep target).",
     )

@@ -24,12 +24,23 @@ class SparkEngine:
 
     def __init__(self) -> None:
         self._spark = None
+        self.owns_session = False
 
     @property
     def spark(self):
+        """The process's active session if there is one (then it is not ours to stop), else a new one."""
         if self._spark is None:
-            self._spark = build_spark_session(app_name="logctl")
+            from pyspark.sql import SparkSession
+
+            active = SparkSession.getActiveSession()
+            self.owns_session = active is None
+            self._spark = active or build_spark_session(app_name="logctl")
         return self._spark
+
+    def stop(self) -> None:
+        if self._spark is not None and self.owns_session:
+            self._spark.stop()
+        self._spark = None
 
     def compact(self, manager: LogManager, topic: str | None, partition: int | None, *,
                 now_ms: int) -> list[CompactionReport]:
@@ -65,8 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return engine_cli.main(argv, engines={"spark": engine})
     finally:
-        if engine._spark is not None:
-            engine._spark.stop()
+        engine.stop()
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ such files for ``file.delete.delay.ms`` precisely for in-flight readers).
 from __future__ import annotations
 
 import json
+import os
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,10 +48,10 @@ from pyspark.sql.types import (
 )
 
 from storage_engine.config import LogConfig
-from storage_engine.errors import CorruptRecordError, LogError
+from storage_engine.errors import CorruptRecordError
 from storage_engine.log import Log
 from storage_engine.manager import LogManager, PartitionLocation
-from storage_engine.naming import DELETED_SUFFIX
+from storage_engine.naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, offset_from_file_name
 from storage_engine.record import RawBatch, batches_to_arrow, verify_batch
 from storage_engine.segment import LogSegment
 from storage_engine.stats import read_partition_stats
@@ -65,6 +66,7 @@ __all__ = [
     "ReadOptions",
     "SegmentSplit",
     "SegmentChangedError",
+    "InterruptedSwapError",
     "plan_splits",
     "read_split",
 ]
@@ -120,8 +122,11 @@ MAX_BATCH_BYTES = 64 << 20
 #: Compressed bytes decoded at once; decoding expands them, so this stays well below the batch limit.
 _DECODE_GROUP_BYTES = 8 << 20
 
+#: Option names as documented; Spark hands them over lower-cased. ``paths`` is what Spark sets
+#: for ``load([dir1, dir2])`` (a JSON list); ``load("dir1,dir2")`` sets ``path``.
 _KNOWN_OPTIONS = (
     "path",
+    "paths",
     "topics",
     "partitions",
     "startingOffset",
@@ -136,6 +141,11 @@ TopicPartition = tuple[str, int]
 
 class SegmentChangedError(SparkJobError):
     """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced: re-run the query."""
+
+
+class InterruptedSwapError(SparkJobError):
+    """A compaction swap died after renaming its old segments away: until a writable open of the
+    log completes it, part of the partition is in no live segment, so a read would miss it."""
 
 
 # ---------------------------------------------------------------------- options
@@ -197,6 +207,28 @@ def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPar
     return out
 
 
+def _parse_log_dirs(path: str | None, paths: str | None) -> tuple[str, ...]:
+    """The log dirs of ``load("a,b")`` (``path``) and/or ``load(["a", "b"])`` (``paths``)."""
+    dirs: list[str] = []
+    if paths:
+        try:
+            listed = json.loads(paths)
+        except json.JSONDecodeError:
+            listed = None
+        if not (isinstance(listed, list) and all(isinstance(p, str) for p in listed)):
+            raise _bad("paths", paths, "expected a JSON list of log directories")
+        for item in listed:
+            dirs.extend(_split_list("paths", item))
+    if path:
+        dirs.extend(_split_list("path", path))
+    if not dirs:
+        raise _bad("path", path, 'a log directory is needed: spark.read.format("kafka-log").load("/data/logs")')
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise _bad("path", path or paths, f"{d} is not a directory")
+    return tuple(dirs)
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """The options of one read, parsed and checked before any file is opened.
@@ -218,40 +250,35 @@ class ReadOptions:
     def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
         """Raise :class:`DataSourceOptionError` naming the option and its value for anything malformed."""
         given = {k.lower(): v for k, v in options.items()}
-        known = {name.lower(): name for name in _KNOWN_OPTIONS}
         for key, value in given.items():
-            if key not in known:
+            if key not in {name.lower() for name in _KNOWN_OPTIONS}:
                 raise _bad(key, value, f"unknown option (known: {', '.join(_KNOWN_OPTIONS)})")
-        path = given.get("path")
-        if not path:
-            raise _bad("path", path, 'a log directory is needed: spark.read.format("kafka-log").load("/data/logs")')
-        log_dirs = tuple(_split_list("path", path))
-        for d in log_dirs:
-            if not Path(d).is_dir():
-                raise _bad("path", path, f"{d} is not a directory")
-        topics = tuple(_split_list("topics", given["topics"])) if "topics" in given else None
+
+        def number(name: str, minimum: int) -> int | None:
+            text = given.get(name.lower())
+            return None if text is None else _parse_int(name, text, minimum=minimum)
+
+        def offsets(name: str, forbidden: int) -> dict[TopicPartition, int]:
+            text = given.get(name.lower())
+            parsed = {} if text is None else _parse_offsets_json(name, text, forbidden)
+            return parsed if isinstance(parsed, dict) else {}  # earliest/latest everywhere: the default
+
+        start, end = number("startingOffset", 0), number("endingOffset", 0)
+        if start is not None and end is not None and start > end:
+            raise _bad("startingOffset", start, f"is above endingOffset={end} (the end is exclusive)")
         partitions = None
         if "partitions" in given:
             text = given["partitions"]
             partitions = tuple(_parse_int("partitions", p, minimum=0, whole=text) for p in _split_list("partitions", text))
-        start = _parse_int("startingOffset", given["startingoffset"], minimum=0) if "startingoffset" in given else None
-        end = _parse_int("endingOffset", given["endingoffset"], minimum=0) if "endingoffset" in given else None
-        if start is not None and end is not None and start > end:
-            raise _bad("startingOffset", start, f"is above endingOffset={end} (the end is exclusive)")
-        starting = _parse_offsets_json("startingOffsets", given["startingoffsets"], LATEST) if "startingoffsets" in given else {}
-        ending = _parse_offsets_json("endingOffsets", given["endingoffsets"], EARLIEST) if "endingoffsets" in given else {}
-        max_bytes = DEFAULT_MAX_BYTES_PER_SPLIT
-        if "maxbytespersplit" in given:
-            max_bytes = _parse_int("maxBytesPerSplit", given["maxbytespersplit"], minimum=1)
         return cls(
-            log_dirs,
-            topics,
-            partitions,
-            start,
-            end,
-            starting if isinstance(starting, dict) else {},
-            ending if isinstance(ending, dict) else {},
-            max_bytes,
+            log_dirs=_parse_log_dirs(given.get("path"), given.get("paths")),
+            topics=tuple(_split_list("topics", given["topics"])) if "topics" in given else None,
+            partitions=partitions,
+            starting_offset=start,
+            ending_offset=end,
+            starting=offsets("startingOffsets", LATEST),
+            ending=offsets("endingOffsets", EARLIEST),
+            max_bytes_per_split=number("maxBytesPerSplit", 1) or DEFAULT_MAX_BYTES_PER_SPLIT,
         )
 
     def offset_range(self, tp: TopicPartition, log_start: int, log_end: int) -> tuple[int, int]:
@@ -262,9 +289,8 @@ class ReadOptions:
         start = self.starting.get(tp, self.starting_offset)
         end = self.ending.get(tp, self.ending_offset)
         if start is not None and end is not None and end != LATEST and start > end:
-            raise _bad(
-                "startingOffsets", start, f"is above the ending offset {end} of {tp[0]}-{tp[1]} (the end is exclusive)"
-            )
+            option = "startingOffsets" if tp in self.starting else "startingOffset"
+            raise _bad(option, start, f"is above the ending offset {end} of {tp[0]}-{tp[1]} (the end is exclusive)")
         first = log_start if start is None or start == EARLIEST else max(start, log_start)
         last = log_end if end is None or end == LATEST else min(end, log_end)
         return first, max(first, last)
@@ -413,6 +439,31 @@ def _log_splits(log: Log, lo: int, hi: int, max_bytes: int) -> Iterator[SegmentS
             )
 
 
+def _check_no_interrupted_swap(directory: Path, live_bases: set[int]) -> None:
+    """Refuse a partition whose cleaner died between renaming old segments to ``.deleted`` and
+    renaming the ``.swap`` replacements into place.
+
+    A replacement takes the base offset of the first segment it replaces, so a ``.log.swap``
+    with no live ``.log`` of its base means the old files are gone. (A ``.swap`` beside its
+    original, as a cleaner caught while still preparing leaves it, is harmless: the original
+    stays the live segment.) The engine's cleaner swaps under the partition lock, which the
+    read-only load takes, so only a crash leaves this state, and the next writable open of the
+    log repairs it.
+    """
+    swap_suffix = LOG_SUFFIX + SWAP_SUFFIX
+    orphans = sorted(
+        name for name in os.listdir(directory)
+        if name.endswith(swap_suffix) and name.split(".", 1)[0].isdigit()
+        and offset_from_file_name(name) not in live_bases
+    )
+    if orphans:
+        raise InterruptedSwapError(
+            f"{directory}: a compaction swap was interrupted after its old segments were renamed away "
+            f"({', '.join(orphans)} not yet in place); open the log for writing once (the engine's loader "
+            "completes the swap), then read again"
+        )
+
+
 def _open_read_only(manager: LogManager, location: PartitionLocation) -> Log | None:
     """The partition's log opened as ``logctl consume`` opens it (the engine's read-only load:
     no repair, no write), or None for a directory holding no ``.log`` at all (say retention
@@ -423,7 +474,9 @@ def _open_read_only(manager: LogManager, location: PartitionLocation) -> Log | N
     per call: planning thousands of partitions would be quadratic.
     """
     tp = (location.topic, location.partition)
-    if not read_partition_stats(location.path, topic_partition=tp).segments:
+    live = {s.base_offset for s in read_partition_stats(location.path, topic_partition=tp).segments}
+    _check_no_interrupted_swap(location.path, live)
+    if not live:
         return None
     return Log(location.path, manager.topic_config(location.topic), location.log_dir,
                topic=location.topic, partition=location.partition, read_only=True)

@@ -1,0 +1,33 @@
+"""The code location: ``platform_assets.definitions:defs`` (see ``workspace.yaml``).
+
+Built from the environment when it loads (``settings.py``): one asset, job and sweep schedule
+per topic found in the log dirs, the three sensors, and the resources.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from .assets import build_log_asset
+from .catalog import discover_topics
+from .jobs import build_cleanup_job
+from .resources import build_resources
+from .schedules import build_sweep_schedules
+from .sensors import build_sensors
+from .settings import PlatformSettings
+
+
+def build_definitions(settings: PlatformSettings | None = None) -> dg.Definitions:
+    settings = settings or PlatformSettings.from_env()
+    topics = discover_topics(settings.log_dirs, settings.broker_props)
+    jobs = {t.name: build_cleanup_job(t) for t in topics}
+    return dg.Definitions(
+        assets=[build_log_asset(t) for t in topics],
+        jobs=list(jobs.values()),
+        sensors=build_sensors(topics, jobs, settings),
+        schedules=build_sweep_schedules(topics, jobs, settings),
+        resources=build_resources(settings),
+    )
+
+
+defs = build_definitions()

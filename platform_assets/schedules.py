@@ -1,0 +1,80 @@
+"""The sweep: every ``log.retention.check.interval.ms`` (Kafka's default: 5 minutes), each topic is
+checked as a whole, as Kafka's retention check thread does.
+
+A schedule targets one job, and each topic has its own job (its own partition set), so there is
+one ``sweep__<topic>`` schedule per topic, all on the same cron. At each tick a sweep reads the
+topic's cheap state and, when any partition has deletable segments or is due for compaction,
+requests **one** run over the contiguous range of partitions from the first to the last that
+needs work (``BackfillPolicy.single_run()``: one Spark job), with ``force_compaction=False``, so
+only what Kafka's rules select is cleaned. A topic with nothing to do is skipped, which keeps the
+run list and the event log free of empty runs. The sweep is the backstop for the sensors: it
+catches partitions a sensor left for a later tick (its per-tick bound) or missed because it was
+stopped.
+
+Cron counts minutes: the interval is rounded to whole minutes (at least one), then to whole hours
+from an hour up; a minute interval that does not divide 60 restarts at each hour.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import dagster as dg
+
+from .assets import cleanup_run_config
+from .catalog import Topic
+from .jobs import TRIGGER_TAG
+from .log_state import read_states
+from .partitions import partition_key, partitions_def_name
+from .resources import LogStoreResource
+from .sensors import RANGE_END_TAG, RANGE_START_TAG, default_status, wall_clock_ms
+from .settings import PlatformSettings
+
+MINUTE_MS = 60_000
+
+
+def cron_for_interval_ms(interval_ms: int) -> str:
+    """The cron expression closest to running every ``interval_ms``."""
+    minutes = max(1, round(interval_ms / MINUTE_MS))
+    if minutes < 60:
+        return f"*/{minutes} * * * *" if minutes > 1 else "* * * * *"
+    hours = max(1, round(minutes / 60))
+    if hours < 24:
+        return f"0 */{hours} * * *" if hours > 1 else "0 * * * *"
+    return "0 0 * * *"
+
+
+def sweep_schedule_name(topic: Topic) -> str:
+    return f"sweep__{topic.safe_name}"
+
+
+def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
+                         settings: PlatformSettings) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name=sweep_schedule_name(topic),
+        cron_schedule=cron_for_interval_ms(settings.retention_check_interval_ms),
+        job=job,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus(default_status(settings).value),
+        description=f"Every log.retention.check.interval.ms ({settings.retention_check_interval_ms} ms): one run "
+        f"over the partitions of {topic.name} that have deletable segments or are due for compaction.",
+    )
+    def _sweep(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
+        keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
+        with log_store.manager() as manager:
+            states = read_states(manager, now_ms=wall_clock_ms(), topics=[topic.name])
+        due = sorted(s.partition for s in states
+                     if partition_key(s.partition) in keys and (s.deletable_segments or s.compaction_due))
+        if not due:
+            return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))")
+        return dg.RunRequest(
+            run_config=cleanup_run_config(topic, force_compaction=False),
+            tags={RANGE_START_TAG: partition_key(due[0]), RANGE_END_TAG: partition_key(due[-1]), TRIGGER_TAG: "sweep"},
+        )
+
+    return _sweep
+
+
+def build_sweep_schedules(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
+                          settings: PlatformSettings) -> list[dg.ScheduleDefinition]:
+    return [build_sweep_schedule(t, jobs[t.name], settings) for t in topics]

@@ -1,0 +1,270 @@
+"""The Spark compaction and retention jobs against the engine's local cleaner and retention.
+
+Differential: the same logs, copied, compacted by the local cleaner and by the Spark job with
+the same ``now_ms``, must be identical on disk (every segment's bytes) and in what the reports
+count. Plus the job's behaviour when other processes change the logs under it, and its CLI.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import random
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine_helpers import open_topic
+from storage_engine.checkpoint import read_checkpoint
+from storage_engine.manager import LogManager
+from storage_engine.record import CompressionType
+from storage_engine.validator import ProducerRecord
+from test_compaction import NOW, data_batch, marker, raw_log
+
+from spark_jobs.compaction import CHANGED, COMPACTED, SKIPPED, CompactionJob, compact_partitions
+from spark_jobs.retention import DELETED, NOTHING, PLANNED, retention_partitions
+
+CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
+REPORT_FIELDS = [
+    "new_checkpoint", "first_dirty_offset", "first_uncleanable_offset", "bytes_read", "bytes_written", "records_read",
+    "records_written", "duplicates_removed", "tombstones_removed", "unkeyed_removed", "aborted_records_removed",
+    "markers_removed", "empty_batches_kept", "delete_horizons_stamped", "segments_before", "segments_after",
+    "segments_written", "dirty_ratio_before", "dirty_ratio_after", "distinct_keys",
+]
+
+
+def random_topic(root: Path, topic: str, seed: int, partitions: int = 1) -> None:
+    """A compacted topic of random batches: few or many keys, tombstones, every
+    codec, random batch and segment sizes, a few headers."""
+    rnd = random.Random(seed)
+    m = open_topic(root, topic, partitions, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01",
+                   segment_bytes=str(rnd.choice([1500, 3000, 20000])), file_delete_delay_ms="0",
+                   delete_retention_ms=str(rnd.choice([0, 50_000, 10**9])))
+    nkeys = rnd.choice([3, 40, 400])
+    for p in range(partitions):
+        log = m.get_log(topic, p)
+        for b in range(rnd.randrange(20, 80)):
+            recs = []
+            for _ in range(rnd.randrange(1, 12)):
+                key = f"key-{rnd.randrange(nkeys)}".encode()
+                value = None if rnd.random() < 0.15 else os.urandom(rnd.randrange(0, 60))
+                hdrs = (("h", b"%d" % b),) if rnd.random() < 0.2 else ()
+                recs.append(ProducerRecord(key, value, NOW - 100_000 + b, hdrs))
+            log.append(recs, compression=rnd.choice(CODECS), now=NOW - 100_000 + b)
+    m.close()
+
+
+def assert_same_dirs(a: Path, b: Path) -> None:
+    for part in sorted(p.name for p in a.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        names_a = sorted(n for n in os.listdir(a / part) if n[:1].isdigit())
+        names_b = sorted(n for n in os.listdir(b / part) if n[:1].isdigit())
+        assert names_a == names_b, part
+        for n in names_a:
+            if n.endswith((".log", ".index", ".timeindex")):
+                assert filecmp.cmp(a / part / n, b / part / n, shallow=False), f"{part}/{n} differs"
+    for cp in ("cleaner-offset-checkpoint", "log-start-offset-checkpoint"):
+        assert checkpoint_of(a / cp) == checkpoint_of(b / cp), cp
+
+
+def checkpoint_of(path: Path) -> dict:
+    return read_checkpoint(path) if path.exists() else {}
+
+
+def local_reports(root: Path, now: int) -> dict:
+    with LogManager([root]) as m:
+        return {(r.topic, r.partition): r.to_dict() for r in m.compact_due(now_ms=now)}
+
+
+def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, tmp_path):
+    local, remote = tmp_path / "local", tmp_path / "spark"
+    for seed in range(6):
+        random_topic(local, f"r{seed}", seed, partitions=1 + seed % 2)
+    shutil.copytree(local, remote)
+
+    for now in (NOW, NOW + 60_000, NOW + 10**10):  # a second and third round remove tombstones past horizons
+        expected = local_reports(local, now)
+        result = compact_partitions(spark, [remote], now_ms=now)
+        got = {(o.topic, o.partition): o.to_dict() for o in result.outcomes}
+        # the local cleaner reports only partitions it picked; the job reports every one it considered
+        assert set(expected) <= set(got)
+        assert all(got[tp]["status"] == SKIPPED for tp in set(got) - set(expected))
+        for tp, rep in expected.items():
+            assert got[tp]["engine"] == "spark"
+            if rep["skipped"]:
+                assert got[tp]["status"] == SKIPPED
+                continue
+            assert got[tp]["status"] == COMPACTED, got[tp]["reason"]
+            assert {f: got[tp][f] for f in REPORT_FIELDS} == {f: rep[f] for f in REPORT_FIELDS}, tp
+        assert_same_dirs(local, remote)
+
+
+def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_path):
+    """Aborted and committed transactions spanning segments that land in different groups: each
+    group task starts from the transaction state the header replay computed."""
+    segs = [
+        [data_batch(0, [("a", "1"), ("b", "1")], pid=7, epoch=0, seq=0, transactional=True),
+         data_batch(2, [("c", "1")])],
+        [marker(3, 7, 0, commit=False), data_batch(4, [("a", "2")], pid=8, epoch=0, seq=0, transactional=True)],
+        [data_batch(5, [("b", "2")], pid=7, epoch=0, seq=2, transactional=True), marker(6, 8, 0, commit=True)],
+        [marker(7, 7, 0, commit=True), data_batch(8, [("a", "3"), ("c", None)])],
+        [data_batch(10, [("z", "1")])],
+    ]
+    raw_log(tmp_path / "local", segs, segment_bytes="200").close()
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    expected = local_reports(tmp_path / "local", NOW)
+    result = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW)
+    assert [o.status for o in result.outcomes] == [COMPACTED], result.outcomes[0].reason
+    assert len(result.outcomes[0].report.rounds[0]["groups"]) > 1  # really several group tasks
+    got = result.outcomes[0].to_dict()
+    assert got["aborted_records_removed"] == 2 and got["markers_removed"] == 0  # markers stay until their horizon
+    assert {f: got[f] for f in REPORT_FIELDS} == {f: expected[("t", 0)][f] for f in REPORT_FIELDS}
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+
+
+def test_one_large_partition_is_spread_over_many_tasks(spark, tmp_path):
+    random_topic(tmp_path / "local", "big", 99)
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    with LogManager([tmp_path / "spark"]) as m:
+        with CompactionJob(spark, m, now_ms=NOW, force=True) as job:
+            job.plan([("big", 0)])
+            (plan,) = job.planned
+            assert plan.groups > 1
+            job.execute()
+            assert len(job._rows[0]) == plan.groups  # one recopy task result per group
+            (outcome,) = job.commit().outcomes
+    assert outcome.status == COMPACTED
+    local_reports(tmp_path / "local", NOW)
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+
+
+def read_all(root: Path, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+    with LogManager([root], read_only=True) as m:
+        log = m.get_log(topic, partition)
+        return [(r.offset, r.key, r.value) for r in log.read(log.log_start_offset, max_records=10**9, max_bytes=1 << 26)]
+
+
+def latest(records) -> dict:
+    out = {}
+    for off, k, v in records:
+        if k is not None:
+            out[k] = (off, v)
+    return out
+
+
+def test_a_writer_appending_during_the_job_loses_nothing(spark, tmp_path):
+    random_topic(tmp_path, "w", 0)
+    before = read_all(tmp_path, "w")
+    appended = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        with LogManager([tmp_path]) as m:
+            log = m.get_log("w", 0)
+            i = 0
+            while not stop.is_set() or i < 20:
+                info = log.append([ProducerRecord(b"live-%d" % (i % 7), b"v%d" % i, NOW)], now=NOW)
+                appended.append((info.first_offset, b"live-%d" % (i % 7), b"v%d" % i))
+                i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        result = compact_partitions(spark, [tmp_path], [("w", 0)], now_ms=NOW, force=True)
+    finally:
+        stop.set()
+        t.join()
+    assert result.outcomes[0].status == COMPACTED, result.outcomes[0].reason
+    after = read_all(tmp_path, "w")
+    offsets = [r[0] for r in after]
+    assert offsets == sorted(set(offsets))
+    # every record appended during the job is there, unchanged (the active segment is never cleaned)
+    after_by_offset = {r[0]: r for r in after}
+    for rec in appended:
+        assert after_by_offset.get(rec[0]) == rec or latest(after)[rec[1]][0] > rec[0]
+    assert latest(after) == latest(before + appended)
+
+
+def test_retention_deleting_a_planned_segment_skips_the_partition_and_loses_nothing(spark, tmp_path):
+    random_topic(tmp_path, "d", 3, partitions=2)
+    with LogManager([tmp_path]) as m:
+        with CompactionJob(spark, m, now_ms=NOW, force=True) as job:
+            job.plan()
+            # another process deletes the first segment of d-0 between plan and commit
+            with LogManager([tmp_path]) as other:
+                log = other.get_log("d", 0)
+                second = log.segments[1].base_offset
+                log.delete_records(second)
+                from storage_engine.retention import apply_retention
+
+                assert apply_retention(log, None, NOW).deleted_segments == [0]
+            after_retention = read_all(tmp_path, "d", 0)
+            job.execute()
+            outcomes = {o.partition: o for o in job.commit().outcomes}
+    assert outcomes[0].status == CHANGED and "nothing" in outcomes[0].report.skipped
+    assert outcomes[1].status == COMPACTED  # the other partition of the same job is unaffected
+    assert read_all(tmp_path, "d", 0) == after_retention
+    leftovers = [n for n in os.listdir(tmp_path / "d-0") if n.endswith((".cleaning", ".cleaned", ".swap"))
+                 or n.startswith(".logplat-staging")]
+    assert leftovers == []
+
+
+def test_a_partition_another_cleaner_holds_is_skipped(spark, tmp_path):
+    random_topic(tmp_path, "b", 1)
+    from storage_engine.staging import CleanerLock
+
+    with CleanerLock(tmp_path / "b-0"):
+        result = compact_partitions(spark, [tmp_path], now_ms=NOW, force=True)
+    assert [o.status for o in result.outcomes] == [SKIPPED]
+    assert "another process" in result.outcomes[0].reason
+
+
+def retention_topic(root: Path, topic: str, partitions: int) -> None:
+    m = open_topic(root, topic, partitions, retention_ms="1000", segment_bytes="1500", file_delete_delay_ms="0")
+    for p in range(partitions):
+        log = m.get_log(topic, p)
+        for b in range(p % 4 * 6):
+            log.append([ProducerRecord(b"k", b"x" * 100, 1000 + b)] * 5, now=1000 + b)
+    m.close()
+
+
+def test_retention_job_equals_the_engine_on_many_partitions(spark, tmp_path):
+    retention_topic(tmp_path / "local", "ret", 120)
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    now = 100_000
+    dry = retention_partitions(spark, [tmp_path / "spark"], now_ms=now, dry_run=True)
+    with LogManager([tmp_path / "local"]) as m:
+        plans = {(p.topic, p.partition): p for p in m.retention_plans(now_ms=now)}
+        assert {(o.topic, o.partition): o.plan for o in dry.outcomes} == {k: p.to_dict() for k, p in plans.items()}
+        assert {o.status for o in dry.outcomes} == {PLANNED, NOTHING}
+        applied = {(r.plan.topic, r.plan.partition): r for r in m.apply_retention(list(plans.values()), now_ms=now)}
+    result = retention_partitions(spark, [tmp_path / "spark"], now_ms=now)
+    assert result.bytes_freed == sum(r.bytes_freed for r in applied.values()) > 0
+    for o in result.outcomes:
+        r = applied.get((o.topic, o.partition))
+        if r is None or not r.deleted_segments:
+            assert o.status == NOTHING
+        else:
+            assert (o.status, o.deleted_segments, o.log_start_offset_after) == (
+                DELETED, r.deleted_segments, r.new_log_start_offset)
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+
+
+def test_logctl_engine_spark(spark, tmp_path, capsys):
+    from spark_jobs.cli import main
+
+    random_topic(tmp_path / "local", "c", 11)
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    assert main(["--log-dirs", str(tmp_path / "spark"), "compact", "--engine", "spark", "--now-ms", str(NOW), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"] == "spark" and out["partitions"][0]["engine"] == "spark"
+    assert out["partitions"][0]["skipped"] is None and out["partitions"][0]["passes"] == 1
+    local_reports(tmp_path / "local", NOW)
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+    assert main(["--log-dirs", str(tmp_path / "spark"), "compact", "--engine", "spark", "--max-passes", "2"]) == 1
+    assert "--engine local only" in capsys.readouterr().err
+    assert main(["--log-dirs", str(tmp_path / "spark"), "retention", "--engine", "spark", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "spark"
+    assert spark.sparkContext._jsc is not None  # the CLI did not stop the shared session
