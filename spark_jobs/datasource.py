@@ -269,7 +269,8 @@ class ReadOptions:
         partitions = None
         if "partitions" in given:
             text = given["partitions"]
-            partitions = tuple(_parse_int("partitions", p, minimum=0, whole=text) for p in _split_list("partitions", text))
+            items = _split_list("partitions", text)
+            partitions = tuple(_parse_int("partitions", p, minimum=0, whole=text) for p in items)
         return cls(
             log_dirs=_parse_log_dirs(given.get("path"), given.get("paths")),
             topics=tuple(_split_list("topics", given["topics"])) if "topics" in given else None,

@@ -1,0 +1,74 @@
+"""The Spark compaction job killed at each step of its commit: a reload finds the content before
+or after, never a mix, and none of the job's staged output survives it.
+
+The driver is a real subprocess that SIGKILLs itself (``LOGPLAT_CRASH_AT``) after the tasks wrote
+their staging directories, after it moved their output in as ``.cleaning``, in the middle of
+preparing the swap, and after the commit point; each kill takes Spark's JVM with it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from storage_engine.manager import LogManager
+from storage_engine.verify import verify_log
+from test_compaction import NOW, content
+from test_compaction_crash import build
+
+JOB = textwrap.dedent("""
+    import sys
+    from spark_jobs.session import build_spark_session
+    from spark_jobs.compaction import compact_partitions
+    spark = build_spark_session("local[1]", conf={"spark.driver.memory": "512m"})
+    compact_partitions(spark, [sys.argv[1]], [("t", 0)], now_ms=int(sys.argv[2]), force=True)
+    spark.stop()
+""")
+
+POINTS = [
+    ("spark-compaction.after-tasks", "before"),
+    ("spark-compaction.after-staged-moved", "before"),
+    ("compaction.cleaned-to-swap-2", "before"),
+    ("compaction.after-old-deleted", "after"),
+]
+
+
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory):
+    root = tmp_path_factory.mktemp("model")
+    build(root)
+    with LogManager([root]) as m:
+        before = content(m.get_log("t", 0))
+        m.compact("t", 0, now_ms=NOW)
+        after = content(m.get_log("t", 0))
+    assert before != after
+    return {"before": before, "after": after}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point,state", POINTS)
+def test_a_killed_job_leaves_the_content_before_or_after(tmp_path, expected, point, state):
+    build(tmp_path)
+    env = {**os.environ, "LOGPLAT_CRASH_AT": point, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path), str(NOW)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=240)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the JVM, should it outlive its driver
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    with LogManager([tmp_path]) as m:
+        log = m.get_log("t", 0)
+        assert content(log) == expected[state]
+        assert verify_log(log).ok
+    leftovers = [n for n in os.listdir(tmp_path / "t-0")
+                 if n.endswith((".cleaning", ".cleaned", ".swap")) or n.startswith(".logplat-staging")]
+    assert leftovers == []
