@@ -80,10 +80,11 @@ def evaluate_checks(partition: int, after: PartitionState, duplicates: Duplicate
                     digests: tuple[Digest, Digest] | None) -> list[CheckOutcome]:
     """One partition's check outcomes; ``digests`` is (before, after), or ``None`` when there is
     no before (checks run on their own), which leaves the latest-value check out."""
-    cleaned = f"[{after.log_start_offset}, {after.cleaner_checkpoint})" if after.cleaner_checkpoint is not None else "empty"
+    cleaned = (f"[{after.log_start_offset}, {after.cleaner_checkpoint})" if after.cleaner_checkpoint is not None
+               else "none (never cleaned)")
     out = [
         CheckOutcome(KEYS_UNIQUE, partition, duplicates.keys == 0,
-                     f"{duplicates.keys} key(s) appear more than once in the cleaned range {cleaned}",
+                     f"{duplicates.keys} key(s) appear more than once in the cleaned range, {cleaned}",
                      {"duplicate_keys": duplicates.keys, "extra_records": duplicates.extra_records,
                       "cleaned_range": cleaned}),
         CheckOutcome(OFFSETS_INCREASE, partition, not verification.offset_problems,

@@ -29,7 +29,7 @@ from spark_jobs.retention import RetentionOutcome, retention_partitions
 
 from . import log_checks
 from .catalog import Topic
-from .checks import CheckOutcome, evaluate_checks, evaluations, results
+from .checks import CheckOutcome, evaluate_checks, evaluations, log_asset_key, results
 from .log_state import PartitionState, read_states, short_hash
 from .metadata import cleanup_metadata
 from .partitions import partition_key, partition_number
@@ -120,9 +120,15 @@ class PartitionCleanup:
 
     @property
     def segments_deleted(self) -> int:
+        """Segments gone: merged by a compaction (whose before/after count includes the retention
+        it applies), else deleted by retention."""
+        by_job = len(self.retention.deleted_segments) if self.retention is not None else 0
+        if self.compaction is None:
+            return by_job
         report = self._report()
-        merged = max(report.get("segments_before", 0) - report.get("segments_after", 0), 0) if report else 0
-        return len(self._retention_done.get("deleted_segments") or []) + merged
+        if self.compaction.status == COMPACTED:
+            return by_job + max(report.get("segments_before", 0) - report.get("segments_after", 0), 0)
+        return by_job + len((report.get("retention") or {}).get("deleted_segments") or [])
 
     @property
     def duration_s(self) -> float:
@@ -170,10 +176,12 @@ def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[i
             cleanups[outcome.partition].compaction = outcome
             cleanups[outcome.partition].job_duration_s = result.duration_s
     # compact-only logs can still have segments below their log start offset (delete-records)
-    needs_retention = [tp for tp in tps if not topic.compact or (not topic.delete and cleanups[tp[1]].before.deletable_segments)]
+    needs_retention = [tp for tp in tps
+                       if not topic.compact or (not topic.delete and cleanups[tp[1]].before.deletable_segments)]
     if needs_retention:
         retention = retention_partitions(spark, dirs, needs_retention, now_ms=now_ms, broker_props=props)
-        log.info(f"retention job over {len(needs_retention)} partition(s) of {topic.name} took {retention.duration_s:.2f} s")
+        log.info(f"retention job over {len(needs_retention)} partition(s) of {topic.name} "
+                 f"took {retention.duration_s:.2f} s")
         for outcome in retention.outcomes:
             cleanups[outcome.partition].retention = outcome
             cleanups[outcome.partition].job_duration_s += retention.duration_s
@@ -185,50 +193,64 @@ def _check_compactions(spark, topic: Topic, log_store: LogStoreResource, cleanup
     compacted = sorted(p for p, c in cleanups.items() if c.compaction is not None and c.compaction.status == COMPACTED)
     if not compacted or snapshot is None:
         return []
-    dirs = log_store.log_dirs
-    ending = {p: cleanups[p].leo_before for p in compacted}
-    after = log_checks.digests(log_checks.latest_values(log_checks.read_records(spark, dirs, topic.name, compacted,
-                                                                                  ending=ending)))
-    before = log_checks.digests(snapshot, from_offsets={p: cleanups[p].after.log_start_offset for p in compacted})
-    return _state_checks(spark, topic, log_store, {p: cleanups[p].after for p in compacted}, before, after)
+    after = {p: cleanups[p].after for p in compacted}
+    before = log_checks.summarize(snapshot, from_offsets={p: s.log_start_offset for p, s in after.items()})
+    return _state_checks(spark, topic, log_store, after, {p: cleanups[p].leo_before for p in compacted}, before)
 
 
 def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict[int, PartitionState],
-                  before: dict[int, log_checks.Digest] | None, after: dict[int, log_checks.Digest] | None
-                  ) -> list[CheckOutcome]:
-    """The checks of each partition in ``states``; the digest comparison only when both sides exist."""
-    cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items()
-                   if s.cleaner_checkpoint is not None and s.cleaner_checkpoint > s.log_start_offset}
-    duplicates = log_checks.duplicate_keys(spark, log_store.log_dirs, topic.name, cleaned_end)
+                  ending: dict[int, int], before: dict[int, log_checks.PartitionFacts] | None) -> list[CheckOutcome]:
+    """The checks of each partition in ``states`` over ``[log start, ending[p])``; the latest-value
+    comparison only when there is a ``before``."""
+    cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items() if s.cleaner_checkpoint is not None}
+    after = log_checks.summarize(log_checks.key_table(spark, log_store.log_dirs, topic.name, ending,
+                                                      cleaned_end=cleaned_end))
     with log_store.manager() as manager:
         verified = log_checks.verify_partitions(manager, topic.name, sorted(states))
     outcomes: list[CheckOutcome] = []
     for p, state in sorted(states.items()):
-        digests = None if before is None or after is None else (before.get(p, log_checks.Digest()),
-                                                                  after.get(p, log_checks.Digest()))
-        outcomes.extend(evaluate_checks(p, state, duplicates.get(p, log_checks.Duplicates()), verified[p], digests))
+        facts = after.get(p, log_checks.PartitionFacts())
+        digests = None if before is None else (before.get(p, log_checks.PartitionFacts()).digest, facts.digest)
+        outcomes.extend(evaluate_checks(p, state, facts.duplicates, verified[p], digests))
     return outcomes
+
+
+def _run_partitions(context: dg.AssetExecutionContext, topic: Topic, log_store: LogStoreResource) -> list[int]:
+    """The run's partitions; every partition of the topic for a run without any (Dagster runs
+    checks selected without their asset unpartitioned)."""
+    if context.has_partition_key or context.has_partition_key_range:
+        return sorted(partition_number(k) for k in context.partition_keys)
+    with log_store.manager() as manager:
+        return manager.partitions(topic.name)
 
 
 def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfig,
                      pyspark: LogSparkResource, log_store: LogStoreResource) -> Iterator[Any]:
     """The body of the topic asset (see the module docstring)."""
-    asset_key = context.assets_def.key
-    partitions = sorted(partition_number(k) for k in context.partition_keys)
+    asset_key = log_asset_key(topic.name)
+    partitions = _run_partitions(context, topic, log_store)
     now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
     if asset_key not in context.selected_asset_keys:
         yield from _audit(context, topic, pyspark, log_store, partitions, now_ms)
         return
-    cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items()}
+    observed = _observe(log_store, topic.name, partitions, now_ms)
+    cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in observed.items()}
     spark = pyspark.spark_session
     checked = [p for p in partitions if topic.compact and (config.force_compaction or cleanups[p].before.compaction_due)]
-    snapshot = (log_checks.snapshot_latest_values(spark, log_store.log_dirs, topic.name,
-                                                  {p: cleanups[p].leo_before for p in checked}) if checked else None)
+    started = time.monotonic()
+    snapshot = (log_checks.snapshot_key_table(spark, log_store.log_dirs, topic.name,
+                                              {p: cleanups[p].leo_before for p in checked}) if checked else None)
+    if checked:
+        context.log.info(f"latest values of {len(checked)} partition(s) snapshotted "
+                         f"in {time.monotonic() - started:.2f} s")
     try:
         _run_jobs(spark, topic, log_store, cleanups, config, now_ms, context.log)
         for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items():
             cleanups[p].after, cleanups[p].leo_after = state, leo
+        started = time.monotonic()
         check_outcomes = _check_compactions(spark, topic, log_store, cleanups, snapshot)
+        if check_outcomes:
+            context.log.info(f"{len(check_outcomes)} check(s) evaluated in {time.monotonic() - started:.2f} s")
     finally:
         if snapshot is not None:
             snapshot.unpersist()
@@ -239,19 +261,19 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         metadata={"partitions_in_run": len(partitions), "now_ms": dg.MetadataValue.timestamp(now_ms / 1000)},
         data_version=dg.DataVersion(run_data_version(list(cleanups.values()))),
     )
-    yield from _emit_checks(context, asset_key, check_outcomes, single=len(partitions) == 1)
+    yield from _emit_checks(context, asset_key, check_outcomes)
     failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
     if failed:
         raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped)",
                          metadata={"failed": dg.MetadataValue.md("\n".join(f"* {f}" for f in failed))})
 
 
-def _emit_checks(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, outcomes: list[CheckOutcome],
-                 *, single: bool) -> Iterator[dg.AssetCheckResult]:
-    """Check results: yielded for a one-partition run (Dagster ties them to that partition's
-    materialization); logged per partition for a range run, where a yielded result would be
-    recorded once for the whole run without a partition."""
-    if single:
+def _emit_checks(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, outcomes: list[CheckOutcome]
+                 ) -> Iterator[dg.AssetCheckResult]:
+    """Check results: yielded by a one-partition run (Dagster ties them to that partition's
+    materialization); logged per partition by any other run (a range, even of one partition,
+    or an unpartitioned audit), where a yielded result would be recorded once without a partition."""
+    if context.has_partition_key:
         yield from results(asset_key, outcomes)
     else:
         for evaluation in evaluations(asset_key, outcomes):
@@ -262,8 +284,8 @@ def _audit(context: dg.AssetExecutionContext, topic: Topic, pyspark: LogSparkRes
            partitions: list[int], now_ms: int) -> Iterator[dg.AssetCheckResult]:
     """Checks selected without the asset: verify the logs as they are (nothing to compare the
     latest values with, so that check is not run)."""
-    states = {p: state for p, (state, _) in _observe(log_store, topic.name, partitions, now_ms).items()}
-    outcomes = _state_checks(pyspark.spark_session, topic, log_store, states, None, None)
+    observed = _observe(log_store, topic.name, partitions, now_ms)
+    outcomes = _state_checks(pyspark.spark_session, topic, log_store, {p: s for p, (s, _) in observed.items()},
+                             {p: leo for p, (_, leo) in observed.items()}, None)
     selected = {k.name for k in context.selected_asset_check_keys}
-    yield from _emit_checks(context, context.assets_def.key, [o for o in outcomes if o.name in selected],
-                            single=len(partitions) == 1)
+    yield from _emit_checks(context, log_asset_key(topic.name), [o for o in outcomes if o.name in selected])

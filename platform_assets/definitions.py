@@ -27,6 +27,9 @@ def build_definitions(settings: PlatformSettings | None = None) -> dg.Definition
         sensors=build_sensors(topics, jobs, settings),
         schedules=build_sweep_schedules(topics, jobs, settings),
         resources=build_resources(settings),
+        # Every run is one step (one topic asset): a separate step process would only add its
+        # start-up to each run, so the step and its Spark driver run in the run worker itself.
+        executor=dg.in_process_executor,
     )
 
 

@@ -3,9 +3,10 @@
 Sensors and schedules target jobs, and Dagster refuses one target spanning assets with different
 partition sets (every topic has its own), so each topic gets its own job; UI backfills and
 clicks need no job. Every run of a job carries ``logplat/topic``; sensor runs add
-``logplat/partition``. ``dagster_home/dagster.yaml`` limits runs per ``logplat/topic`` value to
-one, so the run queue holds a second cleaning of a topic instead of launching a worker that would
-only wait for the topic's pool (see ``assets.py``), which is what bounds every other kind of run.
+``logplat/partition`` (or Dagster's partition range tags) and ``logplat/states``.
+``dagster_home/dagster.yaml`` limits runs per ``logplat/topic`` value to one, so the run queue
+holds a second cleaning of a topic before it takes a run slot; the topic's concurrency pool (see
+``assets.py``) is what bounds the runs that carry no such tag (UI clicks, asset backfills).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ TOPIC_TAG = "logplat/topic"
 PARTITION_TAG = "logplat/partition"
 TRIGGER_TAG = "logplat/trigger"  # compaction-sensor | retention-sensor | sweep
 REASON_TAG = "logplat/reason"
+STATES_TAG = "logplat/states"  # "<partition>:<state token>,...": what a sensor run was requested for
 
 
 def cleanup_job_name(topic: Topic) -> str:

@@ -1,6 +1,7 @@
 """Record-level facts a compaction must preserve, computed with Spark and the engine.
 
-The asset checks (``checks.py``) compare these before and after a cleaning:
+The asset checks (``checks.py``) compare these before and after a cleaning; the after side of
+the first two comes from one read and one aggregation (``key_table``):
 
 * **latest values**: for every key, the value of its latest record. A correct compaction keeps
   exactly those (the cleaner removes superseded records, never the newest one of a key). A key
@@ -10,7 +11,8 @@ The asset checks (``checks.py``) compare these before and after a cleaning:
   start offset after the run (retention of ``compact,delete`` topics deletes whole old segments;
   that is retention's job, not a lost key). The digest is the number of live keys and the XOR of
   a 64-bit hash of each (key, latest value): order-independent and computed by Spark's
-  aggregation, so no key set has to fit in the driver.
+  aggregation, so no key set has to fit in the driver. The before side is one row per key,
+  kept by Spark (``localCheckpoint``) while the cleaning rewrites the files.
 * **duplicate keys in the cleaned range**: after a cleaning, ``[log start, cleaner checkpoint)``
   holds at most one record per key.
 * **offsets and indexes**: the engine's ``verify_log`` (CRCs, offsets strictly increasing within
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import reduce
 from typing import Mapping, Sequence
 
 from storage_engine.manager import LogManager
@@ -47,72 +48,87 @@ class Digest:
         return f"{self.keys} keys, xor {self.xor & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
-def read_records(spark, log_dirs: Sequence[str], topic: str, partitions: Sequence[int],
-                 *, ending: Mapping[int, int] | None = None):
-    """The records of ``partitions`` of ``topic`` through the ``kafka-log`` source, each partition
-    read up to ``ending[p]`` (exclusive) when given."""
-    reader = (spark.read.format("kafka-log")
-              .option("topics", topic)
-              .option("partitions", ",".join(str(p) for p in sorted(partitions))))
-    if ending:
-        reader = reader.option("endingOffsets", json.dumps({topic: {str(p): int(o) for p, o in ending.items()}}))
-    return reader.load(",".join(log_dirs))
-
-
-def latest_values(records):
-    """One row per live key: ``partition``, ``latest_offset`` and ``h``, a hash of (key, value)."""
-    from pyspark.sql import functions as F
-
-    latest = (records.where(F.col("key").isNotNull())
-              .groupBy("partition", "key")
-              .agg(F.max("offset").alias("latest_offset"),
-                   F.max_by(F.struct(F.col("value").isNull().alias("tombstone"),
-                                     F.xxhash64("key", "value").alias("h")), "offset").alias("last")))
-    return latest.where(~F.col("last.tombstone")).select("partition", "latest_offset", F.col("last.h").alias("h"))
-
-
-def snapshot_latest_values(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int]):
-    """:func:`latest_values` of the logs as they are now, materialized in Spark's block manager
-    (``localCheckpoint``) so that it survives the cleaning that rewrites the files underneath."""
-    records = read_records(spark, log_dirs, topic, list(ending), ending=ending)
-    return latest_values(records).localCheckpoint(eager=True)
-
-
-def digests(latest, *, from_offsets: Mapping[int, int] | None = None) -> dict[int, Digest]:
-    """Per-partition :class:`Digest` of a :func:`latest_values` frame, keeping only keys whose
-    latest offset is at least ``from_offsets[p]`` when given."""
-    from pyspark.sql import functions as F
-
-    frame = latest
-    if from_offsets:
-        conditions = [(F.col("partition") == p) & (F.col("latest_offset") >= o) for p, o in from_offsets.items()]
-        frame = frame.where(reduce(lambda a, b: a | b, conditions))
-    rows = frame.groupBy("partition").agg(F.count("*").alias("keys"), F.bit_xor("h").alias("xor")).collect()
-    return {r["partition"]: Digest(r["keys"], r["xor"]) for r in rows}
-
-
 @dataclass(frozen=True)
 class Duplicates:
-    keys: int = 0  # keys appearing more than once
-    records: int = 0  # records of those keys
+    keys: int = 0  # keys appearing more than once in the cleaned range
+    records: int = 0  # records of those keys there
 
     @property
     def extra_records(self) -> int:
         return self.records - self.keys
 
 
-def duplicate_keys(spark, log_dirs: Sequence[str], topic: str, cleaned_end: Mapping[int, int]) -> dict[int, Duplicates]:
-    """Keys appearing more than once in ``[log start, cleaned_end[p])`` of each partition."""
+@dataclass(frozen=True)
+class PartitionFacts:
+    digest: Digest = Digest()
+    duplicates: Duplicates = Duplicates()
+
+
+def read_records(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int]):
+    """The records of the partitions of ``topic`` named in ``ending``, each read from its log start
+    up to ``ending[p]`` (exclusive), through the ``kafka-log`` source."""
+    return (spark.read.format("kafka-log")
+            .option("topics", topic)
+            .option("partitions", ",".join(str(p) for p in sorted(ending)))
+            .option("endingOffsets", json.dumps({topic: {str(p): int(o) for p, o in ending.items()}}))
+            .load(",".join(log_dirs)))
+
+
+def _per_partition(values: Mapping[int, int], default: int):
+    """A column holding ``values[partition]`` (``default`` for a partition not in it)."""
     from pyspark.sql import functions as F
 
-    if not cleaned_end:
-        return {}
-    records = read_records(spark, log_dirs, topic, list(cleaned_end), ending=cleaned_end)
-    rows = (records.where(F.col("key").isNotNull())
-            .groupBy("partition", "key").count().where(F.col("count") > 1)
-            .groupBy("partition").agg(F.count("*").alias("keys"), F.sum("count").alias("records"))
+    if not values:
+        return F.lit(default)
+    pairs = [F.lit(x) for p, o in sorted(values.items()) for x in (p, o)]
+    return F.coalesce(F.create_map(*pairs)[F.col("partition")], F.lit(default))
+
+
+def key_table(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int],
+              *, cleaned_end: Mapping[int, int] | None = None):
+    """One row per (partition, key) over ``[log start, ending[p])``, in one read and one shuffle:
+    ``latest_offset``, ``tombstone`` and ``h`` (a 64-bit hash of key and value) of the key's
+    latest record, and ``in_cleaned``, how many of its records lie below ``cleaned_end[p]``."""
+    from pyspark.sql import functions as F
+
+    records = read_records(spark, log_dirs, topic, ending).where(F.col("key").isNotNull())
+    below = F.col("offset") < _per_partition(cleaned_end or {}, 0)
+    return (records.groupBy("partition", "key")
+            .agg(F.max("offset").alias("latest_offset"),
+                 F.max_by(F.struct(F.col("value").isNull().alias("tombstone"),
+                                   F.xxhash64("key", "value").alias("h")), "offset").alias("last"),
+                 F.count_if(below).alias("in_cleaned"))
+            .select("partition", "latest_offset", F.col("last.tombstone").alias("tombstone"),
+                    F.col("last.h").alias("h"), "in_cleaned"))
+
+
+def snapshot_key_table(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int]):
+    """:func:`key_table` of the logs as they are now, kept in Spark's block manager
+    (``localCheckpoint``) so that it survives the cleaning that rewrites the files underneath.
+    Only the hashes are kept, not the keys: about 30 bytes per key."""
+    return key_table(spark, log_dirs, topic, ending).drop("in_cleaned").localCheckpoint(eager=True)
+
+
+def summarize(table, *, from_offsets: Mapping[int, int] | None = None) -> dict[int, PartitionFacts]:
+    """Per-partition digest of the live keys (keeping only keys whose latest offset is at least
+    ``from_offsets[p]`` when given) and duplicates in the cleaned range, of a :func:`key_table`."""
+    from pyspark.sql import functions as F
+
+    frame = table
+    if from_offsets:
+        frame = frame.where(F.col("latest_offset") >= _per_partition(from_offsets, 0))
+    if "in_cleaned" not in frame.columns:
+        frame = frame.withColumn("in_cleaned", F.lit(0))
+    live = ~F.col("tombstone")
+    dup = F.col("in_cleaned") > 1
+    rows = (frame.groupBy("partition")
+            .agg(F.count_if(live).alias("keys"),
+                 F.coalesce(F.bit_xor(F.when(live, F.col("h"))), F.lit(0)).alias("xor"),
+                 F.count_if(dup).alias("dup_keys"),
+                 F.coalesce(F.sum(F.when(dup, F.col("in_cleaned"))), F.lit(0)).alias("dup_records"))
             .collect())
-    return {r["partition"]: Duplicates(r["keys"], r["records"]) for r in rows}
+    return {r["partition"]: PartitionFacts(Digest(r["keys"], r["xor"]), Duplicates(r["dup_keys"], r["dup_records"]))
+            for r in rows}
 
 
 @dataclass(frozen=True)

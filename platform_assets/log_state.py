@@ -8,11 +8,12 @@ Nothing here re-decides what the engine decides; this module only picks, orders 
 work.
 
 Run keys are derived from the log state (``state_hash``: the non-active segments, the active
-segment's base, the log start offset and the cleaner checkpoint). A run that cleans a partition
-changes that state, so the next request for it gets a new key (new work is never blocked), while
-a partition whose state has not changed since its request keeps its key (Dagster never launches
-the same key twice, so work is never repeated). Appends to the active segment do not change the
-key: they cannot make a log more cleanable until the segment rolls.
+segment's base, the log start offset and the cleaner checkpoint; for retention also the segments
+the plan deletes). A run that cleans a partition changes that state, so the next request for it
+gets a new key (new work is never blocked), while a partition whose state has not changed since
+its request keeps its key (Dagster never launches the same key twice, so work is never
+repeated). Appends to the active segment do not change the key: they cannot make a log more
+cleanable until the segment rolls.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from itertools import chain
-from typing import AbstractSet, Collection, Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 from storage_engine.cleaner import candidacy_from_stats
 from storage_engine.cleaner_plan import LogToClean, order_by_dirtiness
@@ -91,13 +92,11 @@ class PartitionState:
         return short_hash(self.state_hash, self.compaction_due, self.deletable_segments)
 
 
-def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int, compaction: bool = True,
-             retention: bool = True) -> PartitionState:
-    """The state of one partition from its stats (``compaction``/``retention`` skip a verdict a
-    caller does not need; each costs a few small reads)."""
+def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> PartitionState:
+    """The state of one partition from its stats, with the engine's verdicts."""
     active = stats.segments[-1].base_offset if stats.segments else None
-    candidacy = candidacy_from_stats(stats, config, now_ms) if compaction and config.compact else None
-    plan = plan_retention(stats, config, now_ms) if retention else None
+    candidacy = candidacy_from_stats(stats, config, now_ms) if config.compact else None
+    plan = plan_retention(stats, config, now_ms)
     return PartitionState(
         topic=stats.topic,
         partition=stats.partition,
@@ -114,15 +113,8 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int, compactio
     )
 
 
-def read_states(
-    manager: LogManager,
-    *,
-    now_ms: int,
-    topics: Collection[str] | None = None,
-    compaction: bool = True,
-    retention: bool = True,
-) -> list[PartitionState]:
-    """The state of every partition (of ``topics``, or of all), in log-dir order."""
+def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | None = None) -> list[PartitionState]:
+    """The state of every partition (of ``topics``, or of all), by topic and partition number."""
     stats: Iterable[PartitionStats]
     if topics is None:
         stats = manager.partition_stats()
@@ -134,45 +126,66 @@ def read_states(
         config = configs.get(s.topic)
         if config is None:
             config = configs[s.topic] = manager.topic_config(s.topic)
-        out.append(state_of(s, config, now_ms=now_ms, compaction=compaction, retention=retention))
-    return out
+        out.append(state_of(s, config, now_ms=now_ms))
+    return sorted(out, key=lambda s: (s.topic, s.partition))
 
 
 # ---------------------------------------------------------------------------- decisions
 
 
-def compaction_choices(
-    states: Sequence[PartitionState], *, limit: int, busy: AbstractSet[TopicPartition] = frozenset()
-) -> list[PartitionState]:
-    """Due partitions (Kafka's rule: dirty ratio above ``min.cleanable.dirty.ratio``, or
-    ``max.compaction.lag.ms`` overdue), dirtiest first, at most ``limit``; partitions that
-    already have a run queued or in flight wait for it."""
-    by_tp = {s.tp: s for s in states if s.candidacy is not None and s.tp not in busy}
+def due_for_compaction(states: Sequence[PartitionState]) -> list[PartitionState]:
+    """Partitions Kafka's cleaner would pick (dirty ratio above ``min.cleanable.dirty.ratio``, or
+    ``max.compaction.lag.ms`` overdue), dirtiest first: the engine's own order."""
+    by_tp = {s.tp: s for s in states if s.candidacy is not None}
     ordered = order_by_dirtiness([s.candidacy for s in by_tp.values()])  # type: ignore[misc]
-    return [by_tp[(c.topic, c.partition)] for c in ordered[:limit]]
+    return [by_tp[(c.topic, c.partition)] for c in ordered]
 
 
-def retention_choices(
-    states: Sequence[PartitionState], *, limit: int, busy: AbstractSet[TopicPartition] = frozenset()
-) -> list[PartitionState]:
-    """Partitions with deletable segments, most bytes to free first, at most ``limit``.
+def due_for_retention(states: Sequence[PartitionState]) -> list[PartitionState]:
+    """Partitions with deletable segments, most bytes to free first.
 
     A ``compact,delete`` partition that is due for compaction is left to the compaction run,
     which applies retention right after cleaning (as Kafka's cleaner thread does), so the two
     sensors never queue two runs for one change.
     """
-    chosen = [
-        s for s in states
-        if s.deletable_segments and s.tp not in busy and not (s.compaction_due and s.retention_applies_with_compaction)
-    ]
-    return sorted(chosen, key=lambda s: (-s.deletable_bytes, s.topic, s.partition))[:limit]
+    chosen = [s for s in states if s.deletable_segments and not (s.compaction_due and s.retention_applies_with_compaction)]
+    return sorted(chosen, key=lambda s: (-s.deletable_bytes, s.topic, s.partition))
 
 
-def compaction_run_key(state: PartitionState) -> str:
-    return f"compact/{state.topic}/{state.partition}/{state.state_hash}"
+def compaction_token(state: PartitionState) -> str:
+    """What a compaction of the partition depends on: its state."""
+    return state.state_hash
 
 
-def retention_run_key(state: PartitionState) -> str:
-    plan = state.retention
-    deleted = plan.deleted_bases if plan else ()
-    return f"retention/{state.topic}/{state.partition}/{state.state_hash}-{short_hash(deleted)}"
+def retention_token(state: PartitionState) -> str:
+    """What retention of the partition depends on: its state and which segments the plan deletes
+    (more segments expire as time passes, without the log changing)."""
+    deleted = state.retention.deleted_bases if state.retention else ()
+    return f"{state.state_hash}-{short_hash(deleted)}"
+
+
+def contiguous_runs(chosen: Sequence[PartitionState]) -> list[list[PartitionState]]:
+    """The chosen partitions as runs: per topic, consecutive partition numbers go together (one
+    run, one Spark job: a single-run range), in the order of each run's first member in
+    ``chosen`` (so the dirtiest partition's run comes first)."""
+    by_topic: dict[str, list[PartitionState]] = {}
+    for s in chosen:
+        by_topic.setdefault(s.topic, []).append(s)
+    runs: list[list[PartitionState]] = []
+    for members in by_topic.values():
+        current: list[PartitionState] = []
+        for s in sorted(members, key=lambda m: m.partition):
+            if current and s.partition != current[-1].partition + 1:
+                runs.append(current)
+                current = []
+            current.append(s)
+        runs.append(current)
+    rank = {s.tp: i for i, s in enumerate(chosen)}
+    return sorted(runs, key=lambda run: min(rank[s.tp] for s in run))
+
+
+def run_key(kind: str, run: Sequence[PartitionState], tokens: Sequence[str]) -> str:
+    """``<kind>/<topic>/<partition or first-last>/<hash of every member's token>``."""
+    first, last = run[0].partition, run[-1].partition
+    span = str(first) if first == last else f"{first}-{last}"
+    return f"{kind}/{run[0].topic}/{span}/{short_hash(*zip((s.partition for s in run), tokens))}"

@@ -23,6 +23,12 @@ def _some(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+def effective_checkpoint(state: PartitionState) -> int:
+    """The cleaner checkpoint, or the log start offset for a log never cleaned: Kafka reads a
+    missing checkpoint entry that way (the whole log is dirty), and the plot stays continuous."""
+    return state.log_start_offset if state.cleaner_checkpoint is None else state.cleaner_checkpoint
+
+
 def state_metadata(state: PartitionState, *, log_end_offset: int | None = None, suffix: str = "") -> dict[str, Any]:
     """A partition's cheap state: what an observation records, and a materialization's before/after."""
     leo = state.log_end_offset if log_end_offset is None else log_end_offset
@@ -32,7 +38,7 @@ def state_metadata(state: PartitionState, *, log_end_offset: int | None = None, 
         f"segments{suffix}": state.segments,
         f"log_start_offset{suffix}": state.log_start_offset,
         f"log_end_offset{suffix}": leo,
-        f"cleaner_checkpoint{suffix}": state.cleaner_checkpoint if state.compact else None,
+        f"cleaner_checkpoint{suffix}": effective_checkpoint(state) if state.compact else None,
         f"dirty_ratio{suffix}": None if ratio is None else round(ratio, 6),
     })
 

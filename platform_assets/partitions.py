@@ -6,8 +6,8 @@ dynamic partition set by *insertion*, not by key, and a single-run backfill cove
 range in that order, so the keys must be inserted in numeric order. Kafka only ever adds
 partitions at the end, so appending new numbers keeps the order; when a gap is filled (a
 partition directory copied in late, or discovered out of order), :func:`plan_key_update` deletes
-the keys after the gap and adds them back in order. Deleting a key never touches its
-materializations: Dagster keeps events by key, and they reappear with the key.
+the keys after the gap and adds them back in order over two ticks. Deleting a key never touches
+its materializations: Dagster keeps events by key, and they reappear with the key.
 
 Keys that are not partition numbers (added by hand) are left where they are and ignored.
 """
@@ -63,12 +63,15 @@ class KeyUpdate:
 
 
 def plan_key_update(existing: Sequence[str], on_disk: Iterable[int]) -> KeyUpdate:
-    """The smallest change that keeps ``existing`` (in insertion order) a numerically ordered
-    list of every partition in ``existing`` or ``on_disk``.
+    """The next step towards ``existing`` (in insertion order) listing every partition in
+    ``existing`` or ``on_disk`` in numeric order.
 
-    Keys already in order are kept; from the first position where the desired order differs,
-    the rest is deleted and re-added. Partitions that disappeared from disk keep their keys:
-    their history stays visible and Kafka never removes a partition from a live topic.
+    Keys already in order are kept. When a key is missing before others (a gap filled), the keys
+    after the gap are deleted and the missing ones added; Dagster refuses to delete and add one
+    key in the same tick, so the deleted keys come back, in order, at the next step (one sensor
+    tick later; meanwhile no run is requested for them). Partitions that disappeared from disk
+    keep their keys: their history stays visible and Kafka never removes a partition of a live
+    topic.
     """
     numbers = [n for n in (_number_or_none(k) for k in existing) if n is not None]
     desired = sorted(set(numbers) | set(on_disk))
@@ -79,9 +82,10 @@ def plan_key_update(existing: Sequence[str], on_disk: Iterable[int]) -> KeyUpdat
     # prefix, once after the cut) must be cut from its first position too.
     tail = set(numbers[cut:])
     cut = next((i for i in range(cut) if numbers[i] in tail), cut)
+    deleted = set(numbers[cut:])
     return KeyUpdate(
-        delete=tuple(partition_key(n) for n in sorted(set(numbers[cut:]))),
-        add=tuple(partition_key(n) for n in desired[cut:]),
+        delete=tuple(partition_key(n) for n in sorted(deleted)),
+        add=tuple(partition_key(n) for n in desired[cut:] if n not in deleted),
     )
 
 

@@ -12,8 +12,6 @@ In-process tests get the test session back: ``getOrCreate`` returns the active s
 
 from __future__ import annotations
 
-import os
-import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -21,7 +19,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
-from spark_jobs.session import LOCAL_DEFAULTS, check_java, engine_zip, register_data_source
+from spark_jobs.session import LOCAL_DEFAULTS, before_jvm_start, prepare_session
 from storage_engine.manager import LogManager
 
 from .settings import PlatformSettings
@@ -56,16 +54,8 @@ class LogSparkResource(LazyPySparkResource):
     def spark_session(self) -> Any:
         if self._prepared:
             return super().spark_session
-        check_java()
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        spark = super().spark_session
-        # TODO(spark_jobs): the steps below repeat build_spark_session's tail; a shared
-        # ``prepare_session(spark)`` there would keep them in one place.
-        spark.sparkContext.setLogLevel(os.environ.get("LOGPLAT_SPARK_LOG_LEVEL", "ERROR"))
-        if not spark.sparkContext.master.startswith("local"):
-            spark.sparkContext.addPyFile(str(engine_zip()))
-        register_data_source(spark)
+        before_jvm_start()
+        spark = prepare_session(super().spark_session)
         self._prepared = True
         return spark
 

@@ -23,11 +23,10 @@ import dagster as dg
 
 from .assets import cleanup_run_config
 from .catalog import Topic
-from .jobs import TRIGGER_TAG
-from .log_state import read_states
+from .jobs import TOPIC_TAG, TRIGGER_TAG
 from .partitions import partition_key, partitions_def_name
 from .resources import LogStoreResource
-from .sensors import RANGE_END_TAG, RANGE_START_TAG, default_status, wall_clock_ms
+from .sensors import RANGE_END_TAG, RANGE_START_TAG, current_states, default_status
 from .settings import PlatformSettings
 
 MINUTE_MS = 60_000
@@ -61,15 +60,15 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
     )
     def _sweep(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
-        with log_store.manager() as manager:
-            states = read_states(manager, now_ms=wall_clock_ms(), topics=[topic.name])
+        states = current_states(log_store, settings, [topic.name])
         due = sorted(s.partition for s in states
                      if partition_key(s.partition) in keys and (s.deletable_segments or s.compaction_due))
         if not due:
             return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))")
         return dg.RunRequest(
             run_config=cleanup_run_config(topic, force_compaction=False),
-            tags={RANGE_START_TAG: partition_key(due[0]), RANGE_END_TAG: partition_key(due[-1]), TRIGGER_TAG: "sweep"},
+            tags={TOPIC_TAG: topic.name, RANGE_START_TAG: partition_key(due[0]), RANGE_END_TAG: partition_key(due[-1]),
+                  TRIGGER_TAG: "sweep"},
         )
 
     return _sweep

@@ -6,17 +6,23 @@
   partition), so the event log does not grow with every tick. It is the only writer of
   dynamic partitions: Dagster's partition table has no uniqueness constraint, so two sensors
   adding the same key at once would list it twice.
-* ``compaction_sensor`` requests a run for each compacted partition Kafka's cleaner would pick
-  (dirty ratio above ``min.cleanable.dirty.ratio``, or ``max.compaction.lag.ms`` overdue),
-  dirtiest first, at most ``LOGPLAT_MAX_RUNS_PER_TICK`` per tick.
-* ``retention_sensor`` requests a run for each partition with deletable segments, most bytes
+* ``compaction_sensor`` requests compaction of the compacted partitions Kafka's cleaner would
+  pick (dirty ratio above ``min.cleanable.dirty.ratio``, or ``max.compaction.lag.ms`` overdue),
+  dirtiest first, at most ``LOGPLAT_MAX_PARTITIONS_PER_TICK`` partitions per tick.
+* ``retention_sensor`` requests retention of the partitions with deletable segments, most bytes
   first, with the same bound.
 
+The chosen partitions of a topic that are consecutive share one run (a single-run range: one
+process, one Spark session, one Spark job), since runs of one topic never overlap anyway
+(``dagster_home/dagster.yaml``); a lone partition gets a partitioned run of its own.
+
 All three read only the engine's cheap stats (file metadata, checkpoints, index tails, batch
-headers: never record bytes) through a read-only ``LogManager``. Run keys come from the log's
-state (``log_state``), and a partition is skipped while a run for it is queued or in flight, or
-when its current key already ran (a run that failed keeps its key until the log changes; Dagster
-would drop the request anyway, and skipping it leaves its slot in the tick to the next partition).
+headers: never record bytes) through a read-only ``LogManager``, and recompute a partition's state
+only when its files changed or it aged past the retention check interval (``state_cache``). Run keys come from the state of
+the partitions they cover (``log_state``), and each run records its partitions' states in the
+``logplat/states`` tag; a partition is skipped while a run covering it is queued or in flight, or
+when a recent run of the sensor already covered it in its current state (a run that failed is
+not asked again until the log changes; skipping it leaves its slot in the tick to the next one).
 """
 
 from __future__ import annotations
@@ -24,22 +30,23 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
 from .assets import cleanup_run_config
 from .catalog import Topic
-from .jobs import PARTITION_TAG, REASON_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
+from .jobs import PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from .log_state import (
     PartitionState,
     TopicPartition,
-    compaction_choices,
-    compaction_run_key,
-    read_states,
-    retention_choices,
-    retention_run_key,
+    compaction_token,
+    contiguous_runs,
+    due_for_compaction,
+    due_for_retention,
+    retention_token,
+    run_key,
 )
 from .metadata import observation_metadata
 from .partitions import (
@@ -51,21 +58,31 @@ from .partitions import (
 )
 from .resources import LogStoreResource
 from .settings import PlatformSettings
+from .state_cache import STATE_CACHE
 
 # Dagster's own run tags (dagster._core.storage.tags), read from runs the platform did not tag.
-RUN_KEY_TAG = "dagster/run_key"
 SENSOR_NAME_TAG = "dagster/sensor_name"
 PARTITION_NAME_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-RECENT_RUNS = 500  # how far back a sensor looks for run keys it already used
+RECENT_RUNS = 500  # how many of its latest runs a sensor reads for the partition states they covered
 MAX_REASON = 200
+MAX_KEYS_PER_TICK = 10_000
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+def current_states(log_store: LogStoreResource, settings: PlatformSettings,
+                   topics: Iterable[str] | None = None) -> list[PartitionState]:
+    """Every partition's state now, through the process's state cache (``state_cache``)."""
+    with log_store.manager() as manager:
+        return STATE_CACHE.read(manager, now_ms=wall_clock_ms(), ttl_ms=settings.state_ttl_ms,
+                                refresh_share=min(1.0, settings.sensor_interval_s * 1000 / settings.state_ttl_ms),
+                                topics=None if topics is None else list(topics))
 
 
 def default_status(settings: PlatformSettings) -> dg.DefaultSensorStatus:
@@ -157,11 +174,6 @@ def _in_flight(instance: dg.DagsterInstance) -> BusyLogs:
     return busy_logs(r.dagster_run for r in instance.get_run_records(dg.RunsFilter(statuses=IN_FLIGHT)))
 
 
-def _used_run_keys(instance: dg.DagsterInstance, sensor_name: str) -> set[str]:
-    records = instance.get_run_records(dg.RunsFilter(tags={SENSOR_NAME_TAG: sensor_name}), limit=RECENT_RUNS)
-    return {r.dagster_run.tags[RUN_KEY_TAG] for r in records if RUN_KEY_TAG in r.dagster_run.tags}
-
-
 def _existing_keys(instance: dg.DagsterInstance, topics: Iterable[str]) -> dict[str, set[str]]:
     return {t: set(instance.get_dynamic_partitions(partitions_def_name(t))) for t in topics}
 
@@ -181,8 +193,7 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
     )
     def log_state_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         cursor = ObservationCursor.parse(context.cursor)
-        with log_store.manager() as manager:
-            states = read_states(manager, now_ms=wall_clock_ms())
+        states = current_states(log_store, settings)
         by_topic: dict[str, list[PartitionState]] = defaultdict(list)
         for s in states:
             by_topic[s.topic].append(s)
@@ -190,12 +201,16 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
         if unknown:
             context.log.info(f"topics not in this code location yet (reload it to add them): {', '.join(unknown)}")
         requests, events = [], []
+        keys_added = 0
         for topic, topic_states in sorted(by_topic.items()):
             if topic not in known:
                 continue
             update = plan_key_update(
                 context.instance.get_dynamic_partitions(partitions_def_name(topic)), [s.partition for s in topic_states]
             )
+            # the first keys in order, the rest at the next tick (Dagster asks for at most 25k per evaluation)
+            update = replace(update, add=update.add[:max(0, MAX_KEYS_PER_TICK - keys_added)])
+            keys_added += len(update.add)
             requests.extend(key_update_requests(topic, update))
             for s in topic_states:
                 if len(events) >= settings.max_observations_per_tick:
@@ -215,14 +230,50 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
 @dataclass(frozen=True)
 class _RunSensorSpec:
     name: str
+    kind: str  # the run key's first word
     trigger: str
     description: str
     topics: tuple[Topic, ...]
-    compaction: bool  # which verdicts the sensor needs
-    retention: bool
-    choose: Callable[..., list[PartitionState]]
-    run_key: Callable[[PartitionState], str]
-    reason: Callable[[PartitionState], str]
+    choose: Callable[[Sequence[PartitionState]], list[PartitionState]]
+    token: Callable[[PartitionState], str]
+    reason: Callable[[Sequence[PartitionState]], str]
+
+
+def _encode_tokens(run: Sequence[PartitionState], tokens: Mapping[TopicPartition, str]) -> str:
+    return ",".join(f"{s.partition}:{tokens[s.tp]}" for s in run)
+
+
+def _used_tokens(instance: dg.DagsterInstance, sensor_name: str) -> set[tuple[str, int, str]]:
+    """(topic, partition, token) of every partition a recent run of the sensor covered: a
+    partition whose token is among them already had its run in its current state."""
+    used = set()
+    records = instance.get_run_records(dg.RunsFilter(tags={SENSOR_NAME_TAG: sensor_name}), limit=RECENT_RUNS)
+    for record in records:
+        tags = record.dagster_run.tags
+        for item in filter(None, tags.get(STATES_TAG, "").split(",")):
+            partition, _, token = item.partition(":")
+            if partition.isdigit():
+                used.add((tags.get(TOPIC_TAG, ""), int(partition), token))
+    return used
+
+
+def _run_request(spec: _RunSensorSpec, topic: Topic, run: Sequence[PartitionState],
+                 tokens: Mapping[TopicPartition, str]) -> dg.RunRequest:
+    """One partition: a partitioned run; consecutive partitions: a single-run range (one Spark job)."""
+    tags = {TOPIC_TAG: topic.name, TRIGGER_TAG: spec.trigger, STATES_TAG: _encode_tokens(run, tokens),
+            REASON_TAG: spec.reason(run)[:MAX_REASON]}
+    first, last = partition_key(run[0].partition), partition_key(run[-1].partition)
+    if first == last:
+        tags[PARTITION_TAG] = first
+    else:
+        tags.update({RANGE_START_TAG: first, RANGE_END_TAG: last})
+    return dg.RunRequest(
+        job_name=cleanup_job_name(topic),
+        partition_key=first if first == last else None,
+        run_key=run_key(spec.kind, run, [tokens[s.tp] for s in run]),
+        run_config=cleanup_run_config(topic, force_compaction=False),
+        tags=tags,
+    )
 
 
 def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
@@ -237,38 +288,37 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
         description=spec.description,
     )
     def _sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
-        with log_store.manager() as manager:
-            states = read_states(manager, now_ms=wall_clock_ms(), topics=list(by_name),
-                                 compaction=spec.compaction, retention=spec.retention)
+        states = current_states(log_store, settings, by_name)
         existing = _existing_keys(context.instance, by_name)
         keyed = [s for s in states if partition_key(s.partition) in existing.get(s.topic, ())]
-        used = _used_run_keys(context.instance, spec.name)
+        candidates = spec.choose(keyed)
+        tokens = {s.tp: spec.token(s) for s in candidates}
+        used = _used_tokens(context.instance, spec.name)
         busy = _in_flight(context.instance)
-        candidates = spec.choose(keyed, limit=len(keyed), busy=busy)
-        chosen = [s for s in candidates if spec.run_key(s) not in used][: settings.max_runs_per_tick]
-        if not chosen:
-            waiting = len(states) - len(keyed)
-            note = f"; {waiting} partition(s) wait for log_state_sensor to add their keys" if waiting else ""
-            return dg.SkipReason(f"{len(candidates)} partition(s) need work, none new for this sensor "
-                                 f"({len(keyed)} checked{note})" if candidates else
-                                 f"nothing to do in {len(keyed)} partition(s){note}")
-        return dg.SensorResult(run_requests=[
-            dg.RunRequest(
-                job_name=cleanup_job_name(by_name[s.topic]),
-                partition_key=partition_key(s.partition),
-                run_key=spec.run_key(s),
-                run_config=cleanup_run_config(by_name[s.topic], force_compaction=False),
-                tags={PARTITION_TAG: partition_key(s.partition), TRIGGER_TAG: spec.trigger,
-                      REASON_TAG: spec.reason(s)[:MAX_REASON]},
-            )
-            for s in chosen
-        ])
+        fresh = [s for s in candidates if s.tp not in busy and (s.topic, s.partition, tokens[s.tp]) not in used]
+        if not fresh:
+            in_flight = sum(1 for s in candidates if s.tp in busy)
+            notes = [f"{len(keyed)} partition(s) checked", f"{len(candidates)} need work",
+                     f"{in_flight} of them have a run queued or running",
+                     f"{len(candidates) - in_flight} already ran in their current state",
+                     f"{len(states) - len(keyed)} wait for log_state_sensor to add their keys"]
+            return dg.SkipReason("nothing new to request: " + "; ".join(notes))
+        runs = contiguous_runs(fresh[: settings.max_partitions_per_tick])
+        return dg.SensorResult(run_requests=[_run_request(spec, by_name[run[0].topic], run, tokens) for run in runs])
 
     return _sensor
 
 
-def _retention_reason(s: PartitionState) -> str:
-    return f"{s.deletable_segments} segment(s), {s.deletable_bytes} bytes deletable"
+def _compaction_reason(run: Sequence[PartitionState]) -> str:
+    if len(run) == 1 and run[0].candidacy is not None:
+        return run[0].candidacy.why
+    ratio = max(s.dirty_ratio or 0.0 for s in run)
+    return f"{len(run)} partitions due, dirtiest at {ratio:.3f}"
+
+
+def _retention_reason(run: Sequence[PartitionState]) -> str:
+    segments, size = sum(s.deletable_segments for s in run), sum(s.deletable_bytes for s in run)
+    return f"{segments} segment(s), {size} bytes deletable" + (f" in {len(run)} partitions" if len(run) > 1 else "")
 
 
 def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
@@ -278,17 +328,16 @@ def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAsset
     compacted = tuple(t for t in topics if t.compact)
     if compacted:
         sensors.append(_build_run_sensor(_RunSensorSpec(
-            "compaction_sensor", "compaction-sensor",
-            "Requests a compaction of each partition whose dirty ratio exceeds min.cleanable.dirty.ratio or whose "
-            "max.compaction.lag.ms is overdue, dirtiest first.",
-            compacted, True, False, compaction_choices, compaction_run_key, lambda s: s.candidacy.why if s.candidacy else "",
+            "compaction_sensor", "compact", "compaction-sensor",
+            "Requests compaction of the partitions whose dirty ratio exceeds min.cleanable.dirty.ratio or whose "
+            "max.compaction.lag.ms is overdue, dirtiest first; consecutive partitions of a topic share a run.",
+            compacted, due_for_compaction, compaction_token, _compaction_reason,
         ), jobs, settings))
     if topics:
         sensors.append(_build_run_sensor(_RunSensorSpec(
-            "retention_sensor", "retention-sensor",
-            "Requests retention for each partition with deletable segments (retention.ms, retention.bytes, "
-            "log start offset), most bytes first.",
-            # the compaction verdict too: a compact,delete partition due for compaction is left to that run
-            tuple(topics), True, True, retention_choices, retention_run_key, _retention_reason,
+            "retention_sensor", "retention", "retention-sensor",
+            "Requests retention for the partitions with deletable segments (retention.ms, retention.bytes, "
+            "log start offset), most bytes first; consecutive partitions of a topic share a run.",
+            tuple(topics), due_for_retention, retention_token, _retention_reason,
         ), jobs, settings))
     return sensors

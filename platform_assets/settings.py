@@ -10,8 +10,8 @@ the same code serves ``dagster dev``, the daemon's run workers, tests and the ma
 * ``LOGPLAT_AUTOMATION``: ``running`` (default) or ``stopped``, the default status of the sensors
   and schedules. ``dagster dev`` should clean logs without a click; tests and demos that want
   to decide when automation starts set ``stopped`` and start it through GraphQL;
-* ``LOGPLAT_SENSOR_INTERVAL_S``, ``LOGPLAT_MAX_RUNS_PER_TICK``, ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK``:
-  how often sensors look and how much one tick may ask for.
+* ``LOGPLAT_SENSOR_INTERVAL_S``, ``LOGPLAT_MAX_PARTITIONS_PER_TICK``,
+  ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK``: how often sensors look and how much one tick may ask for.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_jobs.session import spark_master
-from storage_engine.cli import _broker_props as broker_props_from_env  # TODO: a public name in storage_engine
+from storage_engine.cli import broker_props_from_env
 from storage_engine.config import LONG_MAX
 from storage_engine.manager import log_dirs_from_env
 
@@ -66,7 +66,7 @@ class PlatformSettings:
     spark_master: str = "local[*]"
     automation: str = "running"
     sensor_interval_s: int = 30
-    max_runs_per_tick: int = 10
+    max_partitions_per_tick: int = 16
     max_observations_per_tick: int = 2_000
 
     def __post_init__(self) -> None:
@@ -83,10 +83,16 @@ class PlatformSettings:
             spark_master=spark_master(env.get("LOGPLAT_SPARK_MASTER")),
             automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),
             sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
-            max_runs_per_tick=_positive_int(env, "LOGPLAT_MAX_RUNS_PER_TICK", 10),
+            max_partitions_per_tick=_positive_int(env, "LOGPLAT_MAX_PARTITIONS_PER_TICK", 16),
             max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 2_000),
         )
 
     @property
     def retention_check_interval_ms(self) -> int:
         return retention_check_interval_ms(self.broker_props)
+
+    @property
+    def state_ttl_ms(self) -> int:
+        """How long a sensor trusts an unchanged partition's state before recomputing it (time
+        retention and compaction lags move with the clock): Kafka's retention check cadence."""
+        return self.retention_check_interval_ms

@@ -115,19 +115,29 @@ def build_spark_session(
     adds the engine as a zip to the session. Raises :class:`SparkSetupError` when Java is missing
     or too old, before any JVM is started.
     """
-    check_java()
     master = spark_master(master)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    before_jvm_start()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**LOCAL_DEFAULTS, **dict(conf or {})}.items():
         builder = builder.config(key, str(value))
-    spark = builder.getOrCreate()
+    return prepare_session(builder.getOrCreate(), ship_engine=ship_engine)
+
+
+def before_jvm_start() -> None:
+    """What must hold before any builder starts the JVM: Java 17+, workers on this interpreter."""
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def prepare_session(spark, *, ship_engine: bool | None = None):
+    """Make a session from any builder (ours, dagster-pyspark's) ready for the jobs: quiet logs,
+    the engine shipped to a non-local master, the ``kafka-log`` data source registered."""
     spark.sparkContext.setLogLevel(os.environ.get("LOGPLAT_SPARK_LOG_LEVEL", "ERROR"))
     if ship_engine is None:
-        ship_engine = not master.startswith("local")
+        ship_engine = not spark.sparkContext.master.startswith("local")
     if ship_engine:
         spark.sparkContext.addPyFile(str(engine_zip()))
     register_data_source(spark)

@@ -531,7 +531,7 @@ NEEDS_NO_LOG_DIRS = {"dump"}
 READ_ONLY = {"consume", "verify"}
 
 
-def _broker_props() -> dict[str, str]:
+def broker_props_from_env() -> dict[str, str]:
     """Broker-level ``log.*`` settings from the properties file in ``$LOGPLAT_SERVER_PROPERTIES``, if set."""
     path = os.environ.get("LOGPLAT_SERVER_PROPERTIES")
     if not path:
@@ -557,7 +557,7 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         if args.command in NEEDS_NO_LOG_DIRS:
             return COMMANDS[args.command](args, None)
         read_only = args.command in READ_ONLY or (args.command == "topic" and args.topic_command in ("list", "describe"))
-        with LogManager(log_dirs_from_env(args.log_dirs), _broker_props(), read_only=read_only) as manager:
+        with LogManager(log_dirs_from_env(args.log_dirs), broker_props_from_env(), read_only=read_only) as manager:
             return COMMANDS[args.command](args, manager)
     except (LogError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

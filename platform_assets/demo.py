@@ -1,0 +1,163 @@
+"""The main job: the lifecycle of real logs, run and seen through Dagster, end to end.
+
+1. writes a realistic workload through the engine (``workload.py``: a ``compact`` changelog, a
+   ``compact,delete`` profile store, a ``delete`` event stream; many segments, duplicates,
+   tombstones, expired segments) into ``$LOGPLAT_LOG_DIRS`` (default ``./data/logs``);
+2. starts a Dagster webserver and daemon on 127.0.0.1 with ``DAGSTER_HOME`` (default
+   ``./dagster_home``) and turns the three sensors on through GraphQL;
+3. waits while the sensors discover the partitions and request compaction and retention runs,
+   and the daemon runs them (each a Spark job through the dagster-pyspark resource, with the
+   asset checks), until no partition is due and no run is left;
+4. prints a before/after table of every partition, with what the runs recorded in Dagster,
+   and how to open the UI on the same instance.
+
+    python -m platform_assets.demo [--scale 0.5] [--timeout 1200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from storage_engine.manager import LogManager, log_dirs_from_env
+
+from .devserver import DevServer, DevServerError, wait_for
+from .log_state import PartitionState, read_states
+from .metadata import effective_checkpoint
+from .workload import produce, realistic_workload
+
+REPO = Path(__file__).resolve().parents[1]
+SENSORS = ("log_state_sensor", "compaction_sensor", "retention_sensor")
+IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+
+
+def snapshot(log_dirs: list[str]) -> dict[tuple[str, int], tuple[PartitionState, int]]:
+    """Every partition's cheap state and log end offset, read-only."""
+    now = int(time.time() * 1000)
+    with LogManager(log_dirs, read_only=True) as manager:
+        return {s.tp: (s, manager.get_log(s.topic, s.partition).log_end_offset) for s in read_states(manager, now_ms=now)}
+
+
+def pending_work(log_dirs: list[str]) -> list[str]:
+    """Partitions the sensors would still act on."""
+    return [f"{s.topic}-{s.partition}" for s, _ in snapshot(log_dirs).values() if s.compaction_due or s.deletable_segments]
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f}"
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def table(before: dict, after: dict, recorded: dict[tuple[str, int], dict]) -> str:
+    header = ("partition", "policy", "segments", "MB", "log start", "log end", "cleaner checkpoint", "dirty ratio",
+              "runs", "reclaimed MB", "compacted away")
+    rows = [header]
+    for tp in sorted(after):
+        a, leo_a = after[tp]
+        b, leo_b = before.get(tp, after[tp])
+        rec = recorded.get(tp, {})
+        policy = ",".join(p for p in ("compact", "delete") if getattr(a, p))
+        rows.append((
+            f"{tp[0]}-{tp[1]}", policy, f"{b.segments} -> {a.segments}", f"{_mb(b.size_bytes)} -> {_mb(a.size_bytes)}",
+            f"{b.log_start_offset} -> {a.log_start_offset}", f"{leo_b} -> {leo_a}",
+            f"{effective_checkpoint(b)} -> {effective_checkpoint(a)}" if a.compact else "-",
+            f"{_ratio(b.dirty_ratio)} -> {_ratio(a.dirty_ratio)}" if a.compact else "-",
+            str(rec.get("runs", 0)), _mb(rec.get("bytes_reclaimed", 0)), str(rec.get("records_removed", 0)),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def recorded_by_dagster(client, topics: list[str], since_ms: float) -> dict[tuple[str, int], dict]:
+    """Materializations this job's runs recorded, read back through GraphQL, summed per partition."""
+    out: dict[tuple[str, int], dict] = {}
+    for topic in topics:
+        for m in client.materializations(["logs", topic], limit=1000):
+            if float(m["timestamp"]) < since_ms:
+                continue
+            rec = out.setdefault((topic, int(m["partition"])), {"runs": 0, "bytes_reclaimed": 0, "records_removed": 0})
+            rec["runs"] += 1
+            rec["bytes_reclaimed"] += m["metadata"].get("bytes_reclaimed") or 0
+            rec["records_removed"] += m["metadata"].get("records_removed") or 0
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the workload's record counts")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the sensors' runs")
+    args = parser.parse_args(argv)
+
+    log_dirs = [str(p.resolve()) for p in log_dirs_from_env()]
+    dagster_home = Path(os.environ.get("DAGSTER_HOME") or REPO / "dagster_home").resolve()
+    print(f"log dirs: {','.join(log_dirs)}\nDAGSTER_HOME: {dagster_home}\n")
+
+    started = time.time()
+    with LogManager(log_dirs) as manager:
+        written = produce(manager, realistic_workload(args.scale), now_ms=int(started * 1000))
+    print(f"workload: {sum(w.records for w in written):,} records ({sum(w.tombstones for w in written):,} tombstones, "
+          f"{_mb(sum(w.bytes for w in written))} MB) into {len(written)} partitions of "
+          f"{len({w.topic for w in written})} topics")
+    before = snapshot(log_dirs)
+    topics = sorted({tp[0] for tp in before})
+
+    env = {"LOGPLAT_LOG_DIRS": ",".join(log_dirs), "LOGPLAT_AUTOMATION": "stopped", "LOGPLAT_SENSOR_INTERVAL_S": "10"}
+    logs = Path(tempfile.mkdtemp(prefix="logplat-demo-"))
+    server = DevServer(dagster_home, REPO / "workspace.yaml", logs, env)
+    print(f"starting the Dagster webserver and daemon on 127.0.0.1 (their output: {logs}) ...")
+    with server:
+        client = server.client()
+        for name in SENSORS:
+            client.set_sensor(name, True)
+        print(f"sensors on: {', '.join(SENSORS)}; waiting for their runs (up to {args.timeout:.0f} s) ...")
+        t0 = time.monotonic()
+
+        quiet_polls = []
+
+        def settled() -> bool:
+            """No run queued or running on three polls in a row (two sensor ticks), after the
+            sensors asked for something or when nothing was due. Time retention keeps finding a
+            segment that just expired in a workload spread over hours; that is the next tick's work."""
+            in_flight = client.runs(statuses=IN_FLIGHT)
+            launched = client.runs(created_after=started)
+            work = pending_work(log_dirs)
+            print(f"  {time.monotonic() - t0:6.0f} s: {len(launched)} run(s) launched, {len(in_flight)} queued or "
+                  f"running; due: {', '.join(work) or 'nothing'}", flush=True)
+            quiet_polls.append(not in_flight and (bool(launched) or not work))
+            return len(quiet_polls) >= 3 and all(quiet_polls[-3:])
+
+        timed_out = False
+        try:
+            wait_for("the sensors' runs to finish", settled, timeout_s=args.timeout, interval_s=10, on_timeout=server.logs)
+        except DevServerError as exc:
+            timed_out = True
+            print(exc, file=sys.stderr)
+        for name in SENSORS:
+            client.set_sensor(name, False)
+        runs = [r for r in client.runs(created_after=started) if r["tags"].get("logplat/trigger")]
+        failed = [r["runId"] for r in runs if r["status"] == "FAILURE"]
+        recorded = recorded_by_dagster(client, topics, started * 1000 - 1)
+    after = snapshot(log_dirs)
+
+    print(f"\n{len(runs)} run(s) launched by the sensors, {len(failed)} failed; before -> after:\n")
+    print(table(before, after, recorded))
+    ui_env = f"DAGSTER_HOME={dagster_home} LOGPLAT_LOG_DIRS={','.join(log_dirs)}"
+    shown = next((t for t in topics if t == "orders.state"), topics[0])
+    print(f"\nOpen the UI on the same instance (127.0.0.1 only), then http://127.0.0.1:3000/assets/logs/{shown}:\n"
+          f"  {ui_env} {REPO / '.venv/bin/dagster'} dev -w {REPO / 'workspace.yaml'} -h 127.0.0.1 -p 3000")
+    if failed:
+        print(f"failed runs: {', '.join(failed)} (see the UI's Runs page)", file=sys.stderr)
+    return 1 if failed or timed_out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""A Dagster webserver and daemon on loopback, and the GraphQL calls the platform drives them with.
+
+``dagster dev`` does the same for a person at a browser; the main job and the end-to-end test
+need it from code: start both processes on ``127.0.0.1`` with a given ``DAGSTER_HOME`` and
+environment, wait until the code location has loaded, then turn sensors on, launch backfills and
+read runs and materializations back through the same GraphQL API the UI uses. Each process
+writes its output to a file in ``log_dir``, quoted when something goes wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+
+REPOSITORY = "__repository__"  # the repository name of a Definitions object
+T = TypeVar("T")
+
+
+class DevServerError(RuntimeError):
+    """The webserver, the daemon or a GraphQL call failed; the message quotes the process logs."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, fn: Callable[[], T | None], *, timeout_s: float, interval_s: float = 1.0,
+             on_timeout: Callable[[], str] = lambda: "") -> T:
+    """Poll ``fn`` until it returns something truthy; :class:`DevServerError` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise DevServerError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{on_timeout()}")
+        time.sleep(interval_s)
+
+
+@dataclass
+class DevServer:
+    """``dagster-webserver`` and ``dagster-daemon`` over ``workspace`` (use as a context manager)."""
+
+    dagster_home: Path
+    workspace: Path
+    log_dir: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    port: int = 0
+    startup_timeout_s: float = 180.0
+    _procs: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _spawn(self, name: str, args: Sequence[str]) -> None:
+        env = {**os.environ, **self.env, "DAGSTER_HOME": str(self.dagster_home)}
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        out = open(self.log_dir / f"{name}.log", "ab")
+        self._procs[name] = subprocess.Popen([sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                             cwd=self.workspace.parent, start_new_session=True)
+        out.close()
+
+    def logs(self, lines: int = 40) -> str:
+        parts = []
+        for name in self._procs:
+            path = self.log_dir / f"{name}.log"
+            text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
+            parts.append(f"--- {name} ({path}) ---\n" + "\n".join(text))
+        return "\n".join(parts)
+
+    def start(self) -> "DevServer":
+        self.port = self.port or free_port()
+        workspace = str(self.workspace)
+        self._spawn("webserver", ["-m", "dagster_webserver", "-w", workspace, "-h", "127.0.0.1", "-p", str(self.port)])
+        self._spawn("daemon", ["-m", "dagster._daemon", "run", "-w", workspace])
+        client = self.client()
+        wait_for("the webserver", client.is_up, timeout_s=self.startup_timeout_s, on_timeout=self.logs)
+        errors = wait_for("the code location to load", client.location_errors, timeout_s=self.startup_timeout_s,
+                          on_timeout=self.logs)
+        if errors != ["ok"]:
+            raise DevServerError(f"the code location did not load: {errors}\n{self.logs()}")
+        return self
+
+    def client(self) -> "GraphQL":
+        return GraphQL(self.url, self.logs)
+
+    def stop(self) -> None:
+        """SIGINT each process group (as Ctrl-C would), then SIGKILL what is left after 30 s."""
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+        deadline = time.monotonic() + 30
+        for proc in self._procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def __enter__(self) -> "DevServer":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class GraphQL:
+    """The handful of GraphQL calls the platform needs (the public Python client covers fewer),
+    over the standard library's HTTP client."""
+
+    url: str
+    logs: Callable[[], str] = lambda: ""
+
+    def query(self, text: str, variables: Mapping[str, Any] | None = None) -> dict:
+        payload = json.dumps({"query": text, "variables": dict(variables or {})}).encode()
+        request = urllib.request.Request(f"{self.url}/graphql", data=payload,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise DevServerError(f"GraphQL HTTP {exc.code}: {exc.read()[:2000]!r}") from None
+        if body.get("errors"):
+            raise DevServerError(f"GraphQL errors: {body['errors']}")
+        return body["data"]
+
+    def is_up(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/server_info", timeout=5) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def location_errors(self) -> list[str] | None:
+        """``["ok"]`` once every location loaded, the load errors if one failed, ``None`` while loading."""
+        data = self.query("""{ workspaceOrError { ... on Workspace { locationEntries {
+            name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }""")
+        entries = data["workspaceOrError"].get("locationEntries") or []
+        if not entries or any(e["loadStatus"] != "LOADED" for e in entries):
+            return None
+        errors = [e["locationOrLoadError"].get("message", "") for e in entries
+                  if e["locationOrLoadError"]["__typename"] == "PythonError"]
+        return errors or ["ok"]
+
+    def location_name(self) -> str:
+        data = self.query("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
+        return data["workspaceOrError"]["locationEntries"][0]["name"]
+
+    def set_sensor(self, name: str, running: bool) -> str:
+        """Start or stop a sensor; returns its status."""
+        selector = {"repositoryLocationName": self.location_name(), "repositoryName": REPOSITORY, "sensorName": name}
+        if running:
+            data = self.query("""mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {
+                __typename ... on Sensor { sensorState { status } } ... on PythonError { message } } }""", {"s": selector})
+            result = data["startSensor"]
+            if result["__typename"] != "Sensor":
+                raise DevServerError(f"startSensor {name}: {result}")
+            return result["sensorState"]["status"]
+        state = self.query("""query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
+            ... on Sensor { id sensorState { id selectorId } } } }""", {"s": selector})["sensorOrError"]
+        data = self.query("""mutation($id: String, $sel: String) { stopSensor(id: $id, jobSelectorId: $sel) {
+            __typename ... on StopSensorMutationResult { instigationState { status } } } }""",
+                          {"id": state["sensorState"]["id"], "sel": state["sensorState"]["selectorId"]})
+        return data["stopSensor"]["instigationState"]["status"]
+
+    def runs(self, *, tags: Mapping[str, str] | None = None, statuses: Sequence[str] | None = None,
+             created_after: float | None = None) -> list[dict]:
+        """Runs (newest first) with these tags, in these statuses, created after a Unix time."""
+        flt: dict[str, Any] = {}
+        if created_after is not None:
+            flt["createdAfter"] = created_after
+        if tags:
+            flt["tags"] = [{"key": k, "value": v} for k, v in tags.items()]
+        if statuses:
+            flt["statuses"] = list(statuses)
+        data = self.query("""query($f: RunsFilter) { runsOrError(filter: $f) { ... on Runs { results {
+            runId status jobName tags { key value } } } } }""", {"f": flt})
+        return [r | {"tags": {t["key"]: t["value"] for t in r["tags"]}} for r in data["runsOrError"]["results"]]
+
+    def launch_backfill(self, asset_key: Sequence[str], partitions: Sequence[str]) -> str:
+        data = self.query("""mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+            __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
+                          {"p": {"assetSelection": [{"path": list(asset_key)}], "partitionNames": list(partitions)}})
+        result = data["launchPartitionBackfill"]
+        if result["__typename"] != "LaunchBackfillSuccess":
+            raise DevServerError(f"launchPartitionBackfill: {result}")
+        return result["backfillId"]
+
+    def backfill(self, backfill_id: str) -> dict:
+        data = self.query("""query($id: String!) { partitionBackfillOrError(backfillId: $id) {
+            ... on PartitionBackfill { id status isAssetBackfill runs { runId status tags { key value } } } } }""",
+                          {"id": backfill_id})
+        return data["partitionBackfillOrError"]
+
+    def materializations(self, asset_key: Sequence[str], *, limit: int = 100) -> list[dict]:
+        """Materializations of an asset, newest first, metadata as a label -> value dict."""
+        data = self.query("""query($k: AssetKeyInput!, $n: Int) { assetOrError(assetKey: $k) { ... on Asset {
+            assetMaterializations(limit: $n) { runId partition timestamp metadataEntries { label __typename
+              ... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue }
+              ... on TextMetadataEntry { text } ... on BoolMetadataEntry { boolValue } } } } } }""",
+                          {"k": {"path": list(asset_key)}, "n": limit})
+        out = []
+        for m in data["assetOrError"]["assetMaterializations"]:
+            values = {}
+            for e in m["metadataEntries"]:
+                values[e["label"]] = next((e[f] for f in ("intValue", "floatValue", "text", "boolValue") if f in e), None)
+            out.append({"runId": m["runId"], "partition": m["partition"], "timestamp": m["timestamp"],
+                        "metadata": values})
+        return out

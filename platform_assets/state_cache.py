@@ -1,0 +1,147 @@
+"""Partition states kept between sensor ticks, so a tick costs what changed, not what exists.
+
+Reading a partition's state from scratch (``log_state.state_of``: the segment listing, checkpoint
+entries, the engine's candidacy and retention plan with their index-tail and batch-header reads)
+costs a few hundred microseconds; over 10,000 partitions that is seconds per tick, every tick, for
+logs that mostly did not change. The code server that evaluates sensors is a long-lived process,
+so this module keeps each partition's last state with a cheap signature of the files it came
+from and reuses it while the signature holds:
+
+* the partition directory's mtime, which moves whenever a file is created, deleted or renamed in
+  it (a roll, a cleaner swap, a retention deletion, recovery);
+* the active segment's size and mtime, which move on every append;
+* the partition's entries in the log dir's checkpoint files (the cleaner checkpoint, and the log
+  start offset, which ``delete-records`` moves without touching the directory);
+* the topic's configuration.
+
+Two things the signature cannot see are handled by recomputing anyway:
+
+* *time*: retention.ms, min/max.compaction.lag.ms judge file contents against the clock, so a
+  state is recomputed once it is ``ttl_ms`` old (default: ``log.retention.check.interval.ms``,
+  the cadence Kafka's own retention check keeps), a bounded share of them per read so the work
+  is spread over ticks instead of arriving all at once;
+* *coarse timestamps*: a change within ``RACY_NS`` of the moment a state was computed may not
+  have moved an mtime on a file system with coarse timestamps, so such a state is recomputed at
+  the next read (Git's "racy" index entries, same cure).
+
+The cache changes nothing but the cost: a state it returns is the state ``state_of`` would return,
+bar time retention or lag becoming due at most ``ttl_ms`` (plus the spread) late. Losing the
+process loses only speed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Collection
+
+from storage_engine.config import LogConfig
+from storage_engine.manager import LogManager
+from storage_engine.naming import parse_partition_dir
+from storage_engine.stats import log_dir_checkpoints, read_partition_stats
+
+from .log_state import PartitionState, TopicPartition, state_of
+
+RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class _Entry:
+    signature: tuple
+    config: LogConfig
+    state: PartitionState
+    computed_ms: int
+    trusted: bool  # computed long enough after the last change for the mtimes to be relied on
+
+
+def _active_signature(directory: str, state: PartitionState) -> tuple[int, int]:
+    if state.active_base_offset is None:
+        return (-1, -1)
+    try:
+        st = os.stat(f"{directory}/{state.active_base_offset:020d}.log")
+    except FileNotFoundError:
+        return (-2, -2)
+    return (st.st_size, st.st_mtime_ns)
+
+
+class StateCache:
+    """Partition states by directory, shared by every sensor of the process (thread-safe)."""
+
+    def __init__(self, racy_ns: int = RACY_NS) -> None:
+        self.racy_ns = racy_ns
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self.computed = 0  # states computed by the last read (for tests and the benchmark)
+        self.reused = 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def read(self, manager: LogManager, *, now_ms: int, ttl_ms: int, refresh_share: float,
+             topics: Collection[str] | None = None) -> list[PartitionState]:
+        """Every partition's state (of ``topics``, or of all), by topic and partition number.
+
+        ``refresh_share`` bounds how many states past ``ttl_ms`` are recomputed in this read, as
+        a share of the partitions read (the sensor interval over the TTL spreads a full refresh
+        evenly over one TTL)."""
+        with self._lock:
+            return self._read(manager, now_ms, ttl_ms, refresh_share, topics)
+
+    def _read(self, manager: LogManager, now_ms: int, ttl_ms: int, refresh_share: float,
+              topics: Collection[str] | None) -> list[PartitionState]:
+        wanted = None if topics is None else set(topics)
+        configs: dict[str, LogConfig] = {}
+        found: list[tuple[str, TopicPartition, tuple, tuple, _Entry | None]] = []
+        for log_dir in manager.log_dirs:
+            if not log_dir.path.is_dir():
+                continue
+            lso, cleaner = checkpoints = log_dir_checkpoints(log_dir.path)
+            with os.scandir(log_dir.path) as it:
+                for entry in it:
+                    tp = parse_partition_dir(entry.name)
+                    if tp is None or (wanted is not None and tp[0] not in wanted) or not entry.is_dir():
+                        continue
+                    previous = self._entries.get(entry.path)
+                    dir_mtime = entry.stat().st_mtime_ns
+                    active = _active_signature(entry.path, previous.state) if previous else ()
+                    signature = (dir_mtime, active, lso.get(tp), cleaner.get(tp))
+                    found.append((entry.path, tp, signature, checkpoints, previous))
+        budget = max(1, math.ceil(len(found) * refresh_share))
+        expired = sorted((e.computed_ms, path) for path, _, _, _, e in found
+                         if e is not None and now_ms - e.computed_ms >= ttl_ms)
+        refresh = {path for _, path in expired[:budget]}
+        states = []
+        self.computed = self.reused = 0
+        seen = set()
+        for path, tp, signature, checkpoints, previous in found:
+            seen.add(path)
+            config = configs.get(tp[0]) or configs.setdefault(tp[0], manager.topic_config(tp[0]))
+            if (previous is not None and previous.trusted and previous.signature == signature
+                    and previous.config == config and path not in refresh):
+                states.append(previous.state)
+                self.reused += 1
+                continue
+            started_ns = time.time_ns()
+            lso, cleaner = checkpoints
+            stats = read_partition_stats(Path(path), log_start_offset_checkpoint=lso.get(tp),
+                                         cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
+            state = state_of(stats, config, now_ms=now_ms)
+            active = _active_signature(path, state)
+            latest_change = max(signature[0], active[1])
+            self._entries[path] = _Entry((signature[0], active, signature[2], signature[3]), config, state, now_ms,
+                                         trusted=started_ns - latest_change > self.racy_ns)
+            states.append(state)
+            self.computed += 1
+        if wanted is None:
+            for path in set(self._entries) - seen:
+                del self._entries[path]
+        return sorted(states, key=lambda s: (s.topic, s.partition))
+
+
+#: The process's cache, shared by the sensors and schedules of the code location.
+STATE_CACHE = StateCache()

@@ -1,0 +1,171 @@
+"""Materializing topic assets on real logs through real Spark (the session-wide ``spark`` fixture):
+one partition, a range (one run), each cleanup policy, the checks, and a sweep's range request."""
+
+from __future__ import annotations
+
+import time
+
+import dagster as dg
+import pytest
+from platform_helpers import (
+    COMPACT_DELETE,
+    COMPACTED,
+    DELETE,
+    apply_partition_requests,
+    definitions_for,
+    resources_with_test_session,
+    tick,
+)
+
+from platform_assets.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
+from platform_assets.workload import produce
+from storage_engine.manager import LogManager
+
+NOW = int(time.time() * 1000)
+CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES}
+RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
+#: Every materialization carries these (the issue's list: checkpoints and dirty ratio before and
+#: after, offsets, size, what was reclaimed and removed, timings).
+COMMON = {"log_start_offset", "log_end_offset", "size_bytes", "segments", "status", "segments_deleted",
+          "bytes_reclaimed", "duration_s", "log_state_version", "log_start_offset_before", "size_bytes_before"}
+COMPACTION = COMMON | {"cleaner_checkpoint", "cleaner_checkpoint_before", "dirty_ratio", "dirty_ratio_before",
+                       "records_removed", "duplicates_removed", "tombstones_removed", "throughput_mb_per_s",
+                       "throughput_records_per_s"}
+
+
+@pytest.fixture
+def platform(tmp_path, spark):
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        produce(manager, [COMPACTED, COMPACT_DELETE, DELETE], now_ms=NOW)
+    defs, settings = definitions_for(root)
+    with dg.instance_for_test() as instance:
+        data = tick(defs, settings, instance, "log_state_sensor")
+        apply_partition_requests(instance, data.dynamic_partitions_requests)
+        yield root, defs, settings, instance
+
+
+def _asset(defs: dg.Definitions, topic: str) -> dg.AssetsDefinition:
+    return next(a for a in defs.assets if a.key == dg.AssetKey(["logs", topic]))
+
+
+def _materialize(platform, topic: str, *, partition: str | None = None, tags=None, run_config=None):
+    _, defs, settings, instance = platform
+    result = dg.materialize([_asset(defs, topic)], instance=instance, partition_key=partition, tags=tags,
+                            run_config=run_config, resources=resources_with_test_session(settings))
+    assert result.success
+    events = result.asset_materializations_for_node(_asset(defs, topic).op.name)
+    return result, {e.partition: {k: v.value for k, v in e.metadata.items()} for e in events}, events
+
+
+def _numbers_only(metadata: dict) -> None:
+    """Figures are plain ints and floats (what the UI plots), never None or text."""
+    for key in COMPACTION - {"status", "log_state_version"}:
+        if key in metadata:
+            assert isinstance(metadata[key], (int, float)) and not isinstance(metadata[key], bool), key
+
+
+def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(platform):
+    root, _, _, instance = platform
+    result, by_partition, events = _materialize(platform, "orders", partition="0")
+    assert list(by_partition) == ["0"]
+    m = by_partition["0"]
+    assert COMPACTION <= set(m), COMPACTION - set(m)
+    _numbers_only(m)
+    assert m["status"] == "compacted"
+    assert m["cleaner_checkpoint_before"] == 0  # never cleaned: the log start offset, as Kafka reads it
+    assert m["dirty_ratio_before"] == 1.0 and m["dirty_ratio"] < 0.5
+    assert m["cleaner_checkpoint"] > 0 and m["log_end_offset"] == m["log_end_offset_before"] == 400
+    assert m["duplicates_removed"] > 0 and m["records_removed"] >= m["duplicates_removed"]
+    assert m["bytes_reclaimed"] > 0 and m["size_bytes"] < m["size_bytes_before"]
+    assert m["partitions_in_run"] == 1
+    # the data version names the log's state after the run, and equals the partition's own
+    assert events[0].tags["dagster/data_version"] == m["log_state_version"]
+
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert set(checks) == CHECKS and all(e.passed for e in checks.values()), checks
+    assert all(e.partition == "0" for e in checks.values())
+    assert checks[LATEST_VALUES].metadata["live_keys_before"].value > 0
+
+    # a second cleaning right after: nothing cleanable is left, tombstones past their horizon go
+    _, again, _ = _materialize(platform, "orders", partition="0")
+    assert again["0"]["cleaner_checkpoint_before"] == m["cleaner_checkpoint"]
+    with LogManager([root], read_only=True) as manager:
+        assert manager.get_log("orders", 0).log_end_offset == 400
+
+
+def test_a_range_is_one_run_with_metadata_and_checks_per_partition(platform):
+    _, _, _, instance = platform
+    result, by_partition, _ = _materialize(platform, "profiles.v1", tags=dict(zip(RANGE, ("0", "1"))))
+    assert set(by_partition) == {"0", "1"}
+    assert len(instance.get_run_records()) == 1
+    for p, m in by_partition.items():
+        assert COMPACTION <= set(m), (p, COMPACTION - set(m))
+        _numbers_only(m)
+        assert m["status"] == "compacted" and m["partitions_in_run"] == 2
+        # compact,delete: retention ran after the compaction and moved the log start
+        assert m["log_start_offset"] > m["log_start_offset_before"] and m["segments_deleted"] > 0
+    assert by_partition["0"]["log_state_version"] != by_partition["1"]["log_state_version"]
+    # range runs record each partition's checks as their own evaluations
+    for check in CHECKS:
+        key = dg.AssetCheckKey(dg.AssetKey(["logs", "profiles.v1"]), check)
+        records = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+        assert {(r.partition, r.status.value) for r in records if r.partition} == {("0", "SUCCEEDED"),
+                                                                                   ("1", "SUCCEEDED")}, check
+
+
+def test_retention_of_a_delete_topic_and_a_partition_with_nothing_to_do(platform):
+    _, _, _, instance = platform
+    result, by_partition, _ = _materialize(platform, "clicks", tags=dict(zip(RANGE, ("0", "1"))))
+    assert {m["status"] for m in by_partition.values()} == {"deleted"}
+    for m in by_partition.values():
+        assert COMMON <= set(m), COMMON - set(m)
+        assert "cleaner_checkpoint" not in m and "dirty_ratio" not in m  # a delete topic has neither
+        assert m["segments_deleted"] > 0 and m["bytes_reclaimed"] > 0
+    assert not result.get_asset_check_evaluations()  # nothing was compacted: no check to report
+
+    _, again, _ = _materialize(platform, "clicks", partition="1")
+    assert again["1"]["status"] == "nothing" and again["1"]["segments_deleted"] == 0
+
+
+def test_the_sensors_run_config_leaves_a_partition_that_is_not_due_alone(platform):
+    _, defs, settings, instance = platform
+    config = {"ops": {"logs__orders": {"config": {"force_compaction": False}}}}
+    result, by_partition, _ = _materialize(platform, "orders", partition="1", run_config=config)
+    assert by_partition["1"]["status"] == "skipped"
+    assert not result.get_asset_check_evaluations()
+
+
+def test_a_sweep_request_runs_as_one_range(platform):
+    _, defs, settings, instance = platform
+    schedule = defs.get_repository_def().get_schedule_def("sweep__orders")
+    from platform_assets.resources import build_resources
+
+    request = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, resources=build_resources(settings))
+                                     ).run_requests[0]
+    tags = {k: v for k, v in request.tags.items() if k in RANGE}
+    assert tags == dict(zip(RANGE, ("0", "2")))
+    _, by_partition, _ = _materialize(platform, "orders", tags=tags, run_config=request.run_config)
+    assert {p: m["status"] for p, m in by_partition.items()} == {"0": "compacted", "1": "skipped", "2": "compacted"}
+
+
+def test_checks_run_alone_audit_the_logs_as_they_are(platform):
+    _, defs, settings, instance = platform
+    asset = _asset(defs, "orders")
+    audit = dg.Definitions(
+        assets=[asset], resources=resources_with_test_session(settings),
+        jobs=[dg.define_asset_job("audit", selection=dg.AssetSelection.checks_for_assets(asset))],
+    ).resolve_job_def("audit")
+    # Dagster runs checks selected without their partitioned asset as an unpartitioned run: the
+    # audit covers every partition of the topic, each recorded as its own evaluation
+    result = audit.execute_in_process(instance=instance)
+    assert result.success
+    assert not result.asset_materializations_for_node(asset.op.name)  # the log was not touched
+    def evaluated(check: str) -> set[tuple[str, str]]:
+        records = instance.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(asset.key, check),
+                                                                               limit=10)
+        return {(r.partition, r.status.value) for r in records if r.partition is not None}
+
+    for check in CHECKS - {LATEST_VALUES}:
+        assert evaluated(check) == {("0", "SUCCEEDED"), ("1", "SUCCEEDED"), ("2", "SUCCEEDED")}, check
+    assert not evaluated(LATEST_VALUES)  # nothing to compare latest values with

@@ -1,0 +1,134 @@
+"""The platform's pure decisions: partition key order, names, cron, run bookkeeping, check
+verdicts, cursors. Fast; no Dagster instance, no Spark."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from platform_assets.catalog import safe_name
+from platform_assets.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
+from platform_assets.log_checks import Digest, Duplicates, Verification, split_problems
+from platform_assets.log_state import PartitionState
+from platform_assets.partitions import KeyUpdate, partition_number, plan_key_update
+from platform_assets.schedules import cron_for_interval_ms
+from platform_assets.sensors import ObservationCursor, busy_logs
+from platform_assets.settings import PlatformSettings, retention_check_interval_ms
+
+
+def _apply(existing: list[str], update: KeyUpdate) -> list[str]:
+    """As Dagster applies the requests: a delete removes every row holding the key."""
+    kept = [k for k in existing if k not in set(update.delete)]
+    return kept + list(update.add)
+
+
+@pytest.mark.parametrize(
+    "existing, on_disk, expected",
+    [
+        ([], [2, 0, 1], ["0", "1", "2"]),
+        (["0", "1"], [0, 1, 2, 10], ["0", "1", "2", "10"]),  # new partitions go at the end
+        (["0", "1", "10"], [0, 1, 10, 4], ["0", "1", "4", "10"]),  # a gap filled: 10 re-added after 4
+        (["0", "1"], [0], ["0", "1"]),  # a partition gone from disk keeps its key (and its history)
+        (["0", "1", "1", "2"], [0, 1, 2], ["0", "1", "2"]),  # a key listed twice is repaired
+    ],
+)
+def test_partition_keys_stay_in_numeric_order(existing, on_disk, expected):
+    keys = list(existing)
+    for _ in range(2):  # a gap takes two ticks: delete what follows it, then add it back
+        update = plan_key_update(keys, on_disk)
+        assert not set(update.add) & set(update.delete)  # Dagster refuses both in one tick
+        keys = _apply(keys, update)
+    assert keys == expected
+    assert plan_key_update(expected, on_disk) == KeyUpdate()
+
+
+def test_keys_already_in_order_need_no_update_and_foreign_keys_are_left_alone():
+    assert not plan_key_update(["0", "1", "2"], [0, 1, 2])
+    assert plan_key_update(["0", "manual", "1"], [0, 1, 2]) == KeyUpdate(add=("2",))
+
+
+def test_partition_keys_are_plain_numbers():
+    assert partition_number("12") == 12
+    for bad in ("012", "-1", "a", ""):
+        with pytest.raises(ValueError):
+            partition_number(bad)
+
+
+def test_safe_names_are_legal_and_distinct():
+    assert safe_name("orders") == "orders"
+    names = {safe_name(t) for t in ("a.b", "a-b", "a_b")}
+    assert len(names) == 3 and all(n.replace("_", "").isalnum() for n in names)
+
+
+@pytest.mark.parametrize(
+    "interval_ms, cron",
+    [(300_000, "*/5 * * * *"), (1_000, "* * * * *"), (60_000, "* * * * *"), (7_200_000, "0 */2 * * *"),
+     (3_600_000, "0 * * * *"), (172_800_000, "0 0 * * *")],
+)
+def test_sweep_cron_follows_the_retention_check_interval(interval_ms, cron):
+    assert cron_for_interval_ms(interval_ms) == cron
+
+
+def test_retention_check_interval_comes_from_the_broker_properties():
+    assert retention_check_interval_ms({}) == 300_000
+    assert retention_check_interval_ms({"log.retention.check.interval.ms": "60000"}) == 60_000
+    with pytest.raises(ValueError, match="log.retention.check.interval.ms"):
+        PlatformSettings(log_dirs=("x",), broker_props={"log.retention.check.interval.ms": "0"})
+    with pytest.raises(ValueError, match="LOGPLAT_AUTOMATION"):
+        PlatformSettings(log_dirs=("x",), automation="sometimes")
+
+
+def _run(tags: dict[str, str], asset: str | None = None) -> dg.DagsterRun:
+    selection = frozenset([dg.AssetKey(["logs", asset])]) if asset else None
+    return dg.DagsterRun(job_name="j", run_id=f"r{len(tags)}{asset}", tags=tags, asset_selection=selection)
+
+
+def test_runs_in_flight_mark_their_partitions_busy():
+    busy = busy_logs([
+        _run({"logplat/topic": "a", "dagster/partition": "3"}),
+        _run({"dagster/asset_partition_range_start": "1", "dagster/asset_partition_range_end": "2"}, asset="b"),
+        _run({}, asset="c"),  # a run over a whole topic
+    ])
+    assert ("a", 3) in busy and ("a", 4) not in busy
+    assert ("b", 1) in busy and ("b", 2) in busy and ("b", 3) not in busy
+    assert ("c", 99) in busy and ("d", 0) not in busy
+
+
+def _state(partition: int = 0, *, checkpoint: int | None = 10, state_hash: str = "h") -> PartitionState:
+    return PartitionState("t", partition, True, False, 100, 2, 0, checkpoint, 10, state_hash, None, None)
+
+
+def test_the_observation_cursor_reports_only_changes_and_forgets_gone_partitions():
+    cursor = ObservationCursor()
+    a, b = _state(0), _state(1)
+    assert cursor.changed(a)
+    cursor.record(a)
+    cursor.record(b)
+    assert not cursor.changed(a)
+    assert cursor.changed(_state(0, state_hash="other"))
+    cursor.keep_only([a.tp])
+    again = ObservationCursor.parse(cursor.dump())
+    assert not again.changed(a) and again.changed(b)
+    assert ObservationCursor.parse("not json").seen == {}
+
+
+def test_verify_problems_split_by_the_file_they_name():
+    problems = ["/d/00000000000000000000.log: offsets go backwards at position 10: 4 after 7",
+                "/d/00000000000000000000.index: entry 1 (offset 5) points at position 9, not a batch start",
+                "/d/00000000000000000000.timeindex: entry 0 timestamp 9 goes backwards",
+                "/d/00000000000000000000.log: index unreadable: bad"]
+    log, index = split_problems(problems)
+    assert log == (problems[0],)
+    assert index == tuple(problems[1:])
+
+
+def test_check_verdicts():
+    clean = evaluate_checks(0, _state(), Duplicates(), Verification(10, (), ()), (Digest(3, 7), Digest(3, 7)))
+    assert {o.name: o.passed for o in clean} == {KEYS_UNIQUE: True, OFFSETS_INCREASE: True, INDEXES_AGREE: True,
+                                                 LATEST_VALUES: True}
+    broken = evaluate_checks(0, _state(), Duplicates(keys=1, records=3), Verification(10, ("x",), ("y",)),
+                             (Digest(3, 7), Digest(3, 8)))
+    assert not any(o.passed for o in broken)
+    assert next(o for o in broken if o.name == KEYS_UNIQUE).metadata["extra_records"] == 2
+    alone = evaluate_checks(0, _state(), Duplicates(), Verification(10, (), ()), None)
+    assert LATEST_VALUES not in {o.name for o in alone}

@@ -1,0 +1,82 @@
+"""The code location loads (in-process and through Dagster's own CLI, as CI would run it), is built
+from the topics on disk, and the committed instance config means what the platform relies on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from platform_helpers import COMPACT_DELETE, COMPACTED, DELETE, definitions_for
+
+from platform_assets.catalog import safe_name
+from platform_assets.workload import produce
+from storage_engine.manager import LogManager
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def logs(tmp_path):
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        produce(manager, [COMPACTED, COMPACT_DELETE, DELETE], now_ms=int(time.time() * 1000))
+    return root
+
+
+def test_definitions_are_built_from_the_topics_on_disk(logs):
+    defs, _ = definitions_for(logs)
+    dg.Definitions.validate_loadable(defs)
+    repo = defs.get_repository_def()
+    assert {a.key for a in defs.assets} == {dg.AssetKey(["logs", t]) for t in ("orders", "profiles.v1", "clicks")}
+    orders = next(a for a in defs.assets if a.key == dg.AssetKey(["logs", "orders"]))
+    assert orders.partitions_def == dg.DynamicPartitionsDefinition(name="partitions__orders")
+    assert orders.backfill_policy == dg.BackfillPolicy.single_run()
+    assert orders.group_names_by_key[orders.key] == "compact"
+    assert orders.metadata_by_key[orders.key]["cleanup.policy"] == "compact"
+    assert len(orders.check_specs_by_output_name) == 4
+    clicks = next(a for a in defs.assets if a.key == dg.AssetKey(["logs", "clicks"]))
+    assert not clicks.check_specs_by_output_name  # no compaction, nothing for the checks to guard
+    topics = ("orders", "profiles.v1", "clicks")
+    assert {j for j in repo.job_names if j.startswith("cleanup__")} == {f"cleanup__{safe_name(t)}" for t in topics}
+    assert {s.name for s in repo.sensor_defs} == {"log_state_sensor", "compaction_sensor", "retention_sensor"}
+    assert {s.name for s in repo.schedule_defs} == {f"sweep__{safe_name(t)}" for t in topics}
+
+
+def test_an_empty_log_dir_loads_with_only_the_state_sensor(tmp_path):
+    defs, _ = definitions_for(tmp_path / "nothing-yet")
+    dg.Definitions.validate_loadable(defs)
+    assert [s.name for s in defs.get_repository_def().sensor_defs] == ["log_state_sensor"]
+
+
+def test_dagster_validates_the_workspace(logs):
+    """What CI runs: Dagster's CLI loads workspace.yaml in a fresh process with the environment."""
+    env = {**os.environ, "LOGPLAT_LOG_DIRS": str(logs)}
+    env.pop("DAGSTER_HOME", None)
+    proc = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", str(REPO / "workspace.yaml")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Validation successful" in proc.stdout + proc.stderr
+
+
+def test_the_committed_instance_config(tmp_path, monkeypatch):
+    """dagster_home/dagster.yaml: SQLite under DAGSTER_HOME, one run per topic, pools, daemons."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((REPO / "dagster_home" / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        config = instance.get_concurrency_config()
+        assert config.run_queue_config.tag_concurrency_limits == [
+            {"key": "logplat/topic", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+        assert config.run_queue_config.max_concurrent_runs == 2
+        assert config.pool_config.default_pool_limit == 1
+        assert config.pool_config.pool_granularity.value == "run"
+        assert instance.event_log_storage.supports_global_concurrency_limits
+        assert not instance.telemetry_enabled
+        assert instance.run_retries_max_retries == 1
+        assert (home / "history").is_dir()  # SQLite storage under DAGSTER_HOME

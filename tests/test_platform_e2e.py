@@ -1,0 +1,100 @@
+"""End to end: a Dagster webserver and daemon started on loopback over real logs; the sensors
+(turned on through GraphQL) launch a compaction that completes; a backfill of every partition of
+the topic, launched through GraphQL, completes as one run; materializations and their
+checkpoints are read back through GraphQL."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from engine_helpers import append_each
+
+from platform_assets.devserver import DevServer, wait_for
+from platform_assets.workload import TopicWorkload, produce
+from storage_engine.manager import LogManager
+from storage_engine.record import CompressionType
+from storage_engine.validator import ProducerRecord
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 420  # one run here is ~20-40 s on an idle 2-core box; generous for a busy one
+#: orders-0 spans many segments (due); orders-1 only its active segment (nothing to clean yet).
+ORDERS = TopicWorkload("orders", 2, {"cleanup.policy": "compact", "segment.bytes": "4096"}, records=400, keys=40,
+                       tombstone_ratio=0.1, value_bytes=40, partition_records={1: 5}, batch_records=10,
+                       compression=CompressionType.NONE)
+
+
+def _succeeded(client, **tags):
+    def check():
+        runs = client.runs(tags=tags)
+        failed = [r for r in runs if r["status"] in ("FAILURE", "CANCELED")]
+        assert not failed, failed
+        return [r for r in runs if r["status"] == "SUCCESS"]
+    return check
+
+
+def _completed(client, backfill_id):
+    def check():
+        backfill = client.backfill(backfill_id)
+        assert backfill["status"] not in ("FAILED", "CANCELED", "COMPLETED_FAILED"), backfill
+        return backfill if backfill["status"].startswith("COMPLETED") else None
+    return check
+
+
+@pytest.mark.slow
+def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
+    logs = tmp_path / "logs"
+    with LogManager([logs]) as manager:
+        produce(manager, [ORDERS], now_ms=int(time.time() * 1000))
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {"LOGPLAT_LOG_DIRS": str(logs), "LOGPLAT_AUTOMATION": "stopped", "LOGPLAT_SENSOR_INTERVAL_S": "5",
+           "LOGPLAT_SPARK_MASTER": "local[2]"}
+
+    with DevServer(home, REPO / "workspace.yaml", tmp_path / "server-logs", env) as server:
+        client = server.client()
+        assert client.set_sensor("log_state_sensor", True) == "RUNNING"
+        assert client.set_sensor("compaction_sensor", True) == "RUNNING"
+        runs = wait_for("the sensor's compaction run to succeed", _succeeded(client, **{"logplat/topic": "orders"}),
+                        timeout_s=TIMEOUT_S, on_timeout=server.logs)
+        client.set_sensor("compaction_sensor", False)
+        assert [r["tags"]["dagster/partition"] for r in runs] == ["0"]  # orders-1 had nothing to clean
+        assert runs[0]["tags"]["dagster/sensor_name"] == "compaction_sensor"
+        assert runs[0]["tags"]["dagster/run_key"].startswith("compact/orders/0/")
+        assert not [r for r in client.runs() if r["tags"].get("dagster/partition") == "1"]
+
+        with LogManager([logs]) as manager:  # orders-1 gets rolled segments: something to clean
+            append_each(manager.get_log("orders", 1),
+                        [ProducerRecord(f"k{i % 9}".encode(), b"v" * 40, None) for i in range(150)])
+
+        backfill_id = client.launch_backfill(["logs", "orders"], ["0", "1"])
+        backfill = wait_for("the backfill to complete", _completed(client, backfill_id), timeout_s=TIMEOUT_S,
+                            interval_s=2, on_timeout=server.logs)
+        assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS") and backfill["isAssetBackfill"]
+        assert len(backfill["runs"]) == 1, backfill["runs"]  # BackfillPolicy.single_run(): one run, one Spark job
+        run = backfill["runs"][0]
+        assert run["status"] == "SUCCESS"
+        tags = {t["key"]: t["value"] for t in run["tags"]}
+        assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == ("0", "1")
+
+        # the topic's concurrency pool, which holds back runs without the logplat/topic tag (this backfill's)
+        pool = client.query('{ instance { concurrencyLimit(concurrencyKey: "logplat/topic/orders") { limit } } }')
+        assert pool["instance"]["concurrencyLimit"]["limit"] == 1
+        materializations = client.materializations(["logs", "orders"])
+    by_run: dict[str, dict[str, dict]] = {}
+    for m in materializations:
+        by_run.setdefault(m["runId"], {})[m["partition"]] = m["metadata"]
+    assert set(by_run) == {runs[0]["runId"], run["runId"]}
+    sensor_run, backfill_run = by_run[runs[0]["runId"]], by_run[run["runId"]]
+    assert list(sensor_run) == ["0"] and set(backfill_run) == {"0", "1"}
+    assert sensor_run["0"]["status"] == "compacted" and sensor_run["0"]["cleaner_checkpoint"] > 0
+    assert sensor_run["0"]["cleaner_checkpoint_before"] == 0
+    # the backfill found orders-0 clean (checkpoint unchanged) and cleaned orders-1
+    assert backfill_run["0"]["cleaner_checkpoint"] == sensor_run["0"]["cleaner_checkpoint"]
+    assert backfill_run["1"]["status"] == "compacted" and backfill_run["1"]["cleaner_checkpoint"] > 0
+    for metadata in (sensor_run["0"], backfill_run["1"]):
+        assert metadata["dirty_ratio_before"] > metadata["dirty_ratio"]
+        assert metadata["log_end_offset"] >= metadata["cleaner_checkpoint"]

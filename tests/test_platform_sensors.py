@@ -1,0 +1,214 @@
+"""Sensors and the sweep schedule against real logs and a real Dagster instance, evaluated the way
+the daemon evaluates them (partition keys resolved against the instance)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import dagster as dg
+import pytest
+from engine_helpers import append_each
+from platform_helpers import (
+    COMPACT_DELETE,
+    COMPACTED,
+    DELETE,
+    add_partition,
+    apply_partition_requests,
+    definitions_for,
+    tick,
+)
+
+from platform_assets.resources import build_resources
+from platform_assets.workload import produce
+from storage_engine.manager import LogManager
+from storage_engine.validator import ProducerRecord
+
+NOW = int(time.time() * 1000)
+#: 200 records of 7 keys, about 12 KB: enough to roll a 4 KB segment a few times.
+MORE_RECORDS = [ProducerRecord(f"orders-k{i % 7}".encode(), b"v" * 40, NOW + i) for i in range(200)]
+
+
+@pytest.fixture
+def logs(tmp_path):
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        produce(manager, [COMPACTED, COMPACT_DELETE, DELETE], now_ms=NOW)
+    return root
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def discover(defs, settings, instance, cursor=None):
+    """One state-sensor tick with its partition requests applied, as the daemon would."""
+    data = tick(defs, settings, instance, "log_state_sensor", cursor)
+    apply_partition_requests(instance, data.dynamic_partitions_requests)
+    return data
+
+
+def requested(data) -> dict[tuple[str, str], dg.RunRequest]:
+    """Each partition a tick asked for, with its request (a range request covers several)."""
+    out = {}
+    for r in data.run_requests:
+        if r.partition_key is not None:
+            keys = [r.partition_key]
+        else:
+            first, last = (int(r.tags[f"dagster/asset_partition_range_{e}"]) for e in ("start", "end"))
+            keys = [str(p) for p in range(first, last + 1)]
+        out.update({(r.tags["logplat/topic"], k): r for k in keys})
+    return out
+
+
+def test_due_partitions_get_runs_and_clean_ones_do_not(logs, instance):
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    runs = requested(tick(defs, settings, instance, "compaction_sensor"))
+    # orders-1 holds only an active segment: nothing is cleanable, whatever its dirty ratio
+    assert set(runs) == {("orders", "0"), ("orders", "2"), ("profiles.v1", "0"), ("profiles.v1", "1")}
+    # consecutive due partitions of a topic share one single-run range; 0 and 2 are not consecutive
+    profiles = runs[("profiles.v1", "0")]
+    assert profiles is runs[("profiles.v1", "1")] and profiles.partition_key is None
+    assert runs[("orders", "0")] is not runs[("orders", "2")]
+    run = runs[("orders", "0")]
+    assert run.job_name == "cleanup__orders"
+    assert run.tags["logplat/trigger"] == "compaction-sensor"
+    assert run.tags["dagster/partition"] == "0" and run.tags["logplat/partition"] == "0"
+    assert "dirty ratio" in run.tags["logplat/reason"]
+    assert run.run_config["ops"]["logs__orders"]["config"]["force_compaction"] is False
+    assert run.tags["logplat/states"].startswith("0:") and run.run_key.startswith("compact/orders/0/")
+    assert profiles.run_key.startswith("compact/profiles.v1/0-1/")
+
+    retention = requested(tick(defs, settings, instance, "retention_sensor"))
+    # clicks-0 has expired segments; clicks-1 too (same workload) -- but profiles.v1 partitions,
+    # due for compaction, are left to the compaction run, which applies retention after it
+    assert ("clicks", "0") in retention
+    assert not any(topic == "profiles.v1" for topic, _ in retention)
+    assert "deletable" in retention[("clicks", "0")].tags["logplat/reason"]
+
+
+def test_a_cleaned_partition_is_not_due_and_run_keys_follow_the_log(logs, instance):
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+
+    def key() -> str:
+        return requested(tick(defs, settings, instance, "compaction_sensor"))[("orders", "0")].run_key
+
+    with LogManager([logs]) as manager:
+        manager.get_log("orders", 0).roll()
+    rolled = key()
+    assert key() == rolled  # same state, same key: Dagster launches it once
+
+    with LogManager([logs]) as manager:
+        append_each(manager.get_log("orders", 0), MORE_RECORDS[:1])
+    assert key() == rolled  # an append to the active segment leaves nothing new to clean
+
+    with LogManager([logs]) as manager:
+        append_each(manager.get_log("orders", 0), MORE_RECORDS)  # rolls: more to clean, a new key
+    assert key() != rolled
+
+    with LogManager([logs]) as manager:
+        manager.compact("orders", 0, now_ms=NOW)
+    after = requested(tick(defs, settings, instance, "compaction_sensor"))
+    assert ("orders", "0") not in after and ("orders", "2") in after
+
+
+def test_partitions_with_a_run_in_flight_or_an_used_key_are_skipped(logs, instance):
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    runs = requested(tick(defs, settings, instance, "compaction_sensor"))
+    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.STARTED,
+                                   tags={"logplat/topic": "orders", "dagster/partition": "0"}))
+    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.FAILURE,
+                                   tags={"dagster/sensor_name": "compaction_sensor", "logplat/topic": "orders",
+                                         "logplat/states": runs[("orders", "2")].tags["logplat/states"]}))
+    now = requested(tick(defs, settings, instance, "compaction_sensor"))
+    assert ("orders", "0") not in now and ("orders", "2") not in now and ("profiles.v1", "0") in now
+
+
+def test_runs_per_tick_are_bounded(logs, instance):
+    defs, settings = definitions_for(logs, max_partitions_per_tick=1)
+    discover(defs, settings, instance)
+    assert len(requested(tick(defs, settings, instance, "compaction_sensor"))) == 1
+
+
+def test_partitions_wait_for_their_keys(logs, instance):
+    defs, settings = definitions_for(logs)
+    data = tick(defs, settings, instance, "compaction_sensor")
+    assert not data.run_requests
+    assert "wait for log_state_sensor" in data.skip_message
+
+
+def test_new_partitions_are_added_in_numeric_order_without_a_reload(logs, instance):
+    defs, settings = definitions_for(logs)
+    data = discover(defs, settings, instance)
+    assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2"]
+    assert instance.get_dynamic_partitions("partitions__profiles.v1") == ["0", "1"]
+
+    add_partition(logs, "orders", 10)
+    cursor = discover(defs, settings, instance, data.cursor).cursor
+    assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2", "10"]
+    add_partition(logs, "orders", 4)  # found after 10: 10 moves behind it, over two ticks
+    cursor = discover(defs, settings, instance, cursor).cursor
+    assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2", "4"]
+    discover(defs, settings, instance, cursor)
+    assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2", "4", "10"]
+    # the same definitions (no reload) now resolve run requests for the new partition
+    with LogManager([logs]) as manager:
+        log = manager.get_log("orders", 4)
+        append_each(log, MORE_RECORDS)
+        log.roll()
+    assert ("orders", "4") in requested(tick(defs, settings, instance, "compaction_sensor"))
+
+
+def test_observations_only_when_a_partition_changed(logs, instance):
+    defs, settings = definitions_for(logs)
+    first = discover(defs, settings, instance)
+    observed = {(e.asset_key.path[1], e.partition): e for e in first.asset_events}
+    assert len(observed) == 7  # every partition, once
+    orders0 = observed[("orders", "0")].metadata
+    assert orders0["dirty_ratio"].value == 1.0 and orders0["compaction_due"].value is True
+    assert orders0["segments"].value > 3 and orders0["size_bytes"].value > 0
+    assert orders0["cleaner_checkpoint"].value == 0  # never cleaned: the log start offset, as Kafka reads it
+
+    second = discover(defs, settings, instance, first.cursor)
+    assert not second.asset_events and "none changed" in second.skip_message
+
+    with LogManager([logs]) as manager:
+        manager.compact("orders", 0, now_ms=NOW)
+    third = discover(defs, settings, instance, second.cursor)
+    assert [(e.asset_key.path[1], e.partition) for e in third.asset_events] == [("orders", "0")]
+    assert third.asset_events[0].metadata["cleaner_checkpoint"].value > 0
+
+
+def test_observations_per_tick_are_bounded_and_resume(logs, instance):
+    defs, settings = definitions_for(logs, max_observations_per_tick=4)
+    first = discover(defs, settings, instance)
+    second = discover(defs, settings, instance, first.cursor)
+    third = discover(defs, settings, instance, second.cursor)
+    assert [len(d.asset_events or []) for d in (first, second, third)] == [4, 3, 0]
+
+
+def test_the_sweep_requests_one_range_run_over_the_partitions_with_work(logs, instance):
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    schedule = defs.get_repository_def().get_schedule_def("sweep__clicks")
+    assert schedule.cron_schedule == "*/5 * * * *"
+    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
+    request = schedule.evaluate_tick(context).run_requests[0]
+    assert request.tags["dagster/asset_partition_range_start"] == "0"
+    assert request.tags["dagster/asset_partition_range_end"] == "1"
+    assert request.tags["logplat/trigger"] == "sweep"
+    assert request.run_config["ops"]["logs__clicks"]["config"]["force_compaction"] is False
+
+    with LogManager([logs]) as manager:
+        manager.compact("orders", 0, now_ms=NOW)
+        manager.compact("orders", 2, now_ms=NOW)
+    quiet = defs.get_repository_def().get_schedule_def("sweep__orders").evaluate_tick(context)
+    assert not quiet.run_requests and "nothing to sweep" in quiet.skip_message
+

@@ -1,0 +1,110 @@
+"""The sensors' state cache: a partition's state is reused only while its files, checkpoint entries
+and config are unchanged and it is younger than the TTL; otherwise it is what a fresh read gives."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from engine_helpers import append_each, open_topic, records
+
+from platform_assets.log_state import read_states
+from platform_assets.state_cache import StateCache
+from storage_engine.manager import LogManager
+
+NOW = int(time.time() * 1000)
+DAY_MS = 86_400_000
+
+
+@pytest.fixture
+def logs(tmp_path):
+    root = tmp_path / "logs"
+    manager = open_topic(root, "t", partitions=3, cleanup_policy="compact,delete", segment_bytes=1024,
+                         retention_ms=DAY_MS)
+    for p in range(3):
+        append_each(manager.get_log("t", p), records(60, keys=5, ts=NOW - 2 * DAY_MS))
+    manager.close()
+    return root
+
+
+def cache() -> StateCache:
+    """A cache that trusts mtimes at once: this file system keeps nanoseconds, and the tests change
+    logs faster than the two seconds a coarse-mtime file system needs (tested on its own below)."""
+    return StateCache(racy_ns=0)
+
+
+def read(states: StateCache, root: Path, *, ttl_ms: int = 300_000, share: float = 0.1, now_ms: int = NOW):
+    with LogManager([root], read_only=True) as manager:
+        return states.read(manager, now_ms=now_ms, ttl_ms=ttl_ms, refresh_share=share)
+
+
+def fresh(root: Path, now_ms: int = NOW):
+    with LogManager([root], read_only=True) as manager:
+        return read_states(manager, now_ms=now_ms)
+
+
+def test_unchanged_partitions_are_reused_and_equal_a_fresh_read(logs):
+    states_cache = cache()
+    first = read(states_cache, logs)
+    assert (states_cache.computed, states_cache.reused) == (3, 0)
+    second = read(states_cache, logs)
+    assert (states_cache.computed, states_cache.reused) == (0, 3)
+    assert second == first == fresh(logs)
+
+
+def test_an_append_a_compaction_and_delete_records_are_each_seen(logs):
+    states_cache = cache()
+    read(states_cache, logs)
+    with LogManager([logs]) as manager:
+        append_each(manager.get_log("t", 0), records(1, start=100, keys=5, ts=NOW))  # active segment only
+    states = read(states_cache, logs)
+    assert states_cache.computed == 1 and states == fresh(logs)
+    read(states_cache, logs)
+
+    with LogManager([logs]) as manager:
+        manager.compact("t", 1, now_ms=NOW)  # swaps segments and moves the cleaner checkpoint
+    states = read(states_cache, logs)
+    assert states_cache.computed == 1 and states == fresh(logs)
+    assert states[1].cleaner_checkpoint is not None
+
+    with LogManager([logs]) as manager:
+        manager.get_log("t", 2).delete_records(10)  # only the log-start-offset checkpoint changes
+    states = read(states_cache, logs)
+    assert states_cache.computed == 1 and states[2].log_start_offset == 10 and states == fresh(logs)
+
+
+def test_a_change_just_made_is_not_trusted_until_it_is_old_enough(logs):
+    states_cache = StateCache()  # the real racy window: two seconds; the logs were just written
+    read(states_cache, logs)
+    read(states_cache, logs)
+    assert states_cache.computed == 3  # every log changed in the last 2 s: recomputed again
+    time.sleep(2.1)
+    read(states_cache, logs)
+    read(states_cache, logs)
+    assert (states_cache.computed, states_cache.reused) == (0, 3)
+
+
+def test_states_older_than_the_ttl_are_refreshed_a_share_at_a_time(logs):
+    states_cache = cache()
+    read(states_cache, logs)
+    later = NOW + 10 * DAY_MS  # retention.ms has passed for everything: only the clock moved
+    read(states_cache, logs, ttl_ms=1_000, share=0.5, now_ms=later)
+    assert states_cache.computed == 2  # half of the three expired states, rounded up
+    states = read(states_cache, logs, ttl_ms=1_000, share=0.5, now_ms=later)
+    assert states_cache.computed == 1  # then the last
+    assert states == fresh(logs, later) and all(s.deletable_segments for s in states)
+
+
+def test_a_config_change_recomputes_and_gone_partitions_are_forgotten(logs):
+    states_cache = cache()
+    read(states_cache, logs)
+    with LogManager([logs]) as manager:
+        manager.alter_topic("t", {"min.cleanable.dirty.ratio": "0.9"})
+    states = read(states_cache, logs)
+    assert states_cache.computed == 3 and states == fresh(logs)
+    for name in os.listdir(logs / "t-2"):
+        os.unlink(logs / "t-2" / name)
+    os.rmdir(logs / "t-2")
+    assert [s.partition for s in read(states_cache, logs)] == [0, 1]
