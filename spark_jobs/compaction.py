@@ -103,6 +103,7 @@ class ScanTask:
     dirty_from: int
     dirty_to: int
     aborted: tuple[AbortedTxn, ...]  # aborted transactions reaching into this segment's dirty part
+    chunk: int  # the cleaner's I/O buffer (log.cleaner.io.buffer.size)
 
 
 @dataclass
@@ -122,6 +123,7 @@ class GroupTask:
     now_ms: int
     map_latest_offset: int
     last_batch_base_offset: int | None
+    chunk: int  # read and write chunk: the local cleaner's, so index entries fall where its do
 
 
 # ------------------------------------------------------------------------------------------
@@ -137,7 +139,7 @@ def scan_segment_keys(task: ScanTask) -> Iterator[pa.RecordBatch]:
     (or the commit) notices the change and the partition is skipped.
     """
     try:
-        seg = InputSegment.from_ref(task.segment)
+        seg = InputSegment.from_ref(task.segment, task.chunk)
     except LogChangedError:
         return
     path = str(seg.path)
@@ -218,9 +220,10 @@ def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str) -> d
     staging = Path(task.staging_dir) / f"group-{task.grp}-attempt-{attempt}"
     t0 = time.monotonic()
     try:
-        inputs = [InputSegment.from_ref(ref) for ref in task.segments]
+        inputs = [InputSegment.from_ref(ref, task.chunk) for ref in task.segments]
         staging.mkdir(parents=True, exist_ok=True)
-        cleaned = recopy_group(staging, task.config, inputs, task.legacy_delete_horizon_ms, bfilter)
+        cleaned = recopy_group(staging, task.config, inputs, task.legacy_delete_horizon_ms, bfilter,
+                               chunk_limit=task.chunk)
         cleaned.close(trim_indexes=False)
     except LogChangedError as exc:
         result.update(status=CHANGED, detail=str(exc))
@@ -353,7 +356,7 @@ class CompactionJob:
 
     def execute(self) -> None:
         if self.planned:
-            self._rows = _run_tasks(self.spark, self.planned, self.job_id, self.now_ms)
+            self._rows = _run_tasks(self.spark, self.planned, self.job_id, self.now_ms, self.cleaner.chunk)
         crash_point("spark-compaction.after-tasks")
 
     def commit(self) -> CompactionJobResult:
@@ -434,7 +437,7 @@ def _plan_partition(manager: LogManager, cleaner: Cleaner, topic: str, partition
     return None, plan
 
 
-def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int) -> tuple[list[ScanTask], dict]:
+def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> tuple[list[ScanTask], dict]:
     scans: list[ScanTask] = []
     groups: dict[tuple[int, int], GroupTask] = {}
     for tp, plan in enumerate(plans):
@@ -450,26 +453,30 @@ def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int) -> tuple[list[Sc
                 seg_end = seg.base_offset  # aborted transactions from this segment's dirty part on
                 lo = max(seg_end, ltc.first_dirty_offset)
                 scans.append(ScanTask(tp, grp, seg.ref, ltc.first_dirty_offset, rnd.end_offset,
-                                      tuple(producers.aborted_overlapping(lo, rnd.end_offset))))
+                                      tuple(producers.aborted_overlapping(lo, rnd.end_offset)), chunk))
             hi = starts[grp + 1] if grp + 1 < len(starts) else rnd.end_offset
             groups[(tp, grp)] = GroupTask(
                 tp, grp, str(log.dir), str(staging), log.config, tuple(s.ref for s in group),
                 (group[0].base_offset, hi), rnd.legacy_delete_horizon_ms, trackers[group[0].base_offset],
-                producers.last_records, now_ms, rnd.end_offset - 1, last_base,
+                producers.last_records, now_ms, rnd.end_offset - 1, last_base, chunk,
             )
     return scans, groups
 
 
-def _run_tasks(spark, plans: list[_Planned], job_id: str, now_ms: int) -> dict[int, dict[int, dict]]:
+def _run_tasks(spark, plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> dict[int, dict[int, dict]]:
     """Stages 2-4 as one Spark action; result rows by partition index and group."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    scans, groups = _tasks_for(plans, job_id, now_ms)
+    scans, groups = _tasks_for(plans, job_id, now_ms, chunk)
     sc = spark.sparkContext
     scans_bc = sc.broadcast(scans)
     groups_bc = sc.broadcast(groups)
+    keys = None
     try:
-        keys = spark.range(0, len(scans), 1, len(scans)).mapInArrow(_keys_stage(scans_bc), KEYS_SCHEMA)
+        # read once: both the aggregation and the lookup below use the keys (spills to disk if large)
+        keys = (spark.range(0, len(scans), 1, len(scans)).mapInArrow(_keys_stage(scans_bc), KEYS_SCHEMA)
+                .persist(StorageLevel.MEMORY_AND_DISK))
         latest = keys.where("mapped").groupBy("tp", "key").agg(F.max("offset").alias("latest"))
         needed = keys.select("tp", "grp", "key").distinct()
         looked_up = needed.join(latest, ["tp", "key"], "inner").select("tp", "grp", "key", "latest")
@@ -477,11 +484,15 @@ def _run_tasks(spark, plans: list[_Planned], job_id: str, now_ms: int) -> dict[i
         every_group = spark.createDataFrame(
             [(tp, grp, None, None) for tp, grp in groups], "tp int, grp int, key binary, latest long"
         )
-        rows = (looked_up.unionByName(every_group).groupBy("tp", "grp")
+        # one shuffle partition per group, so the recopies spread over every core (the SQL default
+        # would size them by key bytes, not by the segment bytes each group rewrites)
+        rows = (looked_up.unionByName(every_group).repartition(len(groups), "tp", "grp").groupBy("tp", "grp")
                 .applyInArrow(_recopy_stage(groups_bc), RESULT_SCHEMA).collect())
     except Exception as exc:  # a task died for good (after Spark's retries): nothing was committed
         raise SparkJobError(f"compaction job {job_id} failed; nothing was swapped: {exc}") from exc
     finally:
+        if keys is not None:
+            keys.unpersist()
         scans_bc.unpersist()
         groups_bc.unpersist()
     out: dict[int, dict[int, dict]] = {}

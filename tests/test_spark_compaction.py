@@ -140,6 +140,21 @@ def test_one_large_partition_is_spread_over_many_tasks(spark, tmp_path):
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
 
 
+def test_large_groups_index_like_the_local_cleaner(spark, tmp_path):
+    """Groups writing more than the cleaner's I/O buffer: index entries fall at the same chunks."""
+    m = open_topic(tmp_path / "local", "large", 1, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01",
+                   segment_bytes=str(1 << 20))
+    log = m.get_log("large", 0)
+    for b in range(400):
+        log.append([ProducerRecord(b"key-%d" % ((b * 4 + i) % 900), os.urandom(1000), NOW) for i in range(4)], now=NOW)
+    m.close()
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    local_reports(tmp_path / "local", NOW)
+    (outcome,) = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW).outcomes
+    assert outcome.status == COMPACTED and outcome.report.stats.bytes_written > 512 * 1024
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+
+
 def read_all(root: Path, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
     with LogManager([root], read_only=True) as m:
         log = m.get_log(topic, partition)

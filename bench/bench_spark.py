@@ -1,0 +1,411 @@
+"""Benchmark: the Spark compaction job against the engine's local cleaner, on the same logs.
+
+Two workloads of uncompressed 1 KB-value records (16-byte keys, every key written exactly twice
+in random order, so half the records are superseded), written straight into segments:
+
+* ``one``:  one partition of ``--size-mb`` MB (default 1024) in ``--segment-mb`` segments (128);
+* ``many``: ``--partitions`` partitions (64) of ``--partition-mb`` MB (16) each.
+
+For each, in the same run and on fresh copies of the same generated files (so every engine
+reads from the page cache alike), each engine runs in its own process:
+
+* ``local``: ``LogManager.compact_due`` (the engine's cleaner, partition after partition);
+* ``spark local[1]`` and ``spark local[2]``: ``spark_jobs.compaction.compact_partitions``
+  with ``force=False`` (same partitions as ``compact_due``) on a session built by
+  ``build_spark_session`` with the production defaults. The master is fixed per JVM, hence one
+  process each. The session start and a warm-up job on a tiny log (JIT, Python workers) are
+  timed apart from the measured job, which starts on a warm session; a second job on a fresh
+  copy of the tiny log ("tiny job") shows the fixed cost of any job.
+
+Then the compacted directories are compared: every ``.log``/``.index``/``.timeindex`` byte and
+the checkpoints must equal the local cleaner's, and the reports' counts too. Printed: job time,
+the CPU seconds the engine's processes used meanwhile (for Spark: driver, JVM and Python workers),
+MB/s and records/s (of what was read), Spark/local time ratio, and the scaling from one core to
+two, ``time(local[1]) / time(local[2])`` (2.0 would be perfect). Each engine runs ``--repeat``
+times (fresh copy each time, same process) and the fastest run is reported: on a shared machine
+wall times vary a lot, CPU seconds much less.
+
+Usage: ``.venv/bin/python bench/bench_spark.py [--quick] [--size-mb 1024] [--partitions 64]
+[--partition-mb 16] [--segment-mb 128] [--workload one|many|all] [--repeat 2] [--io-buffer-kb N]
+[--dir DIR] [--keep] [--json]``; exits 1 when a Spark result differs from the local cleaner's.
+``--quick``: 64 MB in 16 MB segments and 8 partitions of 8 MB (a smoke run: ~3 min on a busy 2-core
+VM, mostly Spark start-up; the full run took ~6 min there).
+Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from storage_engine.checkpoint import read_checkpoint  # noqa: E402
+from storage_engine.manager import LogManager  # noqa: E402
+from storage_engine.record import Record, encode_batch  # noqa: E402
+from storage_engine.segment import LogSegment  # noqa: E402
+
+MB = 1024 * 1024
+NOW = 1_700_000_000_000
+KEY_BYTES = 16
+VALUE_BYTES = 1000
+BATCH_BYTES = 64 * 1024
+RECORD_BYTES = KEY_BYTES + VALUE_BYTES + 8  # about: the record's varints and attributes
+ENGINES = ("local", "local[1]", "local[2]")
+# counts that must agree between the engines (timings and the engine name may not)
+REPORT_FIELDS = (
+    "new_checkpoint", "first_dirty_offset", "first_uncleanable_offset", "bytes_read", "bytes_written",
+    "records_read", "records_written", "duplicates_removed", "tombstones_removed", "segments_before",
+    "segments_after", "segments_written", "distinct_keys",
+)
+
+
+# ------------------------------------------------------------------------------------------
+# data
+
+
+def generate(root: Path, topic: str, partitions: int, partition_bytes: int, segment_bytes: int, seed: int = 7) -> dict:
+    """A compacted topic written straight into segments (batches from ``encode_batch``, indexes
+    built by ``LogSegment.append``), each partition ending with an empty active segment so that
+    all of its data is cleanable; then opened and closed once through a ``LogManager`` so every
+    engine starts from a cleanly shut down log dir with its checkpoints."""
+    with LogManager([root]) as m:
+        m.create_topic(topic, partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
+                                           "file.delete.delay.ms": "0"})
+        config = m.topic_config(topic)
+    rnd = random.Random(seed)
+    filler = rnd.randbytes(VALUE_BYTES - 16)
+    per_batch = max(1, BATCH_BYTES // RECORD_BYTES)
+    n_records = max(2, partition_bytes // RECORD_BYTES)
+    totals = {"records": 0, "keys": 0, "bytes": 0, "segments": 0, "records_per_batch": per_batch}
+    for p in range(partitions):
+        part = root / f"{topic}-{p}"
+        for name in os.listdir(part):  # whatever the manager created for an empty partition
+            if name[:1].isdigit():
+                os.unlink(part / name)
+        n_keys = n_records // 2
+        ids = list(range(n_keys)) * 2 + list(range(n_records - 2 * n_keys))
+        rnd.shuffle(ids)
+        keys = [b"key-%012d" % i for i in range(n_keys + 1)]
+        seg = None
+        offset = 0
+        while offset < n_records:
+            count = min(per_batch, n_records - offset)
+            batch = encode_batch([Record(o, NOW, keys[ids[o]], b"%016d" % o + filler)
+                                  for o in range(offset, offset + count)], base_offset=offset)
+            if seg is None or seg.size + len(batch) > segment_bytes:
+                if seg is not None:
+                    seg.on_become_inactive()
+                    seg.close()
+                seg = LogSegment(part, offset, config, create=True)
+                totals["segments"] += 1
+            seg.append(offset + count - 1, NOW, offset + count - 1, batch)
+            offset += count
+            totals["bytes"] += len(batch)
+        seg.on_become_inactive()
+        seg.close()
+        LogSegment(part, offset, config, create=True).close()  # the empty active segment
+        totals["records"] += n_records
+        totals["keys"] += n_keys + (n_records - 2 * n_keys)
+    with LogManager([root]) as m:
+        for p in range(partitions):
+            m.get_log(topic, p)
+    return totals
+
+
+def summarize(diffs: list[str]) -> str:
+    """``'3 .index files differ (t-0/...index, ...)'``-style summary of :func:`same_dirs`' list."""
+    kinds: dict[str, list[str]] = {}
+    for d in diffs:
+        kind = next((k for k in (".log ", ".index ", ".timeindex ", "checkpoint", "files", "report") if k in d), "other")
+        kinds.setdefault(kind.strip(), []).append(d.split(" ")[0])
+    return "; ".join(f"{len(v)} {k} differ ({', '.join(v[:2])}{', ...' if len(v) > 2 else ''})" for k, v in kinds.items())
+
+
+def same_dirs(a: Path, b: Path) -> tuple[int, list[str]]:
+    """(files compared, differences) between two compacted log dirs."""
+    diffs: list[str] = []
+    compared = 0
+    parts = sorted(p.name for p in a.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for part in parts:
+        names_a = sorted(n for n in os.listdir(a / part) if n[:1].isdigit())
+        names_b = sorted(n for n in os.listdir(b / part) if n[:1].isdigit())
+        if names_a != names_b:
+            diffs.append(f"{part}: files {names_a} != {names_b}")
+            continue
+        for n in names_a:
+            if n.endswith((".log", ".index", ".timeindex")):
+                compared += 1
+                if not filecmp.cmp(a / part / n, b / part / n, shallow=False):
+                    diffs.append(f"{part}/{n} differs")
+    for cp in ("cleaner-offset-checkpoint", "log-start-offset-checkpoint"):
+        ca, cb = (read_checkpoint(d / cp) if (d / cp).exists() else {} for d in (a, b))
+        if ca != cb:
+            diffs.append(f"{cp} differs")
+    return compared, diffs
+
+
+# ------------------------------------------------------------------------------------------
+# the engines, each in its own process
+
+
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by ``root`` (default: this process) and every
+    live descendant (the driver's JVM, Python worker daemon and workers), including the
+    children they have reaped. Linux ``/proc`` only; 0.0 elsewhere."""
+    root = root or os.getpid()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[pid] = int(fields[1])
+        ticks[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    total, todo = 0, [root]
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total / tick
+
+
+# Both children: argv = src, work, repo, now_ms, broker props (JSON), repeat[, master]. Each
+# repetition compacts a fresh copy of ``src`` at ``work`` (the copy is not timed); the last one
+# stays there for the comparison.
+LOCAL_CHILD = textwrap.dedent("""
+    import json, shutil, sys, time
+    src, work, repo, now, props, repeat = sys.argv[1:7]
+    sys.path.insert(0, repo)
+    from storage_engine.manager import LogManager
+
+    runs = []
+    for _ in range(int(repeat)):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        t0, c0 = time.perf_counter(), time.process_time()
+        with LogManager([work], json.loads(props)) as m:
+            reports = m.compact_due(now_ms=int(now))
+        runs.append({"job_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0})
+    print("RESULT " + json.dumps({"runs": runs, "statuses": ["compacted" if r.skipped is None else "skipped"
+                                                            for r in reports],
+                                  "reports": [r.to_dict() | {"topic": r.topic, "partition": r.partition}
+                                              for r in reports]}))
+""")
+
+SPARK_CHILD = textwrap.dedent("""
+    import json, shutil, sys, tempfile, time
+    from pathlib import Path
+    src, work, repo, now, props, repeat, master = sys.argv[1:8]
+    now, props = int(now), json.loads(props)
+    sys.path.insert(0, repo)
+    sys.path.insert(0, repo + "/bench")
+    t0 = time.perf_counter()
+    from spark_jobs.compaction import COMPACTED, compact_partitions
+    from spark_jobs.session import build_spark_session
+    from bench_spark import generate, tree_cpu_s
+
+    spark = build_spark_session(master, app_name="bench-spark")
+    session_s = time.perf_counter() - t0
+    # warm-up: the same job on a tiny log (JIT, Python worker daemons); then once more on a
+    # fresh copy of it: the fixed cost of any job on a warm session
+    warm = Path(tempfile.mkdtemp(prefix="bench-spark-warmup-"))
+    try:
+        generate(warm / "src", "warm", 2, 256 * 1024, 64 * 1024, seed=1)
+        times = []
+        for i in range(2):
+            shutil.copytree(warm / "src", warm / str(i))
+            t1 = time.perf_counter()
+            res = compact_partitions(spark, [warm / str(i)], now_ms=now, broker_props=props)
+            times.append(time.perf_counter() - t1)
+            assert [o.status for o in res.outcomes] == [COMPACTED] * 2, [o.reason for o in res.outcomes]
+        warmup_s, tiny_s = times
+    finally:
+        shutil.rmtree(warm, ignore_errors=True)
+    runs = []
+    for _ in range(int(repeat)):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        cpu0 = tree_cpu_s()
+        t2 = time.perf_counter()
+        result = compact_partitions(spark, [work], now_ms=now, broker_props=props)
+        runs.append({"job_s": time.perf_counter() - t2, "cpu_s": tree_cpu_s() - cpu0})
+    conf = {k: spark.conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.driver.memory",
+                                            "spark.sql.adaptive.enabled")}
+    spark.stop()
+    print("RESULT " + json.dumps({"runs": runs, "session_s": session_s, "warmup_s": warmup_s, "tiny_s": tiny_s,
+                                  "conf": conf, "statuses": [o.status for o in result.outcomes],
+                                  "reasons": [o.reason for o in result.outcomes if o.reason],
+                                  "reports": [o.to_dict() | {"topic": o.topic, "partition": o.partition}
+                                              for o in result.outcomes]}))
+""")
+
+
+def run_child(code: str, args: list[str]) -> dict:
+    env = dict(os.environ)
+    env.pop("LOGPLAT_SPARK_MASTER", None)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def run_workload(name: str, partitions: int, partition_mb: float, segment_mb: float, base: Path, keep: bool,
+                 broker_props: dict[str, str], repeat: int) -> dict:
+    root = base / name
+    shutil.rmtree(root, ignore_errors=True)
+    src = root / "src"
+    t0 = time.perf_counter()
+    info = generate(src, "t", partitions, int(partition_mb * MB), int(segment_mb * MB))
+    gen_s = time.perf_counter() - t0
+    runs: dict[str, dict] = {}
+    for engine in ENGINES:
+        work = root / engine.replace("[", "-").replace("]", "")
+        args = [str(src), str(work), str(REPO), str(NOW), json.dumps(broker_props), str(repeat)]
+        runs[engine] = run_child(LOCAL_CHILD if engine == "local" else SPARK_CHILD,
+                                 args if engine == "local" else [*args, engine])
+        runs[engine]["dir"] = work
+        best = min(runs[engine]["runs"], key=lambda r: r["job_s"])
+        runs[engine].update(job_s=best["job_s"], cpu_s=best["cpu_s"])
+    if not keep:
+        shutil.rmtree(src)
+
+    local = runs["local"]
+    expected = {(r["topic"], r["partition"]): r for r in local["reports"]}
+    assert len(expected) == partitions and all(r["skipped"] is None for r in expected.values()), \
+        [r["skipped"] for r in expected.values()]
+    records_read = sum(r["records_read"] for r in expected.values())
+    bytes_read = sum(r["bytes_read"] for r in expected.values())
+    out = {"workload": name, "partitions": partitions, "partition_mb": partition_mb, "segment_mb": segment_mb,
+           "generated": info, "generate_s": round(gen_s, 1), "records_read": records_read,
+           "bytes_read": bytes_read, "records_written": sum(r["records_written"] for r in expected.values()),
+           "bytes_written": sum(r["bytes_written"] for r in expected.values()),
+           "passes": max(r["passes"] for r in expected.values()), "engines": {}}
+    for engine in ENGINES:
+        run = runs[engine]
+        row = {"job_s": round(run["job_s"], 2), "cpu_s": round(run["cpu_s"], 2),
+               "all_job_s": [round(r["job_s"], 2) for r in run["runs"]],
+               "all_cpu_s": [round(r["cpu_s"], 2) for r in run["runs"]],
+               "mb_s": round(bytes_read / MB / run["job_s"], 1),
+               "records_s": round(records_read / run["job_s"]),
+               "vs_local": round(run["job_s"] / local["job_s"], 2)}
+        if engine != "local":
+            row.update(session_s=round(run["session_s"], 1), warmup_s=round(run["warmup_s"], 1),
+                       tiny_job_s=round(run["tiny_s"], 2), conf=run["conf"])
+            got = {(r["topic"], r["partition"]): r for r in run["reports"]}
+            mismatched = [tp for tp, rep in expected.items()
+                          if {f: got.get(tp, {}).get(f) for f in REPORT_FIELDS} != {f: rep[f] for f in REPORT_FIELDS}]
+            compared, diffs = same_dirs(runs["local"]["dir"], run["dir"])
+            row.update(statuses=sorted(set(run["statuses"])), reasons=run["reasons"][:3], files_compared=compared,
+                       identical=not diffs and not mismatched and set(run["statuses"]) == {"compacted"},
+                       differences=summarize(diffs + [f"{tp[0]}-{tp[1]} report" for tp in mismatched]))
+        out["engines"][engine] = row
+    one, two = runs["local[1]"]["job_s"], runs["local[2]"]["job_s"]
+    out["scaling_1_to_2_cores"] = round(one / two, 2)
+    if not keep:
+        shutil.rmtree(root)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 64 MB (16 MB segments) and 8 x 8 MB")
+    parser.add_argument("--size-mb", type=float, default=None, help="the one-partition log (default 1024)")
+    parser.add_argument("--segment-mb", type=float, default=None, help="segment.bytes in MB (default 128)")
+    parser.add_argument("--partitions", type=int, default=None, help="partitions of the many workload (default 64)")
+    parser.add_argument("--partition-mb", type=float, default=None, help="size of each (default 16)")
+    parser.add_argument("--workload", choices=["one", "many", "all"], default="all")
+    parser.add_argument("--io-buffer-kb", type=int, default=None,
+                        help="log.cleaner.io.buffer.size for both engines (default: the engine's, 512 KB)")
+    parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir, removed afterwards)")
+    parser.add_argument("--keep", action="store_true", help="keep the logs")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="timed runs per engine, each on a fresh copy; the best is reported (default 2)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    size_mb = args.size_mb or (64 if quick else 1024)
+    segment_mb = args.segment_mb or (16 if quick else 128)
+    nparts = args.partitions or (8 if quick else 64)
+    part_mb = args.partition_mb or (8 if quick else 16)
+
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    base.mkdir(parents=True, exist_ok=True)
+    props = {} if args.io_buffer_kb is None else {"log.cleaner.io.buffer.size": str(args.io_buffer_kb * 1024)}
+    load_before = os.getloadavg()
+    results = []
+    try:
+        if args.workload in ("one", "all"):
+            results.append(run_workload("one", 1, size_mb, segment_mb, base, args.keep, props,
+                                        args.repeat))
+        if args.workload in ("many", "all"):
+            results.append(run_workload("many", nparts, part_mb, segment_mb, base, args.keep, props,
+                                        args.repeat))
+    finally:
+        if not args.keep and not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+    load_after = os.getloadavg()
+    if args.json:
+        print(json.dumps({"results": results, "loadavg_before": load_before, "loadavg_after": load_after},
+                         indent=2, default=str))
+        return 0 if all(e.get("identical", True) for r in results for e in r["engines"].values()) else 1
+    print(f"{os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
+    ok = True
+    for r in results:
+        g = r["generated"]
+        print(f"\n== {r['workload']}: {r['partitions']} partition(s) x {r['partition_mb']:g} MB = "
+              f"{g['bytes'] / MB:,.0f} MB, {g['records']:,} records of {VALUE_BYTES} B values, {g['keys']:,} keys, "
+              f"{g['records_per_batch']} records/batch, {g['segments']} segments of <= {r['segment_mb']:g} MB "
+              f"(generated in {r['generate_s']} s)")
+        print(f"   result: {r['records_written']:,} of {r['records_read']:,} records kept, "
+              f"{r['bytes_written'] / MB:,.0f} of {r['bytes_read'] / MB:,.0f} MB; local cleaner in {r['passes']} pass(es)")
+        print(f"   best of {len(r['engines']['local']['all_job_s'])} run(s) per engine, each on a fresh copy:")
+        print(f"   {'engine':<16}{'job s':>8}{'CPU s':>8}{'MB/s':>9}{'records/s':>12}{'vs local':>10}{'session s':>11}"
+              f"{'warm-up s':>11}{'tiny job s':>12}  identical to local")
+        for engine, e in r["engines"].items():
+            label = "local cleaner" if engine == "local" else f"spark {engine}"
+            extra = ""
+            if engine != "local":
+                ok &= e["identical"]
+                same = (f"yes ({e['files_compared']} files cmp'd)" if e["identical"]
+                        else f"NO ({e['files_compared']} files cmp'd): {e['differences'] or e['statuses']} "
+                             f"{e['reasons'] or ''}")
+                extra = f"{e['session_s']:>11.1f}{e['warmup_s']:>11.1f}{e['tiny_job_s']:>12.2f}  {same}"
+            else:
+                extra = f"{'-':>11}{'-':>11}{'-':>12}  (reference)"
+            print(f"   {label:<16}{e['job_s']:>8.2f}{e['cpu_s']:>8.1f}{e['mb_s']:>9.1f}{e['records_s']:>12,}{e['vs_local']:>9.2f}x{extra}")
+        print(f"   scaling 1 -> 2 cores: time(local[1]) / time(local[2]) = {r['scaling_1_to_2_cores']:.2f}x; "
+              f"CPU s vs the local cleaner: " + ", ".join(
+                  f"{k} {e['cpu_s'] / max(r['engines']['local']['cpu_s'], 1e-9):.1f}x"
+                  for k, e in r["engines"].items() if k != "local"))
+        print("   every run (job s / CPU s): " + "; ".join(
+            f"{k} {e['all_job_s']} / {e['all_cpu_s']}" for k, e in r["engines"].items()))
+    conf = next((e["conf"] for r in results for e in r["engines"].values() if "conf" in e), {})
+    print(f"\nspark conf: {conf} (build_spark_session defaults); broker props: {props or 'engine defaults'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
