@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Iterable
 
 from storage_engine.manager import LogManager
+from storage_engine.naming import parse_partition_dir
 from storage_engine.validator import ProducerRecord
 
 
@@ -30,3 +31,16 @@ def append_each(log, recs: Iterable[ProducerRecord], **kwargs) -> None:
     """One batch per record: the finest-grained appends, so index and roll rules show."""
     for r in recs:
         log.append([r], **kwargs)
+
+
+def fixture_log_dirs(root: Path) -> list[Path]:
+    """Every directory under ``root`` holding partition directories with segment files (live or
+    left over): how the broker-written fixtures are laid out."""
+    import re
+
+    found = set()
+    for path in root.rglob("*"):
+        if path.is_file() and re.fullmatch(r"\d{20}\.log(\.swap|\.deleted)?", path.name):
+            if parse_partition_dir(path.parent.name):
+                found.add(path.parent.parent)
+    return sorted(found)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from engine_helpers import fixture_log_dirs
+
 from storage_engine.manager import LogManager
-from storage_engine.naming import parse_partition_dir
 from storage_engine.verify import verify_log
 
 
@@ -35,16 +36,6 @@ def _inventory(root: Path) -> dict[str, dict[str, str]]:
     return rows
 
 
-def _log_dirs(root: Path) -> list[Path]:
-    """Every directory holding partition directories with segment files."""
-    found = set()
-    for path in root.rglob("*"):
-        if path.is_file() and re.fullmatch(r"\d{20}\.log(\.swap|\.deleted)?", path.name):
-            if parse_partition_dir(path.parent.name):
-                found.add(path.parent.parent)
-    return sorted(found)
-
-
 def _copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     for p in [dst, *dst.rglob("*")]:
@@ -55,7 +46,7 @@ def _copy(src: Path, dst: Path) -> Path:
 def test_every_broker_log_loads_with_the_inventory_counts(real_kafka, tmp_path):
     inventory = _inventory(real_kafka)
     checked = 0
-    for i, src in enumerate(_log_dirs(real_kafka)):
+    for i, src in enumerate(fixture_log_dirs(real_kafka)):
         dst = _copy(src, tmp_path / f"d{i}")
         with LogManager([dst]) as m:
             for log in m.logs():
@@ -82,7 +73,7 @@ def test_broker_indexes_agree_with_the_engine_lookups(real_kafka, tmp_path):
     """For every segment whose broker-written .index exists, lookups through it and through an
     index rebuilt by the engine find the same batch for every offset."""
     compared = 0
-    for i, src in enumerate(_log_dirs(real_kafka)):
+    for i, src in enumerate(fixture_log_dirs(real_kafka)):
         broker = _copy(src, tmp_path / f"b{i}")
         rebuilt = _copy(src, tmp_path / f"r{i}")
         for idx in rebuilt.rglob("*.index"):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
+from engine_helpers import fixture_log_dirs
 from pyspark.errors import AnalysisException
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -388,16 +389,6 @@ def test_nothing_to_read_still_gives_the_schema(spark, logs):
 # ---------------------------------------------------------------------- real broker-written logs
 
 
-def _fixture_log_dirs(root: Path) -> list[Path]:
-    """Every directory holding partition directories with segment files (live or left over)."""
-    found = set()
-    for path in root.rglob("*"):
-        if path.is_file() and re.fullmatch(r"\d{20}\.log(\.swap|\.deleted)?", path.name):
-            if parse_partition_dir(path.parent.name):
-                found.add(path.parent.parent)
-    return sorted(found)
-
-
 def _disjoint_groups(dirs: list[Path]) -> list[list[Path]]:
     """Log dirs grouped so no group holds one partition twice (a LogManager refuses that), so a
     few multi-dir reads cover them all."""
@@ -415,7 +406,7 @@ def _disjoint_groups(dirs: list[Path]) -> list[list[Path]]:
 
 
 def test_every_broker_written_partition_equals_the_engine_reader(spark, real_kafka):
-    dirs = _fixture_log_dirs(real_kafka)
+    dirs = fixture_log_dirs(real_kafka)
     groups = _disjoint_groups(dirs)
     assert len(groups) < len(dirs)
     partitions_read: set[tuple[str, int]] = set()
