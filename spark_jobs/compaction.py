@@ -537,7 +537,7 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     report.segments_recopied = len(plan.round.recopied_bases)
     report.segments_written = len(cleaned)
     report.rounds.append(plan.round.to_dict() | {"partial": False})
-    _after(manager, cleaner, log, report, now_ms)
+    _after(manager, cleaner, log, report, now_ms, plan.prepared.producers.last_stable_offset)
     report.duration_s = time.monotonic() - plan.started
     return PartitionOutcome(plan.topic, plan.partition, COMPACTED, None, report)
 
@@ -550,14 +550,15 @@ def _adopt(staging: Path, directory: Path, base: int, config: LogConfig) -> LogS
     return LogSegment(directory, base, config, file_suffix=STAGING_SUFFIX, writable=True)
 
 
-def _after(manager: LogManager, cleaner: Cleaner, log, report: CompactionReport, now_ms: int) -> None:
+def _after(manager: LogManager, cleaner: Cleaner, log, report: CompactionReport, now_ms: int,
+           last_stable_offset: int | None = None) -> None:
     """What Kafka's cleaner thread does after a partition: ``compact,delete`` retention, then
     the delayed removal of ``.deleted`` files; and the dirty ratio that is left."""
     if log.config.delete:
         report.retention = apply_retention(log, None, now_ms).to_dict()
     sweep_pending(log.dir, log.config.file_delete_delay_ms)
     report.segments_after = len(log.segments)
-    report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms)
+    report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms, last_stable_offset)
 
 
 def _remove_tree(path: Path) -> None:

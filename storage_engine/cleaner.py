@@ -1257,26 +1257,13 @@ class Cleaner:
         """A pass up to its cleanable range (snapshot, producer scan, range, due or not), or None
         when there is nothing to do (the report then says why). A distributed job calls this,
         then does map building and recopying in tasks, then :meth:`commit_round`."""
-        config: LogConfig = log.config
         snap = self._snapshot(log)
         try:
             stats = CleanerStats()
             t0 = self.clock()
             producers = self._scan_producers(snap, stats)
             stats.scan_seconds = self.clock() - t0
-            ltc = log_to_clean(
-                log.topic,
-                log.partition,
-                snap.facts,
-                checkpoint=snap.checkpoint,
-                log_start_offset=snap.log_start_offset,
-                log_end_offset=snap.log_end_offset,
-                last_stable_offset=producers.last_stable_offset,
-                now_ms=now_ms,
-                min_compaction_lag_ms=config.min_compaction_lag_ms,
-                max_compaction_lag_ms=config.max_compaction_lag_ms,
-                min_cleanable_ratio=config.min_cleanable_dirty_ratio,
-            )
+            ltc = _range_of(log, snap, producers.last_stable_offset, now_ms)
             if report.passes == 0:
                 report.checkpoint_before = snap.checkpoint
                 report.first_dirty_offset = ltc.first_dirty_offset
@@ -1542,27 +1529,15 @@ class Cleaner:
 
     # ------------------------------------------------------------------ after
 
-    def dirty_ratio_now(self, log: Log, now_ms: int) -> float:
-        """The partition's cleanable ratio as it stands (after a pass: what is left)."""
+    def dirty_ratio_now(self, log: Log, now_ms: int, last_stable_offset: int | None = None) -> float:
+        """The partition's cleanable ratio as it stands (after a pass: what is left), bounded by the
+        last stable offset the pass found (open transactions stay uncleanable)."""
         snap = self._snapshot(log)
         try:
-            lso = self._last_stable_offset if self._last_stable_offset is not None else None
+            lso = last_stable_offset if last_stable_offset is not None else self._last_stable_offset
             if lso is not None:
                 lso = min(lso, snap.log_end_offset)
-            ltc = log_to_clean(
-                log.topic,
-                log.partition,
-                snap.facts,
-                checkpoint=snap.checkpoint,
-                log_start_offset=snap.log_start_offset,
-                log_end_offset=snap.log_end_offset,
-                last_stable_offset=lso,
-                now_ms=now_ms,
-                min_compaction_lag_ms=log.config.min_compaction_lag_ms,
-                max_compaction_lag_ms=log.config.max_compaction_lag_ms,
-                min_cleanable_ratio=log.config.min_cleanable_dirty_ratio,
-            )
-            return ltc.cleanable_ratio
+            return _range_of(log, snap, lso, now_ms).cleanable_ratio
         finally:
             snap.close()
 
@@ -1716,6 +1691,24 @@ def discard_staged(cleaned: Iterable[LogSegment]) -> None:
         if seg.file_suffix in (STAGING_SUFFIX, CLEANED_SUFFIX):
             seg.close(trim_indexes=False)
             seg.delete_files()
+
+
+def _range_of(log: Log, snap: _Snapshot, last_stable_offset: int | None, now_ms: int) -> LogToClean:
+    """The partition's cleanable range and dirtiness as a snapshot of it shows them."""
+    config = log.config
+    return log_to_clean(
+        log.topic,
+        log.partition,
+        snap.facts,
+        checkpoint=snap.checkpoint,
+        log_start_offset=snap.log_start_offset,
+        log_end_offset=snap.log_end_offset,
+        last_stable_offset=last_stable_offset,
+        now_ms=now_ms,
+        min_compaction_lag_ms=config.min_compaction_lag_ms,
+        max_compaction_lag_ms=config.max_compaction_lag_ms,
+        min_cleanable_ratio=config.min_cleanable_dirty_ratio,
+    )
 
 
 # ------------------------------------------------------------------------------------------
