@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-REAL_KAFKA = REPO.parent / "shared" / "fixtures" / "real-kafka"
-SKIP_REASON = "../shared/fixtures/real-kafka is absent: broker-written fixtures live beside the repository, not in it"
+from tests.helpers.paths import REAL_KAFKA, SKIP_REASON
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import open_topic
+from tests.helpers.engine import open_topic
 from storage_engine.checkpoint import read_checkpoint
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import fixture_log_dirs
+from tests.helpers.engine import fixture_log_dirs
 
 from storage_engine.manager import LogManager
 from storage_engine.verify import verify_log

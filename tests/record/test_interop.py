@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
+from tests.helpers.kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
 from storage_engine.record import (
     CompressionType,
     Record,

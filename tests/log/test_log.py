@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from engine_helpers import append_each, open_topic, records
+from tests.helpers.engine import append_each, open_topic, records
 from storage_engine.checkpoint import read_checkpoint
 from storage_engine.errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from storage_engine.record import CompressionType, scan_batches

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import append_each
+from tests.helpers.engine import append_each
 
 from platform_assets.devserver import DevServer, wait_for
 from platform_assets.workload import TopicWorkload, produce
@@ -18,7 +18,7 @@ from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
 from storage_engine.validator import ProducerRecord
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 TIMEOUT_S = 420  # one run here is ~20-40 s on an idle 2-core box; generous for a busy one
 #: orders-0 spans many segments (due); orders-1 only its active segment (nothing to clean yet).
 ORDERS = TopicWorkload("orders", 2, {"cleanup.policy": "compact", "segment.bytes": "4096"}, records=400, keys=40,

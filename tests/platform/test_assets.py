@@ -7,7 +7,7 @@ import time
 
 import dagster as dg
 import pytest
-from platform_helpers import (
+from tests.helpers.platform import (
     COMPACT_DELETE,
     COMPACTED,
     DELETE,

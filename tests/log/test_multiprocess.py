@@ -13,7 +13,7 @@ import sys
 import textwrap
 import time
 
-from engine_helpers import open_topic
+from tests.helpers.engine import open_topic
 from storage_engine.manager import LogManager
 
 DURATION_S = 4.0

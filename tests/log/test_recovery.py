@@ -11,7 +11,9 @@ import textwrap
 
 import pytest
 
-from engine_helpers import append_each, open_topic, records
+from tests.helpers.paths import REPO
+
+from tests.helpers.engine import append_each, open_topic, records
 from storage_engine.manager import LogManager
 from storage_engine.naming import segment_file
 from storage_engine.record import scan_batches
@@ -173,8 +175,8 @@ def test_a_killed_writer_leaves_no_clean_marker_and_is_recovered(tmp_path):
     _build(tmp_path, n=5)
     script = textwrap.dedent(f"""
         import os, signal, sys
-        sys.path.insert(0, {str(os.path.dirname(__file__))!r})
-        from engine_helpers import records
+        sys.path.insert(0, {str(REPO)!r})
+        from tests.helpers.engine import records
         from storage_engine.manager import LogManager
         m = LogManager([{str(tmp_path)!r}])
         log = m.get_log("t", 0)

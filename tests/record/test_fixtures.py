@@ -18,7 +18,7 @@ import pytest
 
 from storage_engine.record import TimestampType, decode_batch, scan_batches, verify_batch
 
-ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "real-kafka"
+from tests.helpers.paths import REAL_KAFKA as ROOT
 INVENTORY = ROOT / "INVENTORY.md"
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER"}
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import append_each, open_topic, records
+from tests.helpers.engine import append_each, open_topic, records
 
 from platform_assets.log_state import read_states
 from platform_assets.state_cache import StateCache

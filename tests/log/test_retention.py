@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from engine_helpers import open_topic
+from tests.helpers.engine import open_topic
 from storage_engine.cli import main as logctl
 from storage_engine.errors import LogChangedError
 from storage_engine.manager import LogManager

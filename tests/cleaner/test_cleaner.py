@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import open_topic
+from tests.helpers.engine import open_topic
 from storage_engine.cleaner import (
     CONTROL_ABORT,
     CONTROL_COMMIT,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from platform_helpers import COMPACT_DELETE, COMPACTED, DELETE, definitions_for
+from tests.helpers.platform import COMPACT_DELETE, COMPACTED, DELETE, definitions_for
 
 from platform_assets.catalog import safe_name
 from platform_assets.workload import produce
 from storage_engine.manager import LogManager
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ shipped (``build_spark_session`` on a ``spark://`` master). A process can hold o
 SparkContext and this test run already has a local one (the ``spark`` fixture), so the cluster's
 driver is a separate Python process (``DRIVER`` below) that prints its results as JSON.
 
-The cluster comes from the pip distribution (``tests/spark_cluster.py``): ``spark-class`` runs the
+The cluster comes from the pip distribution (``tests/helpers/spark_cluster.py``): ``spark-class`` runs the
 standalone Master and Worker classes with ``SPARK_HOME`` set to the installed ``pyspark`` package.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_cluster import cluster_env, standalone_cluster
+from tests.helpers.spark_cluster import cluster_env, standalone_cluster
 from storage_engine.manager import LogManager
 from test_compaction import NOW
 from test_spark_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
@@ -36,7 +36,7 @@ from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING, PLANNED
 from spark_jobs.session import check_java
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 APP_NAME = "logplat-cluster-test"
 RETENTION_NOW = 100_000
 DRIVER_TIMEOUT_S = 180

@@ -8,8 +8,8 @@ import uuid
 
 import dagster as dg
 import pytest
-from engine_helpers import append_each
-from platform_helpers import (
+from tests.helpers.engine import append_each
+from tests.helpers.platform import (
     COMPACT_DELETE,
     COMPACTED,
     DELETE,

@@ -10,7 +10,7 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from storage_engine.errors import CorruptRecordError, UnknownCompressionError
-from kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
+from tests.helpers.kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
 from storage_engine.record import (
     CompressionType,
     TimestampType,

@@ -28,9 +28,7 @@ from storage_engine.checkpoint import (
 )
 from storage_engine.errors import CheckpointError, InvalidTopicError
 
-REAL_KAFKA = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real-kafka"
-if not REAL_KAFKA.is_dir():
-    REAL_KAFKA = Path("/work/shared/fixtures/real-kafka")
+from tests.helpers.paths import REAL_KAFKA
 
 
 def test_names_are_kafkas() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine_helpers import fixture_log_dirs
+from tests.helpers.engine import fixture_log_dirs
 from pyspark.errors import AnalysisException
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
