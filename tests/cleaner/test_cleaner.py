@@ -17,6 +17,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cleaner import (
+    MIB,
+    NOW,
+    RETENTION,
+    checkpoint,
+    compact,
+    compacted,
+    content,
+    data_batch,
+    headers,
+    latest_per_key,
+    marker,
+    put,
+    raw_log,
+    small_map_cleaner,
+    temp_files,
+)
 from tests.helpers.engine import open_topic
 from storage_engine.cleaner import (
     CONTROL_ABORT,
@@ -45,97 +62,6 @@ from storage_engine.offset_map import OffsetMap, entry_cost
 from storage_engine.record import CompressionType, Record, encode_batch, scan_batches
 from storage_engine.validator import ProducerRecord
 from storage_engine.verify import verify_log
-
-NOW = 1_000_000_000
-RETENTION = 86_400_000  # delete.retention.ms default
-MIB = 1024 * 1024
-
-
-# ---------------------------------------------------------------------------------- helpers
-
-
-def compacted(root: Path, **configs) -> LogManager:
-    """A manager with topic ``t`` (one partition), compacted, cleanable at any ratio, .deleted
-    files removed at once."""
-    defaults = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.01", "file_delete_delay_ms": "0"}
-    return open_topic(root, "t", **{**defaults, **configs})
-
-
-def put(log, *pairs, ts: int = NOW, **kwargs) -> None:
-    """One batch holding ``pairs`` of (key, value) strings (value None = tombstone)."""
-    log.append(
-        [ProducerRecord(k.encode() if k is not None else None, v.encode() if v is not None else None, ts)
-         for k, v in pairs],
-        now=ts,
-        **kwargs,
-    )
-
-
-def content(log) -> list[tuple[int, str | None, str | None]]:
-    """Every data record from the log start: (offset, key, value)."""
-    log.refresh()
-    if log.log_end_offset == log.log_start_offset:
-        return []
-    out = log.read(log.log_start_offset, max_records=10**9, max_bytes=8 * MIB)
-    return [(r.offset, _s(r.key), _s(r.value)) for r in out]
-
-
-def _s(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", "replace")
-
-
-def headers(log) -> list:
-    """Every batch header (control and empty batches included), in offset order."""
-    log.refresh()
-    return [b.header for b in log.iter_batches()]
-
-
-def latest_per_key(records) -> list[tuple[int, str | None, str | None]]:
-    latest = {}
-    for off, k, v in records:
-        latest[k] = (off, k, v)
-    return sorted(latest.values())
-
-
-def checkpoint(log) -> int | None:
-    return log.log_dir.cleaner_offsets.get((log.topic, log.partition))
-
-
-def data_batch(base: int, pairs, *, ts: int = NOW, pid: int = -1, epoch: int = -1, seq: int = -1,
-               transactional: bool = False, codec: CompressionType = CompressionType.NONE) -> bytes:
-    recs = [Record(base + i, ts, None if k is None else k.encode(), None if v is None else v.encode())
-            for i, (k, v) in enumerate(pairs)]
-    return encode_batch(recs, base_offset=base, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                        is_transactional=transactional, compression=codec)
-
-
-def marker(offset: int, pid: int, epoch: int, *, commit: bool, ts: int = NOW) -> bytes:
-    rec = Record(offset, ts, struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT), struct.pack(">hi", 0, 0))
-    return encode_batch([rec], base_offset=offset, producer_id=pid, producer_epoch=epoch, is_transactional=True,
-                        is_control=True)
-
-
-def raw_log(root: Path, segments: list[list[bytes]], **configs) -> LogManager:
-    """Topic ``t`` whose partition is exactly these segments of raw batches (each segment's base is
-    its first batch's base offset); the loader rebuilds the indexes. The last one is active."""
-    compacted(root, **configs).close()
-    part = root / "t-0"
-    for name in os.listdir(part):
-        if name[:1].isdigit():
-            os.unlink(part / name)
-    for batches in segments:
-        base = struct.unpack(">q", batches[0][:8])[0]
-        (part / f"{base:020d}.log").write_bytes(b"".join(batches))
-    return LogManager([root])
-
-
-def compact(m: LogManager, now: int = NOW, **kwargs):
-    return m.compact("t", 0, now_ms=now, **kwargs)
-
-
-def temp_files(root: Path) -> list[str]:
-    return [n for n in os.listdir(root / "t-0") if n.endswith((".cleaned", ".swap", ".deleted", STAGING_SUFFIX))]
-
 
 # ---------------------------------------------------------------------------------- basics
 
@@ -393,11 +319,6 @@ def test_an_invalid_checkpoint_is_rewritten_even_when_the_log_is_not_selected(tm
 
 # ---------------------------------------------------------------------------------- partial passes
 
-
-def small_map_cleaner(keys: float, key_len: int = 3, **kwargs) -> Cleaner:
-    memory = 2 * MIB
-    return Cleaner(CleanerConfig(dedupe_buffer_size=memory,
-                                 io_buffer_load_factor=keys * entry_cost(key_len) / memory), **kwargs)
 
 
 def test_a_small_map_cleans_part_of_the_dirty_section_and_moves_the_checkpoint_that_far(tmp_path):

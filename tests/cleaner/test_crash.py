@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from test_compaction import NOW, compacted, content, put
+from tests.helpers.cleaner import NOW, compacted, content, put
 from storage_engine.manager import LogManager
 from storage_engine.verify import verify_log
 from storage_engine.validator import ProducerRecord

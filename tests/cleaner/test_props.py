@@ -16,7 +16,7 @@ import bisect
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_compaction import NOW, compacted, small_map_cleaner
+from tests.helpers.cleaner import NOW, compacted, small_map_cleaner
 from storage_engine.cleaner import Cleaner
 from storage_engine.record import CompressionType
 from storage_engine.verify import verify_log

@@ -28,8 +28,8 @@ import pytest
 
 from tests.helpers.spark_cluster import cluster_env, standalone_cluster
 from storage_engine.manager import LogManager
-from test_compaction import NOW
-from test_spark_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
+from tests.helpers.cleaner import NOW
+from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
 
 from spark_jobs.compaction import COMPACTED, SKIPPED
 from spark_jobs.errors import SparkSetupError

@@ -22,7 +22,7 @@ from storage_engine.checkpoint import read_checkpoint
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
 from storage_engine.validator import ProducerRecord
-from test_compaction import NOW, data_batch, marker, raw_log
+from tests.helpers.cleaner import NOW, data_batch, marker, raw_log
 
 from spark_jobs.compaction import CHANGED, COMPACTED, SKIPPED, CompactionJob, compact_partitions
 from spark_jobs.retention import DELETED, NOTHING, PLANNED, retention_partitions

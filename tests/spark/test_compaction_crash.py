@@ -18,8 +18,8 @@ import pytest
 
 from storage_engine.manager import LogManager
 from storage_engine.verify import verify_log
-from test_compaction import NOW, content
-from test_compaction_crash import build
+from tests.helpers.cleaner import NOW, content
+from tests.cleaner.test_crash import build
 
 JOB = textwrap.dedent("""
     import sys
