@@ -198,12 +198,20 @@ def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionRe
     with log.lock.hold():
         log.sync_for_change()
         fresh = plan_retention(live_stats(log), log.config, now_ms)
-        if plan is not None and fresh.deleted_bases != plan.deleted_bases:
+        already_gone = _planned_and_already_gone(plan, log)
+        if plan is not None and fresh.deleted_bases != tuple(b for b in plan.deleted_bases if b not in already_gone):
             raise LogChangedError(
                 f"{log.tp} changed since retention was planned: planned to delete segments "
                 f"{list(plan.deleted_bases)}, now {list(fresh.deleted_bases)}"
             )
-        result = RetentionResult(fresh)
+        # the caller's plan, when the open already carried out part of it, says what this run deleted
+        result = RetentionResult(plan if already_gone else fresh)
+        if already_gone:
+            # Opening the log already removed them: they lay wholly below a log start offset that
+            # delete-records (Kafka's DeleteRecords) had committed, which the loader honours.
+            result.deleted_segments = sorted(already_gone)
+            result.bytes_freed = sum(d.size_bytes for d in plan.deletions if d.base_offset in already_gone)
+            result.new_log_start_offset = log.log_start_offset
         if not fresh.deletions:
             return result
         doomed = [s for s in log.segments if s.base_offset in set(fresh.deleted_bases)]
@@ -216,14 +224,28 @@ def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionRe
         log.commit_log_start_offset(max(new_lso, log.log_start_offset))
         crash_point("retention.after-checkpoint")
         pending = log.remove_segments(doomed)
-        result.deleted_segments = [s.base_offset for s in doomed]
-        result.bytes_freed = sum(d.size_bytes for d in fresh.deletions)
+        result.deleted_segments += [s.base_offset for s in doomed]
+        result.bytes_freed += sum(d.size_bytes for d in fresh.deletions)
         result.new_log_start_offset = log.log_start_offset
         result.pending_files = [str(p) for p in pending]
         if log.config.file_delete_delay_ms == 0:
             sweep_deleted_files(log.dir, now_ms, 0)
             result.pending_files = []
         return result
+
+
+def _planned_and_already_gone(plan: RetentionPlan | None, log) -> set[int]:
+    """Planned segments that no longer exist because they lay wholly below the log start offset.
+
+    A plan is made from file metadata without opening the log; opening it for the apply drops
+    segments below a committed log start offset (``delete-records``), which is the outcome the
+    plan asked for, not a concurrent change.
+    """
+    if plan is None:
+        return set()
+    live = {s.base_offset for s in log.segments}
+    first_live = min(live) if live else log.log_end_offset
+    return {b for b in plan.deleted_bases if b not in live and b < first_live and first_live <= log.log_start_offset}
 
 
 def sweep_deleted_files(directory: Path, now_ms: int, delay_ms: int) -> list[str]:

@@ -248,3 +248,24 @@ def test_a_kill_at_each_step_leaves_the_log_before_or_after(tmp_path, point, eve
         from storage_engine.verify import verify_log
         assert verify_log(log).ok
         assert log.append([ProducerRecord(b"n", b"n", NOW)]).first_offset == 8
+
+
+def test_retention_after_delete_records_deletes_what_the_open_already_dropped(tmp_path, capsys):
+    """The plan comes from file metadata; opening the log for the apply drops segments wholly
+    below the log start offset delete-records committed. That is the plan carried out, not a
+    concurrent change (it used to fail with "changed since retention was planned")."""
+    root = str(tmp_path)
+    assert logctl(["--log-dirs", root, "topic", "create", "o", "--partitions", "1",
+                   "--config", "segment.bytes=4096", "--config", "file.delete.delay.ms=0"]) == 0
+    with LogManager([tmp_path]) as m:
+        log = m.get_log("o", 0)
+        for base in range(0, 600, 10):
+            log.append([ProducerRecord(b"k%03d" % i, b"v" * 40, NOW) for i in range(base, base + 10)], now=NOW)
+    assert logctl(["--log-dirs", root, "delete-records", "o", "--partition", "0", "--before-offset", "152"]) == 0
+    capsys.readouterr()
+    assert logctl(["--log-dirs", root, "retention", "--topic", "o", "--now-ms", str(NOW), "--json"]) == 0
+    (part,) = json.loads(capsys.readouterr().out)["partitions"]
+    assert part["applied"] and part["deleted_segments"] and part["log_start_offset_after"] == 152
+    assert min(int(n[:20]) for n in os.listdir(tmp_path / "o-0") if n.endswith(".log")) <= 152
+    with LogManager([tmp_path]) as m:
+        assert m.get_log("o", 0).log_start_offset == 152
