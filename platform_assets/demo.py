@@ -114,7 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(tempfile.mkdtemp(prefix="logplat-demo-"))
     server = DevServer(dagster_home, REPO / "workspace.yaml", logs, env)
     print(f"starting the Dagster webserver and daemon on 127.0.0.1 (their output: {logs}) ...")
-    with server:
+    try:
+        server.start()
+    except DevServerError as exc:
+        server.stop()
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for action in server.setup_actions:
+        print(f"  instance: {action}")
+    try:
         client = server.client()
         for name in SENSORS:
             client.set_sensor(name, True)
@@ -141,19 +149,20 @@ def main(argv: list[str] | None = None) -> int:
         except DevServerError as exc:
             timed_out = True
             print(exc, file=sys.stderr)
-        for name in SENSORS:
-            client.set_sensor(name, False)
+        # the sensors stay on: `scripts/ui.sh` (dagster dev) goes on cleaning without a click
         runs = [r for r in client.runs(created_after=started) if r["tags"].get("logplat/trigger")]
         failed = [r["runId"] for r in runs if r["status"] == "FAILURE"]
         recorded = recorded_by_dagster(client, topics, started * 1000 - 1)
+    finally:
+        server.stop()
     after = snapshot(log_dirs)
 
     print(f"\n{len(runs)} run(s) launched by the sensors, {len(failed)} failed; before -> after:\n")
     print(table(before, after, recorded))
     ui_env = f"DAGSTER_HOME={dagster_home} LOGPLAT_LOG_DIRS={','.join(log_dirs)}"
     shown = next((t for t in topics if t == "orders.state"), topics[0])
-    print(f"\nOpen the UI on the same instance (127.0.0.1 only), then http://127.0.0.1:3000/assets/logs/{shown}:\n"
-          f"  {ui_env} {REPO / '.venv/bin/dagster'} dev -w {REPO / 'workspace.yaml'} -h 127.0.0.1 -p 3000")
+    print(f"\nThe sensors stay on. Open the UI on the same instance (127.0.0.1 only), then "
+          f"http://127.0.0.1:3000/assets/logs/{shown}:\n  {ui_env} bash {REPO / 'scripts/ui.sh'}")
     if failed:
         print(f"failed runs: {', '.join(failed)} (see the UI's Runs page)", file=sys.stderr)
     return 1 if failed or timed_out else 0

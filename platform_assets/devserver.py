@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+from .instance_setup import InstanceSetupError, prepare_instance
+
 
 REPOSITORY = "__repository__"  # the repository name of a Definitions object
 T = TypeVar("T")
@@ -61,6 +63,7 @@ class DevServer:
     port: int = 0
     startup_timeout_s: float = 180.0
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
+    setup_actions: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -83,6 +86,12 @@ class DevServer:
         return "\n".join(parts)
 
     def start(self) -> "DevServer":
+        """Prepare the instance in this process first (see ``instance_setup``: two processes
+        initialising a new SQLite instance at once corrupt it), then start both processes."""
+        try:
+            self.setup_actions = prepare_instance(self.dagster_home)
+        except InstanceSetupError as exc:
+            raise DevServerError(str(exc)) from None
         self.port = self.port or free_port()
         workspace = str(self.workspace)
         self._spawn("webserver", ["-m", "dagster_webserver", "-w", workspace, "-h", "127.0.0.1", "-p", str(self.port)])

@@ -1,0 +1,132 @@
+"""The Dagster instance is created once, before the webserver and daemon start, and a
+half-initialised one is repaired when it holds nothing, or refused with what to do.
+
+The broken state is the one the start-up race leaves (two processes stamping alembic's version
+table of a new SQLite instance), made for real on real instances: a second row in
+``alembic_version`` of ``history/runs.db``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from platform_assets.devserver import DevServer
+from platform_assets.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
+from tests.helpers.paths import REPO
+
+#: an older Dagster schema revision: what a second, racing initialiser can stamp
+OTHER_REVISION = "7e2f3204cf8e"
+
+
+def new_home(root: Path) -> Path:
+    home = root / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    return home
+
+
+def version_rows(db: Path) -> list[str]:
+    with closing(sqlite3.connect(db)) as conn:
+        return [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
+
+
+def add_version_row(db: Path, revision: str) -> None:
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (revision,))
+
+
+def runs_in(home: Path) -> int:
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return len(instance.get_runs())
+
+
+@pytest.fixture(autouse=True)
+def dagster_home_env(monkeypatch, tmp_path):
+    """dagster.yaml finds its storage through $DAGSTER_HOME, as in every real start."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+
+
+def tree_digest(home: Path) -> dict[str, str]:
+    """Every file's bytes, but SQLite's -wal/-shm companions (a reader may create them) and our lock."""
+    return {str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(home.rglob("*"))
+            if p.is_file() and not p.name.endswith(("-wal", "-shm", ".logplat-instance-setup.lock"))}
+
+
+def test_a_new_instance_is_created_and_healthy(tmp_path):
+    home = new_home(tmp_path)
+    assert prepare_instance(home) == []
+    assert diagnose(home).action == "ok" and diagnose(home).databases
+    assert runs_in(home) == 0
+
+
+def test_a_broken_instance_that_holds_no_runs_is_set_aside_and_created_afresh(tmp_path):
+    home = new_home(tmp_path)
+    prepare_instance(home)
+    add_version_row(home / "history" / "runs.db", OTHER_REVISION)
+    with pytest.raises(Exception, match="more than one head"):
+        runs_in(home)  # what every later start met before the fix
+
+    actions = prepare_instance(home)
+
+    assert len(actions) == 2 and all("moved the half-initialised storage" in a for a in actions)
+    assert sorted(p.name.split(".broken-")[0] for p in home.glob("*.broken-*")) == ["history", "schedules"]
+    assert diagnose(home).action == "ok"
+    assert runs_in(home) == 0
+
+
+def test_a_broken_instance_with_runs_is_refused_with_what_to_do_and_left_unchanged(tmp_path, capsys):
+    home = new_home(tmp_path)
+    prepare_instance(home)
+
+    @dg.asset
+    def one() -> int:
+        return 1
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert dg.materialize([one], instance=instance).success
+    add_version_row(home / "history" / "runs.db", OTHER_REVISION)
+    before = tree_digest(home)
+
+    with pytest.raises(InstanceSetupError, match="holds .* rows of runs") as exc:
+        prepare_instance(home)
+    assert "move its storage aside" in str(exc.value) and "alembic_version" in str(exc.value)
+    capsys.readouterr()
+    assert main([str(home)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert tree_digest(home) == before
+
+
+def test_initialisers_racing_on_a_new_instance_leave_it_healthy(tmp_path):
+    """Six processes prepare one brand-new instance at the same moment (the race, for real)."""
+    home = new_home(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "platform_assets.instance_setup", str(home)], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert all(rc == 0 for rc, _ in results), results
+    assert diagnose(home).action == "ok"
+    assert all(len(version_rows(db.path)) == 1 for db in diagnose(home).databases)
+    assert runs_in(home) == 0
+
+
+@pytest.mark.slow
+def test_the_webserver_and_daemon_start_on_five_brand_new_instances_in_a_row(tmp_path):
+    """What `bash scripts/main.sh` does on a fresh clone, five times: every start loads the code
+    location and leaves a healthy instance."""
+    for attempt in range(5):
+        (tmp_path / f"run{attempt}").mkdir()
+        home = new_home(tmp_path / f"run{attempt}")
+        env = {"LOGPLAT_LOG_DIRS": str(tmp_path / f"run{attempt}" / "logs"), "LOGPLAT_AUTOMATION": "stopped"}
+        with DevServer(home, REPO / "workspace.yaml", tmp_path / f"run{attempt}" / "server-logs", env) as server:
+            assert server.client().location_errors() == ["ok"]
+        assert diagnose(home).action == "ok", attempt
