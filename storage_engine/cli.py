@@ -266,10 +266,9 @@ def cmd_consume(args: argparse.Namespace, manager: LogManager) -> int:
         try:
             records = log.read(offset, max_records=want)
         except CorruptRecordError:
-            # print every good record before the corrupt batch, then its error (exit 1)
-            records = log.read(offset, max_records=want, max_bytes=1)
-            if not records:
-                raise
+            # one batch at a time up to the corrupt one: its good records are printed, then the
+            # error (exit status 1) when the next read reaches the corrupt batch itself
+            records = log.read(offset, max_bytes=1)[:want]
         if not records:
             break
         for r in records:
