@@ -3,9 +3,10 @@
 Kafka keeps topic metadata (partition count, config overrides) in the controller's metadata log,
 stored in the first log dir unless ``metadata.log.dir`` says otherwise. The engine keeps the
 same facts as one small JSON file per topic under ``<log dir>/.logplat-topics/``, written
-atomically, in the first log dir unless the topic's file already lives in another one. That
-file is the commit point of ``topic create``: partition directories are made after it, and a
-partition listed there without a directory (a crash in between) is created on first use.
+atomically, in the first log dir unless the topic's file already lives in another one, and only
+under the metadata lock (``topic_store``). That file is the commit point of ``topic create``:
+partition directories are made after it, and a partition listed there without a directory (a
+crash in between) is created on first use. It is also the commit point of ``topic delete``.
 
 Directories copied from a broker have no such file: their topics are discovered from the
 partition directory names and use the broker defaults, except Kafka's internal
@@ -19,11 +20,11 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import ContextManager, Iterator, Mapping, Sequence
 
+from .checkpoint import fsync_dir
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats, sweep_pending
 from .cleaner_plan import LogToClean
-from .checkpoint import fsync_dir
 from .config import (
     MAX_PARTITIONS_KEY,
     CleanerConfig,
@@ -38,7 +39,7 @@ from .faults import crash_point
 from .log import Log
 from .logdir import LogDir
 from .naming import DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic_name
-from .nofollow import check_dir_entries, check_not_symlink
+from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, scan_log_dir
@@ -244,7 +245,7 @@ class LogManager:
         if self.read_only:
             raise LogError("this log manager was opened read-only")
 
-    def _metadata_lock(self):  # type: ignore[no-untyped-def]
+    def _metadata_lock(self) -> ContextManager[None]:
         return metadata_lock([d.path for d in self.log_dirs])
 
     def delete_topic(self, name: str) -> TopicMetadata:
@@ -331,6 +332,7 @@ class LogManager:
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
                 )
             loc = self._create_partition_dir(topic, partition)
+        check_under(loc.path, loc.log_dir.path)
         log = Log(loc.path, self.topic_config(topic), loc.log_dir, topic=topic, partition=partition,
                   read_only=self.read_only)
         self._logs[key] = log

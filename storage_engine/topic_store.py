@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
 from .errors import LogError
 from .naming import MAX_TOPIC_LENGTH, validate_topic_name
-from .nofollow import check_not_symlink, open_nofollow, read_bytes_nofollow
+from .nofollow import check_not_symlink, check_under, open_nofollow, read_bytes_nofollow
 
 TOPICS_DIR = ".logplat-topics"
 METADATA_LOCK = ".logplat-topics.lock"
@@ -122,6 +122,7 @@ def write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
     path = metadata_path(log_dir, meta.name)
     check_not_symlink(path.parent)
     path.parent.mkdir(exist_ok=True)
+    check_under(path.parent, log_dir)
     atomic_write(path, meta.to_json(), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))
 
 

@@ -138,11 +138,12 @@ def test_symlinked_session_lock_is_refused(logctl, tmp_path):
     assert victim.read_bytes() == b"keep"
 
 
-@pytest.mark.parametrize("bad_name", ["../../../escaped", "/tmp/h10a-absolute-escape", "other", "t/../u", ""])
+@pytest.mark.parametrize("bad_name", ["../../../escaped", "{tmp}/absolute-escape", "other", "t/../u", ""])
 def test_metadata_name_from_disk_is_validated(logctl, tmp_path, bad_name):
     assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
     meta = logctl.root / ".logplat-topics" / "t.json"
     body = json.loads(meta.read_text())
+    bad_name = bad_name.replace("{tmp}", str(tmp_path))
     body["name"] = bad_name
     meta.write_text(json.dumps(body))
     before = tree(tmp_path)
@@ -151,7 +152,7 @@ def test_metadata_name_from_disk_is_validated(logctl, tmp_path, bad_name):
         code, _, err = logctl(*command, stdin=RECORD)
         assert code == 1 and str(meta) in err and "name" in err, err
     assert tree(tmp_path) == before
-    assert not Path("/tmp/h10a-absolute-escape.json").exists()
+    assert not (tmp_path / "absolute-escape.json").exists()
 
 
 @pytest.mark.parametrize("field,value", [("partitions", -1), ("partitions", "3"), ("partitions", True),
@@ -185,3 +186,18 @@ def test_symlinked_metadata_file_and_dir_are_refused(logctl, tmp_path):
     code, _, err = logctl("topic", "create", "u", "--partitions", "1")
     assert code == 1 and str(topics) in err and "symbolic link" in err
     assert tree(tmp_path / "elsewhere") == before
+
+
+def test_containment_check_catches_an_escape_through_a_parent(tmp_path):
+    """``check_under`` resolves every component, so a link anywhere in the path is caught."""
+    from storage_engine.errors import UnsafePathError
+    from storage_engine.nofollow import check_under
+
+    root = tmp_path / "logs"
+    (root / "t-0").mkdir(parents=True)
+    (tmp_path / "away").mkdir()
+    (root / "hop").symlink_to(tmp_path / "away", target_is_directory=True)
+    assert check_under(root / "t-0", root) == (root / "t-0").resolve()
+    for escaping in (root / "hop" / "x", root / ".." / "away", Path("/etc")):
+        with pytest.raises(UnsafePathError, match="outside the log dir"):
+            check_under(escaping, root)
