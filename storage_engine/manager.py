@@ -215,9 +215,8 @@ class LogManager:
                 raise TopicExistsError(f"Topic '{name}' already exists.")
             meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
             write_metadata(meta, self.log_dirs[0].path)
-        for p in range(partitions):
-            self._create_partition_dir(name, p)
-            self.get_log(name, p)  # as Kafka does: every partition starts with an empty segment
+            for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
+                self._open_log(self._create_partition_dir(name, p))  # as Kafka does: starts with an empty segment
         return meta
 
     def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
@@ -285,30 +284,40 @@ class LogManager:
         crash_point("topic-delete-unlisted")
         self._remove_delete_dirs()
 
+    def _pending_deletes(self) -> list[tuple[str, LogDir]]:
+        out = []
+        for d in self.log_dirs:
+            for name in metadata_names(d.path):
+                try:
+                    meta = read_metadata(d.path, name)
+                except LogError:
+                    continue  # refused when that topic is used, not for every other topic
+                if meta is not None and meta.deleting:
+                    out.append((name, d))
+        return out
+
+    def _delete_dirs(self) -> list[str]:
+        return [entry.path for d in self.log_dirs if d.path.is_dir() for entry in os.scandir(d.path)
+                if entry.name.endswith(DELETE_DIR_SUFFIX) and entry.is_dir(follow_symlinks=False)]
+
     def _finish_pending_deletes(self) -> None:
-        """At a writable open, as a broker's LogManager does at startup: finish interrupted deletes."""
+        """At a writable open, as a broker's LogManager does at startup: finish interrupted deletes
+        (the lock is only taken when there is something to finish)."""
+        if not self._pending_deletes() and not self._delete_dirs():
+            return
         with self._metadata_lock():
-            for d in self.log_dirs:
-                for name in metadata_names(d.path):
-                    try:
-                        meta = read_metadata(d.path, name)
-                    except LogError:
-                        continue  # refused when that topic is used, not for every other topic
-                    if meta is not None and meta.deleting:
-                        self._finish_delete(name, d)
+            for name, d in self._pending_deletes():
+                self._finish_delete(name, d)
             self._remove_delete_dirs()
 
     def _remove_delete_dirs(self) -> None:
-        for d in self.log_dirs:
-            if not d.path.is_dir():
-                continue
-            for entry in os.scandir(d.path):
-                if entry.name.endswith(DELETE_DIR_SUFFIX) and entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)  # fd-based on Linux: never follows a link inside
-            fsync_dir(d.path)
+        for path in self._delete_dirs():
+            shutil.rmtree(path)  # fd-based on Linux: never follows a link inside
+            fsync_dir(Path(path).parent)
 
     def _create_partition_dir(self, topic: str, partition: int) -> PartitionLocation:
-        counts = {str(d.path): sum(1 for _ in self._scan_dir(d)) for d in self.log_dirs}
+        counts = {str(d.path): sum(1 for name in os.listdir(d.path) if parse_partition_dir(name))
+                  if d.path.is_dir() else 0 for d in self.log_dirs}
         chosen = choose_log_dir(counts)
         log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
         path = log_dir.path / partition_dir_name(topic, partition)
@@ -332,10 +341,13 @@ class LogManager:
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
                 )
             loc = self._create_partition_dir(topic, partition)
+        return self._open_log(loc)
+
+    def _open_log(self, loc: PartitionLocation) -> Log:
         check_under(loc.path, loc.log_dir.path)
-        log = Log(loc.path, self.topic_config(topic), loc.log_dir, topic=topic, partition=partition,
+        log = Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic, partition=loc.partition,
                   read_only=self.read_only)
-        self._logs[key] = log
+        self._logs[(loc.topic, loc.partition)] = log
         return log
 
     def logs(self, topic: str | None = None) -> Iterator[Log]:

@@ -153,7 +153,7 @@ def test_topic_delete_killed_at_every_step_is_finished_by_the_next_open(tmp_path
     assert consume.communicate()[0].count("\n") == 3
 
 
-def test_topic_delete_killed_before_its_commit_point_leaves_the_topic(tmp_path):
+def test_topic_delete_killed_at_a_random_moment_leaves_it_whole_or_gone(tmp_path):
     """A SIGKILL from outside while deletes run: every round ends with the topic whole or gone."""
     root = tmp_path / "logs"
     for round_ in range(4):
