@@ -201,3 +201,27 @@ def test_containment_check_catches_an_escape_through_a_parent(tmp_path):
     for escaping in (root / "hop" / "x", root / ".." / "away", Path("/etc")):
         with pytest.raises(UnsafePathError, match="outside the log dir"):
             check_under(escaping, root)
+
+
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                                  ".logplat-checkpoints.lock", ".logplat-topics.lock"])
+def test_symlinked_log_dir_file_is_refused(logctl, tmp_path, name):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    assert logctl("delete-records", "t", "--partition", "0", "--before-offset", "1")[0] == 0
+    assert logctl("topic", "alter", "t", "--config", "retention.ms=100000")[0] == 0
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"0\n1\nvictim 0 5\n")
+    link = logctl.root / name
+    assert link.exists()
+    link.unlink()
+    link.symlink_to(victim)
+    before = tree(logctl.root)
+    for command in (["verify"], ["topic", "alter", "t", "--config", "retention.ms=5"],
+                    ["produce", "t", "--partition", "0"]):
+        code, _, err = logctl(*command, stdin=RECORD)
+        if name != ".logplat-topics.lock" or command[0] == "topic":  # only metadata changes take that lock
+            assert code == 1 and str(link) in err and "symbolic link" in err, (command, err)
+    if name != ".logplat-topics.lock":
+        assert tree(logctl.root) == before  # refused before anything was written
+    assert victim.read_bytes() == b"0\n1\nvictim 0 5\n"
