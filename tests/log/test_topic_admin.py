@@ -167,7 +167,7 @@ def test_topic_delete_killed_at_a_random_moment_leaves_it_whole_or_gone(tmp_path
         opener = spawn(root, "topic", "create", f"after{round_}", "--partitions", "1")
         assert opener.communicate()[1] == ""
         listed = json.loads(spawn(root, "topic", "list", "--json").communicate()[0])
-        dirs = [n for n in every_name(root) if n.startswith(f"{topic}-")]
+        dirs = [p.name for p in root.iterdir() if p.name.startswith(f"{topic}-")]
         if topic in listed:
             assert len(dirs) == 20
         else:
