@@ -269,6 +269,9 @@ def cmd_consume(args: argparse.Namespace, manager: LogManager) -> int:
             # one batch at a time up to the corrupt one: its good records are printed, then the
             # error (exit status 1) when the next read reaches the corrupt batch itself
             records = log.read(offset, max_bytes=1)[:want]
+            if not records:  # a batch with nothing to print (a control batch): step over it
+                offset = log.read_batches(offset, max_bytes=1)[0].header.next_offset
+                continue
         if not records:
             break
         for r in records:
