@@ -117,12 +117,19 @@ def metadata_names(log_dir: Path) -> list[str]:
 
 
 def write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
-    """Atomically replace the topic's file. The temporary name is short and unique, not
-    ``<topic>.json.tmp``, which passes NAME_MAX (255) for a 249-character topic."""
+    """Atomically replace the topic's file; the caller holds :func:`metadata_lock`.
+
+    The temporary name is short and unique, not ``<topic>.json.tmp``, which passes NAME_MAX
+    (255) for a 249-character topic. Under the lock no other write is in flight, so any
+    temporary file found is a killed writer's and is removed.
+    """
     path = metadata_path(log_dir, meta.name)
     check_not_symlink(path.parent)
     path.parent.mkdir(exist_ok=True)
     check_under(path.parent, log_dir)
+    for stale in os.listdir(path.parent):
+        if stale.endswith(TMP_SUFFIX):
+            os.unlink(path.parent / stale)
     atomic_write(path, meta.to_json(), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))
 
 

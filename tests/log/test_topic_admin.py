@@ -198,3 +198,14 @@ def test_concurrent_creates_of_one_name_give_the_losers_already_exists(tmp_path)
         for code, err in results:
             if code:
                 assert err == f"error: Topic 't{round_}' already exists.\n"
+
+
+def test_a_killed_metadata_write_leaves_no_temporary_file_behind(logctl):
+    """A writer killed between writing its temporary file and the rename leaves it; the next
+    metadata change (under the lock, so nobody else is writing) removes it."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    topics = logctl.root / ".logplat-topics"
+    (topics / ".0123456789abcdef.tmp").write_bytes(b"{half")
+    (topics / "t.json.tmp").write_bytes(b"{half")
+    assert logctl("topic", "alter", "t", "--config", "retention.ms=5")[0] == 0
+    assert sorted(p.name for p in topics.iterdir()) == ["t.json"]
