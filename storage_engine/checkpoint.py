@@ -25,6 +25,7 @@ from typing import Iterable, Mapping
 
 from .errors import CheckpointError
 from .naming import validate_topic_name
+from .nofollow import open_dir_nofollow, open_nofollow, read_bytes_nofollow
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -45,27 +46,28 @@ _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 def fsync_dir(path: Path) -> None:
     """Make a rename or unlink inside ``path`` durable (a directory entry lives in the directory)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    fd = open_dir_nofollow(path)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, tmp: Path | None = None) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new bytes, never a mix.
 
     The ``.tmp`` name is Kafka's, so a ``.tmp`` a broker left behind is simply overwritten.
     Concurrent writers of one file must serialise (``CheckpointFile.update`` does): they share
-    the ``.tmp`` name.
+    the ``.tmp`` name. ``tmp`` overrides it where ``<name>.tmp`` could pass NAME_MAX (topic
+    metadata of a 249-character topic).
     """
     path = Path(path)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
+    tmp = tmp if tmp is not None else path.with_name(path.name + TMP_SUFFIX)
     try:
         tmp.unlink()
     except FileNotFoundError:
         pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         view = memoryview(data)
         while view:
@@ -133,7 +135,7 @@ def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPa
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """The entries of a checkpoint file; a missing or empty file holds none."""
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes_nofollow(path)
     except FileNotFoundError:
         return {}
     return parse_checkpoint(data, path)
@@ -215,7 +217,7 @@ class _DirLock:
         self._fd = -1
 
     def __enter__(self) -> "_DirLock":
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except BaseException:

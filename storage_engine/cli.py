@@ -2,7 +2,8 @@
 
 Modelled on kafka-topics, kafka-console-producer/-consumer, kafka-dump-log and
 kafka-delete-records. Every command validates its whole input before it changes anything;
-errors go to stderr with exit status 1 (2 for bad usage) and leave the disk as it was.
+errors (bad usage included) go to stderr as one line, with exit status 1, and leave the disk as
+it was.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence, TextIO
+from typing import Any, Callable, Mapping, NoReturn, Protocol, Sequence, TextIO
 
 from .checkpoint import read_checkpoint
 from .cleaner import CompactionReport
 from .config import build_log_config, validate_topic_overrides
-from .errors import LogError
+from .errors import CorruptRecordError, LogError
 from .index import OffsetIndex, TimeIndex
 from .manager import LogManager, log_dirs_from_env
 from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
@@ -28,10 +29,44 @@ from .validator import ProducerRecord, build_batch
 from .verify import verify_log
 
 PRODUCE_BATCH_RECORDS = 1000
+#: The latest clock ``--now-ms`` and record timestamps accept (9999-12-31T23:59:59.999Z): far
+#: enough for any real clock, low enough that ``now + delete.retention.ms`` and timestamp
+#: deltas stay inside Kafka's int64/varlong fields.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
 class UsageError(LogError):
     """Input the user typed (or piped) is malformed."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are ``UsageError``: one line on stderr and exit status 1, as
+    for every other bad input (argparse itself prints the usage and exits 2)."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer within ``[low, high]``; the error names the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} must be between {low} and {high}, got {value}")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
+_CLOCK = _bounded_int("a time in ms since the epoch", 0, MAX_TIMESTAMP_MS)
+_PARTITION = _bounded_int("a partition number", 0, 2**31 - 1)
+_OFFSET = _bounded_int("an offset", 0, 2**63 - 1)
+_COUNT = _bounded_int("a count", 1, 2**31 - 1)
 
 
 # ---------------------------------------------------------------------- encoding of keys/values
@@ -48,9 +83,17 @@ def _decoder(encoding: str) -> Callable[[str | None, str], bytes | None]:
                 return base64.b64decode(text, validate=True)
             except ValueError as exc:
                 raise UsageError(f"{what} is not valid base64: {exc}") from exc
-        return text.encode("utf-8")
+        return _utf8(text, what)
 
     return decode
+
+
+def _utf8(text: str, what: str) -> bytes:
+    """UTF-8 bytes of ``text``; JSON can carry lone surrogates (``"\\ud800"``) that UTF-8 cannot."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"{what} is not valid Unicode: {exc.reason} at character {exc.start}") from None
 
 
 def _encoder(encoding: str) -> Callable[[bytes | None], str | None]:
@@ -125,6 +168,9 @@ def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
                 f"LogEndOffset: {p['log_end_offset']}\tSize: {p['size_bytes']}\tSegments: {p['segments']}\tLogDir: {p['log_dir']}"
             )
         _print(args, d, "\n".join(lines))
+    elif args.topic_command == "delete":
+        meta = manager.delete_topic(args.name)
+        _print(args, {"topic": meta.name, "deleted": True}, f"Deleted topic {meta.name}.")
     elif args.topic_command == "alter":
         if not args.config and not args.delete_config:
             raise UsageError("topic alter needs at least one --config KEY=VALUE or --delete-config KEY")
@@ -152,12 +198,16 @@ def _read_produce_input(stream: TextIO, encoding: str) -> list[ProducerRecord]:
         if unknown:
             raise UsageError(f"stdin line {lineno}: unknown field(s) {sorted(unknown)}")
         ts = obj.get("timestamp")
-        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or ts < 0):
-            raise UsageError(f"stdin line {lineno}: timestamp must be a non-negative integer (ms), got {ts!r}")
+        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts <= MAX_TIMESTAMP_MS):
+            raise UsageError(f"stdin line {lineno}: timestamp must be an integer (ms) in 0..{MAX_TIMESTAMP_MS}, got {ts!r}")
+        raw_headers = obj.get("headers")
+        if raw_headers is not None and not isinstance(raw_headers, list):
+            raise UsageError(f"stdin line {lineno}: headers must be a list of [key, value], got {raw_headers!r}")
         headers = []
-        for h in obj.get("headers") or []:
+        for h in raw_headers or []:
             if not (isinstance(h, list) and len(h) == 2 and isinstance(h[0], str)):
                 raise UsageError(f"stdin line {lineno}: each header must be [key, value], got {h!r}")
+            _utf8(h[0], f"stdin line {lineno}: header key")
             headers.append((h[0], decode(h[1], f"stdin line {lineno}: header {h[0]!r} value")))
         records.append(
             ProducerRecord(
@@ -212,7 +262,16 @@ def cmd_consume(args: argparse.Namespace, manager: LogManager) -> int:
             if offset > log.log_end_offset:
                 log.read_batches(offset)  # raises the out-of-range error
             break
-        records = log.read(offset, max_records=remaining if remaining is not None else 10_000)
+        want = remaining if remaining is not None else 10_000
+        try:
+            records = log.read(offset, max_records=want)
+        except CorruptRecordError:
+            # one batch at a time up to the corrupt one: its good records are printed, then the
+            # error (exit status 1) when the next read reaches the corrupt batch itself
+            records = log.read(offset, max_bytes=1)[:want]
+            if not records:  # a batch with nothing to print (a control batch): step over it
+                offset = log.read_batches(offset, max_bytes=1)[0].header.next_offset
+                continue
         if not records:
             break
         for r in records:
@@ -294,7 +353,10 @@ def _dump_file(path: Path, args: argparse.Namespace) -> tuple[Any, str]:
         entries = _dump_log_file(path, args.json, encode)
         return {"file": str(path), "batches": entries}, f"Dumping {path}\n" + "\n".join(_format_batch(e) for e in entries)
     if bare.endswith(INDEX_SUFFIX) or bare.endswith(TIME_INDEX_SUFFIX):
-        base = offset_from_file_name(name)
+        try:
+            base = offset_from_file_name(name)
+        except ValueError as exc:
+            raise UsageError(f"{path}: an index file name must start with its segment's base offset ({exc})") from None
         is_time = bare.endswith(TIME_INDEX_SUFFIX)
         index = (TimeIndex if is_time else OffsetIndex)(path, base, max(path.stat().st_size, 12), writable=False)
         rows = []
@@ -364,6 +426,8 @@ def _engine(args: argparse.Namespace) -> Engine | None:
 
 
 def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
+    if args.topic is not None:
+        manager.partitions(args.topic)  # an unknown topic is an error, as for verify
     now = args.now_ms if args.now_ms is not None else now_ms()
     engine = _engine(args)
     if engine is not None:
@@ -382,8 +446,11 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
         verb = "deleted" if d["applied"] else "would delete"
         if segs:
             reasons = ", ".join(f"{s['base_offset']} ({s['reason']}, {s['size_bytes']} B)" for s in segs)
+            lso = d.get("log_start_offset_after", d["new_log_start_offset"])
+            if lso is None:  # every segment goes: the active one is rolled first, at the log end offset
+                lso = "the log end offset (the active segment is rolled first)"
             lines.append(f"{d['topic']}-{d['partition']}: {verb} {len(segs)} segment(s), {d['bytes_to_free']} bytes: "
-                         f"{reasons}; log start offset -> {d.get('log_start_offset_after') or d['new_log_start_offset']}")
+                         f"{reasons}; log start offset -> {lso}")
         else:
             lines.append(f"{d['topic']}-{d['partition']}: nothing to delete")
         if d.get("status") in ("changed", "failed"):
@@ -398,6 +465,8 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     engine = _engine(args)
     if args.partition is not None and args.topic is None:
         raise UsageError("--partition needs --topic")
+    if args.topic is not None:
+        manager.partitions(args.topic)  # an unknown topic is an error, as for verify
     if args.max_passes is not None and args.max_passes < 1:
         raise UsageError(f"--max-passes must be at least 1, got {args.max_passes}")
     now = args.now_ms if args.now_ms is not None else now_ms()
@@ -436,7 +505,7 @@ def cmd_delete_records(args: argparse.Namespace, manager: LogManager) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="logctl", description="Kafka-format log dirs: topics, data, maintenance.")
+    parser = _Parser(prog="logctl", description="Kafka-format log dirs: topics, data, maintenance.")
     parser.add_argument("--log-dirs", default=None,
                         help="comma-separated log directories (default: $LOGPLAT_LOG_DIRS, else ./data/logs)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -456,6 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = tsub.add_parser("describe")
     p.add_argument("name")
     add_json(p)
+    p = tsub.add_parser("delete", help="delete a topic and all its partitions (Kafka's asynchronous delete)")
+    p.add_argument("name")
+    add_json(p)
     p = tsub.add_parser("alter")
     p.add_argument("name")
     p.add_argument("--config", action="append", metavar="KEY=VALUE")
@@ -464,20 +536,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("produce", help="append JSON lines from stdin")
     p.add_argument("topic")
-    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--partition", type=_PARTITION, required=True)
     p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     p.add_argument("--encoding", default="utf8", choices=["utf8", "base64"])
-    p.add_argument("--batch-size", type=int, default=PRODUCE_BATCH_RECORDS, help="records per record batch")
-    p.add_argument("--now-ms", type=int, default=None, help="clock for default timestamps (default: wall clock)")
+    p.add_argument("--batch-size", type=_COUNT, default=PRODUCE_BATCH_RECORDS, help="records per record batch")
+    p.add_argument("--now-ms", type=_CLOCK, default=None, help="clock for default timestamps (default: wall clock)")
     add_json(p)
 
     p = sub.add_parser("consume", help="print records as JSON lines")
     p.add_argument("topic")
-    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--partition", type=_PARTITION, required=True)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--from-offset", type=int)
-    g.add_argument("--from-timestamp", type=int)
-    p.add_argument("--max-records", type=int)
+    g.add_argument("--from-offset", type=_OFFSET)
+    g.add_argument("--from-timestamp", type=_CLOCK)
+    p.add_argument("--max-records", type=_COUNT)
     p.add_argument("--encoding", default="utf8", choices=["utf8", "base64"])
 
     p = sub.add_parser("dump", help="decode .log/.index/.timeindex/checkpoint files (kafka-dump-log)")
@@ -491,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("retention", help="delete segments past retention.ms / retention.bytes / the log start offset")
     p.add_argument("--topic")
-    p.add_argument("--now-ms", type=int, default=None, help="the clock retention judges by (default: wall clock)")
+    p.add_argument("--now-ms", type=_CLOCK, default=None, help="the clock retention judges by (default: wall clock)")
     p.add_argument("--dry-run", action="store_true", help="print the plans, change nothing")
     p.add_argument("--engine", default="local", choices=["local", "spark"],
                    help="where to run: in this process, or as a Spark job ($LOGPLAT_SPARK_MASTER, default local[*])")
@@ -499,18 +571,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compact", help="compact due partitions of compacted topics (Kafka's log cleaner)")
     p.add_argument("--topic")
-    p.add_argument("--partition", type=int, help="compact this partition (needs --topic) whatever its dirty ratio")
-    p.add_argument("--now-ms", type=int, default=None, help="the cleaner's clock (default: wall clock)")
+    p.add_argument("--partition", type=_PARTITION, help="compact this partition (needs --topic) whatever its dirty ratio")
+    p.add_argument("--now-ms", type=_CLOCK, default=None, help="the cleaner's clock (default: wall clock)")
     p.add_argument("--engine", default="local", choices=["local", "spark"],
                    help="where to run: in this process, or as a Spark job ($LOGPLAT_SPARK_MASTER, default local[*])")
-    p.add_argument("--max-passes", type=int, default=None, help="stop after this many passes per partition")
+    p.add_argument("--max-passes", type=_COUNT, default=None, help="stop after this many passes per partition")
     p.add_argument("--dry-run", action="store_true", help="print each partition's dirty section and ratio, change nothing")
     add_json(p)
 
     p = sub.add_parser("delete-records", help="advance a partition's log start offset")
     p.add_argument("topic")
-    p.add_argument("--partition", type=int, required=True)
-    p.add_argument("--before-offset", type=int, required=True)
+    p.add_argument("--partition", type=_PARTITION, required=True)
+    p.add_argument("--before-offset", type=_OFFSET, required=True)
     add_json(p)
     return parser
 
@@ -548,19 +620,18 @@ def broker_props_from_env() -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None = None) -> int:
     """``engines`` adds ``--engine`` choices besides ``local`` (see :class:`Engine`)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.engines = dict(engines or {})
-    if not hasattr(args, "json"):
-        args.json = False
     try:
+        args = build_parser().parse_args(argv)
+        args.engines = dict(engines or {})
+        if not hasattr(args, "json"):
+            args.json = False
         if args.command in NEEDS_NO_LOG_DIRS:
             return COMMANDS[args.command](args, None)
         read_only = args.command in READ_ONLY or (args.command == "topic" and args.topic_command in ("list", "describe"))
         with LogManager(log_dirs_from_env(args.log_dirs), broker_props_from_env(), read_only=read_only) as manager:
             return COMMANDS[args.command](args, manager)
-    except (LogError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (LogError, OSError, ValueError) as exc:  # ValueError: a NUL byte in a path, undecodable text
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # one line, whatever the message holds
         return 1
 
 

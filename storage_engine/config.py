@@ -541,6 +541,26 @@ def build_cleaner_config(broker_props: Mapping[str, object] | None = None) -> Cl
     return CleanerConfig(**values)  # type: ignore[arg-type]
 
 
+#: Partitions one topic may have. Kafka has no such limit (KIP-578 proposed one); here a
+#: ``topic create`` makes every partition directory at once, so an unbounded count fills the
+#: disk with directories. The ceiling keeps ``<topic>-<partition>`` of a 249-character topic
+#: within a 255-byte file name.
+MAX_PARTITIONS_KEY = "logplat.max.partitions.per.topic"
+DEFAULT_MAX_PARTITIONS = 1000
+MAX_PARTITIONS_CEILING = 99999
+
+
+def max_partitions_per_topic(broker_props: Mapping[str, object] | None = None) -> int:
+    """``logplat.max.partitions.per.topic`` (default 1000, at most 99999)."""
+    raw = (broker_props or {}).get(MAX_PARTITIONS_KEY)
+    if raw is None:
+        return DEFAULT_MAX_PARTITIONS
+    value = _PARSERS["INT"](MAX_PARTITIONS_KEY, raw)
+    if not 1 <= value <= MAX_PARTITIONS_CEILING:
+        raise ConfigError(MAX_PARTITIONS_KEY, raw, f"must be between 1 and {MAX_PARTITIONS_CEILING}")
+    return value
+
+
 def parse_properties(lines: Iterable[str]) -> dict[str, str]:
     """A minimal Java ``.properties`` reader: ``key=value`` or ``key: value``, ``#``/``!`` comments.
 

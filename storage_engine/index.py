@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 from .errors import CorruptIndexError, LogError
+from .nofollow import open_nofollow
 
 INT32_MAX = 2**31 - 1
 DEFAULT_MAX_INDEX_SIZE = 10485760
@@ -183,7 +184,7 @@ class AbstractIndex:
         self._rel = array("i")
         self._val = array(self._VAL_TYPECODE)
         try:
-            fd = os.open(self._path, os.O_RDONLY)
+            fd = open_nofollow(self._path, os.O_RDONLY)
         except FileNotFoundError:
             self._length = None
             self._loaded = True
@@ -239,7 +240,7 @@ class AbstractIndex:
         self._ensure_loaded()
         if self._fd < 0:
             self._require_writable()
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_nofollow(self._path, os.O_RDWR | os.O_CREAT)
             if self._length is None:
                 os.ftruncate(fd, self._create_length)
                 self._length = self._create_length
@@ -413,7 +414,7 @@ class AbstractIndex:
         start = len(self._rel) * self.ENTRY_SIZE
         if start >= length:
             return
-        fd = os.open(self._path, os.O_RDONLY)
+        fd = open_nofollow(self._path, os.O_RDONLY)
         try:
             end = _end_of_data(fd, length, self.ENTRY_SIZE)  # holes read as zero: skip them
             pos = start
@@ -462,7 +463,7 @@ class AbstractIndex:
         size = cls.ENTRY_SIZE
         empty = cls._empty_entry(base_offset)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
             return empty
         try:

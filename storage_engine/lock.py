@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import LockTimeoutError
+from .nofollow import open_nofollow
 
 LOCK_FILE_NAME = ".logplat.lock"
 _GENERATION = struct.Struct(">q")
@@ -52,11 +53,11 @@ class PartitionLock:
         if self._fd is None:
             if self.read_only:
                 try:
-                    self._fd = os.open(self.path, os.O_RDONLY)
+                    self._fd = open_nofollow(self.path, os.O_RDONLY)
                 except FileNotFoundError:
                     return None  # no engine process ever changed this directory
             else:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
         return self._fd
 
     @contextmanager

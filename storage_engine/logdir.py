@@ -6,7 +6,9 @@ log dir open at once, so the marker must mean "every process that had this dir o
 cleanly":
 
 * each process holds a shared ``flock`` on ``<dir>/.logplat-session.lock`` while it has the
-  dir open and leaves a session file ``.logplat-session-<pid>-<n>``, removed when it closes;
+  dir open and leaves a session file ``.logplat-session.<pid>.<n>``, removed when it closes
+  (matched by its whole name, and never ending in ``-<digits>``, so no topic's partition
+  directory can be taken for one);
 * the first process to open the dir (it gets the lock exclusively) consumes the marker. A
   missing marker, or session files of processes that never closed, mean a process died: that
   first process recovers every partition of the dir before it lets others in, as a broker
@@ -23,19 +25,23 @@ import errno
 import fcntl
 import itertools
 import os
+import re
 from pathlib import Path
 
 from .checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
+    LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CheckpointFile,
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from .nofollow import check_not_symlink, open_nofollow
 
 SESSION_LOCK = ".logplat-session.lock"
-SESSION_PREFIX = ".logplat-session-"
+SESSION_FILE = re.compile(r"\.logplat-session\.[0-9]+\.[0-9]+")
 _session_counter = itertools.count()
 
 
@@ -57,18 +63,22 @@ class LogDir:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
 
         A read-only session (verify, consumers) only waits for a first opener's recovery to
-        finish; it neither consumes nor writes the marker, and leaves no session file.
+        finish; it neither consumes nor writes the marker, and leaves no session file. A symlink
+        in place of any of the dir's own files is refused first, before anything is written.
         """
+        for name in (SESSION_LOCK, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
+                     LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
+            check_not_symlink(self.path / name)
         if read_only:
             try:
-                self._fd = os.open(self.path / SESSION_LOCK, os.O_RDONLY)
+                self._fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
             except FileNotFoundError:
                 return  # no engine process ever opened this dir
             fcntl.flock(self._fd, fcntl.LOCK_SH)
             self._read_only = True
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / SESSION_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDWR | os.O_CREAT)
         self._fd = fd
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -83,8 +93,8 @@ class LogDir:
             self.had_clean_shutdown = marker and not stale
             for path in stale:
                 path.unlink(missing_ok=True)
-        self._session_file = self.path / f"{SESSION_PREFIX}{os.getpid()}-{next(_session_counter)}"
-        self._session_file.touch()
+        self._session_file = self.path / f".logplat-session.{os.getpid()}.{next(_session_counter)}"
+        os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
 
     def finish_startup(self) -> None:
         """Called by the first opener after recovering: let other processes in."""
@@ -92,7 +102,8 @@ class LogDir:
             fcntl.flock(self._fd, fcntl.LOCK_SH)
 
     def _session_files(self) -> list[Path]:
-        return [p for p in self.path.iterdir() if p.name.startswith(SESSION_PREFIX)]
+        with os.scandir(self.path) as it:
+            return [Path(e.path) for e in it if SESSION_FILE.fullmatch(e.name) and not e.is_dir(follow_symlinks=False)]
 
     def close_session(self) -> None:
         """Leave the session; the last process out writes the clean-shutdown marker."""

@@ -3,9 +3,10 @@
 Kafka keeps topic metadata (partition count, config overrides) in the controller's metadata log,
 stored in the first log dir unless ``metadata.log.dir`` says otherwise. The engine keeps the
 same facts as one small JSON file per topic under ``<log dir>/.logplat-topics/``, written
-atomically, in the first log dir unless the topic's file already lives in another one. That
-file is the commit point of ``topic create``: partition directories are made after it, and a
-partition listed there without a directory (a crash in between) is created on first use.
+atomically, in the first log dir unless the topic's file already lives in another one, and only
+under the metadata lock (``topic_store``). That file is the commit point of ``topic create``:
+partition directories are made after it, and a partition listed there without a directory (a
+crash in between) is created on first use. It is also the commit point of ``topic delete``.
 
 Directories copied from a broker have no such file: their topics are discovered from the
 partition directory names and use the broker defaults, except Kafka's internal
@@ -14,40 +15,38 @@ partition directory names and use the broker defaults, except Kafka's internal
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import ContextManager, Iterator, Mapping, Sequence
 
-from .checkpoint import atomic_write
+from .checkpoint import fsync_dir
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats, sweep_pending
 from .cleaner_plan import LogToClean
-from .config import CleanerConfig, LogConfig, build_cleaner_config, build_log_config, validate_topic_overrides
+from .config import (
+    MAX_PARTITIONS_KEY,
+    CleanerConfig,
+    LogConfig,
+    build_cleaner_config,
+    build_log_config,
+    max_partitions_per_topic,
+    validate_topic_overrides,
+)
 from .errors import InvalidTopicError, LogChangedError, LogError, TopicExistsError, UnknownTopicOrPartitionError
+from .faults import crash_point
 from .log import Log
 from .logdir import LogDir
-from .naming import parse_partition_dir, partition_dir_name, validate_topic_name
+from .naming import DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic_name
+from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, scan_log_dir
+from .topic_store import TopicMetadata, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
 
-TOPICS_DIR = ".logplat-topics"
 INTERNAL_COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 DEFAULT_LOG_DIRS = "./data/logs"
-
-
-@dataclass(frozen=True)
-class TopicMetadata:
-    name: str
-    partitions: int
-    configs: dict[str, str] = field(default_factory=dict)  # topic-level overrides, as given
-    topic_id: str = ""
-
-    def to_json(self) -> bytes:
-        body = {"version": 0, "name": self.name, "partitions": self.partitions, "configs": self.configs, "topic_id": self.topic_id}
-        return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
 
 
 @dataclass(frozen=True)
@@ -85,18 +84,25 @@ class LogManager:
             raise LogError(f"duplicate entries in log.dirs: {[str(p) for p in paths]}")
         self.broker_props = dict(broker_props or {})
         build_log_config(self.broker_props)  # validate broker settings before touching anything
+        self.max_partitions = max_partitions_per_topic(self.broker_props)
         self.log_dirs = [LogDir(p) for p in paths]
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
         self.read_only = read_only
-        for d in self.log_dirs:
-            if read_only and not d.path.is_dir():
-                continue  # nothing to read there yet: no topics, no partitions
-            d.open_session(read_only)
-        for d in self.log_dirs:
-            if not read_only and d.first_opener and not d.had_clean_shutdown:
-                self._recover_dir(d)
-            d.finish_startup()
+        try:
+            for d in self.log_dirs:
+                if read_only and not d.path.is_dir():
+                    continue  # nothing to read there yet: no topics, no partitions
+                d.open_session(read_only)
+            for d in self.log_dirs:
+                if not read_only and d.first_opener and not d.had_clean_shutdown:
+                    self._recover_dir(d)
+                d.finish_startup()
+            if not read_only:
+                self._finish_pending_deletes()
+        except BaseException:
+            self.close()  # leave the sessions (and the clean-shutdown marker) as they were
+            raise
 
     def _recover_dir(self, log_dir: LogDir) -> None:
         """After an unclean shutdown, recover every partition of the dir, as a broker does at startup."""
@@ -109,13 +115,19 @@ class LogManager:
 
     @staticmethod
     def _scan_dir(log_dir: LogDir) -> Iterator[PartitionLocation]:
+        """Partition directories of a log dir; a symlink among them (or inside one) is refused,
+        so no command, reading or writing, follows it out of the log dir."""
         if not log_dir.path.is_dir():
             return
         for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
-            if entry.is_dir():
-                parsed = parse_partition_dir(entry.name)
-                if parsed is not None:
-                    yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
+            parsed = parse_partition_dir(entry.name)
+            if parsed is None:
+                continue
+            if entry.is_symlink():
+                check_not_symlink(entry.path)  # raises, naming the link
+            if entry.is_dir(follow_symlinks=False):
+                check_dir_entries(entry.path)
+                yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
 
     def partition_locations(self) -> dict[tuple[str, int], PartitionLocation]:
         found: dict[tuple[str, int], PartitionLocation] = {}
@@ -129,34 +141,34 @@ class LogManager:
                 found[key] = loc
         return found
 
-    def _metadata_path(self, topic: str) -> Path | None:
+    def _find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
+        """The log dir holding the topic's metadata file and its (validated) content."""
         for d in self.log_dirs:
-            path = d.path / TOPICS_DIR / f"{topic}.json"
-            if path.exists():
-                return path
+            meta = read_metadata(d.path, topic)
+            if meta is not None:
+                return d, meta
         return None
 
     def topic_metadata(self, topic: str) -> TopicMetadata | None:
-        validate_topic_name(topic)
-        path = self._metadata_path(topic)
-        if path is None:
-            return None
-        try:
-            body = json.loads(path.read_text())
-            return TopicMetadata(body["name"], int(body["partitions"]), dict(body.get("configs", {})), body.get("topic_id", ""))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise LogError(f"topic metadata file {path} is unreadable: {exc}") from exc
+        """The topic's metadata; None when it has none or is being deleted."""
+        found = self._find_metadata(topic)
+        return found[1] if found is not None and not found[1].deleting else None
+
+    def _deleting(self) -> set[str]:
+        return {n for d in self.log_dirs for n in metadata_names(d.path)
+                if (m := read_metadata(d.path, n)) is not None and m.deleting}
 
     def topics(self) -> list[str]:
         names = {t for t, _ in self.partition_locations()}
         for d in self.log_dirs:
-            meta_dir = d.path / TOPICS_DIR
-            if meta_dir.is_dir():
-                names.update(p.name[: -len(".json")] for p in meta_dir.glob("*.json"))
-        return sorted(names)
+            names.update(metadata_names(d.path))
+        return sorted(names - self._deleting())
 
     def partitions(self, topic: str) -> list[int]:
-        meta = self.topic_metadata(topic)
+        found = self._find_metadata(topic)
+        if found is not None and found[1].deleting:
+            raise UnknownTopicOrPartitionError(f"Topic {topic} is marked for deletion")
+        meta = found[1] if found is not None else None
         on_disk = {p for t, p in self.partition_locations() if t == topic}
         if meta is not None:
             on_disk.update(range(meta.partitions))
@@ -186,35 +198,43 @@ class LogManager:
         """Validate everything, write the metadata file (the commit point), then the partition dirs."""
         self._require_writable()
         validate_topic_name(name)
-        if partitions < 1:
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
+        if partitions > self.max_partitions:
+            raise InvalidTopicError(
+                f"Number of partitions {partitions} for topic {name} is above the limit of {self.max_partitions} "
+                f"({MAX_PARTITIONS_KEY})"
+            )
         overrides = {k: str(v) for k, v in (configs or {}).items()}
         build_log_config(self.broker_props, validate_topic_overrides(overrides))
-        existing = {t for t, _ in self.partition_locations()}
-        if self._metadata_path(name) is not None or name in existing:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
-        self._write_metadata(meta, self.log_dirs[0].path)
-        for p in range(partitions):
-            self._create_partition_dir(name, p)
-            self.get_log(name, p)  # as Kafka does: every partition starts with an empty segment
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            if found is not None and found[1].deleting:
+                self._finish_delete(name, found[0])
+            elif found is not None or name in {t for t, _ in self.partition_locations()}:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
+            write_metadata(meta, self.log_dirs[0].path)
+            for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
+                self._open_log(self._create_partition_dir(name, p))  # as Kafka does: starts with an empty segment
         return meta
 
     def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
         """Change config overrides; the merged result is validated before the file is replaced."""
         self._require_writable()
-        meta = self.topic_metadata(name)
-        if meta is None:
-            parts = self.partitions(name)  # raises for an unknown topic
-            meta = TopicMetadata(name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
-        merged = dict(meta.configs)
-        for key in delete_configs:
-            merged.pop(key, None)
-        merged.update({k: str(v) for k, v in set_configs.items()})
-        build_log_config(self.broker_props, validate_topic_overrides(merged))
-        new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
-        path = self._metadata_path(name)
-        self._write_metadata(new, path.parent.parent if path else self.log_dirs[0].path)
+        validate_topic_name(name)
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
+            meta = found[1] if found is not None else TopicMetadata(
+                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
+            merged = dict(meta.configs)
+            for key in delete_configs:
+                merged.pop(key, None)
+            merged.update({k: str(v) for k, v in set_configs.items()})
+            build_log_config(self.broker_props, validate_topic_overrides(merged))
+            new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
+            write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
         for (topic, partition), log in self._logs.items():
             if topic == name:
                 log.config = self.topic_config(name)
@@ -224,14 +244,80 @@ class LogManager:
         if self.read_only:
             raise LogError("this log manager was opened read-only")
 
-    @staticmethod
-    def _write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
-        meta_dir = log_dir / TOPICS_DIR
-        meta_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(meta_dir / f"{meta.name}.json", meta.to_json())
+    def _metadata_lock(self) -> ContextManager[None]:
+        return metadata_lock([d.path for d in self.log_dirs])
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        """Kafka's asynchronous delete, made crash-safe across processes.
+
+        Under the metadata lock: mark the metadata ``deleting`` (the commit point), rename each
+        ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete`` (no longer a partition to anyone), drop
+        the topic's checkpoint entries and its metadata file, then remove the renamed dirs. A
+        kill at any point leaves the topic whole, or a state the next writable open finishes.
+        """
+        self._require_writable()
+        validate_topic_name(name)
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            parts = self.partitions(name)  # raises for an unknown topic or one already being deleted
+            holder = found[0] if found is not None else self.log_dirs[0]
+            meta = found[1] if found is not None else TopicMetadata(name, max(parts) + 1, {}, uuid.uuid4().hex)
+            write_metadata(TopicMetadata(meta.name, meta.partitions, meta.configs, meta.topic_id, True), holder.path)
+            crash_point("topic-delete-marked")
+            self._finish_delete(name, holder)
+        return meta
+
+    def _finish_delete(self, name: str, holder: LogDir) -> None:
+        """Steps after the commit point of a delete; each is idempotent (called with the lock held)."""
+        for key in [k for k in self._logs if k[0] == name]:
+            self._logs.pop(key).close()
+        for loc in [loc for (t, _), loc in self.partition_locations().items() if t == name]:
+            os.rename(loc.path, loc.log_dir.path / delete_dir_name(name, loc.partition, uuid.uuid4().hex))
+            fsync_dir(loc.log_dir.path)
+            crash_point("topic-delete-renamed")
+        for d in self.log_dirs:
+            for checkpoint in (d.recovery_points, d.log_start_offsets, d.cleaner_offsets):
+                stale = [tp for tp in checkpoint.read() if tp[0] == name]
+                if stale:
+                    checkpoint.update(remove=stale)
+        remove_metadata(holder.path, name)
+        crash_point("topic-delete-unlisted")
+        self._remove_delete_dirs()
+
+    def _pending_deletes(self) -> list[tuple[str, LogDir]]:
+        out = []
+        for d in self.log_dirs:
+            for name in metadata_names(d.path):
+                try:
+                    meta = read_metadata(d.path, name)
+                except LogError:
+                    continue  # refused when that topic is used, not for every other topic
+                if meta is not None and meta.deleting:
+                    out.append((name, d))
+        return out
+
+    def _delete_dirs(self) -> list[str]:
+        return [entry.path for d in self.log_dirs if d.path.is_dir() for entry in os.scandir(d.path)
+                if entry.name.endswith(DELETE_DIR_SUFFIX) and entry.is_dir(follow_symlinks=False)]
+
+    def _finish_pending_deletes(self) -> None:
+        """At a writable open, as a broker's LogManager does at startup: finish interrupted deletes
+        (the lock is only taken when there is something to finish)."""
+        if not self._pending_deletes() and not self._delete_dirs():
+            return
+        with self._metadata_lock():
+            for name, d in self._pending_deletes():
+                self._finish_delete(name, d)
+            self._remove_delete_dirs()
+
+    def _remove_delete_dirs(self) -> None:
+        for path in self._delete_dirs():
+            shutil.rmtree(path)  # fd-based on Linux: never follows a link inside
+            fsync_dir(Path(path).parent)
 
     def _create_partition_dir(self, topic: str, partition: int) -> PartitionLocation:
-        counts = {str(d.path): sum(1 for _ in self._scan_dir(d)) for d in self.log_dirs}
+        counts = {str(d.path): sum(1 for name in os.listdir(d.path) if parse_partition_dir(name))
+                  if d.path.is_dir() else 0 for d in self.log_dirs}
         chosen = choose_log_dir(counts)
         log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
         path = log_dir.path / partition_dir_name(topic, partition)
@@ -255,9 +341,13 @@ class LogManager:
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
                 )
             loc = self._create_partition_dir(topic, partition)
-        log = Log(loc.path, self.topic_config(topic), loc.log_dir, topic=topic, partition=partition,
+        return self._open_log(loc)
+
+    def _open_log(self, loc: PartitionLocation) -> Log:
+        check_under(loc.path, loc.log_dir.path)
+        log = Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic, partition=loc.partition,
                   read_only=self.read_only)
-        self._logs[key] = log
+        self._logs[(loc.topic, loc.partition)] = log
         return log
 
     def logs(self, topic: str | None = None) -> Iterator[Log]:
@@ -273,6 +363,7 @@ class LogManager:
         """Cheap stats of every partition (no log is opened, no record read)."""
         if topic is not None:
             validate_topic_name(topic)
+        self.partition_locations()  # refuses symlinked partition dirs before anything is read
         for d in self.log_dirs:
             if d.path.is_dir():
                 yield from scan_log_dir(d.path, topic)

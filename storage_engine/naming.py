@@ -77,6 +77,16 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+NAME_MAX = 255
+
+
+def delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """``<topic>-<partition>.<unique id>-delete``, the name Kafka's ``LocalLog`` gives a partition
+    directory being deleted; the topic is cut short, as Kafka does, so the name fits NAME_MAX."""
+    suffix = f"-{partition}.{unique_id}{DELETE_DIR_SUFFIX}"
+    return topic[: NAME_MAX - len(suffix)] + suffix
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """``(topic, partition)`` for a live partition directory name, else ``None``.
 

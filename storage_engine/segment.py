@@ -27,6 +27,7 @@ from .config import LogConfig
 from .errors import CorruptRecordError, LogChangedError, LogError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
+from .nofollow import open_nofollow
 from .record import RawBatch, decode_batch, scan_batches, verify_batch
 
 INT32_MAX = 2**31 - 1
@@ -80,7 +81,7 @@ class LogSegment:
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
-        self._fd = os.open(self.log_path, flags, 0o644)
+        self._fd = open_nofollow(self.log_path, flags)
         self._inode = os.fstat(self._fd).st_ino
         self._size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(

@@ -26,6 +26,7 @@ from .checkpoint import (
 from .errors import CheckpointError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir
+from .nofollow import open_nofollow
 from .record import scan_batches
 
 _HEADER_READ = 1 << 16
@@ -83,7 +84,7 @@ def _header_max_timestamp(log_path: str, start: int) -> int:
     """Max of the batch headers' max timestamps from ``start`` to the end of the file."""
     best = -1
     try:
-        fd = os.open(log_path, os.O_RDONLY)
+        fd = open_nofollow(log_path, os.O_RDONLY)
     except FileNotFoundError:
         return best
     try:

@@ -1,0 +1,155 @@
+"""Topic metadata files: ``<log dir>/.logplat-topics/<topic>.json``, and the lock that serialises changes.
+
+Kafka keeps topic metadata in the controller's log, so creates, alters and deletes are ordered
+by one writer. Here any process may run ``topic create/alter/delete``: every change takes an
+exclusive ``flock`` on ``.logplat-topics.lock`` in each log dir (in path order, so two processes
+never deadlock) around its read-modify-write. A metadata file is read as strictly as command
+line input: its ``name`` must be the file's own (validated) topic name, so a hand-edited file
+cannot point a write anywhere else.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import uuid
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
+from .errors import LogError
+from .naming import MAX_TOPIC_LENGTH, validate_topic_name
+from .nofollow import check_not_symlink, check_under, open_nofollow, read_bytes_nofollow
+
+TOPICS_DIR = ".logplat-topics"
+METADATA_LOCK = ".logplat-topics.lock"
+_SUFFIX = ".json"
+
+
+class TopicMetadataError(LogError):
+    """A topic metadata file on disk is malformed or names another topic."""
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """One topic's partition count and config overrides. ``deleting`` marks the commit point of
+    ``topic delete``: the next writable open finishes a delete a crash interrupted."""
+
+    name: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # topic-level overrides, as given
+    topic_id: str = ""
+    deleting: bool = False
+
+    def to_json(self) -> bytes:
+        body = {"version": 0, "name": self.name, "partitions": self.partitions, "configs": self.configs,
+                "topic_id": self.topic_id}
+        if self.deleting:
+            body["deleting"] = True
+        return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
+
+
+def metadata_path(log_dir: Path, topic: str) -> Path:
+    validate_topic_name(topic)
+    return Path(log_dir) / TOPICS_DIR / f"{topic}{_SUFFIX}"
+
+
+def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
+    """Decode and validate a metadata file; every field is checked as CLI input would be."""
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise TopicMetadataError(f"topic metadata file {path} is not JSON: {exc}") from None
+
+    def bad(why: str) -> TopicMetadataError:
+        return TopicMetadataError(f"topic metadata file {path} is invalid: {why}")
+
+    if not isinstance(body, dict):
+        raise bad("expected a JSON object")
+    name = body.get("name")
+    if name != topic:
+        raise bad(f"its name {name!r} is not the topic {topic!r} its file name says")
+    partitions = body.get("partitions")
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise bad(f"partitions must be a positive integer, got {partitions!r}")
+    configs = body.get("configs", {})
+    if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+        raise bad(f"configs must map strings to strings, got {configs!r}")
+    topic_id = body.get("topic_id", "")
+    deleting = body.get("deleting", False)
+    if not isinstance(topic_id, str) or not isinstance(deleting, bool):
+        raise bad("topic_id must be a string and deleting a boolean")
+    return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting)
+
+
+def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:
+    """The topic's metadata in this log dir, or None; symlinks are refused, not followed."""
+    path = metadata_path(log_dir, topic)
+    check_not_symlink(path.parent)
+    try:
+        data = read_bytes_nofollow(path)
+    except FileNotFoundError:
+        return None
+    return parse_metadata(data, path, topic)
+
+
+def metadata_names(log_dir: Path) -> list[str]:
+    """Topic names with a metadata file here; files whose stem is not a legal topic are ignored."""
+    directory = Path(log_dir) / TOPICS_DIR
+    check_not_symlink(directory)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        stem = name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else ""
+        if stem and len(stem) <= MAX_TOPIC_LENGTH:
+            try:
+                validate_topic_name(stem)
+            except LogError:
+                continue
+            out.append(stem)
+    return out
+
+
+def write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
+    """Atomically replace the topic's file; the caller holds :func:`metadata_lock`.
+
+    The temporary name is short and unique, not ``<topic>.json.tmp``, which passes NAME_MAX
+    (255) for a 249-character topic. Under the lock no other write is in flight, so any
+    temporary file found is a killed writer's and is removed.
+    """
+    path = metadata_path(log_dir, meta.name)
+    check_not_symlink(path.parent)
+    path.parent.mkdir(exist_ok=True)
+    check_under(path.parent, log_dir)
+    for stale in os.listdir(path.parent):
+        if stale.endswith(TMP_SUFFIX):
+            os.unlink(path.parent / stale)
+    atomic_write(path, meta.to_json(), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))
+
+
+def remove_metadata(log_dir: Path, topic: str) -> None:
+    path = metadata_path(log_dir, topic)
+    check_not_symlink(path.parent)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    fsync_dir(path.parent)
+
+
+@contextmanager
+def metadata_lock(log_dirs: Sequence[Path]) -> Iterator[None]:
+    """Exclusive ``flock`` on every log dir's ``.logplat-topics.lock``, taken in path order."""
+    with ExitStack() as stack:
+        for d in sorted(Path(p) for p in log_dirs):
+            d.mkdir(parents=True, exist_ok=True)
+            fd = open_nofollow(d / METADATA_LOCK, os.O_RDWR | os.O_CREAT)
+            stack.callback(os.close, fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield

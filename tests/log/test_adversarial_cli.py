@@ -1,0 +1,235 @@
+"""An adversarial pass over ``logctl``: hundreds of bad inputs (names, numbers, configs, JSON
+lines, encodings, clocks, file names, environment), each of which must give exit status 1, a
+one-line error on stderr (never a traceback) and a log dir whose every file, name and symlink is
+byte-identical afterwards.
+
+Most cases run in-process through ``storage_engine.cli.main`` (fast); a handful run the real
+``logctl`` executable, including input only a real process can get (undecodable stdin bytes).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage_engine.cli import main
+from tests.helpers.paths import REPO
+
+GOOD = json.dumps({"key": "k", "value": "v"}) + "\n"
+
+
+def _build_template(root: Path) -> None:
+    """Topics ``plain`` (delete, 2 partitions) and ``comp`` (compacted) with data, every internal
+    file already created, so a refused command has nothing legitimate to create either."""
+    for args, stdin in (
+        (["topic", "create", "plain", "--partitions", "2"], ""),
+        (["topic", "create", "comp", "--partitions", "1", "--config", "cleanup.policy=compact"], ""),
+        (["produce", "plain", "--partition", "0", "--now-ms", "1000"], GOOD * 3),
+        (["produce", "comp", "--partition", "0", "--now-ms", "1000"], GOOD * 3),
+        (["topic", "alter", "plain", "--config", "retention.ms=86400000"], ""),
+        (["delete-records", "plain", "--partition", "0", "--before-offset", "0"], ""),
+    ):
+        saved = sys.stdin
+        sys.stdin = io.StringIO(stdin)
+        try:
+            assert main(["--log-dirs", str(root), *args]) == 0, args
+        finally:
+            sys.stdin = saved
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("adversarial")
+    _build_template(base / "logs")
+    index = base / "logs" / "plain-0" / "00000000000000000000.index"
+    (base / "files").mkdir()
+    shutil.copyfile(index, base / "files" / "good.index")
+    shutil.copyfile(index, base / "files" / "x.timeindex")
+    (base / "files" / "noext").write_bytes(b"\x00" * 8)
+    (base / "files" / "garbage-checkpoint").write_bytes(b"zero\n1\nt 0 0\n")
+    (base / "files" / "bad.properties").write_text("log.retention.ms=abc\n")
+    (base / "files" / "zero-partitions.properties").write_text("logplat.max.partitions.per.topic=0\n")
+    (base / "files" / "latin1.properties").write_bytes(b"log.retention.ms=\xe9\xff\n")
+    return base
+
+
+def snapshot(root: Path) -> dict[str, object]:
+    """Every entry under ``root`` without following links: bytes of files, targets of links."""
+    out: dict[str, object] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("file", p.read_bytes())
+    return out
+
+
+# (argv after --log-dirs, stdin); "{files}" is replaced by the fixture files' directory.
+CASES: list[tuple[list[str], str]] = []
+
+
+def case(*argv: str, stdin: str = "") -> None:
+    CASES.append((list(argv), stdin))
+
+
+# --- topic names ------------------------------------------------------------------------------
+for name in ["", ".", "..", "a b", "a/b", "../x", "/abs", "x" * 250, "x" * 1000, "tópico", "a\nb", "a\tb",
+             "emoji😀", "a:b", "a*b", "a,b", "a=b", "a@b", "a#b", "a%b", "$x", "a\\b", "a\x00b", "plain", "comp"]:
+    case("topic", "create", name, "--partitions", "1")
+for name in ["", "..", "a/b", "../../etc", "x" * 250, "nosuch", "a b"]:
+    case("topic", "describe", name)
+    case("topic", "delete", name)
+    case("topic", "alter", name, "--config", "retention.ms=1")
+    case("produce", name, "--partition", "0", stdin=GOOD)
+    case("consume", name, "--partition", "0")
+for name in ["nosuch", "../plain", "bad name"]:
+    case("verify", "--topic", name)
+    case("retention", "--topic", name)
+    case("compact", "--topic", name)
+    case("delete-records", name, "--partition", "0", "--before-offset", "0")
+
+# --- numbers ----------------------------------------------------------------------------------
+for count in ["0", "-1", "2147483648", "1001", "x", "1.5", "", "1e3", "0x10", "99999999999999999999"]:
+    case("topic", "create", "newtopic", "--partitions", count)
+for partition in ["-1", "2", "2147483648", "x", "", "1.0"]:
+    case("produce", "plain", "--partition", partition, stdin=GOOD)
+    case("consume", "plain", "--partition", partition)
+    case("delete-records", "plain", "--partition", partition, "--before-offset", "0")
+for offset in ["-1", "99999", "9223372036854775808", "x"]:
+    case("consume", "plain", "--partition", "0", "--from-offset", offset)
+    case("delete-records", "plain", "--partition", "0", "--before-offset", offset)
+for n in ["0", "-1", "x", "2147483648"]:
+    case("consume", "plain", "--partition", "0", "--max-records", n)
+    case("produce", "plain", "--partition", "0", "--batch-size", n, stdin=GOOD)
+    case("compact", "--topic", "comp", "--partition", "0", "--max-passes", n)
+case("compact", "--partition", "0")
+case("compact", "--topic", "plain", "--partition", "0", "--now-ms", "5000")
+case("compact", "--topic", "comp", "--partition", "7")
+case("consume", "plain", "--partition", "0", "--from-offset", "0", "--from-timestamp", "0")
+
+# --- clocks -----------------------------------------------------------------------------------
+for clock in ["-1", "99999999999999999999", "9223372036854775807", "253402300800000", "1e3", "abc", "", "1.5"]:
+    case("produce", "plain", "--partition", "0", "--now-ms", clock, stdin=GOOD)
+    case("retention", "--now-ms", clock)
+    case("compact", "--now-ms", clock)
+    case("consume", "plain", "--partition", "0", "--from-timestamp", clock)
+
+# --- configs ----------------------------------------------------------------------------------
+for pair in ["retention.ms=abc", "retention.ms=-2", "retention.ms=", "nosuch.key=1", "noequals", "=5",
+             "cleanup.policy=bogus", "cleanup.policy=compact,bogus", "segment.bytes=0", "segment.bytes=13",
+             "segment.bytes=99999999999", "min.cleanable.dirty.ratio=1.5", "min.cleanable.dirty.ratio=-0.1",
+             "compression.type=rar", "message.timestamp.type=Bogus", "max.message.bytes=-1", "segment.ms=0",
+             "delete.retention.ms=-1", "min.compaction.lag.ms=-1", "max.compaction.lag.ms=0", "preallocate=maybe",
+             "retention.bytes=1.5", "segment.index.bytes=3", "file.delete.delay.ms=-1",
+             "retention.ms=9223372036854775808", "min.cleanable.dirty.ratio=nan"]:
+    case("topic", "create", "newtopic", "--partitions", "1", "--config", pair)
+    case("topic", "alter", "plain", "--config", pair)
+case("topic", "alter", "plain")
+case("topic", "alter", "comp", "--config", "min.compaction.lag.ms=10", "--config", "max.compaction.lag.ms=5")
+
+# --- JSON lines and encodings -----------------------------------------------------------------
+for line in ["not json", "[1, 2]", '"str"', "1", "null", '{"key": 1}', '{"value": []}', '{"value": {"a": 1}}',
+             '{"key": "k", "value": "v", "extra": 1}', '{"timestamp": -1}', '{"timestamp": "x"}',
+             '{"timestamp": 1.5}', '{"timestamp": true}', '{"timestamp": 9223372036854775808}',
+             '{"timestamp": 99999999999999999999}', '{"headers": "x"}', '{"headers": [["a"]]}',
+             '{"headers": [[1, "v"]]}', '{"headers": [["a", 1]]}', '{"headers": {"a": "b"}}',
+             '{"headers": [["a", "b", "c"]]}', '{"key": "\\ud800"}', '{"value": "\\udfff"}',
+             '{"headers": [["\\ud800", "v"]]}', '{"headers": [["h", "\\udc00"]]}', '{"key": "k"',
+             '{"key": "k", "value": "v"}\nnot json', '{"key": "k", "value": "v"}\n{"value": 5}']:
+    case("produce", "plain", "--partition", "0", stdin=line + "\n")
+for line in ['{"key": "!!"}', '{"value": "abc"}', '{"headers": [["h", "***"]]}', '{"key": "\\ud800"}']:
+    case("produce", "plain", "--partition", "0", "--encoding", "base64", stdin=line + "\n")
+case("produce", "plain", "--partition", "0", stdin="")
+case("produce", "plain", "--partition", "0", stdin="\n\n  \n")
+case("produce", "comp", "--partition", "0", stdin='{"key": null, "value": "v"}\n')
+case("produce", "plain", "--partition", "0", stdin=json.dumps({"key": "k", "value": "v" * 1_100_000}) + "\n")
+case("produce", "plain", "--partition", "0", "--compression", "rar", stdin=GOOD)
+case("produce", "plain", "--partition", "0", "--encoding", "utf16", stdin=GOOD)
+case("consume", "plain", "--partition", "0", "--encoding", "hex")
+
+# --- file names -------------------------------------------------------------------------------
+for path in ["{files}/good.index", "{files}/x.timeindex", "{files}/noext", "{files}/missing.log", "{files}",
+             "{files}/garbage-checkpoint", "/dev/null", "", "{files}/a\x00b.log"]:
+    case("dump", path)
+case("dump")
+
+# --- usage and environment --------------------------------------------------------------------
+case("bogus-command")
+case("topic")
+case("topic", "create", "newtopic")
+case("--bogus-flag", "topic", "list")
+case("retention", "--engine", "bogus")
+case("retention", "--engine", "spark")
+case("compact", "--engine", "spark")
+
+
+def run_case(template: Path, tmp_path: Path, monkeypatch, capsys, argv: list[str], stdin: str,
+             log_dirs: str | None = None) -> None:
+    root = tmp_path / "logs"
+    shutil.copytree(template / "logs", root, symlinks=True)
+    files = template / "files"
+    argv = [a.replace("{files}", str(files)) for a in argv]
+    before = snapshot(root)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(["--log-dirs", log_dirs or str(root), *argv])
+    out, err = capsys.readouterr()
+    assert code == 1, (argv, out, err)
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+    assert snapshot(root) == before, argv
+
+
+@pytest.mark.parametrize("argv,stdin", CASES, ids=[f"{i}-{' '.join(a)[:60]!r}" for i, (a, _) in enumerate(CASES)])
+def test_bad_input_is_refused_and_changes_nothing(template, tmp_path, monkeypatch, capsys, argv, stdin):
+    run_case(template, tmp_path, monkeypatch, capsys, argv, stdin)
+
+
+@pytest.mark.parametrize("props", ["missing.properties", "bad.properties", "zero-partitions.properties",
+                                   "latin1.properties"])
+def test_bad_server_properties_are_refused(template, tmp_path, monkeypatch, capsys, props):
+    monkeypatch.setenv("LOGPLAT_SERVER_PROPERTIES", str(template / "files" / props))
+    run_case(template, tmp_path, monkeypatch, capsys, ["topic", "create", "newtopic", "--partitions", "1"], "")
+
+
+@pytest.mark.parametrize("log_dirs", [",", " , ", "{root},{root}"])
+def test_bad_log_dirs_are_refused(template, tmp_path, monkeypatch, capsys, log_dirs):
+    run_case(template, tmp_path, monkeypatch, capsys, ["topic", "list"], "",
+             log_dirs=log_dirs.replace("{root}", str(tmp_path / "logs")))
+
+
+def test_the_suite_tries_at_least_150_inputs():
+    assert len(CASES) + 4 + 3 >= 150
+
+
+REAL_CASES: list[tuple[list[str], bytes]] = [
+    (["produce", "plain", "--partition", "0"], b"\xff\xfe{\"key\": \"k\"}\n"),  # not UTF-8 at all
+    (["produce", "plain", "--partition", "0"], b'{"key": "\\ud800", "value": "v"}\n'),
+    (["topic", "create", "..", "--partitions", "1"], b""),
+    (["consume", "plain", "--partition", "x"], b""),
+    (["compact", "--now-ms", "99999999999999999999"], b""),
+    (["dump", "{files}/good.index"], b""),
+]
+
+
+@pytest.mark.parametrize("argv,stdin", REAL_CASES, ids=[" ".join(a) for a, _ in REAL_CASES])
+def test_the_real_logctl_refuses_bad_input(template, tmp_path, argv, stdin):
+    root = tmp_path / "logs"
+    shutil.copytree(template / "logs", root, symlinks=True)
+    before = snapshot(root)
+    argv = [a.replace("{files}", str(template / "files")) for a in argv]
+    logctl = Path(sys.executable).with_name("logctl")
+    proc = subprocess.run([str(logctl), "--log-dirs", str(root), *argv], input=stdin, capture_output=True, cwd=REPO)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 1 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert snapshot(root) == before

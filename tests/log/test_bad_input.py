@@ -1,0 +1,113 @@
+"""Bad input to ``logctl``: no traceback, no silent nonsense (lone surrogates, clocks past int64,
+index names without an offset, unknown topics for maintenance, negative counts, the dry-run
+log start offset, and a corrupt batch in the middle of an unlimited consume)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage_engine.cli import main
+from tests.helpers.paths import REPO
+
+RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
+
+
+@pytest.fixture
+def logctl(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+
+    def call(*args: str, stdin: str = "") -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code = main(["--log-dirs", str(root), *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    call.root = root  # type: ignore[attr-defined]
+    call("topic", "create", "t", "--partitions", "1", "--config", "cleanup.policy=compact")
+    return call
+
+
+def one_line_error(code: int, err: str) -> None:
+    assert code == 1 and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("line", [
+    '{"key": "\\ud800", "value": "v"}',
+    '{"key": "k", "value": "\\udfff"}',
+    '{"key": "k", "value": "v", "headers": [["\\ud800", "v"]]}',
+    '{"key": "k", "value": "v", "headers": [["h", "\\ud800"]]}',
+])
+def test_lone_surrogates_are_an_error(logctl, line):
+    code, _, err = logctl("produce", "t", "--partition", "0", stdin=line + "\n")
+    one_line_error(code, err)
+    assert "Unicode" in err
+
+
+@pytest.mark.parametrize("command", [
+    ["produce", "t", "--partition", "0", "--now-ms", "99999999999999999999"],
+    ["produce", "t", "--partition", "0", "--now-ms", "-1"],
+    ["compact", "--now-ms", "99999999999999999999"],
+    ["compact", "--now-ms", "9223372036854775807"],
+    ["retention", "--now-ms", "-5"],
+    ["consume", "t", "--partition", "0", "--max-records", "-1"],
+    ["consume", "t", "--partition", "0", "--from-timestamp", "-1"],
+])
+def test_out_of_range_numbers_are_an_error(logctl, command):
+    code, _, err = logctl(*command, stdin=RECORD)
+    one_line_error(code, err)
+    assert "between" in err
+
+
+def test_record_timestamp_past_int64_is_an_error(logctl):
+    code, _, err = logctl("produce", "t", "--partition", "0", stdin='{"key": "k", "value": "v", "timestamp": 99999999999999999999}\n')
+    one_line_error(code, err)
+
+
+def test_dump_of_an_index_without_an_offset_is_an_error(logctl, tmp_path):
+    good = logctl.root / "t-0" / "00000000000000000000.index"
+    copy = tmp_path / "good.index"
+    copy.write_bytes(good.read_bytes() if good.exists() else b"")
+    code, _, err = logctl("dump", str(copy))
+    one_line_error(code, err)
+    assert str(copy) in err
+
+
+@pytest.mark.parametrize("command", ["compact", "retention"])
+def test_maintenance_of_an_unknown_topic_is_an_error(logctl, command):
+    code, _, err = logctl(command, "--topic", "nosuch")
+    one_line_error(code, err)
+    assert "nosuch" in err
+
+
+def test_retention_dry_run_names_the_new_log_start_offset(logctl):
+    assert logctl("topic", "create", "r", "--partitions", "1", "--config", "retention.ms=1000")[0] == 0
+    assert logctl("produce", "r", "--partition", "0", "--now-ms", "1000", stdin=RECORD * 3)[0] == 0
+    code, out, err = logctl("retention", "--topic", "r", "--now-ms", "100000", "--dry-run")
+    assert code == 0, err
+    assert "would delete 1 segment" in out and "None" not in out, out
+
+
+def test_consume_prints_the_good_records_before_a_corrupt_batch(logctl):
+    for _ in range(3):
+        assert logctl("produce", "t", "--partition", "0", "--batch-size", "1", stdin=RECORD * 2)[0] == 0
+    log_file = logctl.root / "t-0" / "00000000000000000000.log"
+    data = bytearray(log_file.read_bytes())
+    data[-3] ^= 0xFF  # a record byte of the last batch: its CRC no longer matches
+    log_file.write_bytes(bytes(data))
+    code, out, err = logctl("consume", "t", "--partition", "0")
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == [0, 1, 2, 3, 4]
+    one_line_error(code, err)
+    assert "CRC" in err or "crc" in err
+
+
+def test_the_real_logctl_gives_one_line_errors(tmp_path):
+    logctl = Path(sys.executable).with_name("logctl")
+    proc = subprocess.run([str(logctl), "--log-dirs", str(tmp_path / "logs"), "produce", "t", "--partition", "x"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--partition" in proc.stderr, proc.stderr

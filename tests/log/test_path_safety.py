@@ -1,0 +1,227 @@
+"""Nothing reaches outside the log dirs: symlinks are refused, never followed, and metadata read
+off disk is validated like command-line input. Each test puts a real symlink (or a hostile
+metadata file) in a real log dir, runs the real CLI in-process, and checks the outside target
+is byte-for-byte untouched and the error names the path."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage_engine.cli import main
+
+RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
+
+
+def run(root: Path, monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(["--log-dirs", str(root), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tree(root: Path) -> dict[str, bytes | str]:
+    """Every entry under ``root``: file bytes, symlink targets, directories (not followed)."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = "-> " + os.readlink(p)
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = p.read_bytes()
+    return out
+
+
+@pytest.fixture
+def logctl(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+
+    def call(*args: str, stdin: str = "") -> tuple[int, str, str]:
+        return run(root, monkeypatch, capsys, *args, stdin=stdin)
+
+    call.root = root  # type: ignore[attr-defined]
+    return call
+
+
+
+
+@pytest.fixture
+def outside(tmp_path, monkeypatch, capsys):
+    """A victim log dir outside ours, with a topic ``v`` holding data."""
+    victim = tmp_path / "victim"
+    assert run(victim, monkeypatch, capsys, "topic", "create", "v", "--partitions", "1",
+               "--config", "retention.ms=1", "--config", "cleanup.policy=compact,delete")[0] == 0
+    for _ in range(3):
+        assert run(victim, monkeypatch, capsys, "produce", "v", "--partition", "0", "--now-ms", "1000",
+                   stdin=RECORD)[0] == 0
+    return victim
+
+
+@pytest.mark.parametrize("command", [
+    ["produce", "t", "--partition", "0"],
+    ["retention", "--now-ms", "999999999"],
+    ["compact", "--now-ms", "999999999"],
+    ["delete-records", "t", "--partition", "0", "--before-offset", "1"],
+    ["consume", "t", "--partition", "0"],
+    ["verify"],
+    ["topic", "describe", "t"],
+    ["topic", "delete", "t"],
+])
+def test_symlinked_partition_dir_is_refused(logctl, outside, command):
+    assert logctl("topic", "create", "t", "--partitions", "1", "--config", "cleanup.policy=compact,delete",
+                  "--config", "retention.ms=1")[0] == 0
+    part = logctl.root / "t-0"
+    for f in part.iterdir():
+        f.unlink()
+    part.rmdir()
+    part.symlink_to(outside / "v-0", target_is_directory=True)
+    before = tree(outside)
+    code, out, err = logctl(*command, stdin=RECORD)
+    assert code == 1, (out, err)
+    assert err.count("\n") == 1 and str(part) in err and "symbolic link" in err, err
+    assert tree(outside) == before
+
+
+@pytest.mark.parametrize("name", ["00000000000000000000.log", "00000000000000000000.index",
+                                  "00000000000000000000.timeindex", ".logplat.lock"])
+@pytest.mark.parametrize("command", [["produce", "t", "--partition", "0"], ["consume", "t", "--partition", "0"],
+                                     ["verify"], ["retention", "--now-ms", "999999999"]])
+def test_symlinked_file_in_partition_is_refused(logctl, tmp_path, name, command):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"precious bytes that must survive" * 10)
+    link = logctl.root / "t-0" / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(victim)
+    code, out, err = logctl(*command, stdin=RECORD)
+    assert code == 1, (out, err)
+    assert str(link) in err and "symbolic link" in err, err
+    assert victim.read_bytes() == b"precious bytes that must survive" * 10
+
+
+def test_nofollow_open_refuses_a_link_made_after_the_scan(tmp_path):
+    """The directory check is not the only guard: every open under a log dir uses O_NOFOLLOW."""
+    from storage_engine.errors import UnsafePathError
+    from storage_engine.lock import PartitionLock
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"x" * 16)
+    (part / ".logplat.lock").symlink_to(victim)
+    lock = PartitionLock(part)
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        with lock.hold():
+            lock.bump_generation()
+    assert victim.read_bytes() == b"x" * 16
+
+
+def test_symlinked_session_lock_is_refused(logctl, tmp_path):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"keep")
+    lock = logctl.root / ".logplat-session.lock"
+    lock.unlink()
+    lock.symlink_to(victim)
+    code, _, err = logctl("produce", "t", "--partition", "0", stdin=RECORD)
+    assert code == 1 and str(lock) in err
+    assert victim.read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("bad_name", ["../../../escaped", "{tmp}/absolute-escape", "other", "t/../u", ""])
+def test_metadata_name_from_disk_is_validated(logctl, tmp_path, bad_name):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    meta = logctl.root / ".logplat-topics" / "t.json"
+    body = json.loads(meta.read_text())
+    bad_name = bad_name.replace("{tmp}", str(tmp_path))
+    body["name"] = bad_name
+    meta.write_text(json.dumps(body))
+    before = tree(tmp_path)
+    for command in (["topic", "alter", "t", "--config", "retention.ms=5"], ["topic", "describe", "t"],
+                    ["produce", "t", "--partition", "0"]):
+        code, _, err = logctl(*command, stdin=RECORD)
+        assert code == 1 and str(meta) in err and "name" in err, err
+    assert tree(tmp_path) == before
+    assert not (tmp_path / "absolute-escape.json").exists()
+
+
+@pytest.mark.parametrize("field,value", [("partitions", -1), ("partitions", "3"), ("partitions", True),
+                                          ("configs", ["a"]), ("configs", {"retention.ms": 5}), ("topic_id", 7)])
+def test_metadata_fields_from_disk_are_validated(logctl, field, value):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    meta = logctl.root / ".logplat-topics" / "t.json"
+    body = json.loads(meta.read_text())
+    body[field] = value
+    meta.write_text(json.dumps(body))
+    before = tree(logctl.root)
+    code, _, err = logctl("topic", "alter", "t", "--config", "retention.ms=5")
+    assert code == 1 and str(meta) in err and field in err, err
+    assert tree(logctl.root) == before
+
+
+def test_symlinked_metadata_file_and_dir_are_refused(logctl, tmp_path):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    victim = tmp_path / "victim.json"
+    meta = logctl.root / ".logplat-topics" / "t.json"
+    victim.write_bytes(meta.read_bytes())
+    meta.unlink()
+    meta.symlink_to(victim)
+    code, _, err = logctl("topic", "describe", "t")
+    assert code == 1 and str(meta) in err and "symbolic link" in err
+    meta.unlink()
+    topics = logctl.root / ".logplat-topics"
+    topics.rename(tmp_path / "elsewhere")
+    topics.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    before = tree(tmp_path / "elsewhere")
+    code, _, err = logctl("topic", "create", "u", "--partitions", "1")
+    assert code == 1 and str(topics) in err and "symbolic link" in err
+    assert tree(tmp_path / "elsewhere") == before
+
+
+def test_containment_check_catches_an_escape_through_a_parent(tmp_path):
+    """``check_under`` resolves every component, so a link anywhere in the path is caught."""
+    from storage_engine.errors import UnsafePathError
+    from storage_engine.nofollow import check_under
+
+    root = tmp_path / "logs"
+    (root / "t-0").mkdir(parents=True)
+    (tmp_path / "away").mkdir()
+    (root / "hop").symlink_to(tmp_path / "away", target_is_directory=True)
+    assert check_under(root / "t-0", root) == (root / "t-0").resolve()
+    for escaping in (root / "hop" / "x", root / ".." / "away", Path("/etc")):
+        with pytest.raises(UnsafePathError, match="outside the log dir"):
+            check_under(escaping, root)
+
+
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                                  ".logplat-checkpoints.lock", ".logplat-topics.lock"])
+def test_symlinked_log_dir_file_is_refused(logctl, tmp_path, name):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    assert logctl("delete-records", "t", "--partition", "0", "--before-offset", "1")[0] == 0
+    assert logctl("topic", "alter", "t", "--config", "retention.ms=100000")[0] == 0
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"0\n1\nvictim 0 5\n")
+    link = logctl.root / name
+    assert link.exists()
+    link.unlink()
+    link.symlink_to(victim)
+    before = tree(logctl.root)
+    for command in (["verify"], ["topic", "alter", "t", "--config", "retention.ms=5"],
+                    ["produce", "t", "--partition", "0"]):
+        code, _, err = logctl(*command, stdin=RECORD)
+        if name != ".logplat-topics.lock" or command[0] == "topic":  # only metadata changes take that lock
+            assert code == 1 and str(link) in err and "symbolic link" in err, (command, err)
+    if name != ".logplat-topics.lock":
+        assert tree(logctl.root) == before  # refused before anything was written
+    assert victim.read_bytes() == b"0\n1\nvictim 0 5\n"

@@ -1,0 +1,211 @@
+"""Topic administration that no legal name or number can wedge: internal file names vs topic
+names, the partition bound, 247-249 character names, ``topic delete`` (killed at every step),
+and concurrent metadata changes from real processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from storage_engine.cli import main
+from tests.helpers.paths import REPO
+
+RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
+
+
+@pytest.fixture
+def logctl(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+
+    def call(*args: str, stdin: str = "") -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code = main(["--log-dirs", str(root), *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    call.root = root  # type: ignore[attr-defined]
+    return call
+
+
+def spawn(root: Path, *args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), *args],
+                            cwd=REPO, env=env, text=True, stdin=subprocess.PIPE if stdin is not None else None,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def every_name(root: Path) -> list[str]:
+    return [str(p.relative_to(root)) for p in sorted(root.rglob("*"))]
+
+
+# ---------------------------------------------------------------------- internal names
+
+
+@pytest.mark.parametrize("topic", [".logplat-session", ".logplat-session.1", ".logplat-session.1.2",
+                                   ".logplat-topics", ".logplat-checkpoints", "recovery-point-offset-checkpoint",
+                                   ".kafka_cleanshutdown", ".logplat-session.lock"])
+def test_topic_named_like_an_internal_file_does_not_wedge_the_log_dir(logctl, topic):
+    assert logctl("topic", "create", "other", "--partitions", "1")[0] == 0
+    code, _, err = logctl("topic", "create", topic, "--partitions", "2")
+    assert code == 0, err
+    for t in (topic, "other"):
+        for _ in range(2):  # a second run sees the first one's session leftovers, if any
+            code, out, err = logctl("produce", t, "--partition", "0", stdin=RECORD)
+            assert code == 0, err
+    assert logctl("consume", topic, "--partition", "0")[1].count("\n") == 2
+    assert logctl("verify")[0] == 0
+    assert sorted(json.loads(logctl("topic", "list", "--json")[1])) == sorted([topic, "other"])
+
+
+# ---------------------------------------------------------------------- partition bound
+
+
+@pytest.mark.parametrize("count", ["2147483648", "1001", "0", "-1", "99999999999999999999"])
+def test_partition_count_is_bounded_before_anything_is_written(logctl, count):
+    assert logctl("topic", "create", "first", "--partitions", "1")[0] == 0
+    before = every_name(logctl.root)
+    code, _, err = logctl("topic", "create", "p", "--partitions", count)
+    assert code == 1 and err.count("\n") == 1 and "partitions" in err.lower(), err
+    assert every_name(logctl.root) == before
+
+
+def test_partition_bound_is_configurable(logctl, tmp_path, monkeypatch):
+    props = tmp_path / "server.properties"
+    props.write_text("logplat.max.partitions.per.topic=3\n")
+    monkeypatch.setenv("LOGPLAT_SERVER_PROPERTIES", str(props))
+    code, _, err = logctl("topic", "create", "p", "--partitions", "4")
+    assert code == 1 and "logplat.max.partitions.per.topic" in err and "3" in err
+    assert logctl("topic", "create", "p", "--partitions", "3")[0] == 0
+    props.write_text("logplat.max.partitions.per.topic=0\n")
+    code, _, err = logctl("topic", "create", "q", "--partitions", "1")
+    assert code == 1 and "logplat.max.partitions.per.topic" in err
+
+
+# ---------------------------------------------------------------------- long names
+
+
+@pytest.mark.parametrize("length", [247, 248, 249])
+def test_every_legal_topic_length_works(logctl, length):
+    topic = ("t" * length)[:length]
+    assert logctl("topic", "create", topic, "--partitions", "2", "--config", "cleanup.policy=compact")[0] == 0
+    assert logctl("produce", topic, "--partition", "1", stdin=RECORD * 3)[0] == 0
+    code, _, err = logctl("topic", "alter", topic, "--config", "retention.ms=60000")
+    assert code == 0, err
+    assert logctl("compact", "--topic", topic, "--partition", "1", "--now-ms", "1000000")[0] == 0
+    assert logctl("consume", topic, "--partition", "1")[1].count("\n") >= 1
+    assert all(len(Path(n).name) <= 255 for n in every_name(logctl.root))
+    code, _, err = logctl("topic", "delete", topic)
+    assert code == 0, err
+    assert not [n for n in every_name(logctl.root) if topic in n]
+
+
+# ---------------------------------------------------------------------- topic delete
+
+
+def test_topic_delete_removes_everything_and_a_new_topic_starts_empty(logctl):
+    assert logctl("topic", "create", "t", "--partitions", "3")[0] == 0
+    assert logctl("topic", "create", "keep", "--partitions", "1")[0] == 0
+    for p in range(3):
+        assert logctl("produce", "t", "--partition", str(p), stdin=RECORD * 5)[0] == 0
+    assert logctl("produce", "keep", "--partition", "0", stdin=RECORD)[0] == 0
+    assert logctl("delete-records", "t", "--partition", "0", "--before-offset", "3")[0] == 0
+    code, out, err = logctl("topic", "delete", "t")
+    assert (code, out) == (0, "Deleted topic t.\n"), err
+    assert [n for n in every_name(logctl.root) if n.startswith("t-") or "delete" in n or n.endswith("/t.json")] == []
+    for cp in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
+        path = logctl.root / cp
+        assert not path.exists() or " t " not in f" {path.read_text()}"
+    code, _, err = logctl("topic", "delete", "t")
+    assert code == 1 and "does not exist" in err
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    assert logctl("consume", "t", "--partition", "0")[1] == ""
+    assert json.loads(logctl("topic", "describe", "t", "--json")[1])["partitions"][0]["log_start_offset"] == 0
+    assert logctl("consume", "keep", "--partition", "0")[1].count("\n") == 1
+
+
+@pytest.mark.parametrize("point", ["topic-delete-marked", "topic-delete-renamed", "topic-delete-unlisted"])
+def test_topic_delete_killed_at_every_step_is_finished_by_the_next_open(tmp_path, point):
+    root = tmp_path / "logs"
+    for args, stdin in ((("topic", "create", "t", "--partitions", "3"), None),
+                        (("topic", "create", "keep", "--partitions", "1"), None),
+                        (("produce", "t", "--partition", "1"), RECORD * 4),
+                        (("produce", "keep", "--partition", "0"), RECORD * 2)):
+        proc = spawn(root, *args, stdin=stdin)
+        out, err = proc.communicate(stdin)
+        assert proc.returncode == 0, err
+    proc = spawn(root, "topic", "delete", "t", env=dict(os.environ, LOGPLAT_CRASH_AT=point))
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    listing = spawn(root, "topic", "list", "--json")
+    assert json.loads(listing.communicate()[0]) == ["keep"]  # past the commit point: already gone to readers
+    opener = spawn(root, "produce", "keep", "--partition", "0", stdin=RECORD)
+    assert opener.communicate(RECORD)[0] and opener.returncode == 0
+    left = [n for n in every_name(root) if n.startswith("t-") or "-delete" in n or n.endswith("/t.json")]
+    assert left == []
+    consume = spawn(root, "consume", "keep", "--partition", "0")
+    assert consume.communicate()[0].count("\n") == 3
+
+
+def test_topic_delete_killed_at_a_random_moment_leaves_it_whole_or_gone(tmp_path):
+    """A SIGKILL from outside while deletes run: every round ends with the topic whole or gone."""
+    root = tmp_path / "logs"
+    for round_ in range(4):
+        topic = f"t{round_}"
+        create = spawn(root, "topic", "create", topic, "--partitions", "20")
+        assert create.communicate()[1] == "" and create.returncode == 0
+        proc = spawn(root, "topic", "delete", topic)
+        time.sleep(0.25 + 0.1 * round_)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        opener = spawn(root, "topic", "create", f"after{round_}", "--partitions", "1")
+        assert opener.communicate()[1] == ""
+        listed = json.loads(spawn(root, "topic", "list", "--json").communicate()[0])
+        dirs = [p.name for p in root.iterdir() if p.name.startswith(f"{topic}-")]
+        if topic in listed:
+            assert len(dirs) == 20
+        else:
+            assert dirs == []
+
+
+# ---------------------------------------------------------------------- concurrency
+
+
+def test_concurrent_alters_never_lose_an_update(tmp_path):
+    root = tmp_path / "logs"
+    assert spawn(root, "topic", "create", "t", "--partitions", "1").wait() == 0
+    keys = ["retention.ms", "retention.bytes", "segment.ms", "delete.retention.ms"]
+    for round_ in range(6):
+        procs = [spawn(root, "topic", "alter", "t", "--config", f"{key}={1000 + round_}") for key in keys]
+        results = [p.communicate() for p in procs]
+        assert [p.returncode for p in procs] == [0] * len(keys), results
+        configs = json.loads(spawn(root, "topic", "describe", "t", "--json").communicate()[0])["configs"]
+        assert configs == {key: str(1000 + round_) for key in keys}
+
+
+def test_concurrent_creates_of_one_name_give_the_losers_already_exists(tmp_path):
+    root = tmp_path / "logs"
+    for round_ in range(4):
+        procs = [spawn(root, "topic", "create", f"t{round_}", "--partitions", "2") for _ in range(3)]
+        results = [(p.wait(), p.communicate()[1]) for p in procs]
+        assert sorted(code for code, _ in results) == [0, 1, 1], results
+        for code, err in results:
+            if code:
+                assert err == f"error: Topic 't{round_}' already exists.\n"
+
+
+def test_a_killed_metadata_write_leaves_no_temporary_file_behind(logctl):
+    """A writer killed between writing its temporary file and the rename leaves it; the next
+    metadata change (under the lock, so nobody else is writing) removes it."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    topics = logctl.root / ".logplat-topics"
+    (topics / ".0123456789abcdef.tmp").write_bytes(b"{half")
+    (topics / "t.json.tmp").write_bytes(b"{half")
+    assert logctl("topic", "alter", "t", "--config", "retention.ms=5")[0] == 0
+    assert sorted(p.name for p in topics.iterdir()) == ["t.json"]
