@@ -318,6 +318,20 @@ class LogConfig:
         return dataclasses.replace(self, **{TOPIC_CONFIGS[k].field: v for k, v in parsed.items()})
 
 
+#: Kafka's internal topics are compacted: the broker creates ``__consumer_offsets`` with
+#: ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes`` (100 MiB), and
+#: ``__transaction_state`` likewise (``transaction.state.log.segment.bytes``).
+INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {
+    "__consumer_offsets": {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+    "__transaction_state": {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+}
+
+
+def creation_overrides(topic: str, overrides: Mapping[str, str]) -> dict[str, str]:
+    """The overrides a new topic is created with: an internal topic's defaults, then the caller's."""
+    return {**INTERNAL_TOPIC_DEFAULTS.get(topic, {}), **overrides}
+
+
 def validate_topic_overrides(overrides: Mapping[str, object]) -> dict[str, object]:
     """Parse topic overrides (strings from the CLI or typed values) into typed values.
 

@@ -31,6 +31,7 @@ from .config import (
     LogConfig,
     build_cleaner_config,
     build_log_config,
+    creation_overrides,
     max_partitions_per_topic,
     validate_topic_overrides,
 )
@@ -205,7 +206,7 @@ class LogManager:
                 f"Number of partitions {partitions} for topic {name} is above the limit of {self.max_partitions} "
                 f"({MAX_PARTITIONS_KEY})"
             )
-        overrides = {k: str(v) for k, v in (configs or {}).items()}
+        overrides = creation_overrides(name, {k: str(v) for k, v in (configs or {}).items()})
         build_log_config(self.broker_props, validate_topic_overrides(overrides))
         with self._metadata_lock():
             found = self._find_metadata(name)

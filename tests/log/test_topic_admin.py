@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from storage_engine.cli import main
+from storage_engine.manager import LogManager
 from tests.helpers.paths import REPO
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
@@ -209,3 +210,19 @@ def test_a_killed_metadata_write_leaves_no_temporary_file_behind(logctl):
     (topics / "t.json.tmp").write_bytes(b"{half")
     assert logctl("topic", "alter", "t", "--config", "retention.ms=5")[0] == 0
     assert sorted(p.name for p in topics.iterdir()) == ["t.json"]
+
+
+@pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
+def test_kafkas_internal_topics_are_created_compacted(tmp_path, internal):
+    """Kafka's broker creates its internal topics with cleanup.policy=compact; so does topic create."""
+    with LogManager([tmp_path]) as m:
+        m.create_topic(internal, 1)
+        assert m.topic_config(internal).compact and not m.topic_config(internal).delete
+        m.create_topic("plain", 1)
+        assert m.topic_config("plain").delete and not m.topic_config("plain").compact
+
+
+def test_an_internal_topics_policy_can_still_be_set_explicitly(tmp_path):
+    with LogManager([tmp_path]) as m:
+        m.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact,delete"})
+        assert m.topic_config("__consumer_offsets").compact and m.topic_config("__consumer_offsets").delete
