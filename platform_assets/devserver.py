@@ -2,8 +2,8 @@
 
 ``dagster dev`` does the same for a person at a browser; the main job and the end-to-end test
 need it from code: start both processes on ``127.0.0.1`` with a given ``DAGSTER_HOME`` and
-environment, wait until the code location has loaded, then turn sensors on, launch backfills and
-read runs and materializations back through the same GraphQL API the UI uses. Each process
+environment, wait until the code location has loaded and the daemon is healthy, then turn sensors
+on, launch backfills and read runs and materializations back through the same GraphQL API the UI uses. Each process
 writes its output to a file in ``log_dir``, quoted when something goes wrong.
 """
 
@@ -102,6 +102,7 @@ class DevServer:
                           on_timeout=self.logs)
         if errors != ["ok"]:
             raise DevServerError(f"the code location did not load: {errors}\n{self.logs()}")
+        wait_for("the daemon's heartbeat", client.daemons_healthy, timeout_s=self.startup_timeout_s, on_timeout=self.logs)
         return self
 
     def client(self) -> "GraphQL":
@@ -169,6 +170,12 @@ class GraphQL:
         errors = [e["locationOrLoadError"].get("message", "") for e in entries
                   if e["locationOrLoadError"]["__typename"] == "PythonError"]
         return errors or ["ok"]
+
+    def daemons_healthy(self) -> bool:
+        """Every daemon the instance requires has sent a recent heartbeat."""
+        data = self.query("{ instance { daemonHealth { allDaemonStatuses { daemonType required healthy } } } }")
+        statuses = [d for d in data["instance"]["daemonHealth"]["allDaemonStatuses"] if d["required"]]
+        return bool(statuses) and all(d["healthy"] for d in statuses)
 
     def location_name(self) -> str:
         data = self.query("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")

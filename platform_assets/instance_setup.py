@@ -39,8 +39,9 @@ from typing import Iterator
 STORAGE_FOLDERS = ("history", "schedules")
 LOCK_FILE = ".logplat-instance-setup.lock"
 _VERSION_TABLE = "alembic_version"
-#: tables whose rows are worth keeping: runs, their events, and sensor/schedule state
-_KEPT_TABLES = ("runs", "event_logs", "jobs", "job_ticks", "bulk_actions")
+#: tables Dagster fills by itself when it opens or runs an instance; rows in any other table
+#: (runs, events, sensor and schedule state, cursors, dynamic partitions, ...) are worth keeping
+_BOOKKEEPING_TABLES = frozenset({_VERSION_TABLE, "secondary_indexes", "instance_info", "daemon_heartbeats"})
 
 
 class InstanceSetupError(RuntimeError):
@@ -56,16 +57,19 @@ class DatabaseState:
     has_version_table: bool
     tables: tuple[str, ...]
     kept_rows: int  # rows in tables worth keeping
+    missing: tuple[str, ...] = ()  # tables Dagster creates in this file that are not there
 
     @property
     def broken(self) -> bool:
         if not self.tables:
             return False  # an empty file: created and not yet initialised; the setup initialises it
-        return not self.has_version_table or len(self.revisions) != 1
+        return not self.has_version_table or len(self.revisions) != 1 or bool(self.missing)
 
     def problem(self) -> str:
         if not self.has_version_table:
             return f"{self.path} has tables but no {_VERSION_TABLE}"
+        if len(self.revisions) == 1:
+            return f"{self.path} is stamped {self.revisions[0]} but lacks tables {', '.join(self.missing)}"
         return f"{self.path}: {_VERSION_TABLE} holds {len(self.revisions)} revisions ({', '.join(self.revisions)})"
 
 
@@ -98,8 +102,23 @@ def _read_database(path: Path) -> DatabaseState:
         revisions: tuple[str, ...] = ()
         if _VERSION_TABLE in tables:
             revisions = tuple(r[0] for r in conn.execute(f"SELECT version_num FROM {_VERSION_TABLE}"))
-        kept = sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in _KEPT_TABLES if t in tables)
-    return DatabaseState(path, revisions, _VERSION_TABLE in tables, tables, kept)
+        kept = sum(conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables
+                   if t not in _BOOKKEEPING_TABLES)
+    missing = tuple(sorted(_expected_tables(path) - set(tables))) if tables else ()
+    return DatabaseState(path, revisions, _VERSION_TABLE in tables, tables, kept, missing)
+
+
+def _expected_tables(path: Path) -> frozenset[str]:
+    """The tables Dagster's SQLite storage creates in this file: ``history/runs.db``,
+    ``schedules/schedules.db``, or an event log shard (``history/runs/index.db``, one per run)."""
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+    from dagster._core.storage.runs.schema import RunStorageSqlMetadata
+    from dagster._core.storage.schedules.schema import ScheduleStorageSqlMetadata
+
+    metadata = {("history", "runs.db"): RunStorageSqlMetadata,
+                ("schedules", "schedules.db"): ScheduleStorageSqlMetadata}.get((path.parent.name, path.name),
+                                                                                SqlEventLogStorageMetadata)
+    return frozenset(metadata.tables)
 
 
 def _database_files(dagster_home: Path) -> list[Path]:

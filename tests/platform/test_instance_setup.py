@@ -84,6 +84,21 @@ def test_a_broken_instance_that_holds_no_runs_is_set_aside_and_created_afresh(tm
     assert runs_in(home) == 0
 
 
+def test_a_stamped_database_missing_tables_is_broken_and_set_aside_when_empty(tmp_path):
+    home = new_home(tmp_path)
+    prepare_instance(home)
+    with closing(sqlite3.connect(home / "schedules" / "schedules.db")) as conn, conn:
+        conn.execute("DROP TABLE jobs")  # stamped at head, a table gone: Dagster does not recreate it
+    assert diagnose(home).action == "reset"
+
+    actions = prepare_instance(home)
+
+    assert "lacks tables jobs" in actions[0]
+    assert diagnose(home).action == "ok"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.all_instigator_state() == []
+
+
 def test_a_broken_instance_with_runs_is_refused_with_what_to_do_and_left_unchanged(tmp_path, capsys):
     home = new_home(tmp_path)
     prepare_instance(home)
@@ -129,4 +144,5 @@ def test_the_webserver_and_daemon_start_on_five_brand_new_instances_in_a_row(tmp
         env = {"LOGPLAT_LOG_DIRS": str(tmp_path / f"run{attempt}" / "logs"), "LOGPLAT_AUTOMATION": "stopped"}
         with DevServer(home, REPO / "workspace.yaml", tmp_path / f"run{attempt}" / "server-logs", env) as server:
             assert server.client().location_errors() == ["ok"]
+            assert server.client().daemons_healthy()  # start() waited for the daemon's heartbeat
         assert diagnose(home).action == "ok", attempt
