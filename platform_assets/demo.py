@@ -26,6 +26,7 @@ from pathlib import Path
 from storage_engine.manager import LogManager, log_dirs_from_env
 
 from .devserver import DevServer, DevServerError, wait_for
+from .instance_setup import InstanceSetupError, prepare_instance
 from .log_state import PartitionState, read_states
 from .metadata import effective_checkpoint
 from .workload import produce, realistic_workload
@@ -101,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or REPO / "dagster_home").resolve()
     print(f"log dirs: {','.join(log_dirs)}\nDAGSTER_HOME: {dagster_home}\n")
 
+    try:  # before the workload is written: a damaged instance stops the job with nothing changed
+        for action in prepare_instance(dagster_home):
+            print(f"instance: {action}")
+    except InstanceSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     started = time.time()
     with LogManager(log_dirs) as manager:
         written = produce(manager, realistic_workload(args.scale), now_ms=int(started * 1000))
@@ -120,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for action in server.setup_actions:
-        print(f"  instance: {action}")
     try:
         client = server.client()
         for name in SENSORS:

@@ -63,7 +63,6 @@ class DevServer:
     port: int = 0
     startup_timeout_s: float = 180.0
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
-    setup_actions: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -89,7 +88,7 @@ class DevServer:
         """Prepare the instance in this process first (see ``instance_setup``: two processes
         initialising a new SQLite instance at once corrupt it), then start both processes."""
         try:
-            self.setup_actions = prepare_instance(self.dagster_home)
+            prepare_instance(self.dagster_home)
         except InstanceSetupError as exc:
             raise DevServerError(str(exc)) from None
         self.port = self.port or free_port()
