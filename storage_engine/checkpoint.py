@@ -69,14 +69,18 @@ def atomic_write(path: Path, data: bytes, tmp: Path | None = None) -> None:
         pass
     fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)  # a full disk or a size limit leaves no (empty) .tmp behind
+        raise OSError(exc.errno, exc.strerror, str(path)) from None  # the error names the file
     fsync_dir(path.parent)
 
 

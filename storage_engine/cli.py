@@ -118,10 +118,10 @@ def _parse_config_pairs(pairs: Sequence[str] | None) -> dict[str, str]:
 
 
 def _print(args: argparse.Namespace, data: Any, text: str) -> None:
-    if args.json:
-        print(json.dumps(data, indent=None, sort_keys=False))
-    else:
-        print(text)
+    """Queue the command's report; ``main`` prints it only once the log dirs closed cleanly
+    (checkpoints and the clean-shutdown marker written), so a caller never sees success for a
+    command that then fails."""
+    args.report.append(json.dumps(data, indent=None, sort_keys=False) if args.json else text)
 
 
 # ---------------------------------------------------------------------- topic
@@ -233,11 +233,8 @@ def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
     now = args.now_ms if args.now_ms is not None else now_ms()
     for chunk in chunks:  # validate every batch before the first append
         build_batch(chunk, base_offset=0, config=log.config, compression=codec, now_ms=now, tp=log.tp)
-    first = last = None
-    for chunk in chunks:
-        info = log.append(chunk, compression=codec, now=now)
-        first = info.first_offset if first is None else first
-        last = info.last_offset
+    infos = log.append_all(chunks, compression=codec, now=now)  # all of them or none
+    first, last = infos[0].first_offset, infos[-1].last_offset
     _print(args, {"topic": args.topic, "partition": args.partition, "first_offset": first, "last_offset": last,
                   "records": len(records)},
            f"Produced {len(records)} records to {log.tp} at offsets {first}..{last}")
@@ -620,18 +617,30 @@ def broker_props_from_env() -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None = None) -> int:
     """``engines`` adds ``--engine`` choices besides ``local`` (see :class:`Engine`)."""
+    args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)
         args.engines = dict(engines or {})
+        args.report = []
         if not hasattr(args, "json"):
             args.json = False
         if args.command in NEEDS_NO_LOG_DIRS:
-            return COMMANDS[args.command](args, None)
-        read_only = args.command in READ_ONLY or (args.command == "topic" and args.topic_command in ("list", "describe"))
-        with LogManager(log_dirs_from_env(args.log_dirs), broker_props_from_env(), read_only=read_only) as manager:
-            return COMMANDS[args.command](args, manager)
+            status = COMMANDS[args.command](args, None)
+        else:
+            read_only = args.command in READ_ONLY or (args.command == "topic" and args.topic_command in ("list", "describe"))
+            with LogManager(log_dirs_from_env(args.log_dirs), broker_props_from_env(), read_only=read_only) as manager:
+                status = COMMANDS[args.command](args, manager)
+        for text in args.report:
+            print(text)
+        return status
     except (LogError, OSError, ValueError) as exc:  # ValueError: a NUL byte in a path, undecodable text
-        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # one line, whatever the message holds
+        message = str(exc)
+        if getattr(exc, "filename", None) and str(exc.filename) not in message:
+            message += f": {exc.filename}"
+        done = getattr(args, "report", None)
+        if done:  # the command finished; closing the log dirs (checkpoints, shutdown marker) failed
+            message += f" (after the command had completed: {done[0].splitlines()[0]})"
+        print("error: " + " ".join(message.split()), file=sys.stderr)  # one line, whatever the message holds
         return 1
 
 

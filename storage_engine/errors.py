@@ -102,3 +102,8 @@ class LockTimeoutError(LogError):
 
 class UnsafePathError(LogError):
     """A path under a log dir is a symbolic link or resolves outside the log dir; nothing was followed."""
+
+
+class AppendFailedError(LogError):
+    """A produce call failed part way (a full disk, a file size limit, a read-only directory);
+    everything it had written was undone, so none of its records is in the log."""

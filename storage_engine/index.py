@@ -44,6 +44,14 @@ _READ_CHUNK = 1 << 16  # bytes read per step when loading, so a zero tail is nev
 _LITTLE = sys.byteorder == "little"
 
 
+
+@dataclass(frozen=True)
+class IndexMark:
+    """An index's entry count and file length (None: no file yet) at some moment."""
+
+    entries: int
+    length: int | None
+
 class InvalidOffsetError(LogError):
     """An index append that would break the strictly increasing order (Kafka's InvalidOffsetException)."""
 
@@ -285,6 +293,28 @@ class AbstractIndex:
             os.ftruncate(fd, n * self.ENTRY_SIZE)
             os.ftruncate(fd, length)
             self._dirty = True
+
+    def mark(self) -> "IndexMark":
+        """Where the index stands, so that appends after it can be undone (``rollback``)."""
+        self._ensure_loaded()
+        return IndexMark(len(self._rel), self._length)
+
+    def rollback(self, mark: "IndexMark") -> None:
+        """Drop the entries added since ``mark`` and give the file back its length, or remove it
+        when it was created since (a failed produce leaves no new file behind)."""
+        self._require_writable()
+        self._ensure_loaded()
+        self._truncate_to_entries(mark.entries)
+        if mark.length is None and self._length is not None:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._path.unlink(missing_ok=True)
+            self._length = None
+            self._dirty = False
+        elif mark.length is not None and mark.length != self._length:
+            os.ftruncate(self._write_fd(), mark.length)
+            self._length = mark.length
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is ``>= offset``."""

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .config import LogConfig
-from .errors import LogChangedError, LogError, OffsetOutOfRangeError
+from .errors import AppendFailedError, LogChangedError, LogError, OffsetOutOfRangeError
 from .loader import LogLoader
 from .lock import PartitionLock
 from .logdir import LogDir
 from .faults import crash_point
 from .naming import DELETED_SUFFIX, segment_file
 from .record import CompressionType, RawBatch, Record, decode_batch
-from .segment import LogSegment, now_ms
+from .segment import AppendMark, LogSegment, now_ms
 from .validator import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
 
 EARLIEST_TIMESTAMP = -2
@@ -184,6 +184,64 @@ class Log:
             )
             return self._append_validated(batch, now)
 
+    def append_all(
+        self,
+        batches: Sequence[Sequence[ProducerRecord]],
+        *,
+        compression: CompressionType = CompressionType.NONE,
+        now: int | None = None,
+    ) -> list[AppendInfo]:
+        """Append several batches as one produce call: all of them, flushed, or none.
+
+        Kafka appends each batch of a produce request on its own, so a disk that fills half way
+        leaves the first half committed (and a torn batch until the next recovery). Here a
+        failure undoes the whole call under the lock (``_rollback``) and raises
+        :class:`AppendFailedError`: the log is as it was, and a caller can retry without
+        duplicating anything.
+        """
+        now = now_ms() if now is None else now
+        self._require_writable()
+        with self.lock.hold():
+            self._sync_locked()
+            mark = self._tail_mark()
+            try:
+                infos = [
+                    self._append_validated(build_batch(records, base_offset=self._leo, config=self.config,
+                                                       compression=compression, now_ms=now, tp=self.tp), now)
+                    for records in batches
+                ]
+                self._flush_locked(now)  # durable, and the recovery point with it, before success
+                self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
+            except OSError as exc:
+                failed_in = exc.filename or self.active_segment.log_path
+                self._rollback(mark)
+                raise AppendFailedError(
+                    f"{self.tp}: writing {failed_in} failed ({exc.strerror or exc}); the produce call was undone, "
+                    f"none of its records was appended (log end offset still {self._leo})"
+                ) from None
+            return infos
+
+    def _tail_mark(self) -> "_TailMark":
+        return _TailMark(len(self.segments), self.active_segment.append_mark(), self._leo, self.recovery_point,
+                         self._unflushed, self._dirty)
+
+    def _rollback(self, mark: "_TailMark") -> None:
+        """Undo appends and rolls since ``mark`` (lock held): segments created since are removed,
+        the segment that was active gets its old length and index entries back."""
+        for segment in self.segments[mark.segment_count:]:
+            segment.close(trim_indexes=False)
+            for path in (segment.log_path, *segment.index_paths()):
+                path.unlink(missing_ok=True)
+        del self.segments[mark.segment_count:]
+        del self._bases[mark.segment_count:]
+        self.active_segment.rollback(mark.active)
+        self._leo = mark.log_end_offset
+        self.recovery_point = mark.recovery_point
+        self._tail_position = self.active_segment.size
+        self._unflushed = mark.unflushed
+        self._dirty = mark.dirty
+        self.bump_generation()  # readers that saw the undone state reload
+
     def append_batch(self, data: bytes, *, now: int | None = None) -> AppendInfo:
         """Append one producer-built batch (offsets are assigned here, as a leader does)."""
         now = now_ms() if now is None else now
@@ -230,12 +288,14 @@ class Log:
         active = self.active_segment
         if active.base_offset == new_offset and active.size == 0:
             return active
-        active.on_become_inactive()
-        active.flush()
         for stray in (segment_file(self.dir, new_offset, sfx) for sfx in (".log", ".index", ".timeindex", ".txnindex")):
             stray.unlink(missing_ok=True)
+        # the new segment first: when its files cannot be created (a read-only or full directory)
+        # the active segment has not been touched yet
         segment = LogSegment(self.dir, new_offset, self.config, create=True, created_ms=now)
         segment.resize_indexes(self.config.segment_index_bytes)
+        active.on_become_inactive()
+        active.flush()
         self.segments.append(segment)
         self._bases.append(new_offset)
         self._tail_position = 0
@@ -476,3 +536,15 @@ class Log:
         self.segments = sorted([*self.segments, *new_segments], key=lambda s: s.base_offset)
         self._bases = [s.base_offset for s in self.segments]
         self.bump_generation()
+
+
+@dataclass(frozen=True)
+class _TailMark:
+    """The log's tail before a produce call: what ``Log._rollback`` restores."""
+
+    segment_count: int
+    active: AppendMark
+    log_end_offset: int
+    recovery_point: int
+    unflushed: int
+    dirty: bool

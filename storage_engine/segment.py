@@ -25,7 +25,7 @@ from typing import Iterator
 
 from .config import LogConfig
 from .errors import CorruptRecordError, LogChangedError, LogError
-from .index import OffsetIndex, TimeIndex
+from .index import IndexMark, OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
 from .nofollow import open_nofollow
 from .record import RawBatch, decode_batch, scan_batches, verify_batch
@@ -46,6 +46,18 @@ class FetchSlice:
     position: int
     data: bytes
     first_batch_base_offset: int
+
+
+@dataclass(frozen=True)
+class AppendMark:
+    """A segment's length, index marks and cached facts before a produce call (``rollback``)."""
+
+    size: int
+    max_ts: tuple[int, int] | None
+    rolling_based_timestamp: int | None
+    bytes_since_last_index_entry: int | None
+    offset_index: IndexMark
+    time_index: IndexMark
 
 
 @dataclass(frozen=True)
@@ -309,6 +321,24 @@ class LogSegment:
             self.time_index.maybe_append(*self._max_ts)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
+
+    def append_mark(self) -> "AppendMark":
+        """Where the segment stands before a produce call, so ``rollback`` can undo the call."""
+        self._checked_indexes()
+        return AppendMark(self._size, self._max_ts, self._rolling_based_timestamp, self._bytes_since_last_index_entry,
+                          self.offset_index.mark(), self.time_index.mark())
+
+    def rollback(self, mark: "AppendMark") -> None:
+        """Undo every append since ``mark``: the ``.log`` cut back to its old length (a torn batch
+        included) and both indexes as they were. Shrinking needs no free space, so this works on
+        the full disk that made the append fail."""
+        os.ftruncate(self._fd, mark.size)
+        self._size = mark.size
+        self.offset_index.rollback(mark.offset_index)
+        self.time_index.rollback(mark.time_index)
+        self._max_ts = mark.max_ts
+        self._rolling_based_timestamp = mark.rolling_based_timestamp
+        self._bytes_since_last_index_entry = mark.bytes_since_last_index_entry
 
     def recover(self) -> int:
         """Revalidate every batch, rebuild both indexes, truncate at the first bad batch.

@@ -1,0 +1,146 @@
+"""A produce that fails part way changes nothing, with real faults: a full filesystem (a small
+tmpfs mounted for the test), a file size limit (``RLIMIT_FSIZE`` in a child process) and a
+partition directory nobody can create files in (``chattr +i``: root ignores permission bits, not
+the immutable flag). Each asserts exit status 1, one error line naming the partition and the
+file, a log dir byte-identical to before the call, and every earlier record still readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage_engine.manager import LogManager
+from tests.helpers.paths import REPO
+
+#: coordination files whose bytes change on any writable open (lock generation, sessions)
+COORDINATION = (".logplat.lock", ".logplat-session", ".logplat-topics.lock", ".kafka_cleanshutdown")
+
+
+def log_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.startswith(COORDINATION)}
+
+
+def lines(n: int, *, start: int = 0, size: int = 100) -> str:
+    return "".join(json.dumps({"key": f"k{i}", "value": "v" * size}) + "\n" for i in range(start, start + n))
+
+
+def logctl(root: Path, *args: str, stdin: str = "", preexec_fn=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), *args], input=stdin,
+                          capture_output=True, text=True, cwd=REPO, preexec_fn=preexec_fn, timeout=120)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 1, result
+    assert result.stdout == "", result.stdout  # no success line before the failure
+    err = result.stderr
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+def offsets(root: Path) -> list[int]:
+    with LogManager([root], read_only=True) as m:
+        log = m.get_log("t", 0)
+        return [r.offset for r in log.read(log.log_start_offset, max_records=10**6, max_bytes=1 << 26)]
+
+
+def create(root: Path, *configs: str) -> None:
+    result = logctl(root, "topic", "create", "t", "--partitions", "1",
+                    *[x for c in configs for x in ("--config", c)])
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): the full-disk test needs one")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_produce_that_fills_the_disk_appends_nothing(small_fs):
+    root = small_fs / "logs"
+    create(root, "segment.bytes=65536", "segment.index.bytes=4096")
+    assert logctl(root, "produce", "t", "--partition", "0", "--batch-size", "50", stdin=lines(300)).returncode == 0
+    free = os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize
+    (small_fs / "filler").write_bytes(b"\0" * (free - 96 * 1024))  # room for about a third of the next call
+    before = log_files(root)
+
+    result = logctl(root, "produce", "t", "--partition", "0", "--batch-size", "50", stdin=lines(2000, start=300))
+
+    assert_one_line_error(result, "t-0", "No space left on device", "none of its records was appended")
+    assert log_files(root) == before
+    assert not [p for p in root.rglob("*.tmp")]
+    assert offsets(root) == list(range(300))
+    (small_fs / "filler").unlink()
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10, start=300)).returncode == 0
+    assert offsets(root) == list(range(310))  # a retry neither duplicates nor skips
+
+
+def _file_size_limit(limit: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_produce_past_the_file_size_limit_appends_nothing(tmp_path):
+    root = tmp_path / "logs"
+    create(root, "segment.bytes=1048576", "segment.index.bytes=4096", "index.interval.bytes=1024")
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(100)).returncode == 0
+    before = log_files(root)
+
+    result = logctl(root, "produce", "t", "--partition", "0", "--batch-size", "20", stdin=lines(1000, start=100),
+                    preexec_fn=_file_size_limit(64 * 1024))
+
+    assert_one_line_error(result, "t-0", "00000000000000000000.log", "File too large")
+    assert log_files(root) == before
+    assert offsets(root) == list(range(100))
+
+
+def test_a_produce_into_a_partition_dir_that_takes_no_new_file_changes_nothing(tmp_path):
+    """The produce must roll (segment.bytes) but no segment can be created: the old active
+    segment's time index used to be finalised and the first batches committed anyway."""
+    root = tmp_path / "logs"
+    create(root, "segment.bytes=4096", "index.interval.bytes=256")
+    assert logctl(root, "produce", "t", "--partition", "0", "--batch-size", "5", stdin=lines(20, size=60)).returncode == 0
+    part = root / "t-0"
+    if subprocess.run(["chattr", "+i", str(part)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported on this filesystem: the test needs an immutable directory")
+    try:
+        before = log_files(root)
+        result = logctl(root, "produce", "t", "--partition", "0", "--batch-size", "5", stdin=lines(100, start=20, size=60))
+        after = log_files(root)
+    finally:
+        subprocess.run(["chattr", "-i", str(part)], check=True)
+    assert_one_line_error(result, "t-0", "Operation not permitted")
+    assert after == before
+    assert offsets(root) == list(range(20))
+
+
+def test_topic_create_on_a_full_disk_never_prints_success_before_failing(small_fs):
+    """The topic's files fit, the checkpoints written when the log dirs close do not: the
+    error (never a success line first) names the file and says the topic was created."""
+    root = small_fs / "logs"
+    create(root, "segment.bytes=65536")
+    (small_fs / "filler").write_bytes(b"\0" * (os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize))
+
+    result = logctl(root, "topic", "create", "u", "--partitions", "3")
+
+    assert_one_line_error(result, "No space left on device")
+    assert str(root) in result.stderr  # the file that could not be written
+    if "after the command had completed: Created topic u." in result.stderr:
+        assert logctl(root, "topic", "describe", "u").returncode == 0
+    assert not [p for p in root.rglob("*.tmp")]
