@@ -26,6 +26,7 @@ from pydantic import Field
 
 from spark_jobs.compaction import COMPACTED, PartitionOutcome, compact_partitions
 from spark_jobs.retention import RetentionOutcome, retention_partitions
+from storage_engine.config import MAX_TIMESTAMP_MS
 
 from . import log_checks
 from .catalog import Topic
@@ -49,8 +50,10 @@ class CleanupConfig(dg.Config):
     )
     now_ms: int | None = Field(
         default=None,
-        description="The clock retention, compaction lags and tombstone horizons judge by (default: the wall "
-        "clock when the run starts).",
+        ge=0,
+        le=MAX_TIMESTAMP_MS,
+        description="The clock retention, compaction lags and tombstone horizons judge by, in ms since the epoch, "
+        f"0 to {MAX_TIMESTAMP_MS} (default: the wall clock when the run starts).",
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, NoReturn, Protocol, Sequence, TextIO
 
 from .checkpoint import read_checkpoint
 from .cleaner import CompactionReport
-from .config import build_log_config, validate_topic_overrides
+from .config import MAX_TIMESTAMP_MS, build_log_config, validate_topic_overrides
 from .errors import CorruptRecordError, LogError
 from .index import OffsetIndex, TimeIndex
 from .manager import LogManager, log_dirs_from_env
@@ -32,7 +32,6 @@ PRODUCE_BATCH_RECORDS = 1000
 #: The latest clock ``--now-ms`` and record timestamps accept (9999-12-31T23:59:59.999Z): far
 #: enough for any real clock, low enough that ``now + delete.retention.ms`` and timestamp
 #: deltas stay inside Kafka's int64/varlong fields.
-MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
 class UsageError(LogError):

@@ -27,6 +27,9 @@ LONG_MAX = 2**63 - 1
 LONG_MIN = -(2**63)
 
 MS_PER_MINUTE = 60 * 1000
+#: the latest clock any command accepts (9999-12-31T23:59:59.999Z): a record timestamp or ``now_ms``
+#: past it is a typo, and it keeps every sum of a clock and a Kafka duration inside a long
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 MS_PER_HOUR = 60 * MS_PER_MINUTE
 
 # --------------------------------------------------------------------------- parsing

@@ -169,3 +169,18 @@ def test_checks_run_alone_audit_the_logs_as_they_are(platform):
     for check in CHECKS - {LATEST_VALUES}:
         assert evaluated(check) == {("0", "SUCCEEDED"), ("1", "SUCCEEDED"), ("2", "SUCCEEDED")}, check
     assert not evaluated(LATEST_VALUES)  # nothing to compare latest values with
+
+
+@pytest.mark.parametrize("now_ms", [-1, 99999999999999999999])
+def test_a_now_ms_out_of_range_in_the_launchpad_fails_the_run_clearly_and_changes_nothing(platform, now_ms):
+    root, defs, settings, instance = platform
+    before = {p: p.stat().st_size for p in root.rglob("*.log")}
+    op_name = _asset(defs, COMPACTED.name).op.name
+    result = dg.materialize([_asset(defs, COMPACTED.name)], instance=instance, partition_key="0",
+                            run_config={"ops": {op_name: {"config": {"now_ms": now_ms}}}},
+                            resources=resources_with_test_session(settings), raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "now_ms" in message and ("greater than or equal to 0" in message or "less than or equal to 253402300799999" in message)
+    assert {p: p.stat().st_size for p in root.rglob("*.log")} == before
