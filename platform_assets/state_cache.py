@@ -104,7 +104,7 @@ class StateCache:
             with os.scandir(log_dir.path) as it:
                 for entry in it:
                     tp = parse_partition_dir(entry.name)
-                    if tp is None or (wanted is not None and tp[0] not in wanted) or not entry.is_dir():
+                    if tp is None or (wanted is not None and tp[0] not in wanted) or not entry.is_dir(follow_symlinks=False):
                         continue
                     previous = self._entries.get(entry.path)
                     dir_mtime = entry.stat().st_mtime_ns

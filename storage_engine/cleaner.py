@@ -100,6 +100,7 @@ from .naming import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
+from .nofollow import open_nofollow
 from .offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap
 from .record import RawBatch, decode_batch, encode_empty_batch, scan_batches, verify_batch
 from .record.compression import compress, decompress
@@ -994,7 +995,7 @@ class InputSegment:
         self.base_offset = seg.base_offset
         self.path = seg.log_path
         self.is_active = is_active
-        self.fd = os.open(self.path, os.O_RDONLY)
+        self.fd = open_nofollow(self.path, os.O_RDONLY)
         st = os.fstat(self.fd)
         self.inode = st.st_ino
         self.size = st.st_size if not is_active else min(st.st_size, seg.size)
@@ -1031,7 +1032,7 @@ class InputSegment:
         self.path = Path(ref.path)
         self.is_active = False
         try:
-            self.fd = os.open(self.path, os.O_RDONLY)
+            self.fd = open_nofollow(self.path, os.O_RDONLY)
         except FileNotFoundError:
             raise LogChangedError(f"segment {ref.path} is gone since the pass was planned") from None
         st = os.fstat(self.fd)
@@ -1718,10 +1719,13 @@ def _range_of(log: Log, snap: _Snapshot, last_stable_offset: int | None, now_ms:
 def _first_batch_max_timestamp(log_path: Path) -> int:
     """maxTimestamp of a segment's first batch from its first bytes; LONG_MAX when empty."""
     try:
-        with open(log_path, "rb") as f:
-            head = f.read(RECORD_BATCH_OVERHEAD)
+        fd = open_nofollow(log_path, os.O_RDONLY)
     except FileNotFoundError:
         return LONG_MAX
+    try:
+        head = os.pread(fd, RECORD_BATCH_OVERHEAD, 0)
+    finally:
+        os.close(fd)
     if len(head) < 26:
         return LONG_MAX
     magic = head[16]
@@ -1740,7 +1744,7 @@ def _log_end_offset_on_disk(directory: Path, active_base: int) -> int:
         start = OffsetIndex.read_last_entry_only(index, active_base).position
     nxt = active_base
     try:
-        fd = os.open(segment_file(directory, active_base, LOG_SUFFIX), os.O_RDONLY)
+        fd = open_nofollow(segment_file(directory, active_base, LOG_SUFFIX), os.O_RDONLY)
     except FileNotFoundError:
         return nxt
     try:

@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 
 from .errors import LogChangedError
+from .nofollow import open_nofollow
 
 CLEANER_LOCK_FILE = ".logplat-cleaner.lock"
 STAGING_SUFFIX = ".cleaning"
@@ -43,7 +44,7 @@ class CleanerLock:
 
     def acquire(self) -> bool:
         """Take the lock without waiting; False when another process holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

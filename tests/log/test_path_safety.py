@@ -225,3 +225,32 @@ def test_symlinked_log_dir_file_is_refused(logctl, tmp_path, name):
     if name != ".logplat-topics.lock":
         assert tree(logctl.root) == before  # refused before anything was written
     assert victim.read_bytes() == b"0\n1\nvictim 0 5\n"
+
+
+def test_the_cleaner_lock_refuses_a_link_made_after_the_partition_was_checked(tmp_path):
+    """The partition open refuses symlinks it sees; a link made afterwards (a race) is refused by
+    the cleaner's own no-follow open instead of being truncated or locked through."""
+    from storage_engine.errors import UnsafePathError
+    from storage_engine.staging import CLEANER_LOCK_FILE, CleanerLock
+
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"keep")
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / CLEANER_LOCK_FILE).symlink_to(victim)
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        CleanerLock(part).acquire()
+    assert victim.read_bytes() == b"keep"
+
+
+def test_the_sensors_state_read_does_not_follow_a_symlinked_partition_dir(logctl, outside):
+    """The sensors' cheap stats never read through a partition dir that is a link out of the log dir."""
+    from platform_assets.state_cache import StateCache
+    from storage_engine.manager import LogManager
+
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    (logctl.root / "t-0").rename(logctl.root.parent / "moved-away")
+    (logctl.root / "t-0").symlink_to(outside / "v-0")
+    with LogManager([logctl.root], read_only=True) as manager:
+        states = StateCache().read(manager, now_ms=0, ttl_ms=0, refresh_share=1.0)
+    assert all(s.topic != "t" for s in states)
