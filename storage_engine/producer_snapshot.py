@@ -26,8 +26,9 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from .errors import LogError
 from .checkpoint import TMP_SUFFIX, fsync_dir
+from .errors import LogError
+from .faults import crash_point
 from .naming import SNAPSHOT_SUFFIX, filename_prefix_from_offset
 
 SNAPSHOT_VERSION = 1
@@ -127,6 +128,7 @@ def write_snapshot(directory: Path, offset: int, entries: list[SnapshotEntry]) -
         os.fsync(fd)
     finally:
         os.close(fd)
+    crash_point("producer-snapshot.before-rename")
     os.replace(tmp, final)
     fsync_dir(final.parent)
     return final
