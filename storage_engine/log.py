@@ -112,6 +112,7 @@ class Log:
         self._producers.load(log_start_offset=self.log_start_offset, recovery_point=self.recovery_point,
                              log_end_offset=self._leo, segment_bases=self._bases, writable=not self.read_only)
         self.load_actions.extend(self._producers.actions)
+        self.load_warnings = [*self.load_warnings, *self._producers.warnings]
 
     def _producer_state_locked(self) -> ProducerStateManager:
         """Producer state up to the log end offset (lock held)."""

@@ -122,12 +122,16 @@ def write_snapshot(directory: Path, offset: int, entries: list[SnapshotEntry]) -
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-        view = memoryview(encode_snapshot(entries))
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(encode_snapshot(entries))
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half-written .tmp behind
+        raise
     crash_point("producer-snapshot.before-rename")
     os.replace(tmp, final)
     fsync_dir(final.parent)

@@ -107,7 +107,8 @@ class ProducerStateManager:
         self.snapshots: dict[int, Path] = {}
         self.map_end_offset = 0
         self.last_snap_offset = 0
-        self.actions: list[str] = []
+        self.actions: list[str] = []  # files removed
+        self.warnings: list[str] = []  # files a writable open would remove, or could not
 
     def load(self, *, log_start_offset: int, recovery_point: int, log_end_offset: int,
              segment_bases: list[int], writable: bool) -> None:
@@ -116,11 +117,9 @@ class ProducerStateManager:
         or below the recovery point; a corrupt one is deleted and the next older one tried.
         Without one, state starts empty at the log start offset and the replay rebuilds it."""
         snaps = list_snapshots(self.dir)
-        if writable:
-            for name in os.listdir(self.dir):
-                if is_snapshot_temp(name):
-                    os.unlink(self.dir / name)
-                    self.actions.append(f"removed {name} (interrupted producer snapshot)")
+        for name in os.listdir(self.dir):
+            if is_snapshot_temp(name):
+                self._drop(self.dir / name, "interrupted producer snapshot", writable)
         bases = set(segment_bases)
         newest_stray = max((o for o in snaps if o not in bases and o > max(bases, default=-1)), default=None)
         for offset in list(snaps):
@@ -144,9 +143,17 @@ class ProducerStateManager:
             return
 
     def _drop(self, path: Path, why: str, writable: bool) -> None:
-        if writable:
+        """Delete a snapshot that cannot apply; a read-only view, or a directory that refuses the
+        delete, only reports it: the file is ignored either way."""
+        if not writable:
+            self.warnings.append(f"producer snapshot {path.name} is ignored ({why}); a writable open removes it")
+            return
+        try:
             path.unlink(missing_ok=True)
-            self.actions.append(f"removed producer snapshot {path.name} ({why})")
+        except OSError as exc:
+            self.warnings.append(f"producer snapshot {path.name} is ignored ({why}) but could not be removed: {exc.strerror}")
+            return
+        self.actions.append(f"removed producer snapshot {path.name} ({why})")
 
     def replay(self, batches: Iterable[RawBatch], end_offset: int, path: str | None = None) -> None:
         """Apply the batches from ``map_end_offset`` up to ``end_offset`` (batches ending below

@@ -4,10 +4,14 @@ the segments retention removes, bounded in number, and a kill while one is writt
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from storage_engine.manager import LogManager
 from storage_engine.producer_snapshot import SnapshotEntry, list_snapshots, read_snapshot, snapshot_path, write_snapshot
@@ -69,6 +73,10 @@ def test_a_corrupt_snapshot_is_deleted_and_state_rebuilt_from_the_log(tmp_path):
     data = bytearray(latest.read_bytes())
     data[-1] ^= 0xFF
     latest.write_bytes(bytes(data))
+    with LogManager([tmp_path], read_only=True) as m:  # a read-only view reports it and changes nothing
+        log = m.get_log("t", 0)
+        assert any("00000000000000000002.snapshot is ignored (corrupt" in w for w in log.load_warnings)
+    assert latest.read_bytes() == bytes(data)
     with LogManager([tmp_path]) as m:
         log = m.get_log("t", 0)
         assert any("00000000000000000002.snapshot (corrupt" in a for a in log.load_actions)
@@ -138,3 +146,58 @@ def test_a_kill_while_a_snapshot_is_written_leaves_a_loadable_log(tmp_path):
         assert [r.value for r in log.read(0, max_records=10)] == [b"1", b"2"]
     assert not (part / "00000000000000000002.snapshot.tmp").exists()
     assert _snapshots(tmp_path) == [1, 2]
+
+
+
+def test_a_snapshot_that_does_not_fit_fails_neither_the_roll_nor_the_close_and_leaves_no_temp_file(tmp_path):
+    """A real write failure: the roll and the close run in a child whose RLIMIT_FSIZE (40 bytes,
+    SIGXFSZ ignored) lets its small index and checkpoint writes through but not the 56-byte
+    snapshot. Only the next open's replay is longer."""
+    with open_topic(tmp_path, segment_index_bytes=36) as m:
+        _produce(m.get_log("t", 0), 7, 0, 0, ("a", "1"))
+    for p in (tmp_path / "t-0").glob("*.snapshot"):
+        p.unlink()
+    script = textwrap.dedent(f"""
+        import resource, signal, sys
+        sys.path.insert(0, {str(REPO)!r})
+        from storage_engine.manager import LogManager
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        m = LogManager([{str(tmp_path)!r}])
+        log = m.get_log("t", 0)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (40, 40))
+        log.roll(now={NOW})
+        print([s.base_offset for s in log.segments], log.load_warnings)
+        m.close()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "[0, 1]" in proc.stdout and "producer snapshot at offset 1 not written" in proc.stdout
+    assert not [p.name for p in (tmp_path / "t-0").iterdir() if "snapshot" in p.name]
+    with LogManager([tmp_path]) as m:
+        assert m.get_log("t", 0).last_records_of_active_producers() == {7: (0, 0)}  # rebuilt by replay
+    assert _snapshots(tmp_path) == [1]
+
+
+def test_a_full_filesystem_leaves_the_old_snapshot_and_no_temp_file(tmp_path):
+    """A real full filesystem: a tmpfs of one page, filled."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root and mount rights) to fill a filesystem for real")
+    try:
+        old = write_snapshot(disk, 3, [SnapshotEntry(7, 0, 0, 0, 0, NOW, -1, -1)])
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        with pytest.raises(OSError) as err:
+            write_snapshot(disk, 3, [SnapshotEntry(8, 0, 0, 0, 0, NOW, -1, -1)])
+        assert err.value.errno == errno.ENOSPC
+        assert sorted(p.name for p in disk.iterdir()) == [old.name, "filler"]
+        assert read_snapshot(old) == [SnapshotEntry(7, 0, 0, 0, 0, NOW, -1, -1)]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
