@@ -10,8 +10,8 @@ Snapshots are taken at every roll and at clean shutdown (at the log end offset),
 the segments retention removes, and on load the stray ones (no segment at that base, except the
 newest above every segment: the clean-shutdown one, Kafka's ``removeStraySnapshots``), those
 below the log start offset and those above the log end offset go; so there are at most one per
-segment plus one. Producer-id expiry (``producer.id.expiration.ms``) is not modelled: a producer
-stays in the state until its snapshot entries and batches are gone.
+segment plus one. Producer-id expiry (``producer.id.expiration.ms``) is not modelled: an idle
+producer stays in the state (and its last batch header in the log) for good.
 """
 
 from __future__ import annotations
