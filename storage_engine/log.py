@@ -124,10 +124,11 @@ class Log:
 
     def _snapshot_producers(self) -> None:
         """Kafka's snapshot at a roll and at clean shutdown. A snapshot that cannot be written
-        (full disk) costs only a longer replay later, so it does not fail the roll or the close."""
+        (full disk, or a corrupt batch the replay stops at) costs only a longer replay later, so
+        it does not fail the roll or the close."""
         try:
             self._producer_state_locked().take_snapshot(self._bases)
-        except OSError as exc:
+        except (OSError, LogError) as exc:  # LogError: a batch the replay cannot read
             self.load_warnings.append(f"{self.tp}: producer snapshot at offset {self._leo} not written: {exc}")
 
     def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
