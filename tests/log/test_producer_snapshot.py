@@ -5,7 +5,6 @@ kind of damage is refused by name."""
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 
