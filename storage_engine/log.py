@@ -127,7 +127,7 @@ class Log:
         (full disk, or a corrupt batch the replay stops at) costs only a longer replay later, so
         it does not fail the roll or the close."""
         try:
-            self._producer_state_locked().take_snapshot(self._bases)
+            self._producer_state_locked().take_snapshot()
         except (OSError, LogError) as exc:  # LogError: a batch the replay cannot read
             self.load_warnings.append(f"{self.tp}: producer snapshot at offset {self._leo} not written: {exc}")
 

@@ -9,8 +9,8 @@ more and Kafka's replay, like ours, skips it.
 Snapshots are taken at every roll and at clean shutdown (at the log end offset), deleted with
 the segments retention removes, and on load the stray ones (no segment at that base, except the
 newest above every segment: the clean-shutdown one, Kafka's ``removeStraySnapshots``), those
-below the log start offset and those above the log end offset go; so there are at most one per
-segment plus one. Producer-id expiry (``producer.id.expiration.ms``) is not modelled: an idle
+below the log start offset and those above the log end offset go; so after a load there are at
+most one per segment plus one, and each roll adds one for the segment it adds. Producer-id expiry (``producer.id.expiration.ms``) is not modelled: an idle
 producer stays in the state (and its last batch header in the log) for good.
 """
 
@@ -169,19 +169,16 @@ class ProducerStateManager:
                     self.producers[h.producer_id] = entry
         self.map_end_offset = max(self.map_end_offset, end_offset)
 
-    def take_snapshot(self, segment_bases: list[int]) -> Path | None:
-        """Kafka's ``takeSnapshot``: write the state at ``map_end_offset`` unless a snapshot there
-        already exists, then delete snapshots no segment starts at (keeping the new one), so
-        their number stays bounded by the segment count plus one."""
-        written = None
-        if self.map_end_offset > self.last_snap_offset:
-            entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
-            written = write_snapshot(self.dir, self.map_end_offset, entries)
-            self.snapshots[self.map_end_offset] = written
-            self.last_snap_offset = self.map_end_offset
-        keep = set(segment_bases) | {self.map_end_offset}
-        for offset in [o for o in self.snapshots if o not in keep]:
-            self._drop(self.snapshots.pop(offset), "no segment starts there", True)
+    def take_snapshot(self) -> Path | None:
+        """Kafka's ``takeSnapshot``: write the state at ``map_end_offset`` unless the last snapshot
+        is already there. Like Kafka, it deletes nothing: stray snapshots go at the next load,
+        so a produce call that is undone (``Log._rollback``) can restore the directory exactly."""
+        if self.map_end_offset <= self.last_snap_offset:
+            return None
+        entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
+        written = write_snapshot(self.dir, self.map_end_offset, entries)
+        self.snapshots[self.map_end_offset] = written
+        self.last_snap_offset = self.map_end_offset
         return written
 
     def delete_snapshots(self, offsets: Iterable[int]) -> None:
