@@ -1263,6 +1263,12 @@ class Cleaner:
             stats = CleanerStats()
             t0 = self.clock()
             producers = self._scan_producers(snap, stats)
+            # h10c hook (issue 10 item 8): which batch is each producer's last comes from the log's
+            # producer state (snapshot + replay, ``producer_state.py``), as Kafka's
+            # ``lastRecordsOfActiveProducers``, not from this scan of the cleaned log, which
+            # cannot see producers whose last batch is an emptied control batch.
+            producers.last_records = {pid: LastRecord(last, epoch)
+                                      for pid, (last, epoch) in log.last_records_of_active_producers().items()}
             stats.scan_seconds = self.clock() - t0
             ltc = _range_of(log, snap, producers.last_stable_offset, now_ms)
             if report.passes == 0:

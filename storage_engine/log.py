@@ -21,6 +21,7 @@ from .lock import PartitionLock
 from .logdir import LogDir
 from .faults import crash_point
 from .naming import DELETED_SUFFIX, segment_file
+from .producer_state import ProducerStateManager
 from .record import CompressionType, RawBatch, Record, decode_batch
 from .segment import AppendMark, LogSegment, now_ms
 from .validator import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
@@ -96,12 +97,46 @@ class Log:
         self._leo = result.log_end_offset
         self._tail_position = self.active_segment.refresh_size()
         self.load_warnings = result.warnings
+        self._load_producer_state()
         if result.actions:
             self.load_actions.extend(result.actions)
             self.lock.bump_generation()
             if result.recovery_point != rp_checkpoint:
                 self.log_dir.recovery_points.update({key: result.recovery_point})
         self._generation = self.lock.generation()
+
+    def _load_producer_state(self) -> None:
+        """Producer state from the latest usable snapshot (``producer_state.py``); the replay of
+        the batches after it waits until state is needed (a roll, the close, the cleaner)."""
+        self._producers = ProducerStateManager(self.dir)
+        self._producers.load(log_start_offset=self.log_start_offset, recovery_point=self.recovery_point,
+                             log_end_offset=self._leo, segment_bases=self._bases, writable=not self.read_only)
+        self.load_actions.extend(self._producers.actions)
+        self.load_warnings = [*self.load_warnings, *self._producers.warnings]
+
+    def _producer_state_locked(self) -> ProducerStateManager:
+        """Producer state up to the log end offset (lock held)."""
+        producers = self._producers
+        if producers.map_end_offset < self._leo:
+            start = max(producers.map_end_offset, self.log_start_offset)
+            producers.replay(self._batches_from(start), self._leo, str(self.dir))
+        return producers
+
+    def _snapshot_producers(self) -> None:
+        """Kafka's snapshot at a roll and at clean shutdown. A snapshot that cannot be written
+        (full disk, or a corrupt batch the replay stops at) costs only a longer replay later, so
+        it does not fail the roll or the close."""
+        try:
+            self._producer_state_locked().take_snapshot()
+        except (OSError, LogError) as exc:  # LogError: a batch the replay cannot read
+            self.load_warnings.append(f"{self.tp}: producer snapshot at offset {self._leo} not written: {exc}")
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """Kafka's ``UnifiedLog.lastRecordsOfActiveProducers`` (what the cleaner keeps as each
+        producer's last batch): producer id -> (last data offset or None, epoch)."""
+        with self.lock.hold():
+            self._sync_locked()
+            return self._producer_state_locked().last_records()
 
     def _changed_on_disk(self) -> bool:
         return (
@@ -301,6 +336,7 @@ class Log:
         self._tail_position = 0
         self.recovery_point = max(self.recovery_point, new_offset)
         self.bump_generation()
+        self._snapshot_producers()
         return segment
 
     def flush(self, now: int | None = None) -> None:
@@ -362,6 +398,7 @@ class Log:
             seg.change_file_suffix(DELETED_SUFFIX)
             pending.extend(seg.existing_files())
             crash_point(f"remove-segments.after-rename-{i}")
+        self._producers.delete_snapshots(seg.base_offset for seg in doomed)
         gone = {id(s) for s in doomed}
         self.segments = [s for s in self.segments if id(s) not in gone]
         self._bases = [s.base_offset for s in self.segments]
@@ -506,6 +543,8 @@ class Log:
             if current and self._dirty:
                 self._flush_locked(now_ms())
                 self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
+            if current:
+                self._snapshot_producers()
             # Kafka trims every index on close (the next writer re-extends the active one).
             for seg in self.segments:
                 seg.close(trim_indexes=current)

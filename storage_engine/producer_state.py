@@ -1,0 +1,195 @@
+"""Producer state of one partition: Kafka's ``ProducerStateManager`` for what this engine needs.
+
+State is the latest valid ``<offset>.snapshot`` at or below the recovery point plus a replay of
+the batches after it (Kafka's ``LogLoader``/``rebuildProducerState``). It is what tells the
+cleaner which batch is a producer's last (``UnifiedLog.lastRecordsOfActiveProducers``): a
+rebuild from the cleaned log cannot, because an emptied control batch carries no marker any
+more and Kafka's replay, like ours, skips it.
+
+Snapshots are taken at every roll and at clean shutdown (at the log end offset), deleted with
+the segments retention removes, and on load the stray ones (no segment at that base, except the
+newest above every segment: the clean-shutdown one, Kafka's ``removeStraySnapshots``), those
+below the log start offset and those above the log end offset go; so after a load there are at
+most one per segment plus one, and each roll adds one for the segment it adds. Producer-id expiry (``producer.id.expiration.ms``) is not modelled: an idle
+producer stays in the state (and its last batch header in the log) for good.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable
+
+from .errors import CorruptRecordError
+from .producer_snapshot import (
+    CorruptSnapshotError,
+    SnapshotEntry,
+    is_snapshot_temp,
+    list_snapshots,
+    read_snapshot,
+    write_snapshot,
+)
+from .record import RawBatch, decode_batch
+from .record.records import BatchHeader
+
+_MAX_SEQUENCE = 2**31 - 1
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+_ABORT, _COMMIT = 0, 1
+
+
+@dataclass(frozen=True)
+class ControlMarker:
+    """An end-transaction marker read from a control batch's record (Kafka's ``EndTransactionMarker``)."""
+
+    control_type: int
+    coordinator_epoch: int
+    timestamp: int
+
+
+def read_marker(raw: RawBatch, path: str | None = None) -> ControlMarker | None:
+    """The marker of a control batch; None for an empty one (compaction removed its record) or a
+    control type that is not ABORT/COMMIT (Kafka's ``ProducerAppendInfo.append`` skips both)."""
+    if raw.header.records_count == 0:
+        return None
+    records = decode_batch(raw, verify=False, path=path)
+    if not records:
+        return None
+    rec = records[0]
+    if rec.key is None or len(rec.key) < _CONTROL_KEY.size:
+        raise CorruptRecordError("control record key is shorter than 4 bytes", path=path,
+                                 position=raw.position, offset=raw.header.base_offset)
+    control_type = _CONTROL_KEY.unpack_from(rec.key)[1]
+    if control_type not in (_ABORT, _COMMIT):
+        return None
+    if rec.value is None or len(rec.value) < _MARKER_VALUE.size:
+        raise CorruptRecordError("end transaction marker value is shorter than 6 bytes", path=path,
+                                 position=raw.position, offset=raw.header.base_offset)
+    return ControlMarker(control_type, _MARKER_VALUE.unpack_from(rec.value)[1], rec.timestamp)
+
+
+def _with_epoch(entry: SnapshotEntry, epoch: int) -> SnapshotEntry:
+    """Kafka's ``maybeUpdateProducerEpoch``: a new epoch forgets the last data batch."""
+    if entry.producer_epoch == epoch:
+        return entry
+    return replace(entry, producer_epoch=epoch, last_sequence=-1, last_offset=-1, offset_delta=0)
+
+
+def apply_batch(entry: SnapshotEntry | None, header: BatchHeader, marker: ControlMarker | None) -> SnapshotEntry | None:
+    """A producer's entry after one of its batches (Kafka's ``ProducerAppendInfo.append``): a data
+    batch becomes its last batch; a marker ends its transaction and records the coordinator
+    epoch; an emptied control batch changes nothing."""
+    if header.is_control and marker is None:
+        return entry
+    if entry is None:
+        entry = SnapshotEntry(header.producer_id, header.producer_epoch, -1, -1, 0, -1, -1, -1)
+    entry = _with_epoch(entry, header.producer_epoch)
+    if header.is_control:
+        return replace(entry, current_txn_first_offset=-1, coordinator_epoch=marker.coordinator_epoch,
+                       timestamp=marker.timestamp)
+    delta = header.last_offset_delta
+    last_seq = -1 if header.base_sequence < 0 else (header.base_sequence + delta) % (_MAX_SEQUENCE + 1)
+    txn_first = entry.current_txn_first_offset
+    if header.is_transactional and txn_first < 0:
+        txn_first = header.base_offset
+    return replace(entry, last_sequence=last_seq, last_offset=header.last_offset, offset_delta=delta,
+                   timestamp=header.max_timestamp, current_txn_first_offset=txn_first)
+
+
+class ProducerStateManager:
+    """The producers of one partition up to ``map_end_offset``, and its snapshot files."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        self.producers: dict[int, SnapshotEntry] = {}
+        self.snapshots: dict[int, Path] = {}
+        self.map_end_offset = 0
+        self.last_snap_offset = 0
+        self.actions: list[str] = []  # files removed
+        self.warnings: list[str] = []  # files a writable open would remove, or could not
+
+    def load(self, *, log_start_offset: int, recovery_point: int, log_end_offset: int,
+             segment_bases: list[int], writable: bool) -> None:
+        """Kafka's ``removeStraySnapshots`` + ``truncateAndReload`` + ``loadFromSnapshot``: forget
+        snapshots that cannot apply (deleting them when ``writable``), then load the latest one at
+        or below the recovery point; a corrupt one is deleted and the next older one tried.
+        Without one, state starts empty at the log start offset and the replay rebuilds it."""
+        snaps = list_snapshots(self.dir)
+        for name in os.listdir(self.dir):
+            if is_snapshot_temp(name):
+                self._drop(self.dir / name, "interrupted producer snapshot", writable)
+        bases = set(segment_bases)
+        newest_stray = max((o for o in snaps if o not in bases and o > max(bases, default=-1)), default=None)
+        for offset in list(snaps):
+            why = ("above the log end offset" if offset > log_end_offset
+                   else "below the log start offset" if offset < log_start_offset
+                   else "no segment starts there" if offset not in bases and offset != newest_stray
+                   else None)
+            if why is not None:
+                self._drop(snaps.pop(offset), why, writable)
+        self.snapshots = snaps
+        self.producers = {}
+        self.map_end_offset = self.last_snap_offset = log_start_offset
+        for offset in sorted((o for o in snaps if o <= recovery_point), reverse=True):
+            try:
+                entries = read_snapshot(snaps[offset])
+            except CorruptSnapshotError as exc:
+                self._drop(self.snapshots.pop(offset), f"corrupt: {exc}", writable)
+                continue
+            self.producers = {e.producer_id: e for e in entries}
+            self.map_end_offset = self.last_snap_offset = offset
+            return
+
+    def _drop(self, path: Path, why: str, writable: bool) -> None:
+        """Delete a snapshot that cannot apply; a read-only view, or a directory that refuses the
+        delete, only reports it: the file is ignored either way."""
+        if not writable:
+            self.warnings.append(f"producer snapshot {path.name} is ignored ({why}); a writable open removes it")
+            return
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            self.warnings.append(f"producer snapshot {path.name} is ignored ({why}) but could not be removed: {exc.strerror}")
+            return
+        self.actions.append(f"removed producer snapshot {path.name} ({why})")
+
+    def replay(self, batches: Iterable[RawBatch], end_offset: int, path: str | None = None) -> None:
+        """Apply the batches from ``map_end_offset`` up to ``end_offset`` (batches ending below
+        ``map_end_offset`` are skipped)."""
+        for raw in batches:
+            h = raw.header
+            if h.last_offset < self.map_end_offset or h.base_offset >= end_offset:
+                continue
+            if h.magic >= 2 and h.producer_id >= 0:
+                marker = read_marker(raw, path) if h.is_control else None
+                entry = apply_batch(self.producers.get(h.producer_id), h, marker)
+                if entry is not None:
+                    self.producers[h.producer_id] = entry
+        self.map_end_offset = max(self.map_end_offset, end_offset)
+
+    def take_snapshot(self) -> Path | None:
+        """Kafka's ``takeSnapshot``: write the state at ``map_end_offset`` unless the last snapshot
+        is already there. Like Kafka, it deletes nothing: stray snapshots go at the next load,
+        so a produce call that is undone (``Log._rollback``) can restore the directory exactly."""
+        if self.map_end_offset <= self.last_snap_offset:
+            return None
+        entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
+        written = write_snapshot(self.dir, self.map_end_offset, entries)
+        self.snapshots[self.map_end_offset] = written
+        self.last_snap_offset = self.map_end_offset
+        return written
+
+    def delete_snapshots(self, offsets: Iterable[int]) -> None:
+        """Kafka's ``deleteProducerSnapshots``: the snapshots of segments retention deleted."""
+        for offset in offsets:
+            path = self.snapshots.pop(offset, None)
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+    def last_records(self) -> dict[int, tuple[int | None, int]]:
+        """Kafka's ``lastRecordsOfActiveProducers``: producer id -> (last data offset, or None when
+        its current epoch has only markers; epoch)."""
+        return {pid: (e.last_offset if e.last_offset >= 0 else None, e.producer_epoch)
+                for pid, e in self.producers.items()}
