@@ -275,6 +275,7 @@ class Log:
         self._tail_position = self.active_segment.size
         self._unflushed = mark.unflushed
         self._dirty = mark.dirty
+        self._load_producer_state()  # drops snapshots the undone rolls took, and the undone batches' state
         self.bump_generation()  # readers that saw the undone state reload
 
     def append_batch(self, data: bytes, *, now: int | None = None) -> AppendInfo:
