@@ -4,7 +4,6 @@ log start offset, and a corrupt batch in the middle of an unlimited consume)."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -12,25 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.cli import main
 from tests.helpers.paths import REPO
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
 
 @pytest.fixture
-def logctl(tmp_path, monkeypatch, capsys):
-    root = tmp_path / "logs"
-
-    def call(*args: str, stdin: str = "") -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        code = main(["--log-dirs", str(root), *args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    call.root = root  # type: ignore[attr-defined]
-    call("topic", "create", "t", "--partitions", "1", "--config", "cleanup.policy=compact")
-    return call
+def logctl(logctl):
+    """The log-layer ``logctl`` with a compacted topic ``t`` created."""
+    logctl("topic", "create", "t", "--partitions", "1", "--config", "cleanup.policy=compact")
+    return logctl
 
 
 def one_line_error(code: int, err: str) -> None:

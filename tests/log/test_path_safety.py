@@ -5,24 +5,17 @@ is byte-for-byte untouched and the error names the path."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from storage_engine.cli import main
+from tests.helpers.cli import run_logctl
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
 
-def run(root: Path, monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    code = main(["--log-dirs", str(root), *args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def tree(root: Path) -> dict[str, bytes | str]:
@@ -41,15 +34,6 @@ def tree(root: Path) -> dict[str, bytes | str]:
     return out
 
 
-@pytest.fixture
-def logctl(tmp_path, monkeypatch, capsys):
-    root = tmp_path / "logs"
-
-    def call(*args: str, stdin: str = "") -> tuple[int, str, str]:
-        return run(root, monkeypatch, capsys, *args, stdin=stdin)
-
-    call.root = root  # type: ignore[attr-defined]
-    return call
 
 
 
@@ -58,10 +42,10 @@ def logctl(tmp_path, monkeypatch, capsys):
 def outside(tmp_path, monkeypatch, capsys):
     """A victim log dir outside ours, with a topic ``v`` holding data."""
     victim = tmp_path / "victim"
-    assert run(victim, monkeypatch, capsys, "topic", "create", "v", "--partitions", "1",
+    assert run_logctl(victim, monkeypatch, capsys, "topic", "create", "v", "--partitions", "1",
                "--config", "retention.ms=1", "--config", "cleanup.policy=compact,delete")[0] == 0
     for _ in range(3):
-        assert run(victim, monkeypatch, capsys, "produce", "v", "--partition", "0", "--now-ms", "1000",
+        assert run_logctl(victim, monkeypatch, capsys, "produce", "v", "--partition", "0", "--now-ms", "1000",
                    stdin=RECORD)[0] == 0
     return victim
 

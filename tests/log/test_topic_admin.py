@@ -4,7 +4,6 @@ and concurrent metadata changes from real processes."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -15,25 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.cli import main
 from storage_engine.manager import LogManager
 from tests.helpers.paths import REPO
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
 
-@pytest.fixture
-def logctl(tmp_path, monkeypatch, capsys):
-    root = tmp_path / "logs"
-
-    def call(*args: str, stdin: str = "") -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        code = main(["--log-dirs", str(root), *args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    call.root = root  # type: ignore[attr-defined]
-    return call
 
 
 def spawn(root: Path, *args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.Popen:
