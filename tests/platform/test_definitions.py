@@ -30,7 +30,8 @@ def logs(tmp_path):
 
 def test_definitions_are_built_from_the_topics_on_disk(logs):
     defs, _ = definitions_for(logs)
-    dg.Definitions.validate_loadable(defs)
+    with dg.instance_for_test():  # a live instance for the load context, whatever earlier tests left
+        dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
     assert {a.key for a in defs.assets} == {dg.AssetKey(["logs", t]) for t in ("orders", "profiles.v1", "clicks")}
     orders = next(a for a in defs.assets if a.key == dg.AssetKey(["logs", "orders"]))
@@ -49,7 +50,8 @@ def test_definitions_are_built_from_the_topics_on_disk(logs):
 
 def test_an_empty_log_dir_loads_with_only_the_state_sensor(tmp_path):
     defs, _ = definitions_for(tmp_path / "nothing-yet")
-    dg.Definitions.validate_loadable(defs)
+    with dg.instance_for_test():  # a live instance for the load context, whatever earlier tests left
+        dg.Definitions.validate_loadable(defs)
     assert [s.name for s in defs.get_repository_def().sensor_defs] == ["log_state_sensor"]
 
 
