@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from storage_engine.manager import LogManager
-from storage_engine.verify import VerifyReport, verify_log
+from storage_engine.verify import VerifyReport, verify_partition
 
 INDEX_SUFFIXES = (".index", ".timeindex")
 
@@ -152,7 +152,7 @@ def verify_partitions(manager: LogManager, topic: str, partitions: Sequence[int]
     """The engine's full verification of each partition (reads every byte; runs on the driver)."""
     out = {}
     for p in partitions:
-        report: VerifyReport = verify_log(manager.get_log(topic, p))
+        report: VerifyReport = verify_partition(manager, topic, p)
         log_problems, index_problems = split_problems(report.problems)
         out[p] = Verification(report.records, log_problems, index_problems)
     return out

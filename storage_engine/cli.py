@@ -26,7 +26,7 @@ from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
 from .record import CompressionType, decode_batch, scan_batches, verify_batch
 from .segment import now_ms
 from .validator import ProducerRecord, build_batch
-from .verify import verify_log
+from .verify import verify_partition
 
 PRODUCE_BATCH_RECORDS = 1000
 #: The latest clock ``--now-ms`` and record timestamps accept (9999-12-31T23:59:59.999Z): far
@@ -383,7 +383,8 @@ def cmd_dump(args: argparse.Namespace, manager: LogManager | None) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
-    reports = [verify_log(log) for log in manager.logs(args.topic)]
+    topics = [args.topic] if args.topic is not None else manager.topics()
+    reports = [verify_partition(manager, t, p) for t in topics for p in manager.partitions(t)]
     ok = all(r.ok for r in reports)
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
@@ -394,8 +395,11 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     lines = []
     for r in reports:
         status = "OK" if r.ok else f"{len(r.problems)} problem(s)"
-        lines.append(f"{r.topic}-{r.partition}: {status}: {len(r.segments)} segments, {r.batches} batches, "
-                     f"{r.records} records, offsets {r.log_start_offset}..{r.log_end_offset}")
+        if r.log_end_offset is None:
+            lines.append(f"{r.topic}-{r.partition}: {status}: not readable as it is")
+        else:
+            lines.append(f"{r.topic}-{r.partition}: {status}: {len(r.segments)} segments, {r.batches} batches, "
+                         f"{r.records} records, offsets {r.log_start_offset}..{r.log_end_offset}")
         lines.extend(f"  {p}" for p in r.problems)
     _print(args, {"ok": ok, "partitions": data}, "\n".join(lines) or "no partitions")
     return 0 if ok else 1

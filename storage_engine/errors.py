@@ -107,3 +107,12 @@ class UnsafePathError(LogError):
 class AppendFailedError(LogError):
     """A produce call failed part way (a full disk, a file size limit, a read-only directory);
     everything it had written was undone, so none of its records is in the log."""
+
+
+class NeedsRecoveryError(LogError):
+    """A read-only view refused: the files are not what the next writable open would leave
+    (an interrupted swap); the message says what that open would do."""
+
+
+class LogGapError(LogError):
+    """Offsets missing between two segments of a log that is not compacted (a lost segment)."""

@@ -19,14 +19,20 @@ looks; any temporary file it finds was left by a process that died. In order:
    index; rebuilding the time index too keeps timestamp lookups and retention right).
 6. Segments wholly below the checkpointed log start offset are deleted: retention commits a
    deletion by writing that checkpoint first, so these are deletions a crash interrupted.
+   Which files go and which swaps complete is decided by ``temp_files.plan_temp_files``, so
+   the read-only view (``verify``, consumers) refuses exactly where this load would change
+   segments, naming what it would do. A ``.log.swap`` that does not parse, or reaches past
+   the active segment, is removed instead of completed.
+   An empty segment whose base offset lies inside the previous segment's offsets is removed
+   (appends would reuse offsets); a non-empty overlap is refused.
 7. After an unclean shutdown, every segment from the one holding the recovery point to the
    end is recovered: CRCs and structure are revalidated, indexes rebuilt, and at the first
    bad or torn batch the segment is truncated and every later segment deleted.
    Whatever the shutdown, the active segment's unindexed tail is revalidated too: with
    several processes a writer can die while others keep the log dir open, so the log dir's
    clean-shutdown marker alone cannot vouch for every partition.
-8. A log whose end is below the log start offset loses all segments; a log with no segment
-   gets an empty one at the log start offset.
+8. A log start offset checkpoint beyond the log end is ignored (Kafka deletes every segment
+   instead); a log with no segment gets an empty one at ``max(log start, recovery point)``.
 9. ``log start offset = max(checkpointed value, first segment's base offset)``; the recovery
    point becomes the log end offset after a clean shutdown, else ``min(checkpoint, LEO)``.
 """
@@ -38,9 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import LogConfig
-from .errors import CorruptIndexError, CorruptRecordError, LogError
+from .errors import CorruptIndexError, CorruptRecordError, LogError, NeedsRecoveryError
 from .naming import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -50,6 +55,7 @@ from .naming import (
     offset_from_file_name,
 )
 from .staging import remove_staging_if_idle
+from .temp_files import TempFilePlan, is_segment_file, plan_temp_files
 from .record import verify_batch
 from .segment import LogSegment
 
@@ -68,14 +74,21 @@ class LoadResult:
     warnings: list[str] = field(default_factory=list)  # problems found and left alone
 
 
-def _is_segment_file(name: str) -> bool:
-    return name.split(".", 1)[0].isdigit() and "." in name
-
-
-def _base_suffix(name: str, temp_suffix: str) -> str:
-    """``00..0.log.swap`` with temp suffix ``.swap`` -> ``.log``."""
-    stem = name[: -len(temp_suffix)]
-    return "." + stem.split(".", 1)[1]
+def find_overlaps(spans: list[tuple[int, int, int]]) -> tuple[set[int], list[str]]:
+    """For segments as ``(base offset, next offset, size in bytes)`` in base order: the bases of
+    empty segments that start inside an earlier segment's offsets, and a description of each
+    non-empty one that does (two segments claiming the same offsets)."""
+    strays: set[int] = set()
+    conflicts: list[str] = []
+    reach = None  # the offset after the last offset held so far
+    for base, nxt, size in spans:
+        if reach is not None and base < reach:
+            if size == 0:
+                strays.add(base)
+                continue
+            conflicts.append(f"segment {base} starts below offset {reach}, already held by an earlier segment")
+        reach = nxt if reach is None else max(reach, nxt)
+    return strays, conflicts
 
 
 class LogLoader:
@@ -107,103 +120,122 @@ class LogLoader:
         for name in remove_staging_if_idle(self.dir):
             self.actions.append(f"removed {name} (output of a cleaner that died)")
         segments = self._load_segment_files()
+        segments = self._without_strays(segments)
         segments = self._recover(segments)
+        if segments:
+            self._ignore_log_start_beyond_end(segments, self.actions)
         segments = self._drop_segments_below_log_start(segments)
-        leo = segments[-1].read_next_offset() if segments else self.log_start_offset_checkpoint
-        if segments and leo < self.log_start_offset_checkpoint:
-            self.actions.append(
-                f"log end offset {leo} is below the log start offset {self.log_start_offset_checkpoint}: all segments deleted"
-            )
-            for seg in segments:
-                seg.close()
-                seg.delete_files()
-            segments = []
         if not segments:
             # Kafka restarts an empty log at the log start offset checkpoint, which can send
             # offsets backwards when every segment was lost; the recovery point is a known
             # lower bound of the old log end, so start no lower than it.
-            base = max(self.log_start_offset_checkpoint, self.recovery_point, leo)
+            base = self._empty_log_base()
             segments = [LogSegment(self.dir, base, self.config, create=True)]
-            leo = base
+        leo = segments[-1].read_next_offset()
         segments[-1].resize_indexes(self.config.segment_index_bytes)
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         recovery_point = leo if self.had_clean_shutdown else min(self.recovery_point, leo)
         return LoadResult(segments, log_start, recovery_point, leo, self.actions, self.warnings)
 
     def _load_read_only(self) -> LoadResult:
-        """Open the segments as they are, repairing nothing (``logctl verify``, consumers)."""
+        """What a writable open would make of the directory, changing nothing (``logctl verify``,
+        consumers): temporary files are left out of the view as that open would remove them;
+        a swap it would complete is refused, naming what it would do."""
+        plan = self._temp_file_plan()
+        if plan.changes_segments:
+            raise NeedsRecoveryError(f"{self.dir}: interrupted swap: a writable open would {plan.describe()}")
+        for name, why in plan.remove:
+            if not name.endswith(DELETED_SUFFIX):
+                self.warnings.append(f"{self.dir / name}: a writable open would remove it ({why})")
         names = sorted(os.listdir(self.dir))
-        bases = sorted(offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and _is_segment_file(n))
-        if not bases:
-            raise LogError(f"{self.dir} has no segment files (open it for writing to create one)")
-        segments = [LogSegment(self.dir, b, self.config, writable=False) for b in bases]
-        for n in names:
-            if n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) and _is_segment_file(n):
-                self.warnings.append(f"{self.dir / n} is left from an interrupted cleaning; a writable open resolves it")
+        bases = sorted(offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n))
+        segments = self._without_strays([LogSegment(self.dir, b, self.config, writable=False) for b in bases])
+        if not segments:
+            base = self._empty_log_base()
+            return LoadResult([], base, base, base, [], self.warnings)
+        self._ignore_log_start_beyond_end(segments, self.warnings)
         leo = segments[-1].read_next_offset()
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         return LoadResult(segments, log_start, min(self.recovery_point, leo), leo, [], self.warnings)
 
+    def _empty_log_base(self) -> int:
+        """Where a log without segments (re)starts: see ``load``."""
+        return max(self.log_start_offset_checkpoint, self.recovery_point)
+
+    def _ignore_log_start_beyond_end(self, segments: list[LogSegment], notes: list[str]) -> None:
+        """A checkpointed log start offset above the log end offset cannot come from a
+        delete-records or retention (both stay at or below the high watermark): it is damage.
+        Kafka's ``LogLoader`` then deletes every segment; we keep the records and ignore the
+        checkpoint, so a bad checkpoint file never costs data."""
+        leo = segments[-1].read_next_offset()
+        if self.log_start_offset_checkpoint > leo:
+            notes.append(
+                f"{self.dir}: the log start offset checkpoint {self.log_start_offset_checkpoint} is beyond the log "
+                f"end offset {leo}: a writable open ignores it and keeps the log from offset {segments[0].base_offset}"
+            )
+            self.log_start_offset_checkpoint = segments[0].base_offset
+
+    def _without_strays(self, segments: list[LogSegment]) -> list[LogSegment]:
+        """Segments whose base offset lies inside the previous segment's offsets: an empty one
+        is a stray (a writable open removes it; appends would otherwise reuse offsets), a
+        non-empty one is refused."""
+        spans = [(s.base_offset, s.read_next_offset(), s.size) for s in segments]
+        strays, conflicts = find_overlaps(spans)
+        if conflicts:
+            raise LogError(f"{self.dir}: segments overlap: {'; '.join(conflicts)}; move one of them away by hand")
+        kept = []
+        for seg in segments:
+            if seg.base_offset not in strays:
+                kept.append(seg)
+                continue
+            seg.close(trim_indexes=False)
+            if self.read_only:
+                self.warnings.append(f"{seg.log_path}: empty segment inside the previous segment's offsets; "
+                                     f"a writable open would remove it")
+            else:
+                seg.delete_files()
+                self.actions.append(f"removed {seg.log_path.name} (empty segment inside the previous segment's offsets)")
+        return kept
+
     # -------------------------------------------------------------- steps 1 to 3
 
-    def _remove_temp_files_and_complete_swaps(self) -> None:
+    def _temp_file_plan(self) -> TempFilePlan:
         names = sorted(os.listdir(self.dir))
-        cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX) and _is_segment_file(n)]
-        swaps = [n for n in names if n.endswith(SWAP_SUFFIX) and _is_segment_file(n)]
-        for name in names:
-            if name.endswith(DELETED_SUFFIX) and _is_segment_file(name):
-                os.unlink(self.dir / name)
-                self.actions.append(f"removed {name} (segment already deleted)")
-        if cleaned:
-            min_cleaned = min(offset_from_file_name(n) for n in cleaned)
-            for name in cleaned:
-                os.unlink(self.dir / name)
-                self.actions.append(f"removed {name} (cleaning interrupted before its swap)")
-            for name in list(swaps):
-                if offset_from_file_name(name) >= min_cleaned:
-                    os.unlink(self.dir / name)
-                    swaps.remove(name)
-                    self.actions.append(f"removed {name} (swap interrupted while it was being prepared)")
-        log_swaps = [n for n in swaps if _base_suffix(n, SWAP_SUFFIX) == LOG_SUFFIX]
-        if log_swaps:
-            lo, hi = None, None
-            for name in log_swaps:
-                seg = LogSegment(self.dir, offset_from_file_name(name), self.config, file_suffix=SWAP_SUFFIX,
-                                 writable=False)
-                try:
-                    nxt = max(seg.base_offset, self._next_offset_by_scan(seg))
-                finally:
-                    seg.close()
-                lo = seg.base_offset if lo is None else min(lo, seg.base_offset)
-                hi = nxt if hi is None else max(hi, nxt)
-            for name in sorted(os.listdir(self.dir)):
-                if not _is_segment_file(name) or name.endswith(SWAP_SUFFIX) or not (self.dir / name).is_file():
-                    continue
-                try:
-                    base = offset_from_file_name(name)
-                except ValueError:
-                    continue
-                if lo <= base < hi:
-                    os.unlink(self.dir / name)
-                    self.actions.append(f"removed {name} (replaced by an interrupted swap)")
-        for name in swaps:
-            os.replace(self.dir / name, self.dir / name[: -len(SWAP_SUFFIX)])
-            self.actions.append(f"completed swap: {name} -> {name[: -len(SWAP_SUFFIX)]}")
+        nexts = {n: self._swap_next_offset(n) for n in names
+                 if is_segment_file(n) and n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
+        return plan_temp_files(names, nexts)
 
-    @staticmethod
-    def _next_offset_by_scan(seg: LogSegment) -> int:
-        nxt = seg.base_offset
-        for raw in seg.batches(0):
-            nxt = raw.header.next_offset
-        return nxt
+    def _swap_next_offset(self, name: str) -> int | None:
+        """The offset after a ``.log.swap``'s last batch; None unless it is all complete,
+        CRC-valid batches."""
+        seg = LogSegment(self.dir, offset_from_file_name(name), self.config, file_suffix=SWAP_SUFFIX, writable=False)
+        try:
+            nxt, end = seg.base_offset, 0
+            for raw in seg.batches(0):
+                verify_batch(raw, path=str(seg.log_path))
+                nxt, end = raw.header.next_offset, raw.position + raw.header.size_in_bytes
+            return nxt if end == seg.size else None
+        except CorruptRecordError:
+            return None
+        finally:
+            seg.close(trim_indexes=False)
+
+    def _remove_temp_files_and_complete_swaps(self) -> None:
+        plan = self._temp_file_plan()
+        for name, why in plan.remove:
+            os.unlink(self.dir / name)
+            self.actions.append(f"removed {name} ({why})")
+        for src, dst in plan.rename:
+            os.replace(self.dir / src, self.dir / dst)
+            self.actions.append(f"completed swap: {src} -> {dst}")
 
     # -------------------------------------------------------------- steps 4 and 5
 
     def _load_segment_files(self) -> list[LogSegment]:
         names = sorted(os.listdir(self.dir))
-        logs = {offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and _is_segment_file(n)}
+        logs = {offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n)}
         for name in names:
-            if _is_segment_file(name) and name.endswith(_INDEX_SUFFIXES):
+            if is_segment_file(name) and name.endswith(_INDEX_SUFFIXES):
                 if offset_from_file_name(name) not in logs:
                     os.unlink(self.dir / name)
                     self.actions.append(f"removed orphaned index file {name}")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .config import LogConfig
-from .errors import AppendFailedError, LogChangedError, LogError, OffsetOutOfRangeError
+from .errors import AppendFailedError, CorruptRecordError, LogChangedError, LogError, LogGapError, OffsetOutOfRangeError
 from .loader import LogLoader
 from .lock import PartitionLock
 from .logdir import LogDir
@@ -79,6 +79,7 @@ class Log:
         """(Re)build the segment list from disk; the caller holds the lock."""
         key = (self.topic, self.partition)
         lso_checkpoint = self.log_dir.log_start_offsets.get(key)
+        self._cleaned_to = self.log_dir.cleaner_offsets.get(key) or 0
         rp_checkpoint = self.log_dir.recovery_points.get(key)
         result = LogLoader(
             self.dir,
@@ -95,9 +96,14 @@ class Log:
         self.log_start_offset = result.log_start_offset
         self.recovery_point = result.recovery_point
         self._leo = result.log_end_offset
-        self._tail_position = self.active_segment.refresh_size()
+        # a read-only view of a partition without segments is an empty log (see LogLoader)
+        self._tail_position = self.active_segment.refresh_size() if self.segments else 0
         self.load_warnings = result.warnings
+        # what a writable open would change in the segments (read-only views): verify reports these
+        self.pending_repairs = list(result.warnings)
         self._load_producer_state()
+        if not self.read_only and lso_checkpoint is not None and lso_checkpoint > result.log_start_offset:
+            self.log_dir.log_start_offsets.update({key: result.log_start_offset})  # ignored as damage
         if result.actions:
             self.load_actions.extend(result.actions)
             self.lock.bump_generation()
@@ -162,7 +168,7 @@ class Log:
 
     def refresh(self) -> None:
         """For readers: pick up other processes' appends, and reload after segment-list changes."""
-        if self.lock.generation() != self._generation:
+        if self.lock.generation() != self._generation or not self.segments:
             with self.lock.hold():
                 self._load(had_clean_shutdown=True)
             return
@@ -370,15 +376,16 @@ class Log:
                     if before_offset >= 0
                     else f"offset {before_offset} is negative"
                 )
-            if before_offset > self.log_start_offset:
-                self.log_dir.log_start_offsets.update({(self.topic, self.partition): before_offset})
-                self.log_start_offset = before_offset
-                self.bump_generation()
+            self.commit_log_start_offset(before_offset)
             return self.log_start_offset
 
     def commit_log_start_offset(self, new_offset: int) -> None:
         """Persist a higher log start offset (lock held); the commit point of segment deletion."""
         if new_offset > self.log_start_offset:
+            if new_offset > self.recovery_point:
+                # flush first: a checkpoint beyond the durable log end can then only be damage,
+                # and the loader keeps the records instead of deleting them all as Kafka does
+                self._flush_locked(now_ms())
             self.log_dir.log_start_offsets.update({(self.topic, self.partition): new_offset})
             self.log_start_offset = new_offset
             self.bump_generation()
@@ -432,10 +439,10 @@ class Log:
         """Batches holding offsets at or after ``start_offset``, across segments, up to the LEO."""
         i = self._segment_index(start_offset)
         first = True
+        expected = start_offset  # the offset the next batch should hold
         for seg in self.segments[i:]:
             if first:
                 raw = seg.translate_offset(start_offset)
-                first = False
                 if raw is None:
                     continue
                 start_pos = raw.position
@@ -445,7 +452,30 @@ class Log:
             for raw in seg.batches(start_pos, end):
                 if raw.header.base_offset >= self._leo:
                     return
+                problem = self.offset_order_error(expected, raw.header.base_offset,
+                                                  f"{seg.log_path} at position {raw.position}", first=first)
+                if problem:
+                    raise problem
+                first = False
+                expected = raw.header.next_offset
                 yield raw
+
+    def offset_order_error(self, expected: int, base_offset: int, where: str, *,
+                           first: bool = False) -> CorruptRecordError | LogGapError | None:
+        """What is wrong with a batch at ``base_offset`` read where offset ``expected`` comes next
+        (after the previous batch, or the read's start offset when ``first``), or None.
+
+        Offsets never go backwards. They vanish legitimately only where a cleaner has been (a
+        compacted topic, or below the partition's cleaner checkpoint after a policy change); any
+        other gap is a lost segment or a damaged batch header (the base offset lies outside the
+        CRC), and readers refuse to step over it rather than silently skip offsets.
+        """
+        if base_offset < expected and not first:
+            return CorruptRecordError(f"{where}: offsets go backwards: base offset {base_offset} after offset {expected - 1}")
+        if base_offset <= expected or self.config.compact or expected < self._cleaned_to:
+            return None
+        return LogGapError(f"{where}: offsets {expected} to {base_offset - 1} are missing: no batch holds them "
+                           f"(a lost segment, or a damaged batch header)")
 
     def read_batches(self, start_offset: int, *, max_bytes: int = 1 << 20, max_batches: int | None = None) -> list[RawBatch]:
         """Whole batches from the one holding ``start_offset`` (at least one, then up to ``max_bytes``)."""
@@ -454,12 +484,17 @@ class Log:
             self._check_range(start_offset)
             out: list[RawBatch] = []
             total = 0
-            for raw in self._batches_from(start_offset):
-                size = raw.header.size_in_bytes
-                if out and (total + size > max_bytes or (max_batches is not None and len(out) >= max_batches)):
-                    break
-                out.append(RawBatch(raw.header, raw.position, bytes(raw.data)))
-                total += size
+            try:
+                for raw in self._batches_from(start_offset):
+                    size = raw.header.size_in_bytes
+                    if out and (total + size > max_bytes or (max_batches is not None and len(out) >= max_batches)):
+                        break
+                    out.append(RawBatch(raw.header, raw.position, bytes(raw.data)))
+                    total += size
+            except (LogGapError, CorruptRecordError):
+                if not out:
+                    raise
+                # return what comes before the problem; the next read starts there and raises
             return out
 
         return self._with_retries(run)
@@ -478,7 +513,12 @@ class Log:
         while max_records is None or len(out) < max_records:
             if offset >= self.log_end_offset and offset != start_offset:
                 break
-            batches = self.read_batches(offset, max_bytes=max_bytes)
+            try:
+                batches = self.read_batches(offset, max_bytes=max_bytes)
+            except (LogGapError, CorruptRecordError):
+                if out:  # return what comes before the problem; the next read starts there and raises
+                    return out
+                raise
             if not batches:
                 break
             for raw in batches:

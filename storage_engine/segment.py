@@ -162,7 +162,8 @@ class LogSegment:
         chunk = _READ_CHUNK
         path = str(self.log_path)
         while pos < end:
-            buf = os.pread(self._fd, min(chunk, end - pos), pos)
+            want = min(chunk, end - pos)
+            buf = os.pread(self._fd, want, pos)
             if not buf:
                 return
             consumed = 0
@@ -174,8 +175,8 @@ class LogSegment:
                     return
                 _, length = _LENGTH_FIELD.unpack_from(buf, 0)
                 needed = length + 12
-                if pos + needed > end or needed <= len(buf):
-                    return  # a partial batch at the tail
+                if pos + needed > end or needed <= len(buf) or len(buf) < want:
+                    return  # a partial batch at the tail (or the file ends before ``end``)
                 chunk = needed
                 continue
             pos += consumed
@@ -211,6 +212,10 @@ class LogSegment:
         nxt = self.base_offset
         for raw in self.batches(start):
             nxt = raw.header.next_offset
+        if nxt == self.base_offset and start > 0:
+            # the last indexed batch is torn: the complete ones before it end the segment
+            for raw in self.batches(0, start):
+                nxt = raw.header.next_offset
         return nxt
 
     def first_batch(self) -> RawBatch | None:

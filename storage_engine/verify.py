@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 from .errors import CorruptRecordError, LogError
 from .log import Log
 from .record import decode_batch, verify_batch
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .manager import LogManager
 
 
 @dataclass
@@ -28,8 +33,8 @@ class SegmentReport:
 class VerifyReport:
     topic: str
     partition: int
-    log_start_offset: int
-    log_end_offset: int
+    log_start_offset: int | None  # None: the log could not be opened (see ``problems``)
+    log_end_offset: int | None
     segments: list[SegmentReport] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -46,21 +51,35 @@ class VerifyReport:
         return sum(s.records for s in self.segments)
 
 
+def verify_partition(manager: LogManager, topic: str, partition: int) -> VerifyReport:
+    """``verify_log`` of one partition; a log that a read-only open refuses (an interrupted swap,
+    overlapping segments) is reported with that refusal as its problem, so one damaged
+    partition does not hide the others."""
+    try:
+        log = manager.get_log(topic, partition)
+    except LogError as exc:
+        return VerifyReport(topic, partition, None, None, problems=[str(exc)])
+    return verify_log(log)
+
+
 def verify_log(log: Log) -> VerifyReport:
-    """CRCs, record structure, offsets strictly increasing, and both indexes agreeing with the log."""
+    """CRCs, record structure, offsets strictly increasing and without gaps no cleaner explains
+    (``Log.offset_order_error``), both indexes agreeing with the log, and whatever a writable
+    open would change (``Log.pending_repairs``)."""
     log.refresh()
     report = VerifyReport(log.topic, log.partition, log.log_start_offset, log.log_end_offset)
+    report.problems.extend(log.pending_repairs)
     previous_next = None
     segments = log.segments
     for i, seg in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        seg_report, previous_next = _verify_segment(seg, next_base, previous_next, report.problems)
+        seg_report, previous_next = _verify_segment(log, seg, next_base, previous_next, report.problems)
         report.segments.append(seg_report)
     return report
 
 
 def _verify_segment(
-    seg: LogSegment, next_base: int | None, previous_next: int | None, problems: list[str]
+    log: Log, seg: LogSegment, next_base: int | None, previous_next: int | None, problems: list[str]
 ) -> tuple[SegmentReport, int | None]:
     path = str(seg.log_path)
     size = seg.refresh_size()
@@ -78,8 +97,10 @@ def _verify_segment(
             rep.records += len(records)
             if header.base_offset < seg.base_offset:
                 problems.append(f"{path}: batch at position {raw.position} has base offset {header.base_offset} below the segment base {seg.base_offset}")
-            if previous_next is not None and header.base_offset < previous_next:
-                problems.append(f"{path}: offsets go backwards at position {raw.position}: {header.base_offset} after {previous_next - 1}")
+            order = (log.offset_order_error(previous_next, header.base_offset, f"{path} at position {raw.position}")
+                     if previous_next is not None else None)
+            if order:
+                problems.append(f"{order} (consumers stop there; a writable open changes nothing)")
             if next_base is not None and header.last_offset >= next_base:
                 problems.append(f"{path}: batch at position {raw.position} ends at offset {header.last_offset}, in the next segment's range")
             prev = None

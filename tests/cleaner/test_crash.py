@@ -3,7 +3,9 @@
 * A subprocess compacts with ``LOGPLAT_CRASH_AT=<point>`` and SIGKILLs itself at that file step
   of the swap; the parent reloads the log and finds exactly the content before compaction or
   exactly the content after it (never a mix, never a loss), and from the commit point on (the
-  last ``.cleaned`` -> ``.swap`` rename) always the content after.
+  last ``.cleaned`` -> ``.swap`` rename) always the content after. Before that reload, the
+  read-only view (verify, consumers) shows that same content or refuses, and verify fails
+  while any leftover of the swap is on disk.
 * A writer process appends while the parent compacts again and again: nothing it wrote is lost.
 """
 
@@ -19,7 +21,8 @@ import pytest
 
 from tests.helpers.cleaner import NOW, compacted, content, put
 from storage_engine.manager import LogManager
-from storage_engine.verify import verify_log
+from storage_engine.errors import NeedsRecoveryError
+from storage_engine.verify import verify_log, verify_partition
 from storage_engine.validator import ProducerRecord
 
 COMPACT = textwrap.dedent("""
@@ -86,9 +89,19 @@ def test_a_kill_at_each_swap_step_leaves_the_log_before_or_after(tmp_path, scena
     proc = subprocess.run([sys.executable, "-c", COMPACT, str(tmp_path), str(NOW)], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == -9, (point, proc.returncode, proc.stderr)  # every point is reached
+    leftovers = [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".cleaned", ".swap"))]
+    with LogManager([tmp_path], read_only=True) as ro:  # verify and consumers, before any recovery
+        report = verify_partition(ro, "t", 0)
+        try:
+            seen = content(ro.get_log("t", 0))
+        except NeedsRecoveryError as exc:
+            seen = None  # refused: the message says what a writable open would do
+            assert "a writable open would" in str(exc) and leftovers, exc
+    assert report.ok == (not leftovers), (point, report.problems)  # verify names every leftover
     with LogManager([tmp_path]) as m:
         log = m.get_log("t", 0)
         got = content(log)
+        assert seen in (None, got), point  # a read-only view shows what recovery produces
         assert got in (before, after), point
         if point in AFTER_COMMIT:
             assert got == after, point

@@ -143,7 +143,7 @@ def _swap_from(part, bases_to_replace, keep_offsets):
 
 
 def test_a_complete_swap_is_finished_on_load(tmp_path):
-    part = _build(tmp_path, n=30, segment_bytes=600)
+    part = _build(tmp_path, n=30, segment_bytes=600, cleanup_policy="compact")
     bases = sorted(int(n.split(".")[0]) for n in os.listdir(part) if n.endswith(".log"))
     replaced = bases[:2]
     keep = {0, 3, bases[1] + 1}

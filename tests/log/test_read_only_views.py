@@ -1,0 +1,240 @@
+"""Read-only views (``verify``, ``consume``, ``topic describe``) of damaged partitions show what
+the next writable open makes of the files, or refuse naming the problem; ``verify`` exits 1 and
+says what that open would do. Each test damages a real log on disk the way a crash, a lost file
+or a stray file would, looks at it through the CLI, checks that nothing changed, and then
+compares with what a writable open (recovery) really produces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from storage_engine.errors import LogError
+from storage_engine.manager import LogManager
+from storage_engine.naming import segment_file
+from storage_engine.record import decode_batch, encode_batch, scan_batches
+from tests.helpers.engine import append_each, open_topic, records
+
+CLEAN = ".kafka_cleanshutdown"
+
+
+def _build(root: Path, n: int = 10, **cfg) -> Path:
+    """``n`` records, one batch each, every batch indexed."""
+    with open_topic(root, index_interval_bytes=1, **cfg) as m:
+        append_each(m.get_log("t", 0), records(n))
+    return root / "t-0"
+
+
+def _bases(part: Path) -> list[int]:
+    return sorted(int(n[:20]) for n in os.listdir(part) if n.endswith(".log"))
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _one_line_error(code: int, err: str) -> str:
+    assert code == 1
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def _read_all(log) -> tuple[list[tuple[int, bytes | None]], str | None]:
+    """Records from the log start as (offset, value), and the error that stopped the read, if any."""
+    out: list[tuple[int, bytes | None]] = []
+    offset = log.log_start_offset
+    try:
+        while offset < log.log_end_offset:
+            got = log.read(offset, max_records=1)
+            if not got:
+                break
+            out += [(r.offset, r.value) for r in got]
+            offset = got[-1].offset + 1
+    except LogError as exc:
+        return out, str(exc)
+    return out, None
+
+
+class Views:
+    """The three read-only views of partition t-0, taken before any writable open."""
+
+    def __init__(self, logctl) -> None:
+        root = logctl.root
+        before = _files(root)
+        self.verify = logctl("verify", "--json")
+        self.consume = logctl("consume", "t", "--partition", "0")
+        self.describe = logctl("topic", "describe", "t", "--json")
+        assert _files(root) == before, "a read-only view changed files"
+
+    @property
+    def verify_problems(self) -> list[str]:
+        code, out, err = self.verify
+        assert code == 1, (out, err)
+        return json.loads(out)["partitions"][0]["problems"]
+
+    def consumed(self) -> list[tuple[int, bytes | None]]:
+        _, out, _ = self.consume
+        return [(r["offset"], None if r["value"] is None else r["value"].encode()) for r in map(json.loads, out.splitlines())]
+
+    def agree_with_recovery(self, root: Path) -> tuple[list[tuple[int, bytes | None]], str | None]:
+        """Open for writing (recovery) and check the views showed the same, or refused."""
+        with LogManager([root]) as m:
+            log = m.get_log("t", 0)
+            recovered, error = _read_all(log)
+            start, end = log.log_start_offset, log.log_end_offset
+        code, _, err = self.consume
+        if code == 0:
+            assert error is None and self.consumed() == recovered
+        else:
+            _one_line_error(code, err)
+            assert self.consumed() == recovered[: len(self.consumed())]
+        code, out, err = self.describe
+        if code == 0:
+            p = json.loads(out)["partitions"][0]
+            assert (p["log_start_offset"], p["log_end_offset"]) == (start, end)
+        else:
+            _one_line_error(code, err)
+        return recovered, error
+
+
+@pytest.mark.parametrize("cut", ["inside", "at the start of"])
+def test_a_torn_tail_right_after_an_index_entry(logctl, cut):
+    part = _build(logctl.root, n=11)
+    log_file = segment_file(part, 0, ".log")
+    last = list(scan_batches(log_file.read_bytes()))[-1]
+    os.truncate(log_file, last.position + (last.header.size_in_bytes // 2 if cut == "inside" else 0))
+    views = Views(logctl)
+    assert [o for o, _ in views.consumed()] == list(range(10))
+    problems = views.verify_problems if cut == "inside" else []
+    if cut == "inside":
+        assert any("truncat" in p or "torn" in p or "partial" in p for p in problems), problems
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and len(recovered) == 10
+    assert views.consume[0] == 0
+
+
+def test_a_log_start_checkpoint_beyond_the_log_end_is_reported_and_costs_no_records(logctl):
+    _build(logctl.root)
+    (logctl.root / "log-start-offset-checkpoint").write_text("0\n1\nt 0 50\n")
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert any("log start offset checkpoint 50 is beyond the log end offset 10" in p for p in problems), problems
+    assert [o for o, _ in views.consumed()] == list(range(10))
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(10))
+    # the bad checkpoint was replaced, and the log goes on
+    assert "t 0 0" in (logctl.root / "log-start-offset-checkpoint").read_text()
+    assert logctl("produce", "t", "--partition", "0", stdin='{"value": "x"}\n')[0] == 0
+
+
+@pytest.mark.parametrize("how", ["deleted", "renamed .deleted"])
+def test_a_missing_middle_segment_is_a_gap_that_readers_refuse_to_step_over(logctl, how):
+    part = _build(logctl.root, n=30, segment_bytes=600)
+    bases = _bases(part)
+    assert len(bases) >= 3
+    lost = bases[1]
+    for suffix in (".log", ".index", ".timeindex"):
+        f = segment_file(part, lost, suffix)
+        if how == "deleted":
+            f.unlink()
+        else:
+            f.rename(f.with_name(f.name + ".deleted"))
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert any(f"offsets {lost} to {bases[2] - 1} are missing" in p for p in problems), problems
+    code, _, err = views.consume
+    assert f"offsets {lost} to {bases[2] - 1} are missing" in _one_line_error(code, err)
+    assert [o for o, _ in views.consumed()] == list(range(lost))  # everything before the gap
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert [o for o, _ in recovered] == list(range(lost)) and "are missing" in error
+
+
+def test_a_gap_the_cleaner_made_is_not_a_lost_segment(tmp_path):
+    """Compaction leaves offset gaps; after a policy change to delete they are still legitimate."""
+    from storage_engine.verify import verify_log
+
+    with open_topic(tmp_path, cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0) as m:
+        log = m.get_log("t", 0)
+        append_each(log, records(40, keys=3))
+        m.compact("t", 0, now_ms=10**12)
+        m.alter_topic("t", {"cleanup.policy": "delete"})
+    with LogManager([tmp_path]) as m:
+        log = m.get_log("t", 0)
+        assert verify_log(log).ok, verify_log(log).problems
+        recovered, error = _read_all(log)
+        assert error is None and recovered
+
+
+@pytest.mark.parametrize("stray", ["garbage .log.swap", ".swap beyond the log end"])
+def test_a_stray_swap_file_is_removed_not_swapped_in(logctl, stray):
+    part = _build(logctl.root)
+    if stray == "garbage .log.swap":
+        name = segment_file(part, 0, ".log.swap")
+        name.write_bytes(os.urandom(300))
+    else:  # well-formed batches whose offsets lie past the log end
+        first = next(iter(scan_batches(segment_file(part, 0, ".log").read_bytes())))
+        name = segment_file(part, 1000, ".log.swap")
+        moved = [dataclasses.replace(r, offset=1000 + i) for i, r in enumerate(decode_batch(first))]
+        name.write_bytes(encode_batch(moved, base_offset=1000))
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert any(name.name in p and "a writable open would remove it" in p for p in problems), problems
+    assert [o for o, _ in views.consumed()] == list(range(10))
+    views.agree_with_recovery(logctl.root)
+    assert not name.exists()
+    code, out, _ = logctl("produce", "t", "--partition", "0", stdin='{"value": "x"}\n')
+    assert code == 0 and "offsets 10..10" in out
+
+
+def test_a_stray_empty_segment_inside_the_active_segment_is_removed_and_offsets_are_not_reused(logctl):
+    part = _build(logctl.root)
+    segment_file(part, 5, ".log").write_bytes(b"")
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert any("00000000000000000005.log" in p and "a writable open would remove it" in p for p in problems), problems
+    assert [o for o, _ in views.consumed()] == list(range(10))
+    views.agree_with_recovery(logctl.root)
+    assert not segment_file(part, 5, ".log").exists()
+    code, out, _ = logctl("produce", "t", "--partition", "0", stdin='{"value": "x"}\n')
+    assert code == 0 and "offsets 10..10" in out
+
+
+def test_a_corrupted_base_offset_never_makes_offsets_go_backwards(logctl):
+    part = _build(logctl.root)
+    log_file = segment_file(part, 0, ".log")
+    fifth = list(scan_batches(log_file.read_bytes()))[5]
+    with open(log_file, "r+b") as f:  # the base offset is outside the CRC
+        f.seek(fifth.position)
+        f.write(struct.pack(">q", 2))
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert problems
+    code, _, err = views.consume
+    assert "offsets go backwards" in _one_line_error(code, err) or "offsets 5 to 5 are missing" in err
+    assert [o for o, _ in views.consumed()] == list(range(5))
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert [o for o, _ in recovered] == list(range(5)) and error
+
+
+def test_a_partition_whose_segments_are_all_deleted_reads_as_an_empty_log(logctl):
+    part = _build(logctl.root)
+    (logctl.root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 10\n")
+    for name in os.listdir(part):
+        if name[:20].isdigit():
+            os.rename(part / name, part / (name + ".deleted"))
+    before = _files(logctl.root)
+    code, out, err = logctl("verify", "--json")
+    assert code == 0, (out, err)
+    assert logctl("consume", "t", "--partition", "0")[:2] == (0, "")
+    code, out, _ = logctl("topic", "describe", "t", "--json")
+    assert code == 0 and json.loads(out)["partitions"][0]["log_end_offset"] == 10
+    assert _files(logctl.root) == before
+    # recovery restarts the log where it ended (the recovery point), not at 0
+    code, out, _ = logctl("produce", "t", "--partition", "0", stdin='{"value": "x"}\n')
+    assert code == 0 and "offsets 10..10" in out
