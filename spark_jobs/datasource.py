@@ -54,7 +54,6 @@ from storage_engine.manager import LogManager, PartitionLocation
 from storage_engine.naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, offset_from_file_name
 from storage_engine.record import RawBatch, batches_to_arrow, verify_batch
 from storage_engine.segment import LogSegment
-from storage_engine.stats import read_partition_stats
 
 from .errors import DataSourceOptionError, SparkJobError
 
@@ -66,7 +65,6 @@ __all__ = [
     "ReadOptions",
     "SegmentSplit",
     "SegmentChangedError",
-    "InterruptedSwapError",
     "plan_splits",
     "read_split",
 ]
@@ -141,11 +139,6 @@ TopicPartition = tuple[str, int]
 
 class SegmentChangedError(SparkJobError):
     """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced: re-run the query."""
-
-
-class InterruptedSwapError(SparkJobError):
-    """A compaction swap died after renaming its old segments away: until a writable open of the
-    log completes it, part of the partition is in no live segment, so a read would miss it."""
 
 
 # ---------------------------------------------------------------------- options
@@ -440,45 +433,14 @@ def _log_splits(log: Log, lo: int, hi: int, max_bytes: int) -> Iterator[SegmentS
             )
 
 
-def _check_no_interrupted_swap(directory: Path, live_bases: set[int]) -> None:
-    """Refuse a partition whose cleaner died between renaming old segments to ``.deleted`` and
-    renaming the ``.swap`` replacements into place.
-
-    A replacement takes the base offset of the first segment it replaces, so a ``.log.swap``
-    with no live ``.log`` of its base means the old files are gone. (A ``.swap`` beside its
-    original, as a cleaner caught while still preparing leaves it, is harmless: the original
-    stays the live segment.) The engine's cleaner swaps under the partition lock, which the
-    read-only load takes, so only a crash leaves this state, and the next writable open of the
-    log repairs it.
-    """
-    swap_suffix = LOG_SUFFIX + SWAP_SUFFIX
-    orphans = sorted(
-        name for name in os.listdir(directory)
-        if name.endswith(swap_suffix) and name.split(".", 1)[0].isdigit()
-        and offset_from_file_name(name) not in live_bases
-    )
-    if orphans:
-        raise InterruptedSwapError(
-            f"{directory}: a compaction swap was interrupted after its old segments were renamed away "
-            f"({', '.join(orphans)} not yet in place); open the log for writing once (the engine's loader "
-            "completes the swap), then read again"
-        )
-
-
-def _open_read_only(manager: LogManager, location: PartitionLocation) -> Log | None:
-    """The partition's log opened as ``logctl consume`` opens it (the engine's read-only load:
-    no repair, no write), or None for a directory holding no ``.log`` at all (say retention
-    renamed the last one to ``.deleted`` and no writer reopened the log since): it has no
-    records, while a read-only open would refuse it.
+def _open_read_only(manager: LogManager, location: PartitionLocation) -> Log:
+    """The partition's log opened as ``logctl consume`` opens it: the engine's read-only load,
+    which repairs nothing and refuses what recovery would change first (an interrupted
+    compaction swap: ``NeedsRecoveryError``), so a read never misses offsets a swap moved.
 
     ``Log`` is built here rather than through ``manager.get_log``, which rescans every log dir
     per call: planning thousands of partitions would be quadratic.
     """
-    tp = (location.topic, location.partition)
-    live = {s.base_offset for s in read_partition_stats(location.path, topic_partition=tp).segments}
-    _check_no_interrupted_swap(location.path, live)
-    if not live:
-        return None
     return Log(location.path, manager.topic_config(location.topic), location.log_dir,
                topic=location.topic, partition=location.partition, read_only=True)
 
@@ -490,9 +452,6 @@ def plan_splits(opts: ReadOptions) -> list[SegmentSplit]:
         locations = manager.partition_locations()
         for tp in _choose_partitions(manager, opts, sorted(locations)):
             log = _open_read_only(manager, locations[tp])
-            if log is None:
-                opts.offset_range(tp, 0, 0)  # still reject contradictory offsets for it
-                continue
             try:
                 lo, hi = opts.offset_range(tp, log.log_start_offset, log.log_end_offset)
                 if lo < hi:
