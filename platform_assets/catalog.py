@@ -20,6 +20,8 @@ from typing import Mapping, Sequence
 from storage_engine.config import LogConfig
 from storage_engine.manager import LogManager
 
+from .units import duration_text, size_text
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 #: Topic settings shown on each asset: what decides when and how its logs are cleaned.
@@ -72,7 +74,26 @@ class Topic:
 
     def shown_configs(self) -> dict[str, str]:
         values = self.config.to_topic_dict()
-        return {k: (",".join(values[k]) if isinstance(values[k], tuple) else str(values[k])) for k in SHOWN_CONFIGS}
+        return {k: config_text(k, values[k]) for k in SHOWN_CONFIGS}
+
+
+UNLIMITED = {-1, 2**63 - 1}  # Kafka's "no limit" values (retention.bytes=-1, max.compaction.lag.ms=Long.MAX_VALUE)
+
+
+def config_text(key: str, value: object) -> str:
+    """A config value as a person reads it: lists joined, Kafka's no-limit values as "unlimited",
+    times and sizes with their unit beside the raw value (``604800000 (7 d)``)."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if not isinstance(value, int) or isinstance(value, bool):
+        return str(value)
+    if value in UNLIMITED:
+        return "unlimited"
+    if key.endswith(".ms") and value > 0:
+        return f"{value} ({duration_text(value / 1000)})"
+    if key.endswith(".bytes"):
+        return f"{value} ({size_text(value)})"
+    return str(value)
 
 
 def discover_topics(log_dirs: Sequence[str], broker_props: Mapping[str, str]) -> list[Topic]:

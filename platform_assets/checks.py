@@ -1,6 +1,7 @@
 """Asset checks on every compaction of a topic asset, and how their results are emitted.
 
-Compacted topics carry four checks, evaluated on each partition a run compacted (computed by
+Every topic carries ``log_health`` (``health.py``): does the partition need cleaning, and why.
+Compacted topics carry four more checks, evaluated on each partition a run compacted (computed by
 ``log_checks``; the asset runs them in the same step so they can compare with the state it
 snapshotted before cleaning):
 
@@ -19,9 +20,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # not re-exported by dagster
+    AssetCheckEvaluationTargetMaterializationData,
+)
 
 from .catalog import Topic
 from .log_checks import Digest, Duplicates, Verification
@@ -32,6 +36,7 @@ KEYS_UNIQUE = "keys_unique_in_cleaned_range"
 OFFSETS_INCREASE = "offsets_strictly_increase"
 INDEXES_AGREE = "indexes_agree_with_log"
 LATEST_VALUES = "latest_values_preserved"
+HEALTH_CHECK = "log_health"  # every topic: evaluated from the state (``health.py``)
 
 DESCRIPTIONS = {
     KEYS_UNIQUE: "After a compaction, no key appears twice in [log start offset, cleaner checkpoint).",
@@ -39,6 +44,10 @@ DESCRIPTIONS = {
     INDEXES_AGREE: "Offset and time index entries point at real batches, offsets and timestamps (engine verify).",
     LATEST_VALUES: "Every key's latest value before the compaction is still its latest value after it "
     "(a digest of the live keys compared before and after).",
+    HEALTH_CHECK: "Whether the partition needs cleaning and why: ERROR when max.compaction.lag.ms is overdue "
+    "(an erasure deadline at risk), WARN when the dirty ratio is above min.cleanable.dirty.ratio or "
+    "retention has deletable segments. Evaluated by log_state_sensor whenever the verdict changes, and "
+    "after every cleaning.",
 }
 MAX_PROBLEMS_SHOWN = 20
 
@@ -48,15 +57,15 @@ def log_asset_key(topic: str) -> dg.AssetKey:
 
 
 def check_specs(topic: Topic) -> list[dg.AssetCheckSpec]:
-    """The checks of a topic's asset: the four above for compacted topics, none otherwise."""
-    if not topic.compact:
-        return []
+    """The checks of a topic's asset: ``log_health`` for every topic, and the four compaction
+    checks above for compacted topics."""
+    names = [HEALTH_CHECK] + ([KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES] if topic.compact else [])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return [
             dg.AssetCheckSpec(name, asset=log_asset_key(topic.name), description=DESCRIPTIONS[name],
                               partitions_def=topic_partitions_def(topic.name))
-            for name in (KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES)
+            for name in names
         ]
 
 
@@ -67,6 +76,7 @@ class CheckOutcome:
     passed: bool
     description: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR  # how a failure shows
 
 
 def _problems(problems: Sequence[str]) -> dict[str, Any]:
@@ -108,11 +118,31 @@ def evaluate_checks(partition: int, after: PartitionState, duplicates: Duplicate
 def results(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome]) -> list[dg.AssetCheckResult]:
     """Outcomes as results yielded by a one-partition run."""
     return [dg.AssetCheckResult(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.description,
-                                metadata=o.metadata, severity=dg.AssetCheckSeverity.ERROR) for o in outcomes]
+                                metadata=o.metadata, severity=o.severity) for o in outcomes]
 
 
-def evaluations(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome]) -> list[dg.AssetCheckEvaluation]:
-    """Outcomes as per-partition evaluations logged by a range run."""
+def evaluations(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome],
+                targets: Mapping[str, AssetCheckEvaluationTargetMaterializationData] | None = None
+                ) -> list[dg.AssetCheckEvaluation]:
+    """Outcomes as per-partition evaluations (logged by a range run, recorded by the state
+    sensor); ``targets`` ties each partition's evaluation to the materialization it checked."""
+    targets = targets or {}
     return [dg.AssetCheckEvaluation(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.description,
-                                    metadata=o.metadata, severity=dg.AssetCheckSeverity.ERROR,
-                                    partition=partition_key(o.partition)) for o in outcomes]
+                                    metadata=o.metadata, severity=o.severity, partition=partition_key(o.partition),
+                                    target_materialization_data=targets.get(partition_key(o.partition)))
+            for o in outcomes]
+
+
+def run_materializations(instance: dg.DagsterInstance, asset_key: dg.AssetKey, run_id: str,
+                         partitions: Sequence[str]) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """The materialization this run recorded for each of ``partitions``, as a check's target:
+    what Dagster fills in itself only for a single-partition run's yielded results."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=list(partitions)), limit=4 * len(partitions) + 10
+    ).records
+    out: dict[str, AssetCheckEvaluationTargetMaterializationData] = {}
+    for r in records:  # newest first
+        if r.run_id == run_id and r.partition_key is not None:
+            out.setdefault(r.partition_key, AssetCheckEvaluationTargetMaterializationData(
+                storage_id=r.storage_id, run_id=r.run_id, timestamp=r.timestamp))
+    return out

@@ -30,7 +30,16 @@ from storage_engine.config import MAX_TIMESTAMP_MS
 
 from . import log_checks
 from .catalog import Topic
-from .checks import CheckOutcome, evaluate_checks, evaluations, log_asset_key, results
+from .checks import (
+    HEALTH_CHECK,
+    CheckOutcome,
+    evaluate_checks,
+    evaluations,
+    log_asset_key,
+    results,
+    run_materializations,
+)
+from .health import health_outcome
 from .log_state import PartitionState, read_states, short_hash
 from .metadata import cleanup_metadata
 from .partitions import partition_key, partition_number
@@ -252,6 +261,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
             cleanups[p].after, cleanups[p].leo_after = state, leo
         started = time.monotonic()
         check_outcomes = _check_compactions(spark, topic, log_store, cleanups, snapshot)
+        check_outcomes += _health(context, asset_key, [c.after for c in cleanups.values() if c.after is not None])
         if check_outcomes:
             context.log.info(f"{len(check_outcomes)} check(s) evaluated in {time.monotonic() - started:.2f} s")
     finally:
@@ -278,9 +288,13 @@ def _emit_checks(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, outc
     or an unpartitioned audit), where a yielded result would be recorded once without a partition."""
     if context.has_partition_key:
         yield from results(asset_key, outcomes)
-    else:
-        for evaluation in evaluations(asset_key, outcomes):
-            context.log_event(evaluation)
+        return
+    targets = {}
+    if asset_key in context.selected_asset_keys:  # tie each result to its partition's materialization
+        targets = run_materializations(context.instance, asset_key, context.run_id,
+                                       sorted({partition_key(o.partition) for o in outcomes}))
+    for evaluation in evaluations(asset_key, outcomes, targets):
+        context.log_event(evaluation)
 
 
 def _audit(context: dg.AssetExecutionContext, topic: Topic, pyspark: LogSparkResource, log_store: LogStoreResource,
@@ -288,7 +302,18 @@ def _audit(context: dg.AssetExecutionContext, topic: Topic, pyspark: LogSparkRes
     """Checks selected without the asset: verify the logs as they are (nothing to compare the
     latest values with, so that check is not run)."""
     observed = _observe(log_store, topic.name, partitions, now_ms)
-    outcomes = _state_checks(pyspark.spark_session, topic, log_store, {p: s for p, (s, _) in observed.items()},
-                             {p: leo for p, (_, leo) in observed.items()}, None)
+    asset_key = log_asset_key(topic.name)
     selected = {k.name for k in context.selected_asset_check_keys}
-    yield from _emit_checks(context, log_asset_key(topic.name), [o for o in outcomes if o.name in selected])
+    outcomes = _health(context, asset_key, [s for s, _ in observed.values()])
+    if selected - {HEALTH_CHECK}:
+        outcomes += _state_checks(pyspark.spark_session, topic, log_store, {p: s for p, (s, _) in observed.items()},
+                                  {p: leo for p, (_, leo) in observed.items()}, None)
+    yield from _emit_checks(context, asset_key, [o for o in outcomes if o.name in selected])
+
+
+def _health(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, states: Sequence[PartitionState]
+            ) -> list[CheckOutcome]:
+    """``log_health`` of each partition, when the run selected it."""
+    if dg.AssetCheckKey(asset_key, HEALTH_CHECK) not in context.selected_asset_check_keys:
+        return []
+    return [health_outcome(s) for s in states]

@@ -226,6 +226,16 @@ class GraphQL:
                           {"id": backfill_id})
         return data["partitionBackfillOrError"]
 
+    def check_executions(self, asset_key: Sequence[str], check_name: str, *, limit: int = 100) -> list[dict]:
+        """A check's executions, newest first: partition, status, and its evaluation (severity,
+        description, the materialization it checked)."""
+        data = self.query("""query($k: AssetKeyInput!, $c: String!, $n: Int!) {
+            assetCheckExecutions(assetKey: $k, checkName: $c, limit: $n) { runId status partition
+              evaluation { severity description partition success
+                targetMaterialization { runId timestamp } } } }""",
+                          {"k": {"path": list(asset_key)}, "c": check_name, "n": limit})
+        return data["assetCheckExecutions"]
+
     def materializations(self, asset_key: Sequence[str], *, limit: int = 100) -> list[dict]:
         """Materializations of an asset, newest first, metadata as a label -> value dict."""
         data = self.query("""query($k: AssetKeyInput!, $n: Int) { assetOrError(assetKey: $k) { ... on Asset {

@@ -89,7 +89,8 @@ class PartitionState:
     def observation_digest(self) -> str:
         """Changes when the log's structure or a verdict changes, not on every append: what an
         observation is worth recording for."""
-        return short_hash(self.state_hash, self.compaction_due, self.deletable_segments)
+        overdue = bool(self.candidacy and self.candidacy.need_compaction_now and self.candidacy.cleanable_bytes)
+        return short_hash(self.state_hash, self.compaction_due, overdue, self.deletable_segments)
 
 
 def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> PartitionState:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 import dagster as dg
 
@@ -62,21 +62,29 @@ class KeyUpdate:
         return bool(self.delete or self.add)
 
 
-def plan_key_update(existing: Sequence[str], on_disk: Iterable[int]) -> KeyUpdate:
-    """The next step towards ``existing`` (in insertion order) listing every partition in
-    ``existing`` or ``on_disk`` in numeric order.
+def plan_key_update(existing: Sequence[str], on_disk: Iterable[int], with_history: Collection[str] = ()) -> KeyUpdate:
+    """The next step towards ``existing`` (in insertion order) listing every partition on disk,
+    and every partition with a history (``with_history``: keys ever materialized), in numeric
+    order.
+
+    A key that is neither (one typed into the UI's "Add partition", a typo, a partition that
+    never existed) is deleted: its run fails, saying the partition is not in the log dirs, and
+    it must not linger as a grey "missing" partition.
 
     Keys already in order are kept. When a key is missing before others (a gap filled), the keys
     after the gap are deleted and the missing ones added; Dagster refuses to delete and add one
     key in the same tick, so the deleted keys come back, in order, at the next step (one sensor
     tick later; meanwhile no run is requested for them). Partitions that disappeared from disk
-    keep their keys: their history stays visible and Kafka never removes a partition of a live
-    topic.
+    keep their keys when they have a history: it stays visible, and Kafka never removes a
+    partition of a live topic.
     """
+    on_disk = set(on_disk)
+    strays = tuple(dict.fromkeys(k for k in keys_not_on_disk(existing, on_disk) if k not in with_history))
+    existing = [k for k in existing if k not in strays]
     numbers = [n for n in (_number_or_none(k) for k in existing) if n is not None]
-    desired = sorted(set(numbers) | set(on_disk))
+    desired = sorted(set(numbers) | on_disk)
     if desired == numbers:
-        return KeyUpdate()
+        return KeyUpdate(delete=strays)
     cut = next((i for i, (a, b) in enumerate(zip(numbers, desired)) if a != b), len(numbers))
     # Deleting a key removes every row holding it, so a key listed twice (once in the kept
     # prefix, once after the cut) must be cut from its first position too.
@@ -84,7 +92,7 @@ def plan_key_update(existing: Sequence[str], on_disk: Iterable[int]) -> KeyUpdat
     cut = next((i for i in range(cut) if numbers[i] in tail), cut)
     deleted = set(numbers[cut:])
     return KeyUpdate(
-        delete=tuple(partition_key(n) for n in sorted(deleted)),
+        delete=strays + tuple(partition_key(n) for n in sorted(deleted)),
         add=tuple(partition_key(n) for n in desired[cut:] if n not in deleted),
     )
 
@@ -100,3 +108,8 @@ def key_update_requests(
     if update.add:
         requests.append(pdef.build_add_request(list(update.add)))
     return requests
+
+
+def keys_not_on_disk(existing: Iterable[str], on_disk: Collection[int]) -> list[str]:
+    """Keys that name no partition on disk (the ones ``plan_key_update`` asks the history of)."""
+    return [k for k in existing if _number_or_none(k) is None or _number_or_none(k) not in on_disk]

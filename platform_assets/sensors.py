@@ -28,15 +28,18 @@ not asked again until the log changes; skipping it leaves its slot in the tick t
 from __future__ import annotations
 
 import json
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
+from storage_engine.segment import now_ms as wall_clock_ms
+
 from .assets import cleanup_run_config
 from .catalog import Topic
+from .checks import evaluations, log_asset_key
+from .health import health_outcome
 from .jobs import PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from .log_state import (
     PartitionState,
@@ -51,6 +54,7 @@ from .log_state import (
 from .metadata import observation_metadata
 from .partitions import (
     key_update_requests,
+    keys_not_on_disk,
     partition_key,
     partition_number,
     partitions_def_name,
@@ -70,10 +74,6 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
 RECENT_RUNS = 500  # how many of its latest runs a sensor reads for the partition states they covered
 MAX_REASON = 200
 MAX_KEYS_PER_TICK = 10_000
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def current_states(log_store: LogStoreResource, settings: PlatformSettings,
@@ -201,27 +201,34 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
         if unknown:
             context.log.info(f"topics not in this code location yet (reload it to add them): {', '.join(unknown)}")
         requests, events = [], []
-        keys_added = 0
+        keys_added = recorded = 0
         for topic, topic_states in sorted(by_topic.items()):
             if topic not in known:
                 continue
-            update = plan_key_update(
-                context.instance.get_dynamic_partitions(partitions_def_name(topic)), [s.partition for s in topic_states]
-            )
+            existing = context.instance.get_dynamic_partitions(partitions_def_name(topic))
+            on_disk = {s.partition for s in topic_states}
+            # the history is read only when some key names no partition on disk (rare)
+            history = (context.instance.get_materialized_partitions(log_asset_key(topic))
+                       if keys_not_on_disk(existing, on_disk) else set())
+            update = plan_key_update(existing, on_disk, history)
             # the first keys in order, the rest at the next tick (Dagster asks for at most 25k per evaluation)
             update = replace(update, add=update.add[:max(0, MAX_KEYS_PER_TICK - keys_added)])
             keys_added += len(update.add)
             requests.extend(key_update_requests(topic, update))
             for s in topic_states:
-                if len(events) >= settings.max_observations_per_tick:
+                if recorded >= settings.max_observations_per_tick:
                     break  # the rest stay "changed" in the cursor and go out next tick
                 if cursor.changed(s):
                     events.append(dg.AssetObservation(asset_key=["logs", topic], partition=partition_key(s.partition),
                                                       metadata=observation_metadata(s)))
+                    events.extend(evaluations(log_asset_key(topic), [health_outcome(s)]))
+                    recorded += 1
                     cursor.record(s)
         cursor.keep_only(s.tp for s in states if s.topic in known)
         if not requests and not events:
             return dg.SensorResult(skip_reason=f"{len(states)} partition(s), none changed", cursor=cursor.dump())
+        context.log.info(f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
+                         f"{sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added or removed")
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor.dump())
 
     return log_state_sensor
@@ -296,14 +303,17 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
         used = _used_tokens(context.instance, spec.name)
         busy = _in_flight(context.instance)
         fresh = [s for s in candidates if s.tp not in busy and (s.topic, s.partition, tokens[s.tp]) not in used]
-        if not fresh:
-            in_flight = sum(1 for s in candidates if s.tp in busy)
-            notes = [f"{len(keyed)} partition(s) checked", f"{len(candidates)} need work",
-                     f"{in_flight} of them have a run queued or running",
-                     f"{len(candidates) - in_flight} already ran in their current state",
-                     f"{len(states) - len(keyed)} wait for log_state_sensor to add their keys"]
+        chosen = fresh[: settings.max_partitions_per_tick]
+        in_flight = sum(1 for s in candidates if s.tp in busy)
+        notes = [f"{len(keyed)} partition(s) checked", f"{len(candidates)} need work",
+                 f"{in_flight} of them have a run queued or running",
+                 f"{len(candidates) - in_flight - len(fresh)} already ran in their current state",
+                 f"{len(fresh) - len(chosen)} left for the next tick (at most {settings.max_partitions_per_tick} a tick)",
+                 f"{len(states) - len(keyed)} wait for log_state_sensor to add their keys"]
+        if not chosen:
             return dg.SkipReason("nothing new to request: " + "; ".join(notes))
-        runs = contiguous_runs(fresh[: settings.max_partitions_per_tick])
+        runs = contiguous_runs(chosen)
+        context.log.info(f"{len(chosen)} partition(s) requested in {len(runs)} run(s): " + "; ".join(notes))
         return dg.SensorResult(run_requests=[_run_request(spec, by_name[run[0].topic], run, tokens) for run in runs])
 
     return _sensor

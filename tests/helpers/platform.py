@@ -60,9 +60,11 @@ def tick(defs: dg.Definitions, settings: PlatformSettings, instance: dg.DagsterI
     """One evaluation of a sensor as the daemon runs it (partition keys resolved against the
     instance, dynamic partition requests applied first), without applying its results."""
     sensor = defs.get_repository_def().get_sensor_def(name)
-    context = dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs, cursor=cursor,
-                                      resources=build_resources(settings))
-    return sensor.evaluate_tick(context)
+    # as a context manager: the instance it opens from the ref is closed again, and does not stay
+    # Dagster's "current" one (a later load context would reach for it after it is gone)
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs, cursor=cursor,
+                                 resources=build_resources(settings)) as context:
+        return sensor.evaluate_tick(context)
 
 
 def apply_partition_requests(instance: dg.DagsterInstance, requests: Sequence) -> None:

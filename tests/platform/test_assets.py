@@ -17,12 +17,12 @@ from tests.helpers.platform import (
     tick,
 )
 
-from platform_assets.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
+from platform_assets.checks import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
 from platform_assets.workload import produce
 from storage_engine.manager import LogManager
 
 NOW = int(time.time() * 1000)
-CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES}
+CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES, HEALTH_CHECK}
 RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 #: Every materialization carries these (the issue's list: checkpoints and dirty ratio before and
 #: after, offsets, size, what was reclaimed and removed, timings).
@@ -112,6 +112,12 @@ def test_a_range_is_one_run_with_metadata_and_checks_per_partition(platform):
         records = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
         assert {(r.partition, r.status.value) for r in records if r.partition} == {("0", "SUCCEEDED"),
                                                                                    ("1", "SUCCEEDED")}, check
+        # each tied to its own partition's materialization of this run (the UI's "Target materialization")
+        materialized = {m.partition_key: m.storage_id for m in instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key.asset_key, asset_partitions=["0", "1"]), limit=10).records}
+        for r in records:
+            target = r.event.dagster_event.event_specific_data.target_materialization_data
+            assert target is not None and target.storage_id == materialized[r.partition], (check, r.partition)
 
 
 def test_retention_of_a_delete_topic_and_a_partition_with_nothing_to_do(platform):
@@ -122,7 +128,8 @@ def test_retention_of_a_delete_topic_and_a_partition_with_nothing_to_do(platform
         assert COMMON <= set(m), COMMON - set(m)
         assert "cleaner_checkpoint" not in m and "dirty_ratio" not in m  # a delete topic has neither
         assert m["segments_deleted"] > 0 and m["bytes_reclaimed"] > 0
-    assert not result.get_asset_check_evaluations()  # nothing was compacted: no check to report
+    # nothing was compacted: only the health check, which passes now that retention ran
+    assert {(e.check_name, e.passed) for e in result.get_asset_check_evaluations()} == {(HEALTH_CHECK, True)}
 
     _, again, _ = _materialize(platform, "clicks", partition="1")
     assert again["1"]["status"] == "nothing" and again["1"]["segments_deleted"] == 0
@@ -133,7 +140,9 @@ def test_the_sensors_run_config_leaves_a_partition_that_is_not_due_alone(platfor
     config = {"ops": {"logs__orders": {"config": {"force_compaction": False}}}}
     result, by_partition, _ = _materialize(platform, "orders", partition="1", run_config=config)
     assert by_partition["1"]["status"] == "skipped"
-    assert not result.get_asset_check_evaluations()
+    health = result.get_asset_check_evaluations()
+    assert [(e.check_name, e.passed, e.partition) for e in health] == [(HEALTH_CHECK, True, "1")]
+    assert health[0].description.startswith("nothing due")
 
 
 def test_a_sweep_request_runs_as_one_range(platform):
@@ -166,8 +175,10 @@ def test_checks_run_alone_audit_the_logs_as_they_are(platform):
                                                                                limit=10)
         return {(r.partition, r.status.value) for r in records if r.partition is not None}
 
-    for check in CHECKS - {LATEST_VALUES}:
+    for check in CHECKS - {LATEST_VALUES, HEALTH_CHECK}:
         assert evaluated(check) == {("0", "SUCCEEDED"), ("1", "SUCCEEDED"), ("2", "SUCCEEDED")}, check
+    # partitions 0 and 2 are due for compaction (WARN), partition 1 is empty
+    assert evaluated(HEALTH_CHECK) == {("0", "FAILED"), ("1", "SUCCEEDED"), ("2", "FAILED")}
     assert not evaluated(LATEST_VALUES)  # nothing to compare latest values with
 
 

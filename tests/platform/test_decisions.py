@@ -29,22 +29,25 @@ def _apply(existing: list[str], update: KeyUpdate) -> list[str]:
         (["0", "1"], [0, 1, 2, 10], ["0", "1", "2", "10"]),  # new partitions go at the end
         (["0", "1", "10"], [0, 1, 10, 4], ["0", "1", "4", "10"]),  # a gap filled: 10 re-added after 4
         (["0", "1"], [0], ["0", "1"]),  # a partition gone from disk keeps its key (and its history)
+        (["0", "7", "1", "x"], [0, 1], ["0", "1"]),  # keys typed into the UI that name no partition go
         (["0", "1", "1", "2"], [0, 1, 2], ["0", "1", "2"]),  # a key listed twice is repaired
     ],
 )
 def test_partition_keys_stay_in_numeric_order(existing, on_disk, expected):
     keys = list(existing)
+    history = {"1"}  # partition 1 was materialized once
     for _ in range(2):  # a gap takes two ticks: delete what follows it, then add it back
-        update = plan_key_update(keys, on_disk)
+        update = plan_key_update(keys, on_disk, history)
         assert not set(update.add) & set(update.delete)  # Dagster refuses both in one tick
         keys = _apply(keys, update)
     assert keys == expected
-    assert plan_key_update(expected, on_disk) == KeyUpdate()
+    assert plan_key_update(expected, on_disk, history) == KeyUpdate()
 
 
-def test_keys_already_in_order_need_no_update_and_foreign_keys_are_left_alone():
+def test_keys_already_in_order_need_no_update_and_foreign_keys_with_a_history_are_left_alone():
     assert not plan_key_update(["0", "1", "2"], [0, 1, 2])
-    assert plan_key_update(["0", "manual", "1"], [0, 1, 2]) == KeyUpdate(add=("2",))
+    assert plan_key_update(["0", "manual", "1"], [0, 1, 2], {"manual"}) == KeyUpdate(add=("2",))
+    assert plan_key_update(["0", "manual", "1"], [0, 1, 2]) == KeyUpdate(delete=("manual",), add=("2",))
 
 
 def test_partition_keys_are_plain_numbers():

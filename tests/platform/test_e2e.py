@@ -35,6 +35,16 @@ def _succeeded(client, **tags):
     return check
 
 
+def _latest_health(client, partitions: set[str]):
+    """The newest ``log_health`` execution of each of ``partitions`` of orders, once all have one."""
+    def check():
+        latest: dict[str, dict] = {}
+        for e in client.check_executions(["logs", "orders"], "log_health"):
+            latest.setdefault(e["partition"], e)
+        return latest if partitions <= set(latest) else None
+    return check
+
+
 def _completed(client, backfill_id):
     def check():
         backfill = client.backfill(backfill_id)
@@ -57,6 +67,14 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
     with DevServer(home, REPO / "workspace.yaml", tmp_path / "server-logs", env) as server:
         client = server.client()
         assert client.set_sensor("log_state_sensor", True) == "RUNNING"
+        # the state sensor's verdicts, before any run: orders-0 is dirty (WARN, with its reason),
+        # orders-1 has nothing to clean (passed)
+        health = wait_for("log_health of both partitions", _latest_health(client, {"0", "1"}),
+                          timeout_s=TIMEOUT_S, on_timeout=server.logs)
+        assert health["0"]["status"] == "FAILED" and health["0"]["evaluation"]["severity"] == "WARN"
+        assert "min.cleanable.dirty.ratio" in health["0"]["evaluation"]["description"]
+        assert health["1"]["status"] == "SUCCEEDED"
+        assert health["1"]["evaluation"]["description"].startswith("nothing due")
         assert client.set_sensor("compaction_sensor", True) == "RUNNING"
         runs = wait_for("the sensor's compaction run to succeed", _succeeded(client, **{"logplat/topic": "orders"}),
                         timeout_s=TIMEOUT_S, on_timeout=server.logs)
@@ -84,6 +102,8 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
         pool = client.query('{ instance { concurrencyLimit(concurrencyKey: "logplat/topic/orders") { limit } } }')
         assert pool["instance"]["concurrencyLimit"]["limit"] == 1
         materializations = client.materializations(["logs", "orders"])
+        health_after = {e["partition"]: e for e in client.check_executions(["logs", "orders"], "log_health")
+                        if e["runId"] == run["runId"]}
     by_run: dict[str, dict[str, dict]] = {}
     for m in materializations:
         by_run.setdefault(m["runId"], {})[m["partition"]] = m["metadata"]
@@ -95,6 +115,12 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
     # the backfill found orders-0 clean (checkpoint unchanged) and cleaned orders-1
     assert backfill_run["0"]["cleaner_checkpoint"] == sensor_run["0"]["cleaner_checkpoint"]
     assert backfill_run["1"]["status"] == "compacted" and backfill_run["1"]["cleaner_checkpoint"] > 0
+    # after the cleaning runs, each partition's health is tied to its own materialization
+    assert set(health_after) == {"0", "1"}, health_after
+    for p, execution in health_after.items():
+        evaluation = execution["evaluation"]
+        assert execution["status"] == "SUCCEEDED" and evaluation["partition"] == p, execution
+        assert evaluation["targetMaterialization"]["runId"] == run["runId"], (p, evaluation)
     for metadata in (sensor_run["0"], backfill_run["1"]):
         assert metadata["dirty_ratio_before"] > metadata["dirty_ratio"]
         assert metadata["log_end_offset"] >= metadata["cleaner_checkpoint"]

@@ -19,6 +19,7 @@ from tests.helpers.platform import (
     tick,
 )
 
+from platform_assets.partitions import partitions_def_name
 from platform_assets.resources import build_resources
 from platform_assets.workload import produce
 from storage_engine.manager import LogManager
@@ -48,6 +49,16 @@ def discover(defs, settings, instance, cursor=None):
     data = tick(defs, settings, instance, "log_state_sensor", cursor)
     apply_partition_requests(instance, data.dynamic_partitions_requests)
     return data
+
+
+def observations(data) -> list[dg.AssetObservation]:
+    return [e for e in data.asset_events or () if isinstance(e, dg.AssetObservation)]
+
+
+def health_results(data) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
+    """The tick's ``log_health`` results by (topic, partition key)."""
+    return {(e.asset_key.path[1], e.partition): e for e in data.asset_events or ()
+            if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == "log_health"}
 
 
 def requested(data) -> dict[tuple[str, str], dg.RunRequest]:
@@ -169,7 +180,7 @@ def test_new_partitions_are_added_in_numeric_order_without_a_reload(logs, instan
 def test_observations_only_when_a_partition_changed(logs, instance):
     defs, settings = definitions_for(logs)
     first = discover(defs, settings, instance)
-    observed = {(e.asset_key.path[1], e.partition): e for e in first.asset_events}
+    observed = {(e.asset_key.path[1], e.partition): e for e in observations(first)}
     assert len(observed) == 7  # every partition, once
     orders0 = observed[("orders", "0")].metadata
     assert orders0["dirty_ratio"].value == 1.0 and orders0["compaction_due"].value is True
@@ -182,8 +193,8 @@ def test_observations_only_when_a_partition_changed(logs, instance):
     with LogManager([logs]) as manager:
         manager.compact("orders", 0, now_ms=NOW)
     third = discover(defs, settings, instance, second.cursor)
-    assert [(e.asset_key.path[1], e.partition) for e in third.asset_events] == [("orders", "0")]
-    assert third.asset_events[0].metadata["cleaner_checkpoint"].value > 0
+    assert [(e.asset_key.path[1], e.partition) for e in observations(third)] == [("orders", "0")]
+    assert observations(third)[0].metadata["cleaner_checkpoint"].value > 0
 
 
 def test_observations_per_tick_are_bounded_and_resume(logs, instance):
@@ -191,7 +202,8 @@ def test_observations_per_tick_are_bounded_and_resume(logs, instance):
     first = discover(defs, settings, instance)
     second = discover(defs, settings, instance, first.cursor)
     third = discover(defs, settings, instance, second.cursor)
-    assert [len(d.asset_events or []) for d in (first, second, third)] == [4, 3, 0]
+    assert [len(observations(d)) for d in (first, second, third)] == [4, 3, 0]
+    assert [len(health_results(d)) for d in (first, second, third)] == [4, 3, 0]
 
 
 def test_the_sweep_requests_one_range_run_over_the_partitions_with_work(logs, instance):
@@ -212,3 +224,62 @@ def test_the_sweep_requests_one_range_run_over_the_partitions_with_work(logs, in
     quiet = defs.get_repository_def().get_schedule_def("sweep__orders").evaluate_tick(context)
     assert not quiet.run_requests and "nothing to sweep" in quiet.skip_message
 
+
+
+def test_log_health_says_which_partitions_need_cleaning_and_why_once_per_change(logs, instance):
+    defs, settings = definitions_for(logs)
+    first = health_results(discover(defs, settings, instance))
+    assert len(first) == 7  # every partition
+    orders0 = first[("orders", "0")]
+    assert not orders0.passed and orders0.severity == dg.AssetCheckSeverity.WARN
+    assert "dirty ratio 1.000 > min.cleanable.dirty.ratio" in orders0.description
+    assert orders0.metadata["status"].value == "warn"
+    clicks = [e for (t, _), e in first.items() if t == "clicks"]
+    assert any("retention:" in e.description and "by retention." in e.description for e in clicks), \
+        [e.description for e in clicks]
+    with LogManager([logs]) as manager:
+        manager.compact("orders", 0, now_ms=NOW)
+    data = discover(defs, settings, instance)
+    second = health_results(discover(defs, settings, instance, data.cursor))
+    assert not second  # nothing changed: nothing recorded again
+    after = health_results(data)[("orders", "0")]
+    assert after.passed and "nothing due" in after.description
+
+
+def test_log_health_is_an_error_when_max_compaction_lag_is_overdue(tmp_path, instance):
+    """An erasure deadline at risk: dirty records older than max.compaction.lag.ms, although the
+    dirty ratio is below min.cleanable.dirty.ratio."""
+    root = tmp_path / "logs"
+    hour_ago = NOW - 3_600_000
+    with LogManager([root]) as manager:
+        manager.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
+                                          "min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": "60000"})
+        append_each(manager.get_log("users", 0),
+                    [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, hour_ago + i) for i in range(120)])
+    defs, settings = definitions_for(root)
+    result = health_results(discover(defs, settings, instance))[("users", "0")]
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
+    assert result.description.startswith("erasure deadline at risk: max.compaction.lag.ms")
+
+
+def test_log_health_can_be_executed_from_the_ui(logs, instance):
+    """The check on its own (the UI's "Execute" button; Dagster runs a check selected without its
+    asset unpartitioned) records every partition's verdict, as the sensor would."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    key = dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), "log_health")
+    asset = next(a for a in defs.assets if key in a.check_keys)
+    result = dg.materialize([asset], selection=dg.AssetSelection.checks(key), instance=instance,
+                            resources=build_resources(settings))
+    by_partition = {e.partition: e for e in result.get_asset_check_evaluations()}
+    assert set(by_partition) == {"0", "1", "2"}
+    assert not by_partition["0"].passed and "min.cleanable.dirty.ratio" in by_partition["0"].description
+
+
+def test_a_key_typed_into_the_ui_that_names_no_partition_is_removed_by_the_next_tick(logs, instance):
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    name = partitions_def_name("orders")
+    instance.add_dynamic_partitions(name, ["99", "typo"])  # the UI's "Add partition"
+    discover(defs, settings, instance)
+    assert instance.get_dynamic_partitions(name) == ["0", "1", "2"]

@@ -1,0 +1,20 @@
+"""Sizes and durations as a person reads them, for descriptions and text metadata (plotted
+metadata stays plain numbers, see ``metadata.py``)."""
+
+from __future__ import annotations
+
+
+def size_text(size_bytes: int) -> str:
+    """A size as a person reads it: ``912 B``, ``3.4 KB``, ``56.2 MB``, ``1.07 GB`` (decimal units)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.3g} {unit}" if size_bytes < 100 * scale else f"{size_bytes / scale:.0f} {unit}"
+    return f"{size_bytes} B"
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: ``45 s``, ``12 min``, ``3 h``, ``7 d`` (rounded)."""
+    for unit, scale in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"
