@@ -78,6 +78,12 @@ class CheckOutcome:
     metadata: dict[str, Any] = field(default_factory=dict)
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR  # how a failure shows
 
+    @property
+    def shown(self) -> str:
+        """The description as recorded: it names the partition, since Dagster's run log line for a
+        check result names only the asset and the check."""
+        return f"partition {partition_key(self.partition)}: {self.description}"
+
 
 def _problems(problems: Sequence[str]) -> dict[str, Any]:
     shown = list(problems[:MAX_PROBLEMS_SHOWN])
@@ -117,7 +123,7 @@ def evaluate_checks(partition: int, after: PartitionState, duplicates: Duplicate
 
 def results(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome]) -> list[dg.AssetCheckResult]:
     """Outcomes as results yielded by a one-partition run."""
-    return [dg.AssetCheckResult(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.description,
+    return [dg.AssetCheckResult(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.shown,
                                 metadata=o.metadata, severity=o.severity) for o in outcomes]
 
 
@@ -127,7 +133,7 @@ def evaluations(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome],
     """Outcomes as per-partition evaluations (logged by a range run, recorded by the state
     sensor); ``targets`` ties each partition's evaluation to the materialization it checked."""
     targets = targets or {}
-    return [dg.AssetCheckEvaluation(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.description,
+    return [dg.AssetCheckEvaluation(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.shown,
                                     metadata=o.metadata, severity=o.severity, partition=partition_key(o.partition),
                                     target_materialization_data=targets.get(partition_key(o.partition)))
             for o in outcomes]

@@ -32,7 +32,7 @@ from .metadata import effective_checkpoint
 from .workload import produce, realistic_workload
 
 REPO = Path(__file__).resolve().parents[1]
-SENSORS = ("log_state_sensor", "compaction_sensor", "retention_sensor")
+SENSORS = ("log_state_sensor", "deleted_files_sensor", "compaction_sensor", "retention_sensor")
 IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 
 

@@ -63,6 +63,7 @@ from .partitions import (
 from .resources import LogStoreResource
 from .settings import PlatformSettings
 from .state_cache import STATE_CACHE
+from .units import size_text
 
 # Dagster's own run tags (dagster._core.storage.tags), read from runs the platform did not tag.
 SENSOR_NAME_TAG = "dagster/sensor_name"
@@ -331,10 +332,46 @@ def _retention_reason(run: Sequence[PartitionState]) -> str:
     return f"{segments} segment(s), {size} bytes deletable" + (f" in {len(run)} partitions" if len(run) > 1 else "")
 
 
+def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> dg.SensorDefinition:
+    """Removes ``.deleted`` segment files once ``file.delete.delay.ms`` has passed since retention
+    or compaction renamed them, as Kafka's scheduler does, so what a run reported as reclaimed
+    is freed on disk on time whether or not a later run touches the partition. Each partition
+    that freed something gets an observation (files and bytes freed); no run is launched."""
+    known = {t.name for t in topics}
+
+    @dg.sensor(
+        name="deleted_files_sensor",
+        minimum_interval_seconds=settings.sensor_interval_s,
+        default_status=default_status(settings),
+        description="Removes .deleted segment files once file.delete.delay.ms has passed, and records what "
+        "each partition freed.",
+    )
+    def deleted_files_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
+        with log_store.manager() as manager:
+            removed = manager.delete_expired_files(now_ms=wall_clock_ms())
+        if not removed:
+            return dg.SkipReason("no .deleted file is past its topic's file.delete.delay.ms")
+        events = [
+            dg.AssetObservation(asset_key=log_asset_key(topic), partition=partition_key(partition),
+                                metadata={"deleted_files_removed": len(files),
+                                          "bytes_freed": sum(size for _, size in files)})
+            for (topic, partition), files in removed.items() if topic in known
+        ]
+        total = sum(size for files in removed.values() for _, size in files)
+        context.log.info(f"removed {sum(map(len, removed.values()))} .deleted file(s), {size_text(total)}, "
+                         f"from {len(removed)} partition(s)")
+        return dg.SensorResult(asset_events=events)
+
+    return deleted_files_sensor
+
+
 def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
                   settings: PlatformSettings) -> list[dg.SensorDefinition]:
-    """The state sensor, and the run sensors of the topics that have work of their kind."""
+    """The state sensor, the sweeper of ``.deleted`` files, and the run sensors of the topics
+    that have work of their kind."""
     sensors = [build_state_sensor(topics, settings)]
+    if topics:
+        sensors.append(build_deleted_files_sensor(topics, settings))
     compacted = tuple(t for t in topics if t.compact)
     if compacted:
         sensors.append(_build_run_sensor(_RunSensorSpec(

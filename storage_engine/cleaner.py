@@ -1807,7 +1807,7 @@ def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | 
     )
 
 
-def sweep_pending(directory: Path, delay_ms: int) -> list[str]:
+def sweep_pending(directory: Path, delay_ms: int) -> list[tuple[str, int]]:
     """Remove ``.deleted`` files older than ``file.delete.delay.ms`` by the wall clock."""
     from .retention import sweep_deleted_files
 

@@ -369,6 +369,21 @@ class LogManager:
             if d.path.is_dir():
                 yield from scan_log_dir(d.path, topic)
 
+    def delete_expired_files(self, *, now_ms: int) -> dict[tuple[str, int], list[tuple[str, int]]]:
+        """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed
+        since their rename (Kafka's scheduled ``deleteSegmentFiles``), whether or not anything
+        else touches the partition; returns the removed files and sizes by partition. Needs no
+        partition lock: readers that still hold such a file open keep reading it."""
+        removed = {}
+        configs: dict[str, LogConfig] = {}
+        for (topic, partition), loc in sorted(self.partition_locations().items()):
+            if topic not in configs:
+                configs[topic] = self.topic_config(topic)
+            files = sweep_deleted_files(loc.path, now_ms, configs[topic].file_delete_delay_ms)
+            if files:
+                removed[(topic, partition)] = files
+        return removed
+
     def retention_plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:
         """Retention plans for every partition, computed from file metadata only."""
         configs: dict[str, LogConfig] = {}

@@ -248,13 +248,15 @@ def _planned_and_already_gone(plan: RetentionPlan | None, log) -> set[int]:
     return {b for b in plan.deleted_bases if b not in live and b < first_live and first_live <= log.log_start_offset}
 
 
-def sweep_deleted_files(directory: Path, now_ms: int, delay_ms: int) -> list[str]:
-    """Remove ``.deleted`` files renamed at least ``delay_ms`` ago (a rename sets the ctime)."""
+def sweep_deleted_files(directory: Path, now_ms: int, delay_ms: int) -> list[tuple[str, int]]:
+    """Remove ``.deleted`` files renamed at least ``delay_ms`` ago (a rename sets the ctime);
+    returns each removed file's name and size (what the removal freed). A symbolic link named
+    like one is removed itself, never followed."""
     removed = []
     for entry in os.scandir(directory):
         if entry.name.endswith(DELETED_SUFFIX):
-            renamed_ms = int(entry.stat().st_ctime * 1000)
-            if renamed_ms + delay_ms <= now_ms:
+            st = entry.stat(follow_symlinks=False)
+            if int(st.st_ctime * 1000) + delay_ms <= now_ms:
                 os.unlink(entry.path)
-                removed.append(entry.name)
+                removed.append((entry.name, st.st_size))
     return removed

@@ -142,7 +142,7 @@ def test_the_sensors_run_config_leaves_a_partition_that_is_not_due_alone(platfor
     assert by_partition["1"]["status"] == "skipped"
     health = result.get_asset_check_evaluations()
     assert [(e.check_name, e.passed, e.partition) for e in health] == [(HEALTH_CHECK, True, "1")]
-    assert health[0].description.startswith("nothing due")
+    assert health[0].description.startswith("partition 1: nothing due")
 
 
 def test_a_sweep_request_runs_as_one_range(platform):

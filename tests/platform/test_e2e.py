@@ -74,7 +74,7 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
         assert health["0"]["status"] == "FAILED" and health["0"]["evaluation"]["severity"] == "WARN"
         assert "min.cleanable.dirty.ratio" in health["0"]["evaluation"]["description"]
         assert health["1"]["status"] == "SUCCEEDED"
-        assert health["1"]["evaluation"]["description"].startswith("nothing due")
+        assert health["1"]["evaluation"]["description"].startswith("partition 1: nothing due")
         assert client.set_sensor("compaction_sensor", True) == "RUNNING"
         runs = wait_for("the sensor's compaction run to succeed", _succeeded(client, **{"logplat/topic": "orders"}),
                         timeout_s=TIMEOUT_S, on_timeout=server.logs)

@@ -259,7 +259,7 @@ def test_log_health_is_an_error_when_max_compaction_lag_is_overdue(tmp_path, ins
     defs, settings = definitions_for(root)
     result = health_results(discover(defs, settings, instance))[("users", "0")]
     assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
-    assert result.description.startswith("erasure deadline at risk: max.compaction.lag.ms")
+    assert result.description.startswith("partition 0: erasure deadline at risk: max.compaction.lag.ms")
 
 
 def test_log_health_can_be_executed_from_the_ui(logs, instance):
@@ -283,3 +283,27 @@ def test_a_key_typed_into_the_ui_that_names_no_partition_is_removed_by_the_next_
     instance.add_dynamic_partitions(name, ["99", "typo"])  # the UI's "Add partition"
     discover(defs, settings, instance)
     assert instance.get_dynamic_partitions(name) == ["0", "1", "2"]
+
+
+def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(tmp_path, instance):
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        manager.create_topic("events", 1, {"segment.bytes": "1000", "retention.bytes": "1500",
+                                           "file.delete.delay.ms": "1500"})
+        append_each(manager.get_log("events", 0), MORE_RECORDS)
+        manager.apply_retention(manager.retention_plans("events", now_ms=NOW), now_ms=NOW)
+    part = root / "events-0"
+    pending = {p.name: p.stat().st_size for p in part.iterdir() if p.name.endswith(".deleted")}
+    assert pending
+    defs, settings = definitions_for(root)
+    discover(defs, settings, instance)
+    early = tick(defs, settings, instance, "deleted_files_sensor")
+    assert "past its topic's file.delete.delay.ms" in early.skip_message
+    assert sorted(p.name for p in part.iterdir() if p.name.endswith(".deleted")) == sorted(pending)
+    time.sleep(1.6)
+    data = tick(defs, settings, instance, "deleted_files_sensor")
+    assert not [p for p in part.iterdir() if p.name.endswith(".deleted")]
+    [observation] = data.asset_events
+    assert observation.partition == "0"
+    assert observation.metadata["deleted_files_removed"].value == len(pending)
+    assert observation.metadata["bytes_freed"].value == sum(pending.values())
