@@ -18,6 +18,7 @@ is still recorded, then the run fails naming it.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -129,6 +130,16 @@ class PartitionCleanup:
             return None
         report = self._report()
         return report.get("records_read", 0) - report.get("records_written", 0)
+
+    @property
+    def retention_rules(self) -> str | None:
+        """Which retention rules deleted this run's segments, with counts (``retention.ms: 3``)."""
+        if self.retention is None or not self.retention.deleted_segments:
+            return None
+        deleted = set(self.retention.deleted_segments)
+        rules = Counter(d["reason"] for d in self.retention.plan.get("segments_to_delete", ())
+                        if d["base_offset"] in deleted)
+        return ", ".join(f"{rule}: {n}" for rule, n in sorted(rules.items()))
 
     @property
     def segments_deleted(self) -> int:

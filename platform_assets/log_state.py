@@ -54,6 +54,7 @@ class PartitionState:
     state_hash: str
     candidacy: LogToClean | None  # compacted topics only
     retention: RetentionPlan | None
+    directory: str = ""  # the partition's directory (in one of the log dirs)
 
     @property
     def tp(self) -> TopicPartition:
@@ -111,6 +112,7 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
         state_hash=short_hash(stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint),
         candidacy=candidacy,
         retention=plan,
+        directory=str(stats.directory),
     )
 
 

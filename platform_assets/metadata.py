@@ -43,9 +43,14 @@ def state_metadata(state: PartitionState, *, log_end_offset: int | None = None, 
     })
 
 
+def location_metadata(state: PartitionState) -> dict[str, Any]:
+    """Where the partition lives: its directory, as a path the UI shows (and can copy)."""
+    return {"log_dir": dg.MetadataValue.path(state.directory)} if state.directory else {}
+
+
 def observation_metadata(state: PartitionState) -> dict[str, Any]:
     """What the state sensor records when a partition's state changed."""
-    values = state_metadata(state)
+    values = {**state_metadata(state), **location_metadata(state)}
     values.update({
         "compaction_due": state.compaction_due,
         "deletable_segments": state.deletable_segments,
@@ -63,6 +68,7 @@ def cleanup_metadata(result: "PartitionCleanup") -> dict[str, Any]:
     show the log as it is), the state before (``*_before``), and what the cleaning did."""
     values = state_metadata(result.after, log_end_offset=result.leo_after)
     values.update(state_metadata(result.before, log_end_offset=result.leo_before, suffix="_before"))
+    values.update(location_metadata(result.after))
     values.update(_some({
         "status": result.status,
         "reason": result.reason,
@@ -71,6 +77,7 @@ def cleanup_metadata(result: "PartitionCleanup") -> dict[str, Any]:
         "duplicates_removed": result.counter("duplicates_removed"),
         "tombstones_removed": result.counter("tombstones_removed"),
         "segments_deleted": result.segments_deleted,
+        "retention_rules": result.retention_rules,
         "duration_s": round(result.duration_s, 6),
         "throughput_mb_per_s": result.report_value("mb_per_s"),
         "throughput_records_per_s": result.report_value("records_per_s"),

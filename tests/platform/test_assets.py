@@ -121,13 +121,15 @@ def test_a_range_is_one_run_with_metadata_and_checks_per_partition(platform):
 
 
 def test_retention_of_a_delete_topic_and_a_partition_with_nothing_to_do(platform):
-    _, _, _, instance = platform
+    root, _, _, instance = platform
     result, by_partition, _ = _materialize(platform, "clicks", tags=dict(zip(RANGE, ("0", "1"))))
     assert {m["status"] for m in by_partition.values()} == {"deleted"}
     for m in by_partition.values():
         assert COMMON <= set(m), COMMON - set(m)
         assert "cleaner_checkpoint" not in m and "dirty_ratio" not in m  # a delete topic has neither
         assert m["segments_deleted"] > 0 and m["bytes_reclaimed"] > 0
+        assert m["retention_rules"] == f"retention.ms: {m['segments_deleted']}"  # which rule fired
+        assert m["log_dir"].startswith(str(root)) and m["log_dir"].endswith(("clicks-0", "clicks-1"))
     # nothing was compacted: only the health check, which passes now that retention ran
     assert {(e.check_name, e.passed) for e in result.get_asset_check_evaluations()} == {(HEALTH_CHECK, True)}
 
