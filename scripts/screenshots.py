@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from platform_assets.demo import IN_FLIGHT
 from platform_assets.devserver import DevServer, wait_for
 from platform_assets.workload import TopicWorkload, produce
 from storage_engine.manager import LogManager
@@ -84,7 +85,10 @@ def main(argv: list[str]) -> int:
         wait_for("a compaction run to succeed", lambda: client.runs(tags={"logplat/topic": "orders"},
                                                                      statuses=["SUCCESS"]) or None,
                  timeout_s=600, on_timeout=server.logs)
-        time.sleep(15)  # a state tick after the run records the new verdicts
+        wait_for("the runs to finish", lambda: not client.runs(statuses=list(IN_FLIGHT)) or None,
+                 timeout_s=600, on_timeout=server.logs)
+        time.sleep(15)  # a state tick after the runs records the new verdicts
+        client.query("mutation { setNuxSeen }")  # the UI's first-visit "join the community" dialog
         location = client.location_name()
         pages = {
             "catalog": "/assets",
