@@ -213,13 +213,6 @@ class OffsetMap:
             return slot[1] if slot[0] == key else -1
         return slot.get(key, -1)
 
-    def getter(self) -> Callable[[bytes], int]:
-        """A fast ``get`` for hot loops: the bound ``dict.get`` itself in the default layout."""
-        if self.hash_fn is None:
-            table_get = self._table.get
-            return lambda key: table_get(key, -1)
-        return self.get
-
     def exact_table(self) -> dict | None:
         """The key -> offset dict of the default layout (None for the hashed layout), for a caller
         that fuses record walking with insertion; it must report what it added via :meth:`account`

@@ -35,7 +35,7 @@ from crc32c import crc32c
 
 from ..errors import CorruptRecordError, UnknownCompressionError
 from .compression import CompressionType, compress, decompress
-from .records import BatchHeader, RawBatch, Record, TimestampType
+from .records import RawBatch, Record, TimestampType
 from .records import _publish, _RecordDraft
 from .varint import VarintError, decode_varint, decode_varlong, encode_varint, encode_varlong
 
@@ -638,11 +638,6 @@ def set_log_append_time(batch: bytes | bytearray | memoryview, timestamp_ms: int
     _INT64.pack_into(out, MAX_TIMESTAMP_OFFSET, timestamp_ms)
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
-
-
-def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """The v2 header at ``pos`` (61 bytes must be present)."""
-    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
 
 
 def walk_records(buf: bytes, count: int, start: int = 0,
