@@ -1,4 +1,4 @@
-"""Kafka's per-log-directory checkpoint files and the clean-shutdown marker (spec 1.15, 1.16).
+"""Kafka's per-log-directory checkpoint files and the clean-shutdown marker.
 
 A checkpoint file maps topic-partitions to an offset (recovery point, log start offset, cleaner
 position, high watermark) in Kafka's text format::

@@ -19,7 +19,7 @@ After map building, the map's offsets are exactly the dirty records that win the
 dirty batch holding none of them is dropped without decompressing or walking it; with heavy
 duplication most batches go that way.
 
-A pass (spec 4.4-4.8):
+A pass (Kafka's ``Cleaner.doClean``):
 
 * under the partition lock, briefly: re-sync, then open every segment read-only (our own file
   descriptors: later swaps or appends by other processes do not disturb the read) and note
@@ -179,7 +179,7 @@ class ProducerStateBuilder:
     An ABORT marker (control type 0) aborts its producer's transactional batches since that
     producer's previous marker; a COMMIT marker (type 1) commits them. Transactional batches
     with no marker yet form an open transaction, and the first offset of the oldest one is the
-    last stable offset: the cleaner never goes beyond it (spec 4.1). An empty control batch (a
+    last stable offset: the cleaner never goes beyond it. An empty control batch (a
     marker whose transaction compaction already removed) changes nothing, as in Kafka.
     """
 
@@ -296,7 +296,7 @@ def batch_retention(
     last_of_round: bool,
     now_ms: int,
 ) -> tuple[BatchRetention, bool]:
-    """Kafka's ``checkBatchRetention`` (spec 4.6): the batch's fate and whether its records must all
+    """Kafka's ``checkBatchRetention``: the batch's fate and whether its records must all
     go (``discard_records``). ``can_discard`` comes from :class:`TransactionTracker`: for a data
     batch it means "part of an aborted transaction"; a discardable marker still stays until its
     own delete horizon has passed."""
@@ -1493,7 +1493,7 @@ class Cleaner:
             crash_point("compaction.after-checkpoint")
 
     def _swap(self, log: Log, cleaned: list[LogSegment], old: list[LogSegment]) -> None:
-        """Kafka's ``replaceSegments`` with a crash point after every file step (spec 4.8).
+        """Kafka's ``replaceSegments`` with a crash point after every file step.
 
         The replacements were written as ``.cleaning`` without the lock: loader.py deletes any
         ``.cleaned`` file it finds, which is right for files a dead process left but would destroy

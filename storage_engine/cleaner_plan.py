@@ -4,7 +4,7 @@ are regrouped: Kafka's ``LogCleanerManager`` and ``Cleaner`` arithmetic as pure 
 Nothing here opens a file. The functions take :class:`SegmentFacts` (built from a live log,
 from cheap file metadata, or by hand in a test or a Spark task) and return dataclasses, so the
 local cleaner, the CLI's candidate listing and a distributed job reach the same decisions from
-the same inputs (spec 4.1, 4.2 and 4.5):
+the same inputs (Kafka's ``LogCleanerManager`` and ``Cleaner.groupSegmentsBySize``):
 
 * the *cleanable range* starts at the cleaner checkpoint (reset to the log start offset when it
   is out of range) and ends at the first uncleanable offset: the lowest of the last stable
@@ -121,7 +121,7 @@ def cleanable_range(
     now_ms: int,
     min_compaction_lag_ms: int,
 ) -> CleanableRange:
-    """Kafka's ``LogCleanerManager.cleanableOffsets`` (spec 4.1).
+    """Kafka's ``LogCleanerManager.cleanableOffsets``.
 
     A checkpoint below the log start offset, or above the log end offset (a truncated log),
     resets the dirty section to the whole log and asks for the checkpoint to be rewritten.
@@ -244,7 +244,7 @@ def log_to_clean(
     max_compaction_lag_ms: int,
     min_cleanable_ratio: float,
 ) -> LogToClean:
-    """The candidacy of one partition (spec 4.1 + 4.2). ``last_stable_offset`` defaults to the
+    """The candidacy of one partition (Kafka's ``LogCleanerManager.grabFilthiestCompactedLog``). ``last_stable_offset`` defaults to the
     log end offset (no open transaction), which is what a metadata-only planner can know."""
     if not segments:
         raise ValueError(f"{topic}-{partition} has no segment")
@@ -379,7 +379,7 @@ def plan_round(
     segment_index_bytes: int,
     delete_retention_ms: int,
 ) -> CleaningRound:
-    """Group every segment below ``end_offset`` for recopying (spec 4.5, 4.6)."""
+    """Group every segment below ``end_offset`` for recopying (Kafka's ``Cleaner.groupSegmentsBySize``)."""
     recopied = [s for s in segments_in_range(segments, 0, end_offset) if not s.is_active]
     groups = group_segments_by_size(recopied, segment_bytes, segment_index_bytes, ltc.first_uncleanable_offset)
     return CleaningRound(

@@ -1,7 +1,7 @@
 """Kafka's topic-level and broker-level log configuration: names, defaults, validators, precedence.
 
 Users bring Kafka habits (``--config retention.ms=...``, a broker ``server.properties``), so the
-keys, defaults, ranges and error texts are Kafka's (spec 3.5, ``LogConfig``/``ConfigDef``/
+keys, defaults, ranges and error texts are Kafka's (``LogConfig``/``ConfigDef``/
 ``KafkaConfig``). Every value is parsed and checked here before any caller touches disk; an
 error names the key, the value and what is allowed.
 
@@ -491,7 +491,7 @@ _MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class CleanerConfig:
-    """Broker-level knobs of the log cleaner (spec 7.1), shared by every cleaning run."""
+    """Broker-level knobs of the log cleaner (Kafka's ``CleanerConfig``), shared by every cleaning run."""
 
     dedupe_buffer_size: int = 134217728
     io_buffer_load_factor: float = 0.9

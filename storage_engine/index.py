@@ -1,6 +1,6 @@
 """Kafka's sparse segment indexes: ``.index`` (offset -> position) and ``.timeindex`` (time -> offset).
 
-Byte format (spec 1.8-1.10), big-endian, fixed-size entries:
+Byte format (Kafka's ``OffsetIndex``, ``TimeIndex``, ``TransactionIndex``), big-endian, fixed-size entries:
 
 * ``.index``: ``relative offset int32 | position int32`` (8 bytes), strictly increasing offsets;
 * ``.timeindex``: ``timestamp int64 | relative offset int32`` (12 bytes), strictly increasing

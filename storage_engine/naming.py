@@ -4,7 +4,7 @@ Kafka finds everything by name: a partition is the directory ``<topic>-<partitio
 is the set of files ``<20-digit base offset><suffix>``, and the cleaner and retention mark files
 in flight with an extra suffix (``.cleaned``, ``.swap``, ``.deleted``). A directory copied from
 a broker only loads if these rules are followed to the character, so they live here once
-(spec 1.14, Kafka's ``LogFileUtils`` and ``Topic`` rules).
+(Kafka's ``LogFileUtils`` and ``Topic`` rules).
 """
 
 from __future__ import annotations

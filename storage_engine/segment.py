@@ -276,7 +276,7 @@ class LogSegment:
     def should_roll(
         self, incoming_bytes: int, max_timestamp_in_messages: int, max_offset_in_messages: int, now: int
     ) -> RollDecision:
-        """Kafka's roll rules, checked before every non-empty append (spec 2.1)."""
+        """Kafka's roll rules, checked before every non-empty append (``LogSegment.shouldRoll``)."""
         size = self.size
         if size > self.config.segment_bytes - incoming_bytes:
             return RollDecision("segment.bytes")

@@ -51,7 +51,7 @@ class ValidatedBatch:
 
 
 def target_compression(config: LogConfig, producer_codec: CompressionType) -> CompressionType:
-    """``compression.type=producer`` keeps the producer's codec; any other value recompresses (seed 002)."""
+    """``compression.type=producer`` keeps the producer's codec; any other value recompresses (Kafka's ``LogValidator``)."""
     if config.compression_type == "producer":
         return CompressionType(producer_codec)
     return CompressionType.from_name(config.compression_type)

@@ -1,7 +1,7 @@
 """Magic v2 record batches (Kafka's ``DefaultRecordBatch`` / ``DefaultRecord``): parse, verify,
 decode, encode.
 
-Layout (big-endian; spec 1.1): a 61-byte header ``baseOffset int64 | batchLength int32 |
+Layout (big-endian; Kafka's ``DefaultRecordBatch``): a 61-byte header ``baseOffset int64 | batchLength int32 |
 partitionLeaderEpoch int32 | magic int8 | crc uint32 | attributes int16 | lastOffsetDelta int32 |
 baseTimestamp int64 | maxTimestamp int64 | producerId int64 | producerEpoch int16 |
 baseSequence int32 | recordsCount int32``, then the records, compressed as one stream when
