@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_jobs.session import spark_master
-from storage_engine.cli import broker_props_from_env
+from storage_engine.config import broker_props_from_env
 from storage_engine.config import LONG_MAX
 from storage_engine.manager import log_dirs_from_env
 

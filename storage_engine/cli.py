@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Protocol, Sequence, TextIO
 
 from .checkpoint import read_checkpoint
 from .cleaner import CompactionReport
-from .config import MAX_TIMESTAMP_MS, build_log_config, validate_topic_overrides
+from .config import MAX_TIMESTAMP_MS, broker_props_from_env
 from .errors import CorruptRecordError, LogError
 from .index import OffsetIndex, TimeIndex
 from .manager import LogManager, log_dirs_from_env
@@ -601,21 +600,6 @@ NEEDS_NO_LOG_DIRS = {"dump"}
 # Commands that only read open the log dirs read-only: they never repair or truncate, so
 # `verify` reports damage exactly as it found it.
 READ_ONLY = {"consume", "verify"}
-
-
-def broker_props_from_env() -> dict[str, str]:
-    """Broker-level ``log.*`` settings from the properties file in ``$LOGPLAT_SERVER_PROPERTIES``, if set."""
-    path = os.environ.get("LOGPLAT_SERVER_PROPERTIES")
-    if not path:
-        return {}
-    props = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")) and "=" in line:
-            k, v = line.split("=", 1)
-            props[k.strip()] = v.strip()
-    build_log_config(props, validate_topic_overrides({}))
-    return props
 
 
 def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None = None) -> int:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
-from functools import cached_property
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import ConfigError
@@ -593,4 +595,18 @@ def parse_properties(lines: Iterable[str]) -> dict[str, str]:
             props[match.group(1)] = match.group(2)
         else:
             props[text] = ""
+    return props
+
+
+def broker_props_from_env() -> dict[str, str]:
+    """Broker-level ``log.*`` settings from the ``server.properties`` file named by
+    ``$LOGPLAT_SERVER_PROPERTIES``, if set, read with :func:`parse_properties` and validated.
+
+    The one place the engine reads that variable: the CLI and the platform's settings both call it.
+    """
+    path = os.environ.get("LOGPLAT_SERVER_PROPERTIES")
+    if not path:
+        return {}
+    props = parse_properties(Path(path).read_text().splitlines())
+    build_log_config(props, validate_topic_overrides({}))
     return props

@@ -457,3 +457,15 @@ def test_cleaner_dedupe_message() -> None:
         build_cleaner_config({"log.cleaner.dedupe.buffer.size": "1048576"})
     # no threads, no map: nothing to check
     assert build_cleaner_config({"log.cleaner.threads": "0", "log.cleaner.dedupe.buffer.size": "1"}).threads == 0
+
+
+def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatch) -> None:
+    """The env-named server.properties is read by parse_properties: ``key: value`` counts too."""
+    from storage_engine.config import broker_props_from_env
+
+    props_file = tmp_path / "server.properties"
+    props_file.write_text("# broker\nlog.retention.ms: 5000\n! note\nlog.segment.bytes=1048576\n")
+    monkeypatch.setenv("LOGPLAT_SERVER_PROPERTIES", str(props_file))
+    assert broker_props_from_env() == {"log.retention.ms": "5000", "log.segment.bytes": "1048576"}
+    monkeypatch.delenv("LOGPLAT_SERVER_PROPERTIES")
+    assert broker_props_from_env() == {}
