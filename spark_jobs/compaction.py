@@ -59,15 +59,15 @@ from storage_engine.cleaner import (
     sweep_pending,
     transaction_states,
 )
-from storage_engine.cleaner_plan import CleaningRound
+from storage_engine.cleaner.plan import CleaningRound
 from storage_engine.config import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager
-from storage_engine.offset_map import OffsetMap
+from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.retention import apply_retention
 from storage_engine.segment import LogSegment
-from storage_engine.staging import STAGING_SUFFIX, CleanerLock, remote_staging_dir, remove_stale_staging
+from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerLock, remote_staging_dir, remove_stale_staging
 
 from .errors import SparkJobError
 

@@ -54,7 +54,7 @@ from .naming import (
     TXN_INDEX_SUFFIX,
     offset_from_file_name,
 )
-from .staging import remove_staging_if_idle
+from .cleaner.staging import remove_staging_if_idle
 from .temp_files import TempFilePlan, is_segment_file, plan_temp_files
 from .record import verify_batch
 from .segment import LogSegment

@@ -24,7 +24,7 @@ from typing import ContextManager, Iterator, Mapping, Sequence
 
 from .checkpoint import fsync_dir
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats, sweep_pending
-from .cleaner_plan import LogToClean
+from .cleaner.plan import LogToClean
 from .config import (
     MAX_PARTITIONS_KEY,
     CleanerConfig,

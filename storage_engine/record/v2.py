@@ -71,7 +71,7 @@ _INT32_MAX = 0x7FFFFFFF
 _ATTR_TIMESTAMP_TYPE = 0x08
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
-_ATTR_DELETE_HORIZON = 0x40
+ATTR_DELETE_HORIZON = 0x40
 
 # Zigzag value of every one-byte varint (0x00..0x7F), and of every two-byte one as
 # ``_ZZ2[second byte][first byte]`` (first byte has its continuation bit set; rows for a second
@@ -415,7 +415,7 @@ def _attributes(
     if is_control:
         attrs |= _ATTR_CONTROL
     if delete_horizon:
-        attrs |= _ATTR_DELETE_HORIZON
+        attrs |= ATTR_DELETE_HORIZON
     return attrs
 
 

@@ -36,8 +36,6 @@ from tests.helpers.cleaner import (
 )
 from tests.helpers.engine import open_topic
 from storage_engine.cleaner import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
     DROP_DUPLICATE,
     DROP_TOMBSTONE,
     DROP_UNKEYED,
@@ -50,15 +48,15 @@ from storage_engine.cleaner import (
     Throttler,
     TransactionTracker,
     CleanerLock,
-    encode_legacy_message,
     retain_record,
 )
-from storage_engine.cleaner_plan import SegmentFacts, group_segments_by_size
+from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT, encode_legacy_message
+from storage_engine.cleaner.plan import SegmentFacts, group_segments_by_size
 from storage_engine.cli import main as logctl
 from storage_engine.config import CleanerConfig
 from storage_engine.errors import LogChangedError
 from storage_engine.manager import LogManager
-from storage_engine.offset_map import OffsetMap, entry_cost
+from storage_engine.cleaner.offset_map import OffsetMap, entry_cost
 from storage_engine.record import CompressionType, Record, encode_batch, scan_batches
 from storage_engine.validator import ProducerRecord
 from storage_engine.verify import verify_log

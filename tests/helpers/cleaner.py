@@ -7,10 +7,11 @@ import os
 import struct
 from pathlib import Path
 
-from storage_engine.cleaner import CONTROL_ABORT, CONTROL_COMMIT, STAGING_SUFFIX, Cleaner
+from storage_engine.cleaner import STAGING_SUFFIX, Cleaner
+from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT
 from storage_engine.config import CleanerConfig
 from storage_engine.manager import LogManager
-from storage_engine.offset_map import entry_cost
+from storage_engine.cleaner.offset_map import entry_cost
 from storage_engine.record import CompressionType, Record, encode_batch
 from storage_engine.validator import ProducerRecord
 from tests.helpers.engine import open_topic

@@ -228,7 +228,7 @@ def test_retention_deleting_a_planned_segment_skips_the_partition_and_loses_noth
 
 def test_a_partition_another_cleaner_holds_is_skipped(spark, tmp_path):
     random_topic(tmp_path, "b", 1)
-    from storage_engine.staging import CleanerLock
+    from storage_engine.cleaner.staging import CleanerLock
 
     with CleanerLock(tmp_path / "b-0"):
         result = compact_partitions(spark, [tmp_path], now_ms=NOW, force=True)

@@ -23,8 +23,8 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import LogChangedError
-from .nofollow import open_nofollow
+from ..errors import LogChangedError
+from ..nofollow import open_nofollow
 
 CLEANER_LOCK_FILE = ".logplat-cleaner.lock"
 STAGING_SUFFIX = ".cleaning"

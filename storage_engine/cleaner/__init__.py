@@ -1,0 +1,115 @@
+"""Log compaction: Kafka's ``LogCleaner`` for one partition, crash-safe and optimistic.
+
+One module per idea, in three layers, so a distributed job reuses the first two unchanged:
+
+1. **Rules** (pure, no I/O): ``rules`` (producer state from a header scan, transactions, batch
+   and record retention: Kafka's ``checkBatchRetention`` / ``shouldRetainRecord``),
+   ``record_decisions`` (the per-record hot loops of map building and recopying) and
+   ``batch_filter`` (:class:`BatchFilter`: one batch in, the bytes to write out, Kafka's
+   ``MemoryRecords.filterTo``). Batch bytes themselves are written by the record layer
+   (``storage_engine.record.rewrite``): retained records are copied as bytes; only stamping a
+   delete horizon rewrites a record, and then only its timestamp delta.
+2. **Plan** (pure, ``plan``): the cleanable range, the dirty ratio, grouping (``LogToClean``).
+3. **I/O**: ``inputs`` (the segments a pass reads), ``dirty_scan`` (map building's walk),
+   ``recopy`` (one group into a staged segment), ``cleaner`` (:class:`Cleaner`: a partition's
+   passes and the swap), ``staging`` (the cleaner lock and staged files), ``candidacy`` (due or
+   not from file metadata alone), with ``stats``, ``report`` and ``throttler`` beside them.
+
+After map building, the map's offsets are exactly the dirty records that win their key, so a
+dirty batch holding none of them is dropped without decompressing or walking it; with heavy
+duplication most batches go that way.
+
+A pass (Kafka's ``Cleaner.doClean``):
+
+* under the partition lock, briefly: re-sync, then open every segment read-only (our own file
+  descriptors: later swaps or appends by other processes do not disturb the read) and note
+  each one's inode and size;
+* without the lock: scan batch headers of the whole log (producer state, aborted
+  transactions, the last stable offset), compute the range, build the offset map over the
+  dirty section, and write the replacement segments, flushed, under the staging suffix
+  ``.cleaning`` (loader.py deletes any ``.cleaned`` file it finds, which would destroy this
+  output whenever another process reloads the log). A writer in another process keeps
+  appending to the active segment meanwhile, and may roll;
+* under the lock again: re-sync, check that every input segment is still on disk with the same
+  inode and size (otherwise delete the staged files and raise ``LogChangedError``), then swap:
+  ``.cleaning`` -> ``.cleaned``, then Kafka's steps: ``.cleaned`` -> ``.swap`` in descending
+  base order (the commit point is the last of these renames: from then on a load completes the
+  swap), fsync the directory, the old segments -> ``.deleted`` (``.log`` first), ``.swap`` ->
+  final names in ascending order, fsync the directory, publish the new segment list, and only
+  then write ``cleaner-offset-checkpoint``. Only one cleaner runs per partition (an ``flock``
+  on ``.logplat-cleaner.lock``); another finds it busy and skips the partition.
+
+Every file step is followed by ``crash_point("compaction.<step>")``; the kill tests check that
+``loader.py`` turns a kill at any of them into the content before or after, never a mix.
+
+Where this differs from Kafka, and why:
+
+* One swap replaces *all* groups of a pass at once (Kafka swaps group by group), so a kill
+  leaves the whole pass done or undone.
+* Aborted transactions come from scanning the log's ABORT markers (there is no ``.txnindex``):
+  a marker aborts its producer's transactional batches since that producer's previous marker.
+* The last batch of the round (the last batch of the last recopied segment) is always kept,
+  as an empty header if nothing in it survives: Kafka keeps it when its next offset is the
+  round's upper bound. Keeping it always means the swap's last segment always ends where the
+  replaced range ended, which is what the loader needs to find every replaced segment.
+* A rebuilt batch keeps its original ``baseTimestamp`` (or its delete horizon) instead of the
+  first surviving record's timestamp, so the surviving records' timestamp deltas stay valid
+  and their bytes are copied unchanged; every record's timestamp reads the same.
+* When the offset map is full, keys already in it are still updated; the pass stops at the
+  first *new* key that does not fit (Kafka stops at the first record once full).
+* A magic 0/1 compressed wrapper that loses records is rewritten as uncompressed messages
+  (this engine does not write legacy compressed wrappers); one that keeps all is copied.
+"""
+
+from __future__ import annotations
+
+from .batch_filter import BatchFilter
+from .candidacy import candidacy_from_stats, sweep_pending
+from .cleaner import Cleaner
+from .dirty_scan import batch_keys, dirty_start_position, map_walk, transaction_states
+from .inputs import InputSegment, SegmentRef
+from .recopy import discard_staged, recopy_group
+from .report import CompactionReport
+from .rules import (
+    AbortedTxn,
+    DROP_DUPLICATE,
+    DROP_TOMBSTONE,
+    DROP_UNKEYED,
+    KEEP,
+    LastRecord,
+    ProducerStateBuilder,
+    TransactionTracker,
+    retain_record,
+)
+from .staging import STAGING_SUFFIX, CleanerLock
+from .stats import CleanerStats
+from .throttler import Throttler
+
+__all__ = [
+    "AbortedTxn",
+    "BatchFilter",
+    "Cleaner",
+    "CleanerLock",
+    "CleanerStats",
+    "CompactionReport",
+    "DROP_DUPLICATE",
+    "DROP_TOMBSTONE",
+    "DROP_UNKEYED",
+    "InputSegment",
+    "KEEP",
+    "LastRecord",
+    "ProducerStateBuilder",
+    "STAGING_SUFFIX",
+    "SegmentRef",
+    "Throttler",
+    "TransactionTracker",
+    "batch_keys",
+    "candidacy_from_stats",
+    "dirty_start_position",
+    "discard_staged",
+    "map_walk",
+    "recopy_group",
+    "retain_record",
+    "sweep_pending",
+    "transaction_states",
+]

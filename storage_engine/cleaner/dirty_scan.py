@@ -1,0 +1,99 @@
+"""Map building's walk over the dirty section and the header scans it needs (a batch's keys,
+transaction states), shared by the local cleaner and the Spark tasks."""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable, Iterable, Iterator
+
+from .plan import SegmentFacts, segments_in_range
+from ..record import RawBatch, decode_batch, verify_batch
+from ..record.rewrite import control_type_of, corrupt_batch, record_bytes
+from ..record.v2 import walk_records as walk_v2_records
+from ..record.varint import VarintError
+from .inputs import InputSegment
+from .rules import AbortedTxn, TransactionTracker
+from .stats import CleanerStats
+
+
+def dirty_segments(segments: list[InputSegment], start: int, end: int) -> list[InputSegment]:
+    """The segments holding offsets of ``[start, end)``, in order."""
+    facts = [SegmentFacts(s.base_offset, s.size, s.mtime_ms, s.is_active) for s in segments]
+    wanted = {f.base_offset for f in segments_in_range(facts, start, end)}
+    return [s for s in segments if s.base_offset in wanted]
+
+
+def dirty_start_position(seg: InputSegment, start: int) -> int:
+    """Byte position of the first batch of ``seg`` that reaches offset ``start``."""
+    if seg.base_offset >= start:
+        return 0
+    for header, pos in seg.headers():
+        if header.last_offset >= start:
+            return pos
+    return seg.size
+
+
+def map_walk(
+    seg: InputSegment,
+    position: int,
+    tracker: TransactionTracker,
+    stats: CleanerStats,
+    throttle: Callable[[int], None] = lambda n: None,
+) -> Iterator[tuple[RawBatch, bytes, int, bool]]:
+    """Every batch of ``seg`` from ``position``, CRC-checked (v2), with whether its records go into
+    the offset map: data batches outside aborted transactions and legacy messages do; markers and
+    aborted batches only move the transaction state along. Counts what it reads in ``stats``."""
+    path = str(seg.path)
+    for raw, chunk, chunk_offset in seg.batches_in_chunks(position):
+        h = raw.header
+        stats.map_bytes_read += h.size_in_bytes
+        throttle(h.size_in_bytes)
+        if h.magic < 2:
+            yield raw, chunk, chunk_offset, True
+            continue
+        verify_batch(raw, path=path)
+        stats.map_records_read += h.records_count
+        if h.is_control:
+            tracker.on_control_batch(h, control_type_of(raw, path))
+            yield raw, chunk, chunk_offset, False
+        elif tracker.on_data_batch(h):
+            yield raw, chunk, chunk_offset, False
+        else:
+            yield raw, chunk, chunk_offset, h.records_count > 0
+
+
+def batch_keys(raw: RawBatch, chunk: bytes | None = None, chunk_offset: int = 0,
+               path: str | None = None) -> list[tuple[int, bytes | None]]:
+    """``(offset, key)`` of every record of a data batch, any magic (keys None when absent)."""
+    h = raw.header
+    if h.magic < 2:
+        return [(r.offset, r.key) for r in decode_batch(raw, path=path)]
+    try:
+        buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
+        return [(h.base_offset + r[2], r[4]) for r in walk_v2_records(buf, h.records_count, start, stop)]
+    except (IndexError, VarintError, ValueError) as exc:
+        raise corrupt_batch(f"malformed records in batch: {exc}", raw, path) from None
+
+
+def transaction_states(segments: list[InputSegment], aborted: Iterable[AbortedTxn],
+                       starts: Iterable[int]) -> dict[int, TransactionTracker]:
+    """The recopy's :class:`TransactionTracker` as it stands when it reaches each base offset of
+    ``starts`` (group starts), from a replay of the batch headers: its state depends on headers
+    and marker types only. Lets groups be recopied independently, in any order, with the same
+    decisions as one pass over the whole log."""
+    wanted = set(starts)
+    tracker = TransactionTracker(aborted)
+    out: dict[int, TransactionTracker] = {}
+    for seg in segments:
+        if seg.base_offset in wanted:
+            out[seg.base_offset] = copy.deepcopy(tracker)
+            if len(out) == len(wanted):
+                break
+        for header, pos in seg.headers():
+            if header.magic < 2:
+                continue
+            if header.is_control:
+                tracker.on_control_batch(header, control_type_of(seg.read_batch(pos, header.size_in_bytes), str(seg.path)))
+            else:
+                tracker.on_data_batch(header)
+    return out

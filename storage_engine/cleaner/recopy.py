@@ -1,0 +1,103 @@
+"""Recopying one group of segments into a staged replacement segment (Kafka's
+``Cleaner.cleanSegments``), shared by the local cleaner and the Spark tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, TYPE_CHECKING
+
+from .plan import LogToClean, log_to_clean
+from ..config import LogConfig
+from ..naming import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from ..segment import LogSegment
+from .staging import STAGING_SUFFIX
+from .batch_filter import BatchFilter
+from .inputs import InputSegment, LogSnapshot, MIN_READ_CHUNK
+
+if TYPE_CHECKING:  # log.py does not import the cleaner; the manager imports both
+    from ..log import Log
+
+
+def recopy_group(
+    directory: Path,
+    config: LogConfig,
+    group: list[InputSegment],
+    legacy_delete_horizon_ms: int,
+    bfilter: BatchFilter,
+    *,
+    throttle: Callable[[int], None] = lambda n: None,
+    chunk_limit: int = MIN_READ_CHUNK,
+) -> LogSegment:
+    """Filter a group of segments into one replacement segment in ``directory`` with the first
+    input's base offset and the last input's mtime, flushed, under the staging suffix (see
+    ``Cleaner._swap``). Deletes its output if anything fails."""
+    base = group[0].base_offset
+    for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        segment_file(directory, base, sfx + STAGING_SUFFIX).unlink(missing_ok=True)
+    cleaned = LogSegment(directory, base, config, file_suffix=STAGING_SUFFIX, create=True)
+    try:
+        for seg in group:
+            retain_legacy = seg.mtime_ms > legacy_delete_horizon_ms
+            out: list[bytes] = []
+            out_bytes = 0
+            largest = -1
+            max_ts, offset_of_max = -1, -1
+            for raw, chunk, chunk_offset in seg.batches_in_chunks(0):
+                throttle(raw.header.size_in_bytes)
+                kept = bfilter.filter(raw, retain_legacy_deletes=retain_legacy, chunk=chunk,
+                                      chunk_offset=chunk_offset)
+                if kept is None:
+                    continue
+                out.append(kept.data)
+                out_bytes += len(kept.data)
+                largest = kept.last_offset
+                if kept.max_timestamp > max_ts:
+                    max_ts, offset_of_max = kept.max_timestamp, kept.last_offset
+                if out_bytes >= chunk_limit:
+                    cleaned.append(largest, max_ts, offset_of_max, b"".join(out))
+                    throttle(out_bytes)
+                    out, out_bytes, max_ts, offset_of_max = [], 0, -1, -1
+            if out:
+                cleaned.append(largest, max_ts, offset_of_max, b"".join(out))
+                throttle(out_bytes)
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        cleaned.set_last_modified(group[-1].mtime_ms)
+    except BaseException:
+        cleaned.close(trim_indexes=False)
+        cleaned.delete_files()
+        raise
+    return cleaned
+
+
+def discard_staged(cleaned: Iterable[LogSegment]) -> None:
+    """Delete replacement segments that never reached their swap."""
+    for seg in cleaned:
+        if seg.file_suffix in (STAGING_SUFFIX, CLEANED_SUFFIX):
+            seg.close(trim_indexes=False)
+            seg.delete_files()
+
+
+def range_of(log: Log, snap: LogSnapshot, last_stable_offset: int | None, now_ms: int) -> LogToClean:
+    """The partition's cleanable range and dirtiness as a snapshot of it shows them."""
+    config = log.config
+    return log_to_clean(
+        log.topic,
+        log.partition,
+        snap.facts,
+        checkpoint=snap.checkpoint,
+        log_start_offset=snap.log_start_offset,
+        log_end_offset=snap.log_end_offset,
+        last_stable_offset=last_stable_offset,
+        now_ms=now_ms,
+        min_compaction_lag_ms=config.min_compaction_lag_ms,
+        max_compaction_lag_ms=config.max_compaction_lag_ms,
+        min_cleanable_ratio=config.min_cleanable_dirty_ratio,
+    )

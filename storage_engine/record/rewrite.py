@@ -1,0 +1,135 @@
+"""Rewriting batch bytes for the cleaner, the byte side of Kafka's ``MemoryRecords.filterTo``:
+a record's bytes as stored (decompressed when needed), a record restamped with a new timestamp
+delta, a v2 batch assembled from surviving records' bytes, the empty header that keeps a
+producer's last batch, legacy (magic 0/1) messages, and a control batch's type.
+
+The cleaner decides keep or drop (``storage_engine.cleaner``); only this module and the codecs
+beside it write batch bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError
+from . import RawBatch, decode_batch, encode_empty_batch
+from .compression import decompress
+from .records import BatchHeader
+from .v2 import RECORD_BATCH_OVERHEAD, _HEAD, _TAIL
+from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+CONTROL_KEY = struct.Struct(">hh")
+OFFSET_AND_LENGTH = struct.Struct(">qi")
+
+
+# ------------------------------------------------------------------------------------------
+# record walking and batch assembly
+
+
+def corrupt_batch(reason: str, raw: RawBatch, path: str | None) -> CorruptRecordError:
+    return CorruptRecordError(reason, path=path, position=raw.position, offset=raw.header.base_offset)
+
+
+def record_bytes(raw: RawBatch, path: str | None = None, chunk: bytes | None = None,
+                 chunk_offset: int = 0) -> tuple[bytes, int, int]:
+    """Where a v2 batch's plain record bytes are: ``(buffer, start, end)``.
+
+    For an uncompressed batch read from ``chunk`` (``raw.data`` being ``chunk[chunk_offset:...]``)
+    that is the chunk itself, so nothing is copied; otherwise a copy or the decompressed stream.
+    """
+    h = raw.header
+    codec = h.attributes & 0x07
+    if codec == 0:
+        if chunk is not None:
+            return chunk, chunk_offset + RECORD_BATCH_OVERHEAD, chunk_offset + h.size_in_bytes
+        payload = bytes(memoryview(raw.data)[RECORD_BATCH_OVERHEAD:])
+        return payload, 0, len(payload)
+    try:
+        plain = decompress(codec, memoryview(raw.data)[RECORD_BATCH_OVERHEAD:])
+    except CorruptRecordError as exc:
+        raise corrupt_batch(exc.reason, raw, path) from exc
+    return plain, 0, len(plain)
+
+
+def restamp_record(record: bytes | memoryview, new_delta: int) -> bytes:
+    """A record's bytes with its timestamp delta replaced (length prefix recomputed); the rest of
+    the record (offset delta, key, value, headers) is copied unchanged."""
+    _, p = decode_varint(record, 0)
+    attributes = record[p]
+    _, q = decode_varlong(record, p + 1)
+    body = b"".join((bytes((attributes,)), encode_varlong(new_delta), bytes(record[q:])))
+    return encode_varint(len(body)) + body
+
+
+def assemble_v2_batch(header: BatchHeader, *, attributes: int, base_timestamp: int, max_timestamp: int,
+                      records_count: int, payload: bytes) -> bytes:
+    """A v2 batch with ``header``'s offsets, epoch and producer fields and the given records bytes
+    (already compressed if the attributes name a codec); CRC-32C over bytes 21..end."""
+    tail = _TAIL.pack(
+        attributes,
+        header.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        records_count,
+    )
+    crc = crc32c(payload, crc32c(tail))
+    head = _HEAD.pack(header.base_offset, 49 + len(payload), header.partition_leader_epoch, 2, crc)
+    return b"".join((head, tail, payload))
+
+
+def empty_batch_of(header: BatchHeader) -> bytes:
+    """Kafka's ``writeEmptyHeader`` for a batch whose records all went but whose offsets and
+    producer state must stay."""
+    return encode_empty_batch(
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        timestamp_type=header.timestamp_type,
+    )
+
+
+def encode_legacy_message(offset: int, magic: int, log_append_time: bool, timestamp: int,
+                          key: bytes | None, value: bytes | None) -> bytes:
+    """One uncompressed magic 0/1 message (``offset | size | crc | magic | attributes | [timestamp]
+    | key | value``, CRC-32 over magic..end)."""
+    attributes = 0x08 if (magic == 1 and log_append_time) else 0
+    parts = [bytes((magic, attributes))]
+    if magic == 1:
+        parts.append(struct.pack(">q", timestamp))
+    for blob in (key, value):
+        if blob is None:
+            parts.append(struct.pack(">i", -1))
+        else:
+            parts.append(struct.pack(">i", len(blob)))
+            parts.append(blob)
+    body = b"".join(parts)
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return OFFSET_AND_LENGTH.pack(offset, len(message)) + message
+
+
+def control_type_of(raw: RawBatch, path: str | None = None) -> int | None:
+    """The control record type of a control batch (0 ABORT, 1 COMMIT, ...), None when empty."""
+    if raw.header.records_count == 0:
+        return None
+    records = decode_batch(raw, verify=False, path=path)
+    if not records:
+        return None
+    key = records[0].key
+    if key is None or len(key) < 4:
+        raise corrupt_batch("control record key is shorter than 4 bytes", raw, path)
+    return CONTROL_KEY.unpack_from(key, 0)[1]
