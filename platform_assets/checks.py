@@ -2,14 +2,14 @@
 
 Every topic carries ``log_health`` (``health.py``): does the partition need cleaning, and why.
 Compacted topics carry four more checks, evaluated on each partition a run compacted (computed by
-``log_checks``; the asset runs them in the same step so they can compare with the state it
+``check_facts``; the asset runs them in the same step so they can compare with the state it
 snapshotted before cleaning):
 
 * ``keys_unique_in_cleaned_range``: no key appears twice below the new cleaner checkpoint;
 * ``offsets_strictly_increase``: the engine's verification of every batch and record offset;
 * ``indexes_agree_with_log``: every offset and time index entry points at a real batch;
 * ``latest_values_preserved``: the digest of every key's latest value is the same before and
-  after (see ``log_checks`` for what is compared).
+  after (see ``check_facts`` for what is compared).
 
 The check specs are partitioned like the asset, so the UI shows each partition's latest result.
 Partitioned check specs are a *preview* feature of Dagster 1.13 and warn once per definition;
@@ -28,7 +28,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # n
 )
 
 from .catalog import Topic
-from .log_checks import Digest, Duplicates, Verification
+from .check_facts import Digest, Duplicates, Verification
 from .log_state import PartitionState
 from .partitions import partition_key, topic_partitions_def
 

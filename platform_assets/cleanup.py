@@ -29,7 +29,7 @@ from spark_jobs.compaction import COMPACTED, PartitionOutcome, compact_partition
 from spark_jobs.retention import RetentionOutcome, retention_partitions
 from storage_engine.config import MAX_TIMESTAMP_MS
 
-from . import log_checks
+from . import check_facts
 from .catalog import Topic
 from .checks import (
     HEALTH_CHECK,
@@ -217,23 +217,23 @@ def _check_compactions(spark, topic: Topic, log_store: LogStoreResource, cleanup
     if not compacted or snapshot is None:
         return []
     after = {p: cleanups[p].after for p in compacted}
-    before = log_checks.summarize(snapshot, from_offsets={p: s.log_start_offset for p, s in after.items()})
+    before = check_facts.summarize(snapshot, from_offsets={p: s.log_start_offset for p, s in after.items()})
     return _state_checks(spark, topic, log_store, after, {p: cleanups[p].leo_before for p in compacted}, before)
 
 
 def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict[int, PartitionState],
-                  ending: dict[int, int], before: dict[int, log_checks.PartitionFacts] | None) -> list[CheckOutcome]:
+                  ending: dict[int, int], before: dict[int, check_facts.PartitionFacts] | None) -> list[CheckOutcome]:
     """The checks of each partition in ``states`` over ``[log start, ending[p])``; the latest-value
     comparison only when there is a ``before``."""
     cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items() if s.cleaner_checkpoint is not None}
-    after = log_checks.summarize(log_checks.key_table(spark, log_store.log_dirs, topic.name, ending,
+    after = check_facts.summarize(check_facts.key_table(spark, log_store.log_dirs, topic.name, ending,
                                                       cleaned_end=cleaned_end))
     with log_store.manager() as manager:
-        verified = log_checks.verify_partitions(manager, topic.name, sorted(states))
+        verified = check_facts.verify_partitions(manager, topic.name, sorted(states))
     outcomes: list[CheckOutcome] = []
     for p, state in sorted(states.items()):
-        facts = after.get(p, log_checks.PartitionFacts())
-        digests = None if before is None else (before.get(p, log_checks.PartitionFacts()).digest, facts.digest)
+        facts = after.get(p, check_facts.PartitionFacts())
+        digests = None if before is None else (before.get(p, check_facts.PartitionFacts()).digest, facts.digest)
         outcomes.extend(evaluate_checks(p, state, facts.duplicates, verified[p], digests))
     return outcomes
 
@@ -261,7 +261,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     spark = pyspark.spark_session
     checked = [p for p in partitions if topic.compact and (config.force_compaction or cleanups[p].before.compaction_due)]
     started = time.monotonic()
-    snapshot = (log_checks.snapshot_key_table(spark, log_store.log_dirs, topic.name,
+    snapshot = (check_facts.snapshot_key_table(spark, log_store.log_dirs, topic.name,
                                               {p: cleanups[p].leo_before for p in checked}) if checked else None)
     if checked:
         context.log.info(f"latest values of {len(checked)} partition(s) snapshotted "

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 
 HOUR_MS = 3_600_000
 

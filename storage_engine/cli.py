@@ -24,7 +24,7 @@ from .manager import LogManager, log_dirs_from_env
 from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
 from .record import CompressionType, decode_batch, scan_batches, verify_batch
 from .segment import now_ms
-from .validator import ProducerRecord, build_batch
+from .append_validation import ProducerRecord, build_batch
 from .verify import verify_partition
 
 PRODUCE_BATCH_RECORDS = 1000

@@ -171,12 +171,6 @@ class AbstractIndex:
     def size_in_bytes(self) -> int:
         return self.entries * self.ENTRY_SIZE
 
-    @property
-    def file_length(self) -> int:
-        """Bytes the file has on disk (0 while it does not exist)."""
-        self._ensure_loaded()
-        return self._length or 0
-
     def __repr__(self) -> str:
         state = f"{len(self._rel)} entries" if self._loaded else "not loaded"
         return f"{type(self).__name__}({str(self._path)!r}, base_offset={self.base_offset}, {state})"

@@ -1,7 +1,7 @@
 """The log of one topic-partition: an ordered list of segments in ``<topic>-<partition>/``.
 
 Kafka's ``UnifiedLog``/``LocalLog`` for one process, extended for several processes sharing the
-directory (see ``lock.py``): every change happens under the partition lock after re-reading
+directory (see ``partition_lock.py``): every change happens under the partition lock after re-reading
 what other processes did; reads take no lock, notice a changed segment list through the
 generation counter, and retry when a segment they were about to use was swapped or deleted.
 """
@@ -17,14 +17,14 @@ from typing import Iterator, Sequence
 from .config import LogConfig
 from .errors import AppendFailedError, CorruptRecordError, LogChangedError, LogError, LogGapError, OffsetOutOfRangeError
 from .loader import LogLoader
-from .lock import PartitionLock
+from .partition_lock import PartitionLock
 from .logdir import LogDir
 from .faults import crash_point
 from .naming import DELETED_SUFFIX, segment_file
 from .producer_state import ProducerStateManager
 from .record import CompressionType, RawBatch, Record, decode_batch
 from .segment import AppendMark, LogSegment, now_ms
-from .validator import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
+from .append_validation import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -201,10 +201,6 @@ class Log:
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
-
-    def segment_for(self, offset: int) -> LogSegment | None:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        return self.segments[i] if i >= 0 else None
 
     # ------------------------------------------------------------------ appending
 

@@ -187,12 +187,6 @@ def live_stats(log) -> PartitionStats:
     return PartitionStats(log.topic, log.partition, log.dir, segments, log.log_start_offset)
 
 
-def plan_for_log(log, now_ms: int) -> RetentionPlan:
-    with log.lock.hold():
-        log.refresh()
-        return plan_retention(live_stats(log), log.config, now_ms)
-
-
 def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionResult:
     """Apply ``plan`` (or a fresh one when None) to an open log; see the module docstring."""
     with log.lock.hold():

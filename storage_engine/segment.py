@@ -256,10 +256,6 @@ class LogSegment:
         return self._load_max_timestamp()[0]
 
     @property
-    def offset_of_max_timestamp_so_far(self) -> int:
-        return self._load_max_timestamp()[1]
-
-    @property
     def largest_timestamp(self) -> int:
         """What retention judges: the max record timestamp, or the file mtime when there is none."""
         ts = self.max_timestamp_so_far

@@ -72,12 +72,9 @@ from .recopy import discard_staged, recopy_group
 from .report import CompactionReport
 from .rules import (
     AbortedTxn,
-    DROP_DUPLICATE,
-    DROP_TOMBSTONE,
-    DROP_UNKEYED,
-    KEEP,
     LastRecord,
     ProducerStateBuilder,
+    RecordOutcome,
     TransactionTracker,
     retain_record,
 )
@@ -92,13 +89,10 @@ __all__ = [
     "CleanerLock",
     "CleanerStats",
     "CompactionReport",
-    "DROP_DUPLICATE",
-    "DROP_TOMBSTONE",
-    "DROP_UNKEYED",
     "InputSegment",
-    "KEEP",
     "LastRecord",
     "ProducerStateBuilder",
+    "RecordOutcome",
     "STAGING_SUFFIX",
     "SegmentRef",
     "Throttler",

@@ -26,11 +26,8 @@ from ..record.varint import VarintError
 from .record_decisions import filter_v2_records
 from .rules import (
     BatchRetention,
-    DROP_DUPLICATE,
-    DROP_TOMBSTONE,
-    DROP_UNKEYED,
-    KEEP,
     LastRecord,
+    RecordOutcome,
     TransactionTracker,
     batch_retention,
     is_last_batch_of_active_producer,
@@ -231,7 +228,7 @@ class BatchFilter:
             verdict = retain_record(r.offset, r.key, r.value is None, latest_offset_of_key=self.map.get(r.key)
                                     if r.key is not None else -1, map_latest_offset=latest,
                                     retain_tombstones=retain_deletes)
-            if verdict == KEEP:
+            if verdict is RecordOutcome.KEEP:
                 kept.append(r)
             else:
                 self._count_drop(verdict)
@@ -245,9 +242,9 @@ class BatchFilter:
         return self._emit(data, kept[-1].offset, max(r.timestamp for r in kept), len(kept), copied=False)
 
     def _count_drop(self, verdict: int) -> None:
-        if verdict == DROP_DUPLICATE:
+        if verdict is RecordOutcome.DROP_DUPLICATE:
             self.stats.duplicates_removed += 1
-        elif verdict == DROP_TOMBSTONE:
+        elif verdict is RecordOutcome.DROP_TOMBSTONE:
             self.stats.tombstones_removed += 1
-        elif verdict == DROP_UNKEYED:
+        elif verdict is RecordOutcome.DROP_UNKEYED:
             self.stats.unkeyed_removed += 1

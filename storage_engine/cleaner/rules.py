@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Iterable
 
 from ..record.records import BatchHeader
@@ -192,10 +192,14 @@ def batch_retention(
 
 
 # Why a record was dropped (or kept): the counters of the cleaner's report.
-KEEP = 0
-DROP_DUPLICATE = 1
-DROP_TOMBSTONE = 2
-DROP_UNKEYED = 3
+class RecordOutcome(IntEnum):
+    """What :func:`retain_record` decides for one record: kept, or why it goes (the counters
+    of ``CleanerStats`` follow the reason)."""
+
+    KEEP = 0
+    DROP_DUPLICATE = 1
+    DROP_TOMBSTONE = 2
+    DROP_UNKEYED = 3
 
 
 def retain_record(
@@ -206,9 +210,9 @@ def retain_record(
     latest_offset_of_key: int,
     map_latest_offset: int,
     retain_tombstones: bool,
-) -> int:
+) -> RecordOutcome:
     """Kafka's ``shouldRetainRecord`` for a record of a batch that is neither deleted nor discarded:
-    ``KEEP`` or the reason it goes.
+    ``RecordOutcome.KEEP`` or the reason it goes.
 
     Records beyond the map's reach are kept whatever they hold; a record without a key goes; a
     keyed record stays if it is the latest for its key (``latest_offset_of_key`` is -1 for a key
@@ -217,14 +221,14 @@ def retain_record(
     above the legacy horizon).
     """
     if offset > map_latest_offset:
-        return KEEP
+        return RecordOutcome.KEEP
     if key is None:
-        return DROP_UNKEYED
+        return RecordOutcome.DROP_UNKEYED
     if offset < latest_offset_of_key:
-        return DROP_DUPLICATE
+        return RecordOutcome.DROP_DUPLICATE
     if is_tombstone and not retain_tombstones:
-        return DROP_TOMBSTONE
-    return KEEP
+        return RecordOutcome.DROP_TOMBSTONE
+    return RecordOutcome.KEEP
 
 
 def retain_tombstones_v2(header: BatchHeader, now_ms: int) -> bool:

@@ -23,7 +23,7 @@ from tests.helpers.cleaner import NOW, compacted, content, put
 from storage_engine.manager import LogManager
 from storage_engine.errors import NeedsRecoveryError
 from storage_engine.verify import verify_log, verify_partition
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 
 COMPACT = textwrap.dedent("""
     import sys
@@ -122,7 +122,7 @@ def test_a_kill_at_each_swap_step_leaves_the_log_before_or_after(tmp_path, scena
 WRITER = textwrap.dedent("""
     import sys
     from storage_engine.manager import LogManager
-    from storage_engine.validator import ProducerRecord
+    from storage_engine.append_validation import ProducerRecord
     root, n = sys.argv[1], int(sys.argv[2])
     m = LogManager([root]); log = m.get_log("t", 0)
     for i in range(n):

@@ -20,7 +20,7 @@ from tests.helpers.cleaner import NOW, compacted, small_map_cleaner
 from storage_engine.cleaner import Cleaner
 from storage_engine.record import CompressionType
 from storage_engine.verify import verify_log
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 
 KEYS = [f"k{i}" for i in range(6)]
 SMALL_MAP_KEYS = 3

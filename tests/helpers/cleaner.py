@@ -13,7 +13,7 @@ from storage_engine.config import CleanerConfig
 from storage_engine.manager import LogManager
 from storage_engine.cleaner.offset_map import entry_cost
 from storage_engine.record import CompressionType, Record, encode_batch
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 from tests.helpers.engine import open_topic
 
 NOW = 1_000_000_000

@@ -7,7 +7,7 @@ from typing import Iterable
 
 from storage_engine.manager import LogManager
 from storage_engine.naming import parse_partition_dir
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 
 
 def records(n: int, *, start: int = 0, ts: int = 1_000, keys: int | None = None, value_size: int = 20) -> list[ProducerRecord]:

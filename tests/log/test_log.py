@@ -10,7 +10,7 @@ from tests.helpers.engine import append_each, open_topic, records
 from storage_engine.checkpoint import read_checkpoint
 from storage_engine.errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from storage_engine.record import CompressionType, scan_batches
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))

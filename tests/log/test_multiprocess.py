@@ -21,7 +21,7 @@ DURATION_S = 4.0
 PRODUCER = """
 import sys, time
 from storage_engine.manager import LogManager
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 root, deadline = sys.argv[1], float(sys.argv[2])
 m = LogManager([root]); log = m.get_log("t", 0)
 seq = 0

@@ -96,7 +96,7 @@ def test_symlinked_file_in_partition_is_refused(logctl, tmp_path, name, command)
 def test_nofollow_open_refuses_a_link_made_after_the_scan(tmp_path):
     """The directory check is not the only guard: every open under a log dir uses O_NOFOLLOW."""
     from storage_engine.errors import UnsafePathError
-    from storage_engine.lock import PartitionLock
+    from storage_engine.partition_lock import PartitionLock
 
     part = tmp_path / "t-0"
     part.mkdir()

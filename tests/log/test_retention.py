@@ -15,7 +15,7 @@ from storage_engine.cli import main as logctl
 from storage_engine.errors import LogChangedError
 from storage_engine.manager import LogManager
 from storage_engine.retention import apply_retention
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 
 NOW = 1_000_000
 

@@ -8,7 +8,7 @@ import pytest
 
 from platform_assets.catalog import safe_name
 from platform_assets.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
-from platform_assets.log_checks import Digest, Duplicates, Verification, split_problems
+from platform_assets.check_facts import Digest, Duplicates, Verification, split_problems
 from platform_assets.log_state import PartitionState
 from platform_assets.partitions import KeyUpdate, partition_number, plan_key_update
 from platform_assets.schedules import cron_for_interval_ms

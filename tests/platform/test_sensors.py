@@ -23,7 +23,7 @@ from platform_assets.partitions import partitions_def_name
 from platform_assets.resources import build_resources
 from platform_assets.workload import produce
 from storage_engine.manager import LogManager
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 
 NOW = int(time.time() * 1000)
 #: 200 records of 7 keys, about 12 KB: enough to roll a 4 KB segment a few times.

@@ -21,7 +21,7 @@ from tests.helpers.engine import open_topic
 from storage_engine.checkpoint import read_checkpoint
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 from tests.helpers.cleaner import NOW, data_batch, marker, raw_log
 
 from spark_jobs.compaction import CHANGED, COMPACTED, SKIPPED, CompactionJob, compact_partitions

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 from storage_engine.manager import LogManager
 from storage_engine.naming import parse_partition_dir
 from storage_engine.record import CompressionType, decode_batch, scan_batches
-from storage_engine.validator import ProducerRecord
+from storage_engine.append_validation import ProducerRecord
 from storage_engine.errors import NeedsRecoveryError
 from spark_jobs.datasource import (
     KAFKA_ARROW_SCHEMA,
