@@ -8,7 +8,9 @@ One module per concern, as in kafka-python's ``record`` package:
 * :mod:`.v2`: magic 2 batches (decode, verify, encode, in-place header updates);
 * :mod:`.legacy`: magic 0/1 messages, read-only (brokers stopped writing them in 0.11);
 * :mod:`.scan`: shallow iteration over a buffer of batches, dispatching on the magic byte;
-* :mod:`.columnar`: decoding straight to Arrow for Spark and analytics.
+* :mod:`.columnar`: decoding straight to Arrow for Spark and analytics (import it directly: it
+  loads pyarrow and numpy, which nothing else here needs);
+* :mod:`.rewrite`: the batch bytes the cleaner writes (records copied, restamped, assembled).
 
 The split between scanning (headers only), verifying (CRC and header structure) and decoding
 (records) is deliberate: recovery, index rebuilds and retention read millions of headers and
@@ -18,7 +20,6 @@ no records, while consumers and compaction need records. Every corrupt-input err
 
 from __future__ import annotations
 
-from .columnar import ARROW_SCHEMA, HEADERS_TYPE, batches_to_arrow
 from .compression import CompressionType
 from .records import BatchHeader, RawBatch, Record, TimestampType
 from .scan import (
@@ -47,9 +48,6 @@ __all__ = [
     "set_base_offset",
     "set_partition_leader_epoch",
     "set_log_append_time",
-    "batches_to_arrow",
-    "ARROW_SCHEMA",
-    "HEADERS_TYPE",
     "RECORD_BATCH_OVERHEAD",
     "LOG_OVERHEAD",
     "HEADER_SIZE_UP_TO_MAGIC",
