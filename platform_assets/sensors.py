@@ -90,6 +90,12 @@ def default_status(settings: PlatformSettings) -> dg.DefaultSensorStatus:
     return dg.DefaultSensorStatus.RUNNING if settings.automation == "running" else dg.DefaultSensorStatus.STOPPED
 
 
+def platform_sensor(name: str, description: str, settings: PlatformSettings, **kwargs: object):
+    """``dg.sensor`` with the platform's tick interval and default status."""
+    return dg.sensor(name=name, minimum_interval_seconds=settings.sensor_interval_s,
+                     default_status=default_status(settings), description=description, **kwargs)
+
+
 # ------------------------------------------------------------------------------- the cursor
 
 
@@ -185,13 +191,8 @@ def _existing_keys(instance: dg.DagsterInstance, topics: Iterable[str]) -> dict[
 def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> dg.SensorDefinition:
     known = {t.name for t in topics}
 
-    @dg.sensor(
-        name="log_state_sensor",
-        minimum_interval_seconds=settings.sensor_interval_s,
-        default_status=default_status(settings),
-        description="Adds partition keys for new partitions (numeric order) and records each partition's "
-        "state as an observation when it changed.",
-    )
+    @platform_sensor("log_state_sensor", "Adds partition keys for new partitions (numeric order) and records each "
+                     "partition's state and log_health when it changed.", settings)
     def log_state_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         cursor = ObservationCursor.parse(context.cursor)
         states = current_states(log_store, settings)
@@ -288,13 +289,7 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
                       settings: PlatformSettings) -> dg.SensorDefinition:
     by_name = {t.name: t for t in spec.topics}
 
-    @dg.sensor(
-        name=spec.name,
-        jobs=[jobs[t.name] for t in spec.topics],
-        minimum_interval_seconds=settings.sensor_interval_s,
-        default_status=default_status(settings),
-        description=spec.description,
-    )
+    @platform_sensor(spec.name, spec.description, settings, jobs=[jobs[t.name] for t in spec.topics])
     def _sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         states = current_states(log_store, settings, by_name)
         existing = _existing_keys(context.instance, by_name)
@@ -339,13 +334,8 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
     that freed something gets an observation (files and bytes freed); no run is launched."""
     known = {t.name for t in topics}
 
-    @dg.sensor(
-        name="deleted_files_sensor",
-        minimum_interval_seconds=settings.sensor_interval_s,
-        default_status=default_status(settings),
-        description="Removes .deleted segment files once file.delete.delay.ms has passed, and records what "
-        "each partition freed.",
-    )
+    @platform_sensor("deleted_files_sensor", "Removes .deleted segment files once file.delete.delay.ms has passed, "
+                     "and records what each partition freed.", settings)
     def deleted_files_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         with log_store.manager() as manager:
             removed = manager.delete_expired_files(now_ms=wall_clock_ms())

@@ -87,18 +87,8 @@ def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | 
         for s in stats.segments
     ]
     leo = log_end_offset_on_disk(directory, facts[-1].base_offset)
-    return log_to_clean(
-        stats.topic,
-        stats.partition,
-        facts,
-        checkpoint=stats.cleaner_checkpoint,
-        log_start_offset=stats.log_start_offset,
-        log_end_offset=leo,
-        now_ms=now_ms,
-        min_compaction_lag_ms=config.min_compaction_lag_ms,
-        max_compaction_lag_ms=config.max_compaction_lag_ms,
-        min_cleanable_ratio=config.min_cleanable_dirty_ratio,
-    )
+    return log_to_clean(stats.topic, stats.partition, facts, checkpoint=stats.cleaner_checkpoint,
+                        log_start_offset=stats.log_start_offset, log_end_offset=leo, now_ms=now_ms, config=config)
 
 
 def sweep_pending(directory: Path, delay_ms: int) -> list[tuple[str, int]]:

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from ..config import LogConfig
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -240,12 +243,12 @@ def log_to_clean(
     log_end_offset: int,
     last_stable_offset: int | None = None,
     now_ms: int,
-    min_compaction_lag_ms: int,
-    max_compaction_lag_ms: int,
-    min_cleanable_ratio: float,
+    config: LogConfig,
 ) -> LogToClean:
-    """The candidacy of one partition (Kafka's ``LogCleanerManager.grabFilthiestCompactedLog``). ``last_stable_offset`` defaults to the
-    log end offset (no open transaction), which is what a metadata-only planner can know."""
+    """The candidacy of one partition (Kafka's ``LogCleanerManager.grabFilthiestCompactedLog``)
+    under the topic's ``min.compaction.lag.ms``, ``max.compaction.lag.ms`` and
+    ``min.cleanable.dirty.ratio``. ``last_stable_offset`` defaults to the log end offset (no
+    open transaction), which is what a metadata-only planner can know."""
     if not segments:
         raise ValueError(f"{topic}-{partition} has no segment")
     lso = log_end_offset if last_stable_offset is None else last_stable_offset
@@ -256,7 +259,7 @@ def log_to_clean(
         log_end_offset=log_end_offset,
         last_stable_offset=lso,
         now_ms=now_ms,
-        min_compaction_lag_ms=min_compaction_lag_ms,
+        min_compaction_lag_ms=config.min_compaction_lag_ms,
     )
     first_uncleanable = first_uncleanable_segment_base(segments, rng.uncleanable_offset)
     clean = sum(s.size_bytes for s in segments_in_range(segments, -1, rng.first_dirty_offset))
@@ -264,7 +267,7 @@ def log_to_clean(
         s.size_bytes
         for s in segments_in_range(segments, min(rng.first_dirty_offset, first_uncleanable), first_uncleanable)
     )
-    delay = max_compaction_delay_ms(segments, rng.first_dirty_offset, now_ms, max_compaction_lag_ms)
+    delay = max_compaction_delay_ms(segments, rng.first_dirty_offset, now_ms, config.max_compaction_lag_ms)
     return LogToClean(
         topic,
         partition,
@@ -276,7 +279,7 @@ def log_to_clean(
         clean,
         cleanable,
         delay,
-        min_cleanable_ratio,
+        config.min_cleanable_dirty_ratio,
         rng.force_checkpoint_update,
         rng.reason,
     )

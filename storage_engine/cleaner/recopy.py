@@ -87,17 +87,6 @@ def discard_staged(cleaned: Iterable[LogSegment]) -> None:
 
 def range_of(log: Log, snap: LogSnapshot, last_stable_offset: int | None, now_ms: int) -> LogToClean:
     """The partition's cleanable range and dirtiness as a snapshot of it shows them."""
-    config = log.config
-    return log_to_clean(
-        log.topic,
-        log.partition,
-        snap.facts,
-        checkpoint=snap.checkpoint,
-        log_start_offset=snap.log_start_offset,
-        log_end_offset=snap.log_end_offset,
-        last_stable_offset=last_stable_offset,
-        now_ms=now_ms,
-        min_compaction_lag_ms=config.min_compaction_lag_ms,
-        max_compaction_lag_ms=config.max_compaction_lag_ms,
-        min_cleanable_ratio=config.min_cleanable_dirty_ratio,
-    )
+    return log_to_clean(log.topic, log.partition, snap.facts, checkpoint=snap.checkpoint,
+                        log_start_offset=snap.log_start_offset, log_end_offset=snap.log_end_offset,
+                        last_stable_offset=last_stable_offset, now_ms=now_ms, config=log.config)

@@ -21,16 +21,7 @@ import pytest
 from tests.helpers.engine import fixture_log_dirs
 from pyspark.errors import AnalysisException
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql import types as T
 
 from storage_engine.manager import LogManager
 from storage_engine.naming import parse_partition_dir
@@ -171,16 +162,16 @@ def _segments(directory: Path) -> list[Path]:
 
 def test_schema_is_the_spark_kafka_source_schema(spark, logs):
     # Spark's KafkaRecordToRowConverter (with includeHeaders): plain StructFields, all nullable.
-    header = StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)])
-    kafka = StructType([
-        StructField("key", BinaryType(), True),
-        StructField("value", BinaryType(), True),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("offset", LongType(), True),
-        StructField("timestamp", TimestampType(), True),
-        StructField("timestampType", IntegerType(), True),
-        StructField("headers", ArrayType(header, True), True),
+    header = T.StructType([T.StructField("key", T.StringType(), True), T.StructField("value", T.BinaryType(), True)])
+    kafka = T.StructType([
+        T.StructField("key", T.BinaryType(), True),
+        T.StructField("value", T.BinaryType(), True),
+        T.StructField("topic", T.StringType(), True),
+        T.StructField("partition", T.IntegerType(), True),
+        T.StructField("offset", T.LongType(), True),
+        T.StructField("timestamp", T.TimestampType(), True),
+        T.StructField("timestampType", T.IntegerType(), True),
+        T.StructField("headers", T.ArrayType(header, True), True),
     ])
     assert KAFKA_SOURCE_SCHEMA == kafka
     assert read(spark, logs[0]).schema == kafka
