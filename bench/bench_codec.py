@@ -29,14 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder  # noqa: E402
 
-from storage_engine.record import (  # noqa: E402
-    CompressionType,
-    Record,
-    batches_to_arrow,
-    decode_batch,
-    encode_batch,
-    scan_batches,
-)
+from storage_engine.record import CompressionType, Record, decode_batch, encode_batch, scan_batches  # noqa: E402
+from storage_engine.record.columnar import batches_to_arrow  # noqa: E402
 
 
 def make_records(n: int, seed: int = 7) -> list[Record]:

@@ -32,9 +32,9 @@ import dagster as dg
 from bench_retention import baseline_listing, build_tree
 
 from platform_assets.definitions import build_definitions
-from platform_assets.resources import build_resources
-from platform_assets.settings import PlatformSettings
-from platform_assets.state_cache import RACY_NS, STATE_CACHE
+from platform_assets.defs.resources import build_resources
+from platform_assets.logic.settings import PlatformSettings
+from platform_assets.logic.state_cache import RACY_NS, STATE_CACHE
 from storage_engine.manager import LogManager
 
 TOPIC = "bench"

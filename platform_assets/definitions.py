@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from .assets import build_log_asset
-from .catalog import discover_topics
-from .jobs import build_cleanup_job
-from .resources import build_resources
-from .schedules import build_sweep_schedules
-from .sensors import build_sensors
-from .settings import PlatformSettings
+from .defs.assets import build_log_asset
+from .logic.catalog import discover_topics
+from .defs.jobs import build_cleanup_job
+from .defs.resources import build_resources
+from .defs.schedules import build_sweep_schedules
+from .defs.sensors import build_sensors
+from .logic.settings import PlatformSettings
 
 
 def build_definitions(settings: PlatformSettings | None = None) -> dg.Definitions:

@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from platform_assets.demo import IN_FLIGHT
-from platform_assets.devserver import DevServer, wait_for
-from platform_assets.workload import TopicWorkload, produce
+from platform_assets.tools.demo import IN_FLIGHT
+from platform_assets.tools.devserver import DevServer, wait_for
+from platform_assets.tools.workload import TopicWorkload, produce
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
 

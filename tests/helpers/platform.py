@@ -9,9 +9,9 @@ from typing import Sequence
 import dagster as dg
 
 from platform_assets.definitions import build_definitions
-from platform_assets.resources import LogSparkResource, build_resources
-from platform_assets.settings import PlatformSettings
-from platform_assets.workload import TopicWorkload
+from platform_assets.defs.resources import LogSparkResource, build_resources
+from platform_assets.logic.settings import PlatformSettings
+from platform_assets.tools.workload import TopicWorkload
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
 

@@ -229,7 +229,7 @@ def test_the_cleaner_lock_refuses_a_link_made_after_the_partition_was_checked(tm
 
 def test_the_sensors_state_read_does_not_follow_a_symlinked_partition_dir(logctl, outside):
     """The sensors' cheap stats never read through a partition dir that is a link out of the log dir."""
-    from platform_assets.state_cache import StateCache
+    from platform_assets.logic.state_cache import StateCache
     from storage_engine.manager import LogManager
 
     assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0

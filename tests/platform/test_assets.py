@@ -17,8 +17,8 @@ from tests.helpers.platform import (
     tick,
 )
 
-from platform_assets.checks import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
-from platform_assets.workload import produce
+from platform_assets.defs.checks import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
+from platform_assets.tools.workload import produce
 from storage_engine.manager import LogManager
 
 NOW = int(time.time() * 1000)
@@ -150,7 +150,7 @@ def test_the_sensors_run_config_leaves_a_partition_that_is_not_due_alone(platfor
 def test_a_sweep_request_runs_as_one_range(platform):
     _, defs, settings, instance = platform
     schedule = defs.get_repository_def().get_schedule_def("sweep__orders")
-    from platform_assets.resources import build_resources
+    from platform_assets.defs.resources import build_resources
 
     request = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, resources=build_resources(settings))
                                      ).run_requests[0]

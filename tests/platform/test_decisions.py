@@ -6,14 +6,14 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from platform_assets.catalog import safe_name
-from platform_assets.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
-from platform_assets.check_facts import Digest, Duplicates, Verification, split_problems
-from platform_assets.log_state import PartitionState
-from platform_assets.partitions import KeyUpdate, partition_number, plan_key_update
-from platform_assets.schedules import cron_for_interval_ms
-from platform_assets.sensors import ObservationCursor, busy_logs
-from platform_assets.settings import PlatformSettings, retention_check_interval_ms
+from platform_assets.logic.catalog import safe_name
+from platform_assets.defs.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
+from platform_assets.logic.check_facts import Digest, Duplicates, Verification, split_problems
+from platform_assets.logic.log_state import PartitionState
+from platform_assets.defs.partitions import KeyUpdate, partition_number, plan_key_update
+from platform_assets.defs.schedules import cron_for_interval_ms
+from platform_assets.defs.sensors import ObservationCursor, busy_logs
+from platform_assets.logic.settings import PlatformSettings, retention_check_interval_ms
 
 
 def _apply(existing: list[str], update: KeyUpdate) -> list[str]:

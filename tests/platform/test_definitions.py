@@ -13,8 +13,8 @@ import dagster as dg
 import pytest
 from tests.helpers.platform import COMPACT_DELETE, COMPACTED, DELETE, definitions_for
 
-from platform_assets.catalog import safe_name
-from platform_assets.workload import produce
+from platform_assets.logic.catalog import safe_name
+from platform_assets.tools.workload import produce
 from storage_engine.manager import LogManager
 
 from tests.helpers.paths import REPO

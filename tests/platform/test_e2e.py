@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from tests.helpers.engine import append_each
 
-from platform_assets.devserver import DevServer, wait_for
-from platform_assets.workload import TopicWorkload, produce
+from platform_assets.tools.devserver import DevServer, wait_for
+from platform_assets.tools.workload import TopicWorkload, produce
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
 from storage_engine.append_validation import ProducerRecord

@@ -19,8 +19,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from platform_assets.devserver import DevServer
-from platform_assets.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
+from platform_assets.tools.devserver import DevServer
+from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
 from tests.helpers.paths import REPO
 
 #: an older Dagster schema revision: what a second, racing initialiser can stamp
@@ -125,7 +125,7 @@ def test_a_broken_instance_with_runs_is_refused_with_what_to_do_and_left_unchang
 def test_initialisers_racing_on_a_new_instance_leave_it_healthy(tmp_path):
     """Six processes prepare one brand-new instance at the same moment (the race, for real)."""
     home = new_home(tmp_path)
-    procs = [subprocess.Popen([sys.executable, "-m", "platform_assets.instance_setup", str(home)], cwd=REPO,
+    procs = [subprocess.Popen([sys.executable, "-m", "platform_assets.tools.instance_setup", str(home)], cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     assert all(rc == 0 for rc, _ in results), results

@@ -19,9 +19,9 @@ from tests.helpers.platform import (
     tick,
 )
 
-from platform_assets.partitions import partitions_def_name
-from platform_assets.resources import build_resources
-from platform_assets.workload import produce
+from platform_assets.defs.partitions import partitions_def_name
+from platform_assets.defs.resources import build_resources
+from platform_assets.tools.workload import produce
 from storage_engine.manager import LogManager
 from storage_engine.append_validation import ProducerRecord
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tests.helpers.engine import append_each, open_topic, records
 
-from platform_assets.log_state import read_states
-from platform_assets.state_cache import StateCache
+from platform_assets.logic.log_state import read_states
+from platform_assets.logic.state_cache import StateCache
 from storage_engine.manager import LogManager
 
 NOW = int(time.time() * 1000)

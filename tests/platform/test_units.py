@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from platform_assets.catalog import config_text
-from platform_assets.units import duration_text, size_text
+from platform_assets.logic.catalog import config_text
+from platform_assets.logic.units import duration_text, size_text
 
 
 def test_sizes_and_durations_read_in_their_unit():

@@ -11,17 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage_engine.errors import CorruptRecordError
-from storage_engine.record import (
-    ARROW_SCHEMA,
-    CompressionType,
-    RawBatch,
-    Record,
-    TimestampType,
-    batches_to_arrow,
-    decode_batch,
-    encode_batch,
-    scan_batches,
-)
+from storage_engine.record import CompressionType, RawBatch, Record, TimestampType, decode_batch, encode_batch, scan_batches
+from storage_engine.record.columnar import ARROW_SCHEMA, batches_to_arrow
 
 
 def expected_rows(raws: list[RawBatch], lo: int = 0, hi: int | None = None) -> list[dict]:

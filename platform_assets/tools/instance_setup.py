@@ -17,7 +17,7 @@ one), decided by :func:`diagnose` (a pure reading of the files):
 * when it holds any of those, nothing is changed and :class:`InstanceSetupError` says exactly
   what to do.
 
-Command line: ``python -m platform_assets.instance_setup [DAGSTER_HOME]`` (exit status 1 and one
+Command line: ``python -m platform_assets.tools.instance_setup [DAGSTER_HOME]`` (exit status 1 and one
 line on stderr when the instance cannot be used).
 """
 
@@ -216,7 +216,7 @@ def prepare_instance(dagster_home: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m platform_assets.instance_setup",
+    parser = argparse.ArgumentParser(prog="python -m platform_assets.tools.instance_setup",
                                      description="Create, check and migrate the Dagster instance before it is used.")
     parser.add_argument("dagster_home", nargs="?", default=os.environ.get("DAGSTER_HOME"),
                         help="the instance folder (default: $DAGSTER_HOME)")

@@ -11,7 +11,7 @@
 4. prints a before/after table of every partition, with what the runs recorded in Dagster,
    and how to open the UI on the same instance.
 
-    python -m platform_assets.demo [--scale 0.5] [--timeout 1200]
+    python -m platform_assets.tools.demo [--scale 0.5] [--timeout 1200]
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from storage_engine.manager import LogManager, log_dirs_from_env
 
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import InstanceSetupError, prepare_instance
-from .log_state import PartitionState, read_states
-from .metadata import effective_checkpoint
+from ..logic.log_state import PartitionState, read_states
+from ..logic.metadata import effective_checkpoint
 from .workload import produce, realistic_workload
 
 REPO = Path(__file__).resolve().parents[1]

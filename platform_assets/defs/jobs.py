@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from .catalog import Topic
+from ..logic.catalog import Topic
 from .checks import log_asset_key
 
 TOPIC_TAG = "logplat/topic"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from .checks import HEALTH_CHECK, CheckOutcome
+from ..defs.checks import HEALTH_CHECK, CheckOutcome
 from .log_state import PartitionState
 from .units import size_text
 

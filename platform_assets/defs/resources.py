@@ -22,7 +22,7 @@ from pydantic import PrivateAttr
 from spark_jobs.session import LOCAL_DEFAULTS, before_jvm_start, prepare_session
 from storage_engine.manager import LogManager
 
-from .settings import PlatformSettings
+from ..logic.settings import PlatformSettings
 
 APP_NAME = "logplat-dagster"
 

@@ -31,7 +31,7 @@ from storage_engine.config import MAX_TIMESTAMP_MS
 
 from . import check_facts
 from .catalog import Topic
-from .checks import (
+from ..defs.checks import (
     HEALTH_CHECK,
     CheckOutcome,
     evaluate_checks,
@@ -43,8 +43,8 @@ from .checks import (
 from .health import health_outcome
 from .log_state import PartitionState, read_states, short_hash
 from .metadata import cleanup_metadata
-from .partitions import partition_key, partition_number
-from .resources import LogSparkResource, LogStoreResource
+from ..defs.partitions import partition_key, partition_number
+from ..defs.resources import LogSparkResource, LogStoreResource
 
 FAILED, CHANGED, DELETED, NOTHING = "failed", "changed", "deleted", "nothing"
 STATUS_ORDER = (FAILED, CHANGED, COMPACTED, DELETED, "skipped", "planned", NOTHING)

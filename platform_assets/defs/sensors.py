@@ -37,11 +37,11 @@ import dagster as dg
 from storage_engine.segment import now_ms as wall_clock_ms
 
 from .assets import cleanup_run_config
-from .catalog import Topic
+from ..logic.catalog import Topic
 from .checks import evaluations, log_asset_key
-from .health import health_outcome
+from ..logic.health import health_outcome
 from .jobs import PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
-from .log_state import (
+from ..logic.log_state import (
     PartitionState,
     TopicPartition,
     compaction_token,
@@ -51,7 +51,7 @@ from .log_state import (
     retention_token,
     run_key,
 )
-from .metadata import observation_metadata
+from ..logic.metadata import observation_metadata
 from .partitions import (
     key_update_requests,
     keys_not_on_disk,
@@ -61,9 +61,9 @@ from .partitions import (
     plan_key_update,
 )
 from .resources import LogStoreResource
-from .settings import PlatformSettings
-from .state_cache import STATE_CACHE
-from .units import size_text
+from ..logic.settings import PlatformSettings
+from ..logic.state_cache import STATE_CACHE
+from ..logic.units import size_text
 
 # Dagster's own run tags (dagster._core.storage.tags), read from runs the platform did not tag.
 SENSOR_NAME_TAG = "dagster/sensor_name"

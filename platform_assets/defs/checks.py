@@ -27,9 +27,9 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # n
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from .catalog import Topic
-from .check_facts import Digest, Duplicates, Verification
-from .log_state import PartitionState
+from ..logic.catalog import Topic
+from ..logic.check_facts import Digest, Duplicates, Verification
+from ..logic.log_state import PartitionState
 from .partitions import partition_key, topic_partitions_def
 
 KEYS_UNIQUE = "keys_unique_in_cleaned_range"

@@ -21,9 +21,9 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from .catalog import Topic
+from ..logic.catalog import Topic
 from .checks import check_specs, log_asset_key
-from .cleanup import CleanupConfig, clean_partitions
+from ..logic.cleanup import CleanupConfig, clean_partitions
 from .partitions import topic_partitions_def
 from .resources import LogSparkResource, LogStoreResource
 

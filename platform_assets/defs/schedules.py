@@ -22,12 +22,12 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from .assets import cleanup_run_config
-from .catalog import Topic
+from ..logic.catalog import Topic
 from .jobs import TOPIC_TAG, TRIGGER_TAG
 from .partitions import partition_key, partitions_def_name
 from .resources import LogStoreResource
 from .sensors import RANGE_END_TAG, RANGE_START_TAG, current_states, default_status
-from .settings import PlatformSettings
+from ..logic.settings import PlatformSettings
 
 MINUTE_MS = 60_000
 

@@ -1,0 +1,1 @@
+"""Dagster definitions, by kind: the topic assets and their checks, the cleanup jobs, the sensors and schedules, the resources, and the partition keys."""

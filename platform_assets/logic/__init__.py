@@ -1,0 +1,1 @@
+"""Plain logic the definitions use, testable without Dagster running: each partition's state and the decisions taken from it, the state cache, the facts the checks judge, metadata, the topic catalog, settings, health, and the cleanup body."""
