@@ -1,27 +1,5 @@
-"""Kafka's sparse segment indexes: ``.index`` (offset -> position) and ``.timeindex`` (time -> offset).
-
-Byte format (Kafka's ``OffsetIndex``, ``TimeIndex``, ``TransactionIndex``), big-endian, fixed-size entries:
-
-* ``.index``: ``relative offset int32 | position int32`` (8 bytes), strictly increasing offsets;
-* ``.timeindex``: ``timestamp int64 | relative offset int32`` (12 bytes), strictly increasing
-  timestamps.
-
-Kafka mmaps these files; we keep the entries in memory as ``array`` columns (binary search is the
-same) and write each append with one ``pwrite``. A new file is preallocated to
-``roundDown(max_index_size, entry_size)`` with ``ftruncate`` (sparse, zero-filled) and trimmed to
-its entries when the segment stops being active, exactly like Kafka's, so a broker can read our
-files and we can read its.
-
-Reading a file another process still appends to (or one a crash left untrimmed) means reading a
-preallocated file with a zero tail. Kafka assumes every slot is an entry and relies on recovery;
-we stop at the first slot that cannot follow the previous entry (offset or timestamp not
-increasing, or a zero position after the first entry), and treat an all-zero first slot followed by
-another all-zero slot as an empty index. Kafka never indexes position 0 (the first append of a
-segment is not indexed), so no real entry is lost by this rule.
-
-Files are opened lazily (Kafka's ``LazyIndex``): constructing an index touches nothing on disk,
-so a log with thousands of segments opens cheaply.
-"""
+"""What both sparse indexes share (Kafka's ``AbstractIndex``): lazy opening, the preallocated
+file and its trim, loading that stops at a zero tail, binary search, append and truncation."""
 
 from __future__ import annotations
 
@@ -35,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from .errors import CorruptIndexError, LogError
-from .nofollow import open_nofollow
+from ..errors import CorruptIndexError, LogError
+from ..nofollow import open_nofollow
+
 
 INT32_MAX = 2**31 - 1
 DEFAULT_MAX_INDEX_SIZE = 10485760
 _READ_CHUNK = 1 << 16  # bytes read per step when loading, so a zero tail is never read whole
-_LITTLE = sys.byteorder == "little"
-
+LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 @dataclass(frozen=True)
@@ -530,148 +508,6 @@ class AbstractIndex:
     def _floor_by_rel(self, target_offset: int) -> int:
         """Slot of the largest entry with offset <= target, or -1."""
         return bisect_right(self._rel, target_offset - self.base_offset) - 1
-
-
-class OffsetIndex(AbstractIndex):
-    """``.index``: maps an offset to the byte position of the append that holds it."""
-
-    ENTRY_SIZE = 8
-    _STRUCT = struct.Struct(">ii")
-    _VAL_TYPECODE = "i"
-    _KIND = "index"
-
-    @classmethod
-    def _pack(cls, rel: int, val: int) -> bytes:
-        return cls._STRUCT.pack(rel, val)
-
-    @classmethod
-    def _unpack(cls, data: bytes) -> Iterator[tuple[int, int]]:
-        words = array("i", data)
-        if _LITTLE:
-            words.byteswap()
-        return zip(words[0::2], words[1::2])
-
-    @staticmethod
-    def _follows(prev_rel: int, prev_val: int, rel: int, val: int) -> bool:
-        return rel > prev_rel and val != 0
-
-    @staticmethod
-    def _make_entry(base_offset: int, rel: int, val: int) -> OffsetPosition:
-        return OffsetPosition(base_offset + rel, val)
-
-    @staticmethod
-    def _empty_entry(base_offset: int) -> OffsetPosition:
-        return OffsetPosition(base_offset, 0)
-
-    @property
-    def last_offset(self) -> int:
-        return self.last_entry().offset
-
-    def lookup(self, target_offset: int) -> OffsetPosition:
-        """The largest entry with offset <= target, else ``(base_offset, 0)``."""
-        self._ensure_loaded()
-        return self._entry_or_empty(self._floor_by_rel(target_offset))
-
-    def fetch_upper_bound_offset(self, start_position: int, size: int) -> OffsetPosition | None:
-        """The first entry at or beyond ``start_position + size`` bytes, if any."""
-        self._ensure_loaded()
-        slot = bisect_left(self._val, start_position + size)
-        return self.entry(slot) if slot < len(self._val) else None
-
-    def append(self, offset: int, position: int) -> None:
-        """Add ``(offset, position)``; offsets must strictly increase."""
-        self._require_writable()
-        self._ensure_loaded()
-        if self.is_full:
-            raise self._full_error()
-        if self._rel and offset <= self.last_offset:
-            raise InvalidOffsetError(
-                f"Attempt to append an offset {offset} to position {len(self._rel)} no larger "
-                f"than the last offset appended ({self.last_offset}) to {self._path}."
-            )
-        rel = self._relative(offset)
-        if not 0 <= position <= INT32_MAX:
-            raise LogError(f"Position {position} does not fit an index entry of {self._path}")
-        self._append_entry(rel, position)
-
-    def sanity_check(self) -> None:
-        """Raise ``CorruptIndexError`` for a file that cannot be this segment's index."""
-        self._sanity_common()
-
-
-class TimeIndex(AbstractIndex):
-    """``.timeindex``: the largest timestamp seen up to each indexed offset."""
-
-    ENTRY_SIZE = 12
-    _STRUCT = struct.Struct(">qi")
-    _VAL_TYPECODE = "q"
-    _FULL_RESERVE = 1  # the roll/close entry is appended with the full check skipped
-    _KIND = "time index"
-
-    @classmethod
-    def _pack(cls, rel: int, val: int) -> bytes:
-        return cls._STRUCT.pack(val, rel)
-
-    @classmethod
-    def _unpack(cls, data: bytes) -> Iterator[tuple[int, int]]:
-        return ((rel, ts) for ts, rel in cls._STRUCT.iter_unpack(data))
-
-    @staticmethod
-    def _follows(prev_rel: int, prev_val: int, rel: int, val: int) -> bool:
-        return val > prev_val and rel >= prev_rel
-
-    @staticmethod
-    def _make_entry(base_offset: int, rel: int, val: int) -> TimestampOffset:
-        return TimestampOffset(val, base_offset + rel)
-
-    @staticmethod
-    def _empty_entry(base_offset: int) -> TimestampOffset:
-        return TimestampOffset(-1, base_offset)
-
-    @property
-    def last_offset(self) -> int:
-        return self.last_entry().offset
-
-    def lookup(self, target_timestamp: int) -> TimestampOffset:
-        """The largest entry with timestamp <= target, else ``(-1, base_offset)``."""
-        self._ensure_loaded()
-        return self._entry_or_empty(bisect_right(self._val, target_timestamp) - 1)
-
-    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Record ``timestamp`` at ``offset`` if it is larger than the last one.
-
-        Equal timestamps are ignored; going backwards in offset or time is an error.
-        ``skip_full_check`` lets the final roll/close entry use the reserved slot.
-        """
-        self._require_writable()
-        self._ensure_loaded()
-        n = len(self._rel)
-        if (not skip_full_check and self.is_full) or n >= self.max_entries:
-            raise self._full_error()
-        last = self.last_entry()
-        if n > 0 and offset < last.offset:
-            raise InvalidOffsetError(
-                f"Attempt to append an offset ({offset}) to slot {n} no larger than the last "
-                f"offset appended ({last.offset}) to {self._path}."
-            )
-        if n > 0 and timestamp < last.timestamp:
-            raise LogError(
-                f"Attempt to append a timestamp ({timestamp}) to slot {n} no larger than the "
-                f"last timestamp appended ({last.timestamp}) to {self._path}."
-            )
-        if timestamp > last.timestamp:
-            self._append_entry(self._relative(offset), timestamp)
-
-    def sanity_check(self) -> None:
-        """Raise ``CorruptIndexError`` for a file that cannot be this segment's time index."""
-        self._ensure_loaded()
-        if self._rel and self._val[-1] < self._val[0]:
-            raise CorruptIndexError(
-                f"Corrupt time index found, time index file ({self._path}) has non-zero size "
-                f"but the last timestamp is {self._val[-1]} which is less than the first "
-                f"timestamp {self._val[0]}"
-            )
-        self._sanity_common()
 
 
 def _end_of_data(fd: int, limit: int, entry_size: int) -> int:
