@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from .checkpoint import fsync_dir
 from .config import LogConfig
 from .errors import AppendFailedError, CorruptRecordError, LogChangedError, LogError, LogGapError, OffsetOutOfRangeError
 from .loader import LogLoader
 from .partition_lock import PartitionLock
 from .logdir import LogDir
 from .faults import crash_point
-from .naming import DELETED_SUFFIX, segment_file
+from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, segment_file
 from .producer_state import ProducerStateManager
 from .record import CompressionType, RawBatch, Record, decode_batch
 from .segment import AppendMark, LogSegment, now_ms
@@ -590,7 +591,43 @@ class Log:
     def __repr__(self) -> str:
         return f"Log({self.tp}, start={self.log_start_offset}, end={self._leo}, segments={len(self.segments)})"
 
-    def install_segments(self, new_segments: Sequence[LogSegment]) -> None:
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
+        """Kafka's ``LocalLog.replaceSegments`` (lock held): swap ``.cleaned`` replacement
+        segments in for ``old_segments``, with a crash point after every file step.
+
+        The replacements become ``.swap`` in descending base order (the commit point is the last
+        of these renames: from then on a load completes the swap, see ``temp_files``), the
+        directory is fsynced, the old segments are renamed ``.deleted``, the ``.swap`` files take
+        their final names in ascending order, the directory is fsynced again, and the new list is
+        published. A kill at any step reloads to the log before or after, never a mix.
+        """
+        n = 0
+        for seg in sorted(new_segments, key=lambda s: s.base_offset, reverse=True):
+            for path in seg.existing_files():  # .log first
+                os.replace(path, path.with_name(path.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
+                crash_point(f"compaction.cleaned-to-swap-{n}")
+                n += 1
+            seg.change_file_suffix(SWAP_SUFFIX)
+        # Make the .swap names durable before any old file is renamed away.
+        fsync_dir(self.dir)
+        crash_point("compaction.after-swap-prepared")
+        pending = self.remove_segments(old_segments)
+        crash_point("compaction.after-old-deleted")
+        n = 0
+        for seg in sorted(new_segments, key=lambda s: s.base_offset):
+            for path in seg.existing_files():
+                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+                crash_point(f"compaction.swap-to-final-{n}")
+                n += 1
+            seg.change_file_suffix("")
+        fsync_dir(self.dir)
+        crash_point("compaction.after-dir-fsync")
+        self._install_segments(new_segments)
+        if self.config.file_delete_delay_ms == 0:
+            for path in pending:
+                Path(path).unlink(missing_ok=True)
+
+    def _install_segments(self, new_segments: Sequence[LogSegment]) -> None:
         """Put replacement segments whose files already have their final names into the segment
         list, and publish the change (lock held).
 
@@ -600,7 +637,7 @@ class Log:
         replacements lie below the active segment, which stays last.
         """
         if not self.lock.held:
-            raise RuntimeError("install_segments() needs the partition lock")
+            raise RuntimeError("_install_segments() needs the partition lock")
         if not new_segments:
             return
         bases = {s.base_offset for s in self.segments}

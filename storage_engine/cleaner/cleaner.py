@@ -7,15 +7,13 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, TYPE_CHECKING
 
-from ..checkpoint import fsync_dir
 from .plan import CleaningRound, LogToClean, plan_round
 from ..config import CleanerConfig, LogConfig
 from ..errors import LogChangedError, LogError
 from ..faults import crash_point
-from ..naming import CLEANED_SUFFIX, SWAP_SUFFIX
+from ..naming import CLEANED_SUFFIX
 from .offset_map import OffsetMap
 from ..record.rewrite import control_type_of, corrupt_batch, record_bytes
 from ..record.v2 import RECORD_BATCH_OVERHEAD
@@ -399,7 +397,7 @@ class Cleaner:
             crash_point("compaction.after-checkpoint")
 
     def _swap(self, log: Log, cleaned: list[LogSegment], old: list[LogSegment]) -> None:
-        """Kafka's ``replaceSegments`` with a crash point after every file step.
+        """Stage the replacements for ``Log.replace_segments`` (which owns Kafka's swap).
 
         The replacements were written as ``.cleaning`` without the lock: loader.py deletes any
         ``.cleaned`` file it finds, which is right for files a dead process left but would destroy
@@ -414,31 +412,7 @@ class Cleaner:
                 crash_point(f"compaction.staged-to-cleaned-{n}")
                 n += 1
             seg.change_file_suffix(CLEANED_SUFFIX)
-        n = 0
-        for seg in sorted(cleaned, key=lambda s: s.base_offset, reverse=True):
-            for path in seg.existing_files():  # .log first
-                os.replace(path, path.with_name(path.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
-                crash_point(f"compaction.cleaned-to-swap-{n}")
-                n += 1
-            seg.change_file_suffix(SWAP_SUFFIX)
-        # Make the .swap names durable before any old file is renamed away.
-        fsync_dir(log.dir)
-        crash_point("compaction.after-swap-prepared")
-        pending = log.remove_segments(old)
-        crash_point("compaction.after-old-deleted")
-        n = 0
-        for seg in sorted(cleaned, key=lambda s: s.base_offset):
-            for path in seg.existing_files():
-                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-                crash_point(f"compaction.swap-to-final-{n}")
-                n += 1
-            seg.change_file_suffix("")
-        fsync_dir(log.dir)
-        crash_point("compaction.after-dir-fsync")
-        log.install_segments(cleaned)
-        if log.config.file_delete_delay_ms == 0:
-            for path in pending:
-                Path(path).unlink(missing_ok=True)
+        log.replace_segments(cleaned, old)
 
     # ------------------------------------------------------------------ after
 
