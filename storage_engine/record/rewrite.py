@@ -18,7 +18,7 @@ from ..errors import CorruptRecordError
 from . import RawBatch, decode_batch, encode_empty_batch
 from .compression import decompress
 from .records import BatchHeader
-from .v2 import RECORD_BATCH_OVERHEAD, _HEAD, _TAIL
+from .v2 import RECORD_BATCH_OVERHEAD, HEAD_STRUCT, TAIL_STRUCT
 from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 
@@ -71,7 +71,7 @@ def assemble_v2_batch(header: BatchHeader, *, attributes: int, base_timestamp: i
                       records_count: int, payload: bytes) -> bytes:
     """A v2 batch with ``header``'s offsets, epoch and producer fields and the given records bytes
     (already compressed if the attributes name a codec); CRC-32C over bytes 21..end."""
-    tail = _TAIL.pack(
+    tail = TAIL_STRUCT.pack(
         attributes,
         header.last_offset_delta,
         base_timestamp,
@@ -82,7 +82,7 @@ def assemble_v2_batch(header: BatchHeader, *, attributes: int, base_timestamp: i
         records_count,
     )
     crc = crc32c(payload, crc32c(tail))
-    head = _HEAD.pack(header.base_offset, 49 + len(payload), header.partition_leader_epoch, 2, crc)
+    head = HEAD_STRUCT.pack(header.base_offset, 49 + len(payload), header.partition_leader_epoch, 2, crc)
     return b"".join((head, tail, payload))
 
 

@@ -29,15 +29,14 @@ first (the default of ``decode_batch``) it never produces a record that was not 
 from __future__ import annotations
 
 import struct
-from typing import Sequence
 
 from crc32c import crc32c
 
 from ..errors import CorruptRecordError, UnknownCompressionError
-from .compression import CompressionType, compress, decompress
-from .records import RawBatch, Record, TimestampType
-from .records import _publish, _RecordDraft
-from .varint import VarintError, decode_varint, decode_varlong, encode_varint, encode_varlong
+from .compression import decompress
+from .records import RawBatch, Record, _RecordDraft, _publish
+from .varint import VarintError, decode_varint, decode_varlong, encode_varint
+
 
 __all__ = [
     "HEADER_STRUCT",
@@ -45,11 +44,7 @@ __all__ = [
     "verify_v2",
     "decode_v2",
     "decode_v2_tuples",
-    "encode_batch",
-    "encode_empty_batch",
-    "set_base_offset",
-    "set_partition_leader_epoch",
-    "set_log_append_time",
+    "walk_records",
 ]
 
 RECORD_BATCH_OVERHEAD = 61
@@ -60,8 +55,8 @@ MAX_TIMESTAMP_OFFSET = 35
 #: The whole 61-byte header, in field order of :class:`BatchHeader`.
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 # The header split at the CRC: the part before it (not covered) and the part after (covered).
-_HEAD = struct.Struct(">qiibI")
-_TAIL = struct.Struct(">hiqqqhii")
+HEAD_STRUCT = struct.Struct(">qiibI")
+TAIL_STRUCT = struct.Struct(">hiqqqhii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -86,7 +81,6 @@ _ZZ2 = tuple(
 # Encoded bytes of every value whose zigzag varint fits in two bytes (-8192..8191); the same
 # bytes serve varints and varlongs (zigzag of a small value does not depend on the width).
 _ENC = {v: encode_varint(v) for v in range(-8192, 8192)}
-
 
 
 def _corrupt(reason: str, raw: RawBatch, path: str | None) -> CorruptRecordError:
@@ -376,268 +370,6 @@ def _read_headers(buf: bytes, p: int, end: int, raw: RawBatch, path: str | None)
             raise _corrupt(f"Invalid header value size {vlen}", raw, path)
         headers.append((hkey, hval))
     return tuple(headers), p
-
-
-# --------------------------------------------------------------------------------------------
-# encoding
-
-
-def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
-    parts = [encode_varint(len(headers))]
-    for hkey, hval in headers:
-        if hkey is None:
-            raise ValueError("Invalid null header key found in headers")
-        kb = hkey.encode("utf-8")
-        parts.append(encode_varint(len(kb)))
-        parts.append(kb)
-        if hval is None:
-            parts.append(b"\x01")
-        else:
-            parts.append(encode_varint(len(hval)))
-            parts.append(hval)
-    return b"".join(parts)
-
-
-def _attributes(
-    compression: int,
-    timestamp_type: TimestampType,
-    is_transactional: bool,
-    is_control: bool,
-    delete_horizon: bool,
-) -> int:
-    if timestamp_type not in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
-        raise ValueError(f"Invalid timestamp type {timestamp_type!r} for a v2 batch")
-    attrs = int(compression)
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attrs |= _ATTR_TIMESTAMP_TYPE
-    if is_transactional:
-        attrs |= _ATTR_TRANSACTIONAL
-    if is_control:
-        attrs |= _ATTR_CONTROL
-    if delete_horizon:
-        attrs |= ATTR_DELETE_HORIZON
-    return attrs
-
-
-def _assemble(
-    base_offset: int,
-    partition_leader_epoch: int,
-    attributes: int,
-    last_offset_delta: int,
-    base_timestamp: int,
-    max_timestamp: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    records_count: int,
-    payload: bytes,
-) -> bytes:
-    """Header + payload with the CRC computed over everything from the attributes on."""
-    length = 49 + len(payload)
-    if length > _INT32_MAX:
-        raise ValueError(f"Record batch of {length + 12} bytes does not fit the int32 batchLength field")
-    tail = _TAIL.pack(
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        records_count,
-    )
-    crc = crc32c(payload, crc32c(tail))
-    return b"".join((_HEAD.pack(base_offset, length, partition_leader_epoch, 2, crc), tail, payload))
-
-
-def encode_batch(
-    records: Sequence[Record],
-    *,
-    base_offset: int,
-    compression: CompressionType = CompressionType.NONE,
-    compression_level: int | None = None,
-    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    partition_leader_epoch: int = -1,
-    is_transactional: bool = False,
-    is_control: bool = False,
-    delete_horizon_ms: int | None = None,
-    last_offset_delta: int | None = None,
-    max_timestamp: int | None = None,
-    base_timestamp: int | None = None,
-) -> bytes:
-    """Encode records as one v2 batch (``MemoryRecordsBuilder`` semantics).
-
-    Record offsets are absolute and must increase; ``offsetDelta = offset - base_offset``.
-    ``baseTimestamp`` is ``delete_horizon_ms`` when given (attribute bit 6 set) else the first
-    record's timestamp, and timestamp deltas are relative to it (negative deltas are legal).
-    ``max_timestamp`` defaults to the largest record timestamp; pass the broker time for
-    LogAppendTime. ``last_offset_delta`` defaults to the last record's delta; compaction passes
-    the original one so the batch keeps its offset range and last sequence. ``base_timestamp``
-    overrides Kafka's baseTimestamp rule (other writers, e.g. sarama, differ; tests reproduce
-    their bytes with it); it cannot be combined with ``delete_horizon_ms``.
-    """
-    count = len(records)
-    if count == 0:
-        raise ValueError("encode_batch needs at least one record (use encode_empty_batch for an empty header)")
-    first = records[0]
-    if base_timestamp is not None:
-        if delete_horizon_ms is not None:
-            raise ValueError("base_timestamp and delete_horizon_ms both set the baseTimestamp field")
-        base_ts = base_timestamp
-    else:
-        base_ts = delete_horizon_ms if delete_horizon_ms is not None else first.timestamp
-    if base_ts < 0 and base_ts != -1:
-        raise ValueError(f"Invalid message timestamp {base_ts}")
-    if first.offset < base_offset:
-        raise ValueError(f"Record offset {first.offset} is below the batch base offset {base_offset}")
-    attrs = _attributes(
-        CompressionType.from_id(int(compression)),
-        timestamp_type,
-        is_transactional,
-        is_control,
-        delete_horizon_ms is not None,
-    )
-
-    enc = _ENC.get
-    parts: list[bytes] = []
-    app = parts.append
-    join = b"".join
-    prev = first.offset - 1
-    max_ts = first.timestamp
-    for r in records:
-        off = r.offset
-        if off <= prev:
-            raise ValueError(f"Illegal offset {off} following previous offset {prev} (offsets must increase)")
-        prev = off
-        ts = r.timestamp
-        if ts > max_ts:
-            max_ts = ts
-        d = ts - base_ts
-        ts_b = enc(d) or encode_varlong(d)
-        d = off - base_offset
-        off_b = enc(d) or encode_varint(d)
-        key = r.key
-        if key is None:
-            key_b = b"\x01"
-            key = b""
-        else:
-            d = len(key)
-            key_b = enc(d) or encode_varint(d)
-        value = r.value
-        if value is None:
-            value_b = b"\x01"
-            value = b""
-        else:
-            d = len(value)
-            value_b = enc(d) or encode_varint(d)
-        headers = r.headers
-        body = join((b"\x00", ts_b, off_b, key_b, key, value_b, value, _encode_headers(headers) if headers else b"\x00"))
-        d = len(body)
-        app(enc(d) or encode_varint(d))
-        app(body)
-
-    lod = prev - base_offset
-    if lod > _INT32_MAX:
-        raise ValueError(f"Offset range {base_offset}..{prev} does not fit in one batch (delta > Int.MAX)")
-    if last_offset_delta is not None:
-        if not lod <= last_offset_delta <= _INT32_MAX:
-            raise ValueError(f"last_offset_delta {last_offset_delta} is below the last record's delta {lod}")
-        lod = last_offset_delta
-    payload = join(parts)
-    if attrs & 0x07:
-        payload = compress(attrs & 0x07, payload, compression_level)
-    return _assemble(
-        base_offset,
-        partition_leader_epoch,
-        attrs,
-        lod,
-        base_ts,
-        max_ts if max_timestamp is None else max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
-        payload,
-    )
-
-
-def encode_empty_batch(
-    *,
-    base_offset: int,
-    last_offset_delta: int,
-    max_timestamp: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    partition_leader_epoch: int,
-    is_transactional: bool,
-    is_control: bool,
-    timestamp_type: TimestampType,
-    base_timestamp: int = -1,
-) -> bytes:
-    """Kafka's ``writeEmptyHeader``: a 61-byte batch with no records that keeps an offset range
-    and producer state alive after compaction removed every record (recordsCount 0,
-    baseTimestamp -1, no compression, no delete-horizon bit). ``base_timestamp`` exists only to
-    reproduce other writers' empty batches byte for byte; Kafka always writes -1."""
-    if last_offset_delta < 0:
-        raise ValueError(f"Invalid last_offset_delta {last_offset_delta}")
-    attrs = _attributes(CompressionType.NONE, timestamp_type, is_transactional, is_control, False)
-    return _assemble(
-        base_offset,
-        partition_leader_epoch,
-        attrs,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        0,
-        b"",
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# in-place header updates (what a broker does on append)
-
-
-def _check_v2(batch: bytes | bytearray | memoryview, what: str) -> None:
-    if len(batch) < RECORD_BATCH_OVERHEAD or batch[16] != 2:
-        raise ValueError(f"{what} needs a magic v2 batch of at least 61 bytes")
-
-
-def set_base_offset(batch: bytes | bytearray | memoryview, base_offset: int) -> bytes:
-    """Copy of ``batch`` with baseOffset (bytes 0..8) replaced; the CRC does not cover it.
-
-    Also valid for a legacy message, whose first 8 bytes are its offset (equally uncovered).
-    """
-    if len(batch) < 17:
-        raise ValueError("set_base_offset needs a complete batch header")
-    return _INT64.pack(base_offset) + bytes(batch[8:])
-
-
-def set_partition_leader_epoch(batch: bytes | bytearray | memoryview, epoch: int) -> bytes:
-    """Copy of a v2 ``batch`` with partitionLeaderEpoch (bytes 12..16) replaced; CRC unchanged.
-
-    Legacy messages have their CRC at those bytes and no epoch, hence the magic check.
-    """
-    _check_v2(batch, "set_partition_leader_epoch")
-    return bytes(batch[:12]) + _INT32.pack(epoch) + bytes(batch[16:])
-
-
-def set_log_append_time(batch: bytes | bytearray | memoryview, timestamp_ms: int) -> bytes:
-    """Copy of a v2 ``batch`` stamped with LogAppendTime: attribute bit 3 set, maxTimestamp =
-    ``timestamp_ms``, CRC recomputed (both fields are covered). Readers then report every
-    record's timestamp as ``timestamp_ms``."""
-    _check_v2(batch, "set_log_append_time")
-    out = bytearray(batch)
-    out[22] |= _ATTR_TIMESTAMP_TYPE  # low byte of the int16 attributes
-    _INT64.pack_into(out, MAX_TIMESTAMP_OFFSET, timestamp_ms)
-    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
 
 
 def walk_records(buf: bytes, count: int, start: int = 0,
