@@ -56,7 +56,6 @@ from storage_engine.cleaner import (
     discard_staged,
     map_walk,
     recopy_group,
-    sweep_pending,
     transaction_states,
 )
 from storage_engine.cleaner.plan import CleaningRound
@@ -65,8 +64,9 @@ from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager
 from storage_engine.cleaner.offset_map import OffsetMap
-from storage_engine.retention import apply_retention
+from storage_engine.retention import apply_retention, sweep_deleted_files
 from storage_engine.segment import LogSegment
+from storage_engine.segment import now_ms as wall_clock_ms
 from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerLock, remote_staging_dir, remove_stale_staging
 
 from .errors import SparkJobError
@@ -556,7 +556,7 @@ def _after(manager: LogManager, cleaner: Cleaner, log, report: CompactionReport,
     the delayed removal of ``.deleted`` files; and the dirty ratio that is left."""
     if log.config.delete:
         report.retention = apply_retention(log, None, now_ms).to_dict()
-    sweep_pending(log.dir, log.config.file_delete_delay_ms)
+    sweep_deleted_files(log.dir, wall_clock_ms(), log.config.file_delete_delay_ms)  # ctimes are wall-clock
     report.segments_after = len(log.segments)
     report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms, last_stable_offset)
 

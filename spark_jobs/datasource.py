@@ -51,7 +51,7 @@ from storage_engine.config import LogConfig
 from storage_engine.errors import CorruptRecordError
 from storage_engine.log import Log
 from storage_engine.manager import LogManager, PartitionLocation
-from storage_engine.naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, offset_from_file_name
+from storage_engine.naming import DELETED_SUFFIX
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
 from storage_engine.segment import LogSegment

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import ContextManager, Iterator, Mapping, Sequence
 
 from .checkpoint import fsync_dir
-from .cleaner import Cleaner, CompactionReport, candidacy_from_stats, sweep_pending
+from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from .cleaner.plan import LogToClean
 from .config import (
     MAX_PARTITIONS_KEY,
@@ -43,6 +43,7 @@ from .naming import DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir, par
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
+from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, scan_log_dir
 from .topic_store import TopicMetadata, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
 
@@ -451,7 +452,8 @@ class LogManager:
         report = cleaner.clean(log, now_ms=now_ms, force=force, max_passes=max_passes)
         if log.config.delete:
             report.retention = apply_retention(log, None, now_ms).to_dict()
-        sweep_pending(log.dir, log.config.file_delete_delay_ms)
+        # the ctime of a rename is wall-clock time, whatever clock the cleaner judged by
+        sweep_deleted_files(log.dir, wall_clock_ms(), log.config.file_delete_delay_ms)
         return report
 
     def compact_due(

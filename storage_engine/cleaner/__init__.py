@@ -64,7 +64,7 @@ Where this differs from Kafka, and why:
 from __future__ import annotations
 
 from .batch_filter import BatchFilter
-from .candidacy import candidacy_from_stats, sweep_pending
+from .candidacy import candidacy_from_stats
 from .cleaner import Cleaner
 from .dirty_scan import batch_keys, dirty_start_position, map_walk, transaction_states
 from .inputs import InputSegment, SegmentRef
@@ -104,6 +104,5 @@ __all__ = [
     "map_walk",
     "recopy_group",
     "retain_record",
-    "sweep_pending",
     "transaction_states",
 ]

@@ -13,7 +13,6 @@ from ..index import OffsetIndex
 from ..naming import INDEX_SUFFIX, LOG_SUFFIX, segment_file
 from ..nofollow import open_nofollow
 from ..record.v2 import RECORD_BATCH_OVERHEAD
-from ..segment import now_ms as wall_clock_ms
 
 
 def first_batch_max_timestamp(log_path: Path) -> int:
@@ -90,9 +89,3 @@ def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | 
     return log_to_clean(stats.topic, stats.partition, facts, checkpoint=stats.cleaner_checkpoint,
                         log_start_offset=stats.log_start_offset, log_end_offset=leo, now_ms=now_ms, config=config)
 
-
-def sweep_pending(directory: Path, delay_ms: int) -> list[tuple[str, int]]:
-    """Remove ``.deleted`` files older than ``file.delete.delay.ms`` by the wall clock."""
-    from ..retention import sweep_deleted_files
-
-    return sweep_deleted_files(directory, wall_clock_ms(), delay_ms)
