@@ -31,7 +31,7 @@ from ..logic.log_state import PartitionState, read_states
 from ..logic.metadata import effective_checkpoint
 from .workload import produce, realistic_workload
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # platform_assets/tools/demo.py -> the repository
 SENSORS = ("log_state_sensor", "deleted_files_sensor", "compaction_sensor", "retention_sensor")
 IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 

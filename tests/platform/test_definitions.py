@@ -84,3 +84,11 @@ def test_the_committed_instance_config(tmp_path, monkeypatch):
         assert not instance.telemetry_enabled
         assert instance.run_retries_max_retries == 1
         assert (home / "history").is_dir()  # SQLite storage under DAGSTER_HOME
+
+
+def test_the_main_job_finds_the_workspace_and_instance_config_it_starts_dagster_with():
+    """The main job resolves the repository from its own file: a wrong depth after a move left
+    the webserver and daemon without a workspace, which only a full main-job run noticed."""
+    from platform_assets.tools import demo
+
+    assert (demo.REPO / "workspace.yaml").is_file() and (demo.REPO / "dagster_home" / "dagster.yaml").is_file()
