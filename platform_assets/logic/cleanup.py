@@ -302,7 +302,7 @@ def _emit_checks(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, outc
         return
     targets = {}
     if asset_key in context.selected_asset_keys:  # tie each result to its partition's materialization
-        targets = run_materializations(context.instance, asset_key, context.run_id,
+        targets = run_materializations(context.instance, asset_key, context.run.run_id,
                                        sorted({partition_key(o.partition) for o in outcomes}))
     for evaluation in evaluations(asset_key, outcomes, targets):
         context.log_event(evaluation)
