@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from .defs.assets import build_log_asset
+from .defs.assets import build_log_asset, build_log_checks
 from .logic.catalog import discover_topics
 from .defs.jobs import build_cleanup_job
 from .defs.resources import build_resources
@@ -23,6 +23,7 @@ def build_definitions(settings: PlatformSettings | None = None) -> dg.Definition
     jobs = {t.name: build_cleanup_job(t) for t in topics}
     return dg.Definitions(
         assets=[build_log_asset(t) for t in topics],
+        asset_checks=[build_log_checks(t) for t in topics],
         jobs=list(jobs.values()),
         sensors=build_sensors(topics, jobs, settings),
         schedules=build_sweep_schedules(topics, jobs, settings),

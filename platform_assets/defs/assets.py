@@ -5,10 +5,12 @@ one run and one Spark job (``BackfillPolicy.single_run()``), new partitions appe
 reload, and the UI keeps one page per topic with every partition's status and metadata
 (measured trade-offs in ``reference/dagster-notes.md``).
 
-The asset is a ``multi_asset`` of one spec only so that its checks can be *subset*: a run that
-compacted nothing (a sweep where no partition was due, a retention run) emits no check results
-instead of fake passes, and the checks can be run alone from the UI (an audit of the logs as
-they are). Each topic's runs use the concurrency pool ``logplat/topic/<topic>``, which
+The checks are a separate ``multi_asset_check`` per topic (``build_log_checks``), not outputs
+of the asset's op: a cleaning run logs each partition's results as events, tied to the
+materialization it checked, so a run that compacted nothing records nothing and leaves earlier
+results as the latest (an output it did not yield would be recorded "skipped"), and a range run
+records one result per partition. Run on their own from the UI, the checks audit the logs as
+they are. Each topic's runs use the concurrency pool ``logplat/topic/<topic>``, which
 ``dagster_home/dagster.yaml`` limits to one: two cleanings never race on a log, whoever launched
 them (a sensor, a schedule, a backfill or a click).
 
@@ -23,7 +25,7 @@ import dagster as dg
 
 from ..logic.catalog import Topic
 from .checks import check_specs, log_asset_key
-from ..logic.cleanup import CleanupConfig, clean_partitions
+from ..logic.cleanup import CleanupConfig, audit_partitions, clean_partitions
 from .partitions import topic_partitions_def
 from .resources import LogSparkResource, LogStoreResource
 
@@ -66,8 +68,6 @@ def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=op_name(topic),
         specs=[spec],
-        check_specs=check_specs(topic),
-        can_subset=True,
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=pool_name(topic),
     )
@@ -76,3 +76,16 @@ def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
         yield from clean_partitions(context, topic, config, pyspark, log_store)
 
     return _log
+
+
+def build_log_checks(topic: Topic) -> dg.AssetChecksDefinition:
+    """The topic's checks (``checks.py``): recorded by its cleaning runs, and executable on
+    their own as an audit of the logs as they are."""
+
+    @dg.multi_asset_check(name=f"checks__{topic.safe_name}", specs=check_specs(topic), can_subset=True,
+                          pool=pool_name(topic))
+    def _checks(context: dg.AssetCheckExecutionContext, pyspark: LogSparkResource,
+                log_store: LogStoreResource) -> Iterator[dg.AssetCheckResult]:
+        yield from audit_partitions(context, topic, pyspark, log_store)
+
+    return _checks

@@ -121,12 +121,6 @@ def evaluate_checks(partition: int, after: PartitionState, duplicates: Duplicate
     return out
 
 
-def results(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome]) -> list[dg.AssetCheckResult]:
-    """Outcomes as results yielded by a one-partition run."""
-    return [dg.AssetCheckResult(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.shown,
-                                metadata=o.metadata, severity=o.severity) for o in outcomes]
-
-
 def evaluations(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome],
                 targets: Mapping[str, AssetCheckEvaluationTargetMaterializationData] | None = None
                 ) -> list[dg.AssetCheckEvaluation]:

@@ -33,11 +33,11 @@ from . import check_facts
 from .catalog import Topic
 from ..defs.checks import (
     HEALTH_CHECK,
+    LATEST_VALUES,
     CheckOutcome,
     evaluate_checks,
     evaluations,
     log_asset_key,
-    results,
     run_materializations,
 )
 from .health import health_outcome
@@ -238,7 +238,8 @@ def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict
     return outcomes
 
 
-def _run_partitions(context: dg.AssetExecutionContext, topic: Topic, log_store: LogStoreResource) -> list[int]:
+def _run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, topic: Topic,
+                    log_store: LogStoreResource) -> list[int]:
     """The run's partitions; every partition of the topic for a run without any (Dagster runs
     checks selected without their asset unpartitioned)."""
     if context.has_partition_key or context.has_partition_key_range:
@@ -253,9 +254,6 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     asset_key = log_asset_key(topic.name)
     partitions = _run_partitions(context, topic, log_store)
     now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
-    if asset_key not in context.selected_asset_keys:
-        yield from _audit(context, topic, pyspark, log_store, partitions, now_ms)
-        return
     observed = _observe(log_store, topic.name, partitions, now_ms)
     cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in observed.items()}
     spark = pyspark.spark_session
@@ -272,7 +270,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
             cleanups[p].after, cleanups[p].leo_after = state, leo
         started = time.monotonic()
         check_outcomes = _check_compactions(spark, topic, log_store, cleanups, snapshot)
-        check_outcomes += _health(context, asset_key, [c.after for c in cleanups.values() if c.after is not None])
+        check_outcomes += [health_outcome(c.after) for c in cleanups.values() if c.after is not None]
         if check_outcomes:
             context.log.info(f"{len(check_outcomes)} check(s) evaluated in {time.monotonic() - started:.2f} s")
     finally:
@@ -285,46 +283,82 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         metadata={"partitions_in_run": len(partitions), "now_ms": dg.MetadataValue.timestamp(now_ms / 1000)},
         data_version=dg.DataVersion(run_data_version(list(cleanups.values()))),
     )
-    yield from _emit_checks(context, asset_key, check_outcomes)
+    _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
     if failed:
         raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped)",
                          metadata={"failed": dg.MetadataValue.md("\n".join(f"* {f}" for f in failed))})
 
 
-def _emit_checks(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, outcomes: list[CheckOutcome]
-                 ) -> Iterator[dg.AssetCheckResult]:
-    """Check results: yielded by a one-partition run (Dagster ties them to that partition's
-    materialization); logged per partition by any other run (a range, even of one partition,
-    or an unpartitioned audit), where a yielded result would be recorded once without a partition."""
-    if context.has_partition_key:
-        yield from results(asset_key, outcomes)
-        return
+def _log_checks(context: dg.AssetExecutionContext | dg.OpExecutionContext, asset_key: dg.AssetKey,
+                outcomes: list[CheckOutcome], *, tie_to_materializations: bool) -> None:
+    """Each outcome logged as its partition's own check evaluation. The checks are not outputs
+    of the asset's op (``defs/checks.py``), so a run that had nothing to check records nothing
+    and earlier results stay the latest; and a run over a range records one result per
+    partition, tied to the materialization this run recorded for that partition."""
     targets = {}
-    if asset_key in context.selected_asset_keys:  # tie each result to its partition's materialization
+    if tie_to_materializations:
         targets = run_materializations(context.instance, asset_key, context.run.run_id,
                                        sorted({partition_key(o.partition) for o in outcomes}))
     for evaluation in evaluations(asset_key, outcomes, targets):
         context.log_event(evaluation)
 
 
-def _audit(context: dg.AssetExecutionContext, topic: Topic, pyspark: LogSparkResource, log_store: LogStoreResource,
-           partitions: list[int], now_ms: int) -> Iterator[dg.AssetCheckResult]:
-    """Checks selected without the asset: verify the logs as they are (nothing to compare the
-    latest values with, so that check is not run)."""
-    observed = _observe(log_store, topic.name, partitions, now_ms)
+def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspark: LogSparkResource,
+                     log_store: LogStoreResource) -> Iterator[dg.AssetCheckResult]:
+    """The checks run on their own (the UI's "Execute"): the logs as they are, every partition
+    of the topic (Dagster runs checks selected without their asset unpartitioned). Each
+    partition's result is logged as its own evaluation; each selected check also yields one
+    result for the run as a whole (passed when every partition passed). The latest-value check
+    needs a compaction to compare across, so an audit does not evaluate it."""
+    op_context = context.op_execution_context
     asset_key = log_asset_key(topic.name)
     selected = {k.name for k in context.selected_asset_check_keys}
-    outcomes = _health(context, asset_key, [s for s, _ in observed.values()])
-    if selected - {HEALTH_CHECK}:
+    if asset_key in (op_context.run.asset_selection or ()):
+        # a run that also cleaned the topic (a UI click or an asset backfill): its op already
+        # logged every partition's results, tied to their materializations; auditing again
+        # would record untied results on top of them, so summarize those instead
+        yield from _summaries(op_context, asset_key, selected)
+        return
+    partitions = _run_partitions(op_context, topic, log_store)
+    observed = _observe(log_store, topic.name, partitions, int(time.time() * 1000))
+    outcomes = [health_outcome(s) for s, _ in observed.values()] if HEALTH_CHECK in selected else []
+    if selected - {HEALTH_CHECK, LATEST_VALUES}:
         outcomes += _state_checks(pyspark.spark_session, topic, log_store, {p: s for p, (s, _) in observed.items()},
                                   {p: leo for p, (_, leo) in observed.items()}, None)
-    yield from _emit_checks(context, asset_key, [o for o in outcomes if o.name in selected])
+    outcomes = [o for o in outcomes if o.name in selected]
+    _log_checks(op_context, asset_key, outcomes, tie_to_materializations=False)
+    for name in sorted(selected):
+        mine = {partition_key(o.partition): (o.passed, o.severity) for o in outcomes if o.name == name}
+        if name == LATEST_VALUES and not mine:
+            yield dg.AssetCheckResult(asset_key=asset_key, check_name=name, passed=True,
+                                      description="not evaluated by an audit: it compares a compaction's before and after")
+        else:
+            yield _summary(asset_key, name, mine)
 
 
-def _health(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, states: Sequence[PartitionState]
-            ) -> list[CheckOutcome]:
-    """``log_health`` of each partition, when the run selected it."""
-    if dg.AssetCheckKey(asset_key, HEALTH_CHECK) not in context.selected_asset_check_keys:
-        return []
-    return [health_outcome(s) for s in states]
+def _summary(asset_key: dg.AssetKey, name: str, results: dict[str, tuple[bool, dg.AssetCheckSeverity]]
+             ) -> dg.AssetCheckResult:
+    """One result for a whole run of a check: passed when every partition passed."""
+    failing = sorted((p for p, (passed, _) in results.items() if not passed), key=partition_number)
+    severity = (dg.AssetCheckSeverity.ERROR
+                if any(results[p][1] == dg.AssetCheckSeverity.ERROR for p in failing) else dg.AssetCheckSeverity.WARN)
+    text = f"{len(results) - len(failing)} of {len(results)} partition(s) passed"
+    return dg.AssetCheckResult(asset_key=asset_key, check_name=name, passed=not failing, severity=severity,
+                               description=text + (f"; failing: {', '.join(failing)}" if failing else ""))
+
+
+def _summaries(context: dg.OpExecutionContext, asset_key: dg.AssetKey, selected: set[str]
+               ) -> Iterator[dg.AssetCheckResult]:
+    """The summary of what this run's cleaning op logged, for each check it logged results of."""
+    for name in sorted(selected):
+        records = context.instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(asset_key, name), limit=10_000)
+        results = {}
+        for r in records:
+            if r.run_id == context.run.run_id and r.partition is not None and r.partition not in results:
+                evaluation = r.event.dagster_event.event_specific_data if r.event and r.event.dagster_event else None
+                if isinstance(evaluation, dg.AssetCheckEvaluation):  # not a planned one
+                    results[r.partition] = (evaluation.passed, evaluation.severity)
+        if results:
+            yield _summary(asset_key, name, results)

@@ -163,8 +163,9 @@ def test_a_sweep_request_runs_as_one_range(platform):
 def test_checks_run_alone_audit_the_logs_as_they_are(platform):
     _, defs, settings, instance = platform
     asset = _asset(defs, "orders")
+    checks = next(c for c in defs.asset_checks if any(k.asset_key == asset.key for k in c.check_keys))
     audit = dg.Definitions(
-        assets=[asset], resources=resources_with_test_session(settings),
+        assets=[asset], asset_checks=[checks], resources=resources_with_test_session(settings),
         jobs=[dg.define_asset_job("audit", selection=dg.AssetSelection.checks_for_assets(asset))],
     ).resolve_job_def("audit")
     # Dagster runs checks selected without their partitioned asset as an unpartitioned run: the
@@ -182,6 +183,11 @@ def test_checks_run_alone_audit_the_logs_as_they_are(platform):
     # partitions 0 and 2 are due for compaction (WARN), partition 1 is empty
     assert evaluated(HEALTH_CHECK) == {("0", "FAILED"), ("1", "SUCCEEDED"), ("2", "FAILED")}
     assert not evaluated(LATEST_VALUES)  # nothing to compare latest values with
+    # and one result per check for the audit as a whole, saying which partitions failed
+    summary = {e.check_name: e for e in result.get_asset_check_evaluations() if e.partition is None}
+    assert summary[HEALTH_CHECK].description == "1 of 3 partition(s) passed; failing: 0, 2"
+    assert summary[KEYS_UNIQUE].passed and summary[KEYS_UNIQUE].description == "3 of 3 partition(s) passed"
+    assert summary[LATEST_VALUES].passed and "not evaluated by an audit" in summary[LATEST_VALUES].description
 
 
 @pytest.mark.parametrize("now_ms", [-1, 99999999999999999999])
@@ -197,3 +203,17 @@ def test_a_now_ms_out_of_range_in_the_launchpad_fails_the_run_clearly_and_change
     message = failure.step_failure_data.error.message
     assert "now_ms" in message and ("greater than or equal to 0" in message or "less than or equal to 253402300799999" in message)
     assert {p: p.stat().st_size for p in root.rglob("*.log")} == before
+
+
+def test_a_run_with_nothing_to_do_leaves_the_earlier_check_results_as_the_latest(platform):
+    """The checks are not outputs of the asset's op, so a run that compacted nothing records no
+    check at all: no "skipped" execution hides the last real result."""
+    _, _, _, instance = platform
+    _materialize(platform, "orders", partition="0")  # compacts: every check is evaluated
+    not_forced = {"ops": {"logs__orders": {"config": {"force_compaction": False}}}}
+    _, again, _ = _materialize(platform, "orders", partition="0", run_config=not_forced)
+    assert again["0"]["status"] == "skipped"  # nothing was due any more
+    for check in CHECKS - {HEALTH_CHECK}:
+        records = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), check), limit=10)
+        assert [(r.partition, r.status.value) for r in records] == [("0", "SUCCEEDED")], check

@@ -268,10 +268,11 @@ def test_log_health_can_be_executed_from_the_ui(logs, instance):
     defs, settings = definitions_for(logs)
     discover(defs, settings, instance)
     key = dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), "log_health")
-    asset = next(a for a in defs.assets if key in a.check_keys)
-    result = dg.materialize([asset], selection=dg.AssetSelection.checks(key), instance=instance,
+    asset = next(a for a in defs.assets if a.key == key.asset_key)
+    checks = next(c for c in defs.asset_checks if key in c.check_keys)
+    result = dg.materialize([asset, checks], selection=dg.AssetSelection.checks(key), instance=instance,
                             resources=build_resources(settings))
-    by_partition = {e.partition: e for e in result.get_asset_check_evaluations()}
+    by_partition = {e.partition: e for e in result.get_asset_check_evaluations() if e.partition is not None}
     assert set(by_partition) == {"0", "1", "2"}
     assert not by_partition["0"].passed and "min.cleanable.dirty.ratio" in by_partition["0"].description
 
