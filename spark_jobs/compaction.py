@@ -10,7 +10,8 @@ Every decision is the engine's (``storage_engine.cleaner``); Spark only spreads 
 2. **Keys** (one task per segment): each task rereads its segment by path, checks it is the
    same file the plan saw, and emits ``(partition, group, key, offset, mapped)`` for every keyed
    record; ``mapped`` follows the engine's map-building walk (dirty range, CRC-checked, aborted
-   transactions excluded).
+   transactions excluded). A last row without a key carries the task's seconds (``index_s``), which
+   travel to the group's recopy, so each partition's report counts its own work.
 3. **Latest offset per key** (Spark SQL): ``max(offset)`` of mapped rows grouped by
    ``(partition, key)``: exact keys, no hash collisions, and Spark's aggregation spills to disk
    when the key set outgrows memory. Each group then receives the latest offsets of just the
@@ -71,10 +72,11 @@ from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerLock, remote_s
 
 from .errors import SparkJobError
 
-KEYS_SCHEMA = "tp int, grp int, key binary, offset long, mapped boolean"
+KEYS_SCHEMA = "tp int, grp int, key binary, offset long, mapped boolean, index_s double"
 RESULT_SCHEMA = "tp int, grp int, status string, detail string, staging string, stats string, keys long"
 _KEYS_ARROW = pa.schema(
-    [("tp", pa.int32()), ("grp", pa.int32()), ("key", pa.binary()), ("offset", pa.int64()), ("mapped", pa.bool_())]
+    [("tp", pa.int32()), ("grp", pa.int32()), ("key", pa.binary()), ("offset", pa.int64()), ("mapped", pa.bool_()),
+     ("index_s", pa.float64())]
 )
 _RESULT_ARROW = pa.schema(
     [("tp", pa.int32()), ("grp", pa.int32()), ("status", pa.string()), ("detail", pa.string()),
@@ -131,13 +133,15 @@ class GroupTask:
 
 
 def scan_segment_keys(task: ScanTask) -> Iterator[pa.RecordBatch]:
-    """Every keyed record of the segment as ``(tp, grp, key, offset, mapped)`` rows.
+    """Every keyed record of the segment as ``(tp, grp, key, offset, mapped)`` rows, then one row
+    without a key whose ``index_s`` is the seconds the scan took.
 
     The clean part only says which keys occur (the recopy looks them up); the dirty part is read
     with the engine's map-building walk, so exactly the records the local cleaner would put into
     its map are ``mapped``. A segment that is gone or replaced yields nothing: its group's recopy
     (or the commit) notices the change and the partition is skipped.
     """
+    started = time.monotonic()
     try:
         seg = InputSegment.from_ref(task.segment, task.chunk)
     except LogChangedError:
@@ -151,7 +155,8 @@ def scan_segment_keys(task: ScanTask) -> Iterator[pa.RecordBatch]:
         n = len(keys)
         batch = pa.RecordBatch.from_arrays(
             [pa.array([task.tp] * n, pa.int32()), pa.array([task.grp] * n, pa.int32()),
-             pa.array(keys, pa.binary()), pa.array(offsets, pa.int64()), pa.array(mapped, pa.bool_())],
+             pa.array(keys, pa.binary()), pa.array(offsets, pa.int64()), pa.array(mapped, pa.bool_()),
+             pa.nulls(n, pa.float64())],
             schema=_KEYS_ARROW,
         )
         keys.clear()
@@ -193,11 +198,14 @@ def scan_segment_keys(task: ScanTask) -> Iterator[pa.RecordBatch]:
         return  # the recopy reads the same bytes and reports the problem for its partition
     finally:
         seg.close()
+    yield pa.RecordBatch.from_pylist([{"tp": task.tp, "grp": task.grp, "key": None, "offset": None, "mapped": False,
+                                       "index_s": time.monotonic() - started}], schema=_KEYS_ARROW)
 
 
-def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str) -> dict:
+def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str, index_s: float = 0.0) -> dict:
     """Recopy one group with the engine's rules; a result row for the driver (never raises for a
-    problem of this partition's files: the driver reports it and skips the partition)."""
+    problem of this partition's files: the driver reports it and skips the partition).
+    ``index_s``: the seconds the keys stage spent on the group's segments, counted in its stats."""
     result = {"tp": task.tp, "grp": task.grp, "status": COMPACTED, "detail": None, "staging": None,
               "stats": None, "keys": 0}
     lo, hi = task.key_range
@@ -205,7 +213,7 @@ def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str) -> d
     omap = OffsetMap(1 << 62)
     omap.exact_table().update(latest)
     omap.update_latest_offset(task.map_latest_offset)
-    stats = CleanerStats()
+    stats = CleanerStats(index_seconds=index_s)
     bfilter = BatchFilter(
         omap,
         task.tracker,
@@ -255,13 +263,17 @@ def _recopy_stage(tasks_bc):
 
         tp, grp = key[0].as_py(), key[1].as_py()
         latest: dict[bytes, int] = {}
+        index_s = 0.0
         for batch in batches:
-            for k, off in zip(batch.column("key").to_pylist(), batch.column("latest").to_pylist()):
+            for k, off, seconds in zip(batch.column("key").to_pylist(), batch.column("latest").to_pylist(),
+                                       batch.column("index_s").to_pylist()):
                 if k is not None:
                     latest[k] = off
+                elif seconds is not None:
+                    index_s += seconds
         ctx = TaskContext.get()
         attempt = f"{ctx.taskAttemptId()}" if ctx is not None else uuid.uuid4().hex
-        row = recopy_task(tasks_bc.value[(tp, grp)], latest, attempt)
+        row = recopy_task(tasks_bc.value[(tp, grp)], latest, attempt, index_s)
         yield pa.RecordBatch.from_pylist([row], schema=_RESULT_ARROW)
 
     return run
@@ -307,7 +319,7 @@ class _Planned:
     round: CleaningRound
     inputs: list[InputSegment]
     groups: int
-    started: float
+    plan_s: float  # the driver's seconds planning it
 
 
 def _select(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) -> list[tuple[str, int]]:
@@ -433,7 +445,8 @@ def _plan_partition(manager: LogManager, cleaner: Cleaner, topic: str, partition
         return PartitionOutcome(topic, partition, SKIPPED, report.skipped, report), None
     rnd = cleaner.plan_round(log, prepared, prepared.ltc.first_uncleanable_offset, now_ms)
     groups = prepared.groups(rnd)
-    plan = _Planned(topic, partition, log, lock, report, prepared, rnd, [s for g in groups for s in g], len(groups), t0)
+    plan = _Planned(topic, partition, log, lock, report, prepared, rnd, [s for g in groups for s in g], len(groups),
+                    time.monotonic() - t0)
     return None, plan
 
 
@@ -478,15 +491,18 @@ def _run_tasks(spark, plans: list[_Planned], job_id: str, now_ms: int, chunk: in
         keys = (spark.range(0, len(scans), 1, len(scans)).mapInArrow(_keys_stage(scans_bc), KEYS_SCHEMA)
                 .persist(StorageLevel.MEMORY_AND_DISK))
         latest = keys.where("mapped").groupBy("tp", "key").agg(F.max("offset").alias("latest"))
-        needed = keys.select("tp", "grp", "key").distinct()
-        looked_up = needed.join(latest, ["tp", "key"], "inner").select("tp", "grp", "key", "latest")
+        needed = keys.where("key is not null").select("tp", "grp", "key").distinct()
+        looked_up = (needed.join(latest, ["tp", "key"], "inner")
+                     .select("tp", "grp", "key", "latest", F.lit(None).cast("double").alias("index_s")))
+        index_times = keys.where("key is null").select("tp", "grp", "key", F.col("offset").alias("latest"), "index_s")
         # every group gets a task, even one whose keys are all unknown to the map
         every_group = spark.createDataFrame(
-            [(tp, grp, None, None) for tp, grp in groups], "tp int, grp int, key binary, latest long"
+            [(tp, grp, None, None, None) for tp, grp in groups], "tp int, grp int, key binary, latest long, index_s double"
         )
         # one shuffle partition per group, so the recopies spread over every core (the SQL default
         # would size them by key bytes, not by the segment bytes each group rewrites)
-        rows = (looked_up.unionByName(every_group).repartition(len(groups), "tp", "grp").groupBy("tp", "grp")
+        rows = (looked_up.unionByName(index_times).unionByName(every_group)
+                .repartition(len(groups), "tp", "grp").groupBy("tp", "grp")
                 .applyInArrow(_recopy_stage(groups_bc), RESULT_SCHEMA).collect())
     except Exception as exc:  # a task died for good (after Spark's retries): nothing was committed
         raise SparkJobError(f"compaction job {job_id} failed; nothing was swapped: {exc}") from exc
@@ -503,6 +519,10 @@ def _run_tasks(spark, plans: list[_Planned], job_id: str, now_ms: int, chunk: in
 
 def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, rows: dict[int, dict],
                       now_ms: int) -> PartitionOutcome:
+    """Swap in one partition's groups, or report why not. Its ``duration_s`` is its own work
+    (planning, its tasks' seconds, the commit), not the job's wall time, which other partitions
+    share: the job's total is :attr:`CompactionJobResult.duration_s`."""
+    started = time.monotonic()
     report, log = plan.report, plan.log
     problems = [r for r in rows.values() if r["status"] != COMPACTED]
     missing = plan.groups - len(rows)
@@ -513,10 +533,13 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
         return PartitionOutcome(plan.topic, plan.partition, status, reason, report)
     cleaned: list[LogSegment] = []
     stats = plan.prepared.stats
+    task_s = 0.0
     try:
         for grp in range(plan.groups):
             row = rows[grp]
-            stats.add(CleanerStats(**json.loads(row["stats"])))
+            group_stats = CleanerStats(**json.loads(row["stats"]))
+            task_s += group_stats.index_seconds + group_stats.clean_seconds
+            stats.add(group_stats)
             report.distinct_keys += row["keys"]
             cleaned.append(_adopt(Path(row["staging"]), log.dir, plan.round.groups[grp][0], log.config))
         crash_point("spark-compaction.after-staged-moved")
@@ -538,7 +561,7 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     report.segments_written = len(cleaned)
     report.rounds.append(plan.round.to_dict() | {"partial": False})
     _after(manager, cleaner, log, report, now_ms, plan.prepared.producers.last_stable_offset)
-    report.duration_s = time.monotonic() - plan.started
+    report.duration_s = plan.plan_s + task_s + time.monotonic() - started
     return PartitionOutcome(plan.topic, plan.partition, COMPACTED, None, report)
 
 

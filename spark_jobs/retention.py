@@ -59,11 +59,12 @@ class RetentionOutcome:
     deleted_segments: list[int] = field(default_factory=list)
     bytes_freed: int = 0
     log_start_offset_after: int | None = None
+    duration_s: float = 0.0  # this partition's own seconds in its task, not the job's
 
     def to_dict(self) -> dict:
         return {"topic": self.topic, "partition": self.partition, "status": self.status, "reason": self.reason,
                 "plan": self.plan, "deleted_segments": self.deleted_segments, "bytes_freed": self.bytes_freed,
-                "log_start_offset_after": self.log_start_offset_after}
+                "log_start_offset_after": self.log_start_offset_after, "duration_s": round(self.duration_s, 6)}
 
 
 @dataclass
@@ -93,7 +94,16 @@ class RetentionJobResult:
 
 def retain_partition(item: RetentionItem, now_ms: int, dry_run: bool,
                      checkpoints: tuple[dict, dict] | None = None) -> RetentionOutcome:
-    """Plan (and apply) retention of one partition with the engine; problems become outcomes."""
+    """Plan (and apply) retention of one partition with the engine; problems become outcomes,
+    each with the seconds it took."""
+    started = time.monotonic()
+    outcome = _retain(item, now_ms, dry_run, checkpoints)
+    outcome.duration_s = time.monotonic() - started
+    return outcome
+
+
+def _retain(item: RetentionItem, now_ms: int, dry_run: bool, checkpoints: tuple[dict, dict] | None
+            ) -> RetentionOutcome:
     try:
         stats = stats_of(Path(item.log_dir), item.topic, item.partition, checkpoints)
         plan = plan_retention(stats, item.config, now_ms)
@@ -175,9 +185,7 @@ def retention_partitions(
             items_bc.unpersist()
         for row in rows:
             d = json.loads(row["outcome"])
-            result.outcomes.append(RetentionOutcome(
-                d["topic"], d["partition"], d["status"], d["reason"], d["plan"], d["deleted_segments"],
-                d["bytes_freed"], d["log_start_offset_after"]))
+            result.outcomes.append(RetentionOutcome(**d))
     result.outcomes.sort(key=lambda o: (o.topic, o.partition))
     result.duration_s = time.monotonic() - started
     return result

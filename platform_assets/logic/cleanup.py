@@ -47,6 +47,7 @@ from ..defs.partitions import partition_key, partition_number
 from ..defs.resources import LogSparkResource, LogStoreResource
 
 FAILED, CHANGED, DELETED, NOTHING = "failed", "changed", "deleted", "nothing"
+SPARK_JOB_SECONDS_TAG = "logplat/spark_job_seconds"  # the run's Spark jobs, wall time
 STATUS_ORDER = (FAILED, CHANGED, COMPACTED, DELETED, "skipped", "planned", NOTHING)
 
 
@@ -78,7 +79,6 @@ class PartitionCleanup:
     leo_after: int = 0
     compaction: PartitionOutcome | None = None
     retention: RetentionOutcome | None = None
-    job_duration_s: float = 0.0
 
     @property
     def key(self) -> str:
@@ -155,9 +155,10 @@ class PartitionCleanup:
 
     @property
     def duration_s(self) -> float:
-        if self.compaction is not None and self.compaction.status == COMPACTED:
-            return self.compaction.report.duration_s
-        return self.job_duration_s
+        """This partition's own seconds in the jobs (a range run's partitions share the jobs'
+        wall time, which the run records once: ``spark_job_seconds``)."""
+        own = self.compaction.report.duration_s if self.compaction is not None else 0.0
+        return own + (self.retention.duration_s if self.retention is not None else 0.0)
 
     @property
     def data_version(self) -> str:
@@ -188,16 +189,18 @@ def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int],
 
 
 def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
-              config: CleanupConfig, now_ms: int, log) -> None:
-    """The Spark job(s) the topic's cleanup.policy calls for, outcomes stored per partition."""
+              config: CleanupConfig, now_ms: int, log) -> float:
+    """The Spark job(s) the topic's cleanup.policy calls for, outcomes stored per partition;
+    returns the jobs' wall seconds."""
     dirs, props = log_store.log_dirs, log_store.broker_properties
     tps = [(topic.name, p) for p in sorted(cleanups)]
+    seconds = 0.0
     if topic.compact:
         result = compact_partitions(spark, dirs, tps, now_ms=now_ms, force=config.force_compaction, broker_props=props)
         log.info(f"compaction job over {len(tps)} partition(s) of {topic.name} took {result.duration_s:.2f} s")
+        seconds += result.duration_s
         for outcome in result.outcomes:
             cleanups[outcome.partition].compaction = outcome
-            cleanups[outcome.partition].job_duration_s = result.duration_s
     # compact-only logs can still have segments below their log start offset (delete-records)
     needs_retention = [tp for tp in tps
                        if not topic.compact or (not topic.delete and cleanups[tp[1]].before.deletable_segments)]
@@ -205,9 +208,10 @@ def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[i
         retention = retention_partitions(spark, dirs, needs_retention, now_ms=now_ms, broker_props=props)
         log.info(f"retention job over {len(needs_retention)} partition(s) of {topic.name} "
                  f"took {retention.duration_s:.2f} s")
+        seconds += retention.duration_s
         for outcome in retention.outcomes:
             cleanups[outcome.partition].retention = outcome
-            cleanups[outcome.partition].job_duration_s += retention.duration_s
+    return seconds
 
 
 def _check_compactions(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
@@ -265,7 +269,9 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         context.log.info(f"latest values of {len(checked)} partition(s) snapshotted "
                          f"in {time.monotonic() - started:.2f} s")
     try:
-        _run_jobs(spark, topic, log_store, cleanups, config, now_ms, context.log)
+        job_seconds = _run_jobs(spark, topic, log_store, cleanups, config, now_ms, context.log)
+        # once per run (a materialization's metadata would repeat it on every partition of a range)
+        context.instance.add_run_tags(context.run.run_id, {SPARK_JOB_SECONDS_TAG: f"{job_seconds:.3f}"})
         for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items():
             cleanups[p].after, cleanups[p].leo_after = state, leo
         started = time.monotonic()
@@ -280,7 +286,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         context.add_asset_metadata(cleanup_metadata(c), partition_key=c.key)
     yield dg.MaterializeResult(
         asset_key=asset_key,
-        metadata={"partitions_in_run": len(partitions), "now_ms": dg.MetadataValue.timestamp(now_ms / 1000)},
+        metadata={"now_ms": dg.MetadataValue.timestamp(now_ms / 1000)},
         data_version=dg.DataVersion(run_data_version(list(cleanups.values()))),
     )
     _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
@@ -306,35 +312,54 @@ def _log_checks(context: dg.AssetExecutionContext | dg.OpExecutionContext, asset
 
 def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspark: LogSparkResource,
                      log_store: LogStoreResource) -> Iterator[dg.AssetCheckResult]:
-    """The checks run on their own (the UI's "Execute"): the logs as they are, every partition
-    of the topic (Dagster runs checks selected without their asset unpartitioned). Each
-    partition's result is logged as its own evaluation; each selected check also yields one
-    result for the run as a whole (passed when every partition passed). The latest-value check
-    needs a compaction to compare across, so an audit does not evaluate it."""
+    """The checks' own step. Run alone (the UI's "Execute"), it audits the logs as they are,
+    every partition of the topic (Dagster runs checks selected without their asset
+    unpartitioned); the latest-value check needs a compaction to compare across, so an audit
+    does not evaluate it. Run with the asset (a UI click or a backfill), the cleaning op has
+    already logged the results of what it compacted, tied to their materializations; Dagster
+    planned every check for every partition of the run, so the partitions the run did not
+    compact are audited here and tied to this run's materializations too, instead of showing
+    "Skipped" over their earlier results. Each partition's result is logged as its own
+    evaluation; each selected check also yields one result for the run (passed when every
+    partition passed)."""
     op_context = context.op_execution_context
     asset_key = log_asset_key(topic.name)
     selected = {k.name for k in context.selected_asset_check_keys}
-    if asset_key in (op_context.run.asset_selection or ()):
-        # a run that also cleaned the topic (a UI click or an asset backfill): its op already
-        # logged every partition's results, tied to their materializations; auditing again
-        # would record untied results on top of them, so summarize those instead
-        yield from _summaries(op_context, asset_key, selected)
-        return
     partitions = _run_partitions(op_context, topic, log_store)
+    # the asset ran before this step in the same run when the run has materializations of it
+    with_asset = bool(run_materializations(op_context.instance, asset_key, op_context.run.run_id,
+                                           [partition_key(p) for p in partitions]))
+    results = _logged_results(op_context, asset_key, selected) if with_asset else {}
+    missing = {p for p in partitions for name in selected if partition_key(p) not in results.get(name, {})}
+    outcomes = _audit(pyspark, topic, log_store, sorted(missing), selected, compacted_elsewhere=with_asset)
+    outcomes = [o for o in outcomes if partition_key(o.partition) not in results.get(o.name, {})]
+    _log_checks(op_context, asset_key, outcomes, tie_to_materializations=with_asset)
+    for o in outcomes:
+        results.setdefault(o.name, {})[partition_key(o.partition)] = (o.passed, o.severity)
+    for name in sorted(selected):
+        if name == LATEST_VALUES and not results.get(name):
+            yield dg.AssetCheckResult(asset_key=asset_key, check_name=name, passed=True,
+                                      description="not evaluated by an audit: it compares a compaction's before and after")
+        else:
+            yield _summary(asset_key, name, results.get(name, {}))
+
+
+def _audit(pyspark: LogSparkResource, topic: Topic, log_store: LogStoreResource, partitions: list[int],
+           selected: set[str], *, compacted_elsewhere: bool) -> list[CheckOutcome]:
+    """The selected checks of ``partitions`` on their logs as they are. ``compacted_elsewhere``:
+    this run's cleaning op checked what it compacted, so the rest were not compacted by it and
+    their latest values are, trivially, the ones they had."""
+    if not partitions:
+        return []
     observed = _observe(log_store, topic.name, partitions, int(time.time() * 1000))
     outcomes = [health_outcome(s) for s, _ in observed.values()] if HEALTH_CHECK in selected else []
     if selected - {HEALTH_CHECK, LATEST_VALUES}:
         outcomes += _state_checks(pyspark.spark_session, topic, log_store, {p: s for p, (s, _) in observed.items()},
                                   {p: leo for p, (_, leo) in observed.items()}, None)
-    outcomes = [o for o in outcomes if o.name in selected]
-    _log_checks(op_context, asset_key, outcomes, tie_to_materializations=False)
-    for name in sorted(selected):
-        mine = {partition_key(o.partition): (o.passed, o.severity) for o in outcomes if o.name == name}
-        if name == LATEST_VALUES and not mine:
-            yield dg.AssetCheckResult(asset_key=asset_key, check_name=name, passed=True,
-                                      description="not evaluated by an audit: it compares a compaction's before and after")
-        else:
-            yield _summary(asset_key, name, mine)
+    if compacted_elsewhere and LATEST_VALUES in selected:
+        outcomes += [CheckOutcome(LATEST_VALUES, p, True, "not compacted by this run: the cleaner changed none of "
+                                  "its values") for p in partitions]
+    return [o for o in outcomes if o.name in selected]
 
 
 def _summary(asset_key: dg.AssetKey, name: str, results: dict[str, tuple[bool, dg.AssetCheckSeverity]]
@@ -348,17 +373,17 @@ def _summary(asset_key: dg.AssetKey, name: str, results: dict[str, tuple[bool, d
                                description=text + (f"; failing: {', '.join(failing)}" if failing else ""))
 
 
-def _summaries(context: dg.OpExecutionContext, asset_key: dg.AssetKey, selected: set[str]
-               ) -> Iterator[dg.AssetCheckResult]:
-    """The summary of what this run's cleaning op logged, for each check it logged results of."""
+def _logged_results(context: dg.OpExecutionContext, asset_key: dg.AssetKey, selected: set[str]
+                    ) -> dict[str, dict[str, tuple[bool, dg.AssetCheckSeverity]]]:
+    """What this run's cleaning op logged for each selected check: partition -> (passed, severity)."""
+    out: dict[str, dict[str, tuple[bool, dg.AssetCheckSeverity]]] = {}
     for name in sorted(selected):
         records = context.instance.event_log_storage.get_asset_check_execution_history(
             dg.AssetCheckKey(asset_key, name), limit=10_000)
-        results = {}
+        results = out.setdefault(name, {})
         for r in records:
             if r.run_id == context.run.run_id and r.partition is not None and r.partition not in results:
                 evaluation = r.event.dagster_event.event_specific_data if r.event and r.event.dagster_event else None
                 if isinstance(evaluation, dg.AssetCheckEvaluation):  # not a planned one
                     results[r.partition] = (evaluation.passed, evaluation.severity)
-        if results:
-            yield _summary(asset_key, name, results)
+    return out

@@ -17,6 +17,7 @@ from tests.helpers.platform import (
     tick,
 )
 
+from platform_assets.logic.cleanup import SPARK_JOB_SECONDS_TAG
 from platform_assets.defs.checks import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
 from platform_assets.tools.workload import produce
 from storage_engine.manager import LogManager
@@ -78,7 +79,8 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
     assert m["cleaner_checkpoint"] > 0 and m["log_end_offset"] == m["log_end_offset_before"] == 400
     assert m["duplicates_removed"] > 0 and m["records_removed"] >= m["duplicates_removed"]
     assert m["bytes_reclaimed"] > 0 and m["size_bytes"] < m["size_bytes_before"]
-    assert m["partitions_in_run"] == 1
+    # the Spark jobs' wall time is recorded once, on the run; the partition's own time is its metadata
+    assert 0 < m["duration_s"] <= float(instance.get_run_by_id(result.run_id).tags[SPARK_JOB_SECONDS_TAG]) + 0.001
     # the data version names the log's state after the run, and equals the partition's own
     assert events[0].tags["dagster/data_version"] == m["log_state_version"]
 
@@ -98,11 +100,12 @@ def test_a_range_is_one_run_with_metadata_and_checks_per_partition(platform):
     _, _, _, instance = platform
     result, by_partition, _ = _materialize(platform, "profiles.v1", tags=dict(zip(RANGE, ("0", "1"))))
     assert set(by_partition) == {"0", "1"}
-    assert len(instance.get_run_records()) == 1
+    [run] = instance.get_run_records()
+    job_seconds = float(run.dagster_run.tags[SPARK_JOB_SECONDS_TAG])
     for p, m in by_partition.items():
         assert COMPACTION <= set(m), (p, COMPACTION - set(m))
         _numbers_only(m)
-        assert m["status"] == "compacted" and m["partitions_in_run"] == 2
+        assert m["status"] == "compacted" and 0 < m["duration_s"] < job_seconds
         # compact,delete: retention ran after the compaction and moved the log start
         assert m["log_start_offset"] > m["log_start_offset_before"] and m["segments_deleted"] > 0
     assert by_partition["0"]["log_state_version"] != by_partition["1"]["log_state_version"]
@@ -217,3 +220,38 @@ def test_a_run_with_nothing_to_do_leaves_the_earlier_check_results_as_the_latest
         records = instance.event_log_storage.get_asset_check_execution_history(
             dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), check), limit=10)
         assert [(r.partition, r.status.value) for r in records] == [("0", "SUCCEEDED")], check
+
+
+def test_a_ui_run_with_the_checks_gives_every_partition_a_real_result(platform):
+    """A UI click or a backfill selects the asset with its checks, and Dagster plans every check
+    for every partition of the run. A partition the run did not compact is audited as it is,
+    tied to this run's materialization, rather than left "Skipped" over its earlier results."""
+    _, defs, settings, instance = platform
+    asset = _asset(defs, "orders")
+    checks = next(c for c in defs.asset_checks if any(k.asset_key == asset.key for k in c.check_keys))
+    job = dg.Definitions(
+        assets=[asset], asset_checks=[checks], resources=resources_with_test_session(settings),
+        jobs=[dg.define_asset_job("click", selection=dg.AssetSelection.assets(asset) | dg.AssetSelection.checks_for_assets(asset))],
+    ).resolve_job_def("click")
+    assert job.execute_in_process(instance=instance, partition_key="0").success  # compacts orders-0
+    result = job.execute_in_process(instance=instance, tags=dict(zip(RANGE, ("0", "2"))))
+    assert result.success
+    materialized = {m.partition_key: m.storage_id for m in instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset.key, asset_partitions=["0", "1", "2"]), limit=20).records
+        if m.run_id == result.run_id}
+    for check in CHECKS:
+        records = instance.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(asset.key, check),
+                                                                               limit=20)
+        latest = {}
+        for r in records:  # newest first
+            if r.partition is not None:
+                latest.setdefault(r.partition, r)
+        assert set(latest) == {"0", "1", "2"}, check
+        for p, r in latest.items():
+            assert r.run_id == result.run_id and r.status.value != "SKIPPED", (check, p, r.status)
+            target = r.event.dagster_event.event_specific_data.target_materialization_data
+            assert target is not None and target.storage_id == materialized[p], (check, p)
+    descriptions = {e.partition: e.description for e in result.get_asset_check_evaluations()
+                    if e.check_name == LATEST_VALUES}
+    assert descriptions["0"].startswith("partition 0: not compacted by this run")  # cleaned by the first run
+    assert descriptions["2"].startswith("partition 2: latest values before")  # compacted now, compared

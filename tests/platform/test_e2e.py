@@ -21,7 +21,8 @@ from storage_engine.append_validation import ProducerRecord
 from tests.helpers.paths import REPO
 TIMEOUT_S = 420  # one run here is ~20-40 s on an idle 2-core box; generous for a busy one
 #: orders-0 spans many segments (due); orders-1 only its active segment (nothing to clean yet).
-ORDERS = TopicWorkload("orders", 2, {"cleanup.policy": "compact", "segment.bytes": "4096"}, records=400, keys=40,
+ORDERS = TopicWorkload("orders", 2, {"cleanup.policy": "compact", "segment.bytes": "4096", "file.delete.delay.ms": "2000"},
+                       records=400, keys=40,
                        tombstone_ratio=0.1, value_bytes=40, partition_records={1: 5}, batch_records=10,
                        compression=CompressionType.NONE)
 
@@ -101,6 +102,14 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
         # the topic's concurrency pool, which holds back runs without the logplat/topic tag (this backfill's)
         pool = client.query('{ instance { concurrencyLimit(concurrencyKey: "logplat/topic/orders") { limit } } }')
         assert pool["instance"]["concurrencyLimit"]["limit"] == 1
+        # .deleted files go once file.delete.delay.ms has passed, by the sensor, with no run
+        assert list(logs.glob("orders-*/*.deleted"))  # the backfill's compaction renamed segments
+        assert client.set_sensor("deleted_files_sensor", True) == "RUNNING"
+        wait_for("the .deleted files to be removed", lambda: not list(logs.glob("orders-*/*.deleted")),
+                 timeout_s=TIMEOUT_S, on_timeout=server.logs)
+        # the backfill found nothing to compact in orders-0: its latest-values result is still the sensor run's
+        latest_values = [e for e in client.check_executions(["logs", "orders"], "latest_values_preserved")
+                         if e["partition"] == "0"]
         materializations = client.materializations(["logs", "orders"])
         in_run = [e for e in client.check_executions(["logs", "orders"], "log_health") if e["runId"] == run["runId"]]
         health_after = {e["partition"]: e for e in in_run if e["partition"] is not None}
@@ -110,6 +119,8 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
     for m in materializations:
         by_run.setdefault(m["runId"], {})[m["partition"]] = m["metadata"]
     assert set(by_run) == {runs[0]["runId"], run["runId"]}
+    assert [(e["runId"], e["status"]) for e in latest_values[:1]] == [(runs[0]["runId"], "SUCCEEDED")]
+    assert float(tags["logplat/spark_job_seconds"]) > 0  # the run's Spark time, once per run
     sensor_run, backfill_run = by_run[runs[0]["runId"]], by_run[run["runId"]]
     assert list(sensor_run) == ["0"] and set(backfill_run) == {"0", "1"}
     assert sensor_run["0"]["status"] == "compacted" and sensor_run["0"]["cleaner_checkpoint"] > 0

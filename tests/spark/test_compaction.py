@@ -155,6 +155,28 @@ def test_large_groups_index_like_the_local_cleaner(spark, tmp_path):
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
 
 
+def test_each_partition_reports_its_own_time_not_the_jobs(spark, tmp_path):
+    """Partitions of one job share its wall time; each reports the seconds of its own work
+    (planning, its key and recopy tasks, its commit). The small partition is planned first, so a
+    report timed from its planning to its commit would span the whole job."""
+    m = open_topic(tmp_path, "t", 2, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01",
+                   segment_bytes=str(64 * 1024))
+    for p, batches in ((0, 3), (1, 300)):
+        log = m.get_log("t", p)
+        for b in range(batches):
+            log.append([ProducerRecord(b"key-%d" % ((b * 8 + i) % 500), os.urandom(200), NOW) for i in range(8)],
+                       now=NOW)
+        log.roll()
+    m.close()
+    result = compact_partitions(spark, [tmp_path], now_ms=NOW, force=True)
+    small, large = (o.to_dict() for o in result.outcomes)
+    assert small["status"] == large["status"] == COMPACTED
+    for report in (small, large):
+        assert report["index_s"] > 0 and report["clean_s"] > 0  # measured in the tasks
+        assert report["index_s"] + report["clean_s"] <= report["duration_s"] < result.duration_s
+    assert small["duration_s"] < large["duration_s"]
+
+
 def read_all(root: Path, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
     with LogManager([root], read_only=True) as m:
         log = m.get_log(topic, partition)
