@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,11 @@ from .errors import CorruptRecordError, LogChangedError, LogError
 from .index import IndexMark, OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
 from .nofollow import open_nofollow
-from .record import RawBatch, decode_batch, scan_batches, verify_batch
+from .record import RawBatch, decode_batch, verify_batch
+from .record.file_records import read_batches
 
 INT32_MAX = 2**31 - 1
 _READ_CHUNK = 1 << 20
-_LENGTH_FIELD = struct.Struct(">qi")
 
 
 def now_ms() -> int:
@@ -158,29 +157,9 @@ class LogSegment:
     def batches(self, start_position: int = 0, end_position: int | None = None) -> Iterator[RawBatch]:
         """Batches from ``start_position`` on, read in chunks; stops silently at a partial tail."""
         end = self.size if end_position is None else end_position
-        pos = start_position
-        chunk = _READ_CHUNK
-        path = str(self.log_path)
-        while pos < end:
-            want = min(chunk, end - pos)
-            buf = os.pread(self._fd, want, pos)
-            if not buf:
-                return
-            consumed = 0
-            for raw in scan_batches(buf, path=path, base_position=pos):
-                consumed = raw.position - pos + raw.header.size_in_bytes
-                yield raw
-            if consumed == 0:
-                if len(buf) < 12:
-                    return
-                _, length = _LENGTH_FIELD.unpack_from(buf, 0)
-                needed = length + 12
-                if pos + needed > end or needed <= len(buf) or len(buf) < want:
-                    return  # a partial batch at the tail (or the file ends before ``end``)
-                chunk = needed
-                continue
-            pos += consumed
-            chunk = _READ_CHUNK
+        for raw, _, _ in read_batches(self._fd, start=start_position, end=end, chunk=_READ_CHUNK,
+                                      path=str(self.log_path)):
+            yield raw
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> RawBatch | None:
         """The first batch whose last offset is at or above ``offset``, or None if beyond this segment."""

@@ -27,9 +27,7 @@ from .errors import CheckpointError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir
 from .nofollow import open_nofollow
-from .record import scan_batches
-
-_HEADER_READ = 1 << 16
+from .record.file_records import read_headers
 
 
 @dataclass
@@ -82,35 +80,15 @@ class PartitionStats:
 
 def _header_max_timestamp(log_path: str, start: int) -> int:
     """Max of the batch headers' max timestamps from ``start`` to the end of the file."""
-    best = -1
     try:
         fd = open_nofollow(log_path, os.O_RDONLY)
     except FileNotFoundError:
-        return best
+        return -1
     try:
-        pos = start
-        size = os.fstat(fd).st_size
-        while pos < size:
-            buf = os.pread(fd, min(_HEADER_READ, size - pos), pos)
-            consumed = 0
-            for raw in scan_batches(buf, base_position=pos, path=log_path):
-                best = max(best, raw.header.max_timestamp)
-                consumed = raw.position - pos + raw.header.size_in_bytes
-            if consumed == 0:
-                # A batch larger than the read window: skip it by its length field.
-                if len(buf) < 12:
-                    break
-                length = int.from_bytes(buf[8:12], "big", signed=True)
-                header = os.pread(fd, 61, pos)
-                if len(header) == 61 and pos + length + 12 <= size:
-                    best = max(best, int.from_bytes(header[35:43], "big", signed=True))
-                    consumed = length + 12
-                else:
-                    break
-            pos += consumed
+        headers = read_headers(fd, start=start, end=os.fstat(fd).st_size, path=log_path)
+        return max((header.max_timestamp for header, _ in headers), default=-1)
     finally:
         os.close(fd)
-    return best
 
 
 def _segment_max_timestamp(directory: str, base: int, is_active: bool, has_time_index: bool) -> Callable[[], int]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 
 from .plan import LONG_MAX, LogToClean, SegmentFacts, log_to_clean
@@ -12,56 +11,40 @@ from ..config import LogConfig
 from ..index import OffsetIndex
 from ..naming import INDEX_SUFFIX, LOG_SUFFIX, segment_file
 from ..nofollow import open_nofollow
-from ..record.v2 import RECORD_BATCH_OVERHEAD
+from ..record.file_records import read_headers
 
 
 def first_batch_max_timestamp(log_path: Path) -> int:
-    """maxTimestamp of a segment's first batch from its first bytes; LONG_MAX when empty."""
+    """maxTimestamp of a segment's first batch, from its header alone; LONG_MAX when empty."""
     try:
         fd = open_nofollow(log_path, os.O_RDONLY)
     except FileNotFoundError:
         return LONG_MAX
     try:
-        head = os.pread(fd, RECORD_BATCH_OVERHEAD, 0)
+        first = next(read_headers(fd, end=os.fstat(fd).st_size, path=str(log_path)), None)
     finally:
         os.close(fd)
-    if len(head) < 26:
-        return LONG_MAX
-    magic = head[16]
-    if magic == 2 and len(head) >= 43:
-        return struct.unpack_from(">q", head, 35)[0]
-    if magic == 1:
-        return struct.unpack_from(">q", head, 18)[0]
-    return -1
+    return LONG_MAX if first is None else first[0].max_timestamp
 
 
 def log_end_offset_on_disk(directory: Path, active_base: int) -> int:
-    """Next offset of the active segment, scanning headers after its last index entry."""
+    """Next offset of the active segment, from the headers after its last index entry."""
     index = segment_file(directory, active_base, INDEX_SUFFIX)
     start = 0
     if index.exists():
         start = OffsetIndex.read_last_entry_only(index, active_base).position
-    nxt = active_base
+    log_path = segment_file(directory, active_base, LOG_SUFFIX)
     try:
-        fd = open_nofollow(segment_file(directory, active_base, LOG_SUFFIX), os.O_RDONLY)
+        fd = open_nofollow(log_path, os.O_RDONLY)
     except FileNotFoundError:
-        return nxt
+        return active_base
+    next_offset = active_base
     try:
-        pos, size = start, os.fstat(fd).st_size
-        while pos + 17 <= size:
-            head = os.pread(fd, 17, pos)
-            base, length, _, magic = struct.unpack(">qiib", head)
-            if length < 14 or pos + 12 + length > size:
-                break
-            if magic == 2:
-                delta = struct.unpack(">i", os.pread(fd, 4, pos + 23))[0]
-                nxt = base + delta + 1
-            else:
-                nxt = base + 1
-            pos += 12 + length
+        for header, _ in read_headers(fd, start=start, end=os.fstat(fd).st_size, path=str(log_path)):
+            next_offset = header.next_offset
     finally:
         os.close(fd)
-    return nxt
+    return next_offset
 
 
 def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | None:

@@ -6,24 +6,21 @@ check nothing changed, and the log as it was when the pass began (:class:`LogSna
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from .plan import LONG_MAX, SegmentFacts
-from ..errors import CorruptRecordError, LogChangedError
+from ..errors import LogChangedError
 from ..naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_file
 from ..nofollow import open_nofollow
-from ..record import RawBatch, scan_batches
+from ..record import RawBatch
+from ..record.file_records import read_batch_at, read_batches, read_headers
 from ..record.records import BatchHeader
-from ..record.rewrite import OFFSET_AND_LENGTH
-from ..record.v2 import HEADER_STRUCT, RECORD_BATCH_OVERHEAD
 from ..segment import LogSegment
 
 
 MIN_READ_CHUNK = 64 * 1024
-HEADER_HOP_READ = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,58 +101,14 @@ class InputSegment:
     def batches_in_chunks(self, start: int = 0) -> Iterator[tuple[RawBatch, bytes, int]]:
         """Complete batches from ``start`` to the size seen at the snapshot, read in chunks, each with
         the chunk it was read in and its offset there (so its records can be read in place)."""
-        pos, end, chunk, path = start, self.size, self.chunk, str(self.path)
-        while pos < end:
-            buf = os.pread(self.fd, min(chunk, end - pos), pos)
-            if not buf:
-                return
-            consumed = 0
-            for raw in scan_batches(buf, path=path, base_position=pos):
-                offset = raw.position - pos
-                consumed = offset + raw.header.size_in_bytes
-                yield raw, buf, offset
-            if consumed == 0:
-                if len(buf) < 12:
-                    return
-                _, length = OFFSET_AND_LENGTH.unpack_from(buf, 0)
-                needed = length + 12
-                if pos + needed > end or needed <= len(buf):
-                    return
-                # Kafka doubles its buffers until a batch fits and keeps them for the rest of the
-                # segment; so do we (batches of one segment tend to be alike).
-                chunk = max(needed, 2 * chunk)
-                continue
-            pos += consumed
+        return read_batches(self.fd, start=start, end=self.size, chunk=self.chunk, path=str(self.path))
 
     def headers(self) -> Iterator[tuple[BatchHeader, int]]:
         """Every batch header with its position, reading only the headers of large batches."""
-        pos, end, path = 0, self.size, str(self.path)
-        buf = b""
-        buf_pos = 0
-        while pos + 17 <= end:
-            if pos + RECORD_BATCH_OVERHEAD > buf_pos + len(buf):
-                buf = os.pread(self.fd, min(HEADER_HOP_READ, end - pos), pos)
-                buf_pos = pos
-            i = pos - buf_pos
-            base, length, _, magic = struct.unpack_from(">qiib", buf, i)
-            if length < 14 or pos + 12 + length > end:
-                return  # torn tail (only possible in the active segment)
-            if magic == 2:
-                if len(buf) - i < RECORD_BATCH_OVERHEAD:
-                    return
-                header = BatchHeader(*HEADER_STRUCT.unpack_from(buf, i))
-            else:
-                raw = self.read_batch(pos, length + 12)
-                header = raw.header
-            yield header, pos
-            pos += 12 + length
+        return read_headers(self.fd, end=self.size, path=str(self.path))
 
     def read_batch(self, position: int, size: int) -> RawBatch:
-        data = os.pread(self.fd, size, position)
-        raws = list(scan_batches(data, path=str(self.path), base_position=position))
-        if len(raws) != 1:
-            raise CorruptRecordError("batch could not be re-read", path=str(self.path), position=position)
-        return raws[0]
+        return read_batch_at(self.fd, position, size, str(self.path))
 
 
 def file_size(path: Path) -> int:

@@ -20,6 +20,7 @@ from .records import BatchHeader, RawBatch, Record
 
 __all__ = [
     "scan_batches",
+    "header_at",
     "verify_batch",
     "decode_batch",
     "LOG_OVERHEAD",
@@ -58,7 +59,6 @@ def scan_batches(
         mv = mv.cast("B")
     limit = len(mv) if end is None else min(end, len(mv))
     pos = start
-    unpack17 = _UP_TO_MAGIC.unpack_from
     unpack_v2 = _V2_HEADER.unpack_from
     Header = BatchHeader
     Raw = RawBatch
@@ -72,35 +72,44 @@ def scan_batches(
                 yield Raw(Header(*fields), base_position + pos, mv[pos:batch_end])
                 pos = batch_end
                 continue
-        base_offset, length, _, magic = unpack17(mv, pos)
-        if length < MIN_RECORD_OVERHEAD:
-            raise CorruptRecordError(
-                f"Found record size {length} smaller than minimum record overhead ({MIN_RECORD_OVERHEAD})",
-                path=path,
-                position=base_position + pos,
-                offset=base_offset,
-            )
-        batch_end = pos + LOG_OVERHEAD + length
-        if batch_end > limit:
+        header = header_at(mv, pos, available=limit - pos, position=base_position + pos, path=path)
+        if header is None:
             return  # partial batch at the tail
-        if magic == 2:
-            if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
-                raise CorruptRecordError(
-                    f"Record batch is corrupt (the size {length + LOG_OVERHEAD} is smaller than the minimum "
-                    f"allowed overhead {RECORD_BATCH_OVERHEAD})",
-                    path=path,
-                    position=base_position + pos,
-                    offset=base_offset,
-                )
-            header = Header(*unpack_v2(mv, pos))
-        elif magic == 0 or magic == 1:
-            header = legacy.parse_legacy_header(mv, pos, magic)
-        else:
-            raise CorruptRecordError(
-                f"Invalid magic found in record: {magic}", path=path, position=base_position + pos, offset=base_offset
-            )
+        batch_end = pos + LOG_OVERHEAD + header.length
         yield Raw(header, base_position + pos, mv[pos:batch_end])
         pos = batch_end
+
+
+def header_at(buf: bytes | bytearray | memoryview, pos: int, *, available: int, position: int,
+              path: str | None) -> BatchHeader | None:
+    """The header of the batch at ``buf[pos]`` (file position ``position``), of any magic; None
+    when the batch does not end within ``available`` bytes (a torn tail). ``buf`` must hold the
+    header (61 bytes for v2, 26 for v1, 18 for v0, or up to the end of the data). Raises
+    ``CorruptRecordError`` for a size or magic no batch can have, as ``FileLogInputStream`` does."""
+    base_offset, length, _, magic = _UP_TO_MAGIC.unpack_from(buf, pos)
+    if length < MIN_RECORD_OVERHEAD:
+        raise CorruptRecordError(
+            f"Found record size {length} smaller than minimum record overhead ({MIN_RECORD_OVERHEAD})",
+            path=path,
+            position=position,
+            offset=base_offset,
+        )
+    if LOG_OVERHEAD + length > available:
+        return None
+    if magic == 2:
+        if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"Record batch is corrupt (the size {length + LOG_OVERHEAD} is smaller than the minimum "
+                f"allowed overhead {RECORD_BATCH_OVERHEAD})",
+                path=path,
+                position=position,
+                offset=base_offset,
+            )
+        return BatchHeader(*_V2_HEADER.unpack_from(buf, pos))
+    if magic == 0 or magic == 1:
+        return legacy.parse_legacy_header(buf, pos, magic)
+    raise CorruptRecordError(f"Invalid magic found in record: {magic}", path=path, position=position,
+                             offset=base_offset)
 
 
 def verify_batch(raw: RawBatch, *, path: str | None = None) -> None:
