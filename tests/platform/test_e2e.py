@@ -107,7 +107,7 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
         assert client.set_sensor("deleted_files_sensor", True) == "RUNNING"
         wait_for("the .deleted files to be removed", lambda: not list(logs.glob("orders-*/*.deleted")),
                  timeout_s=TIMEOUT_S, on_timeout=server.logs)
-        # the backfill found nothing to compact in orders-0: its latest-values result is still the sensor run's
+        # the backfill found nothing to compact in orders-0: its checks audited it rather than "Skipped"
         latest_values = [e for e in client.check_executions(["logs", "orders"], "latest_values_preserved")
                          if e["partition"] == "0"]
         materializations = client.materializations(["logs", "orders"])
@@ -119,7 +119,10 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
     for m in materializations:
         by_run.setdefault(m["runId"], {})[m["partition"]] = m["metadata"]
     assert set(by_run) == {runs[0]["runId"], run["runId"]}
-    assert [(e["runId"], e["status"]) for e in latest_values[:1]] == [(runs[0]["runId"], "SUCCEEDED")]
+    assert [(e["runId"], e["status"]) for e in latest_values[:2]] == [(run["runId"], "SUCCEEDED"),
+                                                                       (runs[0]["runId"], "SUCCEEDED")]
+    assert latest_values[0]["evaluation"]["description"].startswith("partition 0: not compacted by this run")
+    assert latest_values[0]["evaluation"]["targetMaterialization"]["runId"] == run["runId"]
     assert float(tags["logplat/spark_job_seconds"]) > 0  # the run's Spark time, once per run
     sensor_run, backfill_run = by_run[runs[0]["runId"]], by_run[run["runId"]]
     assert list(sensor_run) == ["0"] and set(backfill_run) == {"0", "1"}
