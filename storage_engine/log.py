@@ -12,25 +12,22 @@ import bisect
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from .checkpoint import fsync_dir
 from .config import LogConfig
-from .errors import AppendFailedError, CorruptRecordError, LogChangedError, LogError, LogGapError, OffsetOutOfRangeError
+from .errors import AppendFailedError, LogError, OffsetOutOfRangeError
 from .loader import LogLoader
+from .log_reads import LogReads
 from .partition_lock import PartitionLock
 from .logdir import LogDir
 from .faults import crash_point
 from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, segment_file
 from .producer_state import ProducerStateManager
-from .record import CompressionType, RawBatch, Record, decode_batch
+from .record import CompressionType
 from .segment import AppendMark, LogSegment, now_ms
 from .append_validation import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-_READ_RETRIES = 20
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ class AppendInfo:
     rolled: str | None  # why the log rolled before this append, if it did
 
 
-class Log:
+class Log(LogReads):
     """One partition. Open through ``LogManager`` (which knows the log dir and topic config)."""
 
     def __init__(
@@ -409,163 +406,6 @@ class Log:
         self._bases = [s.base_offset for s in self.segments]
         self.bump_generation()
         return pending
-
-    # ------------------------------------------------------------------ reading
-
-    def _with_retries(self, fn):
-        """Run a read; when a segment was swapped or deleted underneath, reload and try again."""
-        last: Exception | None = None
-        for _ in range(_READ_RETRIES):
-            try:
-                self.refresh()
-                return fn()
-            except (LogChangedError, FileNotFoundError) as exc:
-                last = exc
-                with self.lock.hold():
-                    self._load(had_clean_shutdown=True)
-        raise LogChangedError(f"{self.tp} kept changing while it was read: {last}")
-
-    def _check_range(self, offset: int) -> None:
-        if offset < self.log_start_offset or offset > self._leo:
-            raise OffsetOutOfRangeError(
-                f"Received request for offset {offset} for partition {self.tp}, but we only have log segments "
-                f"in the range {self.log_start_offset} to {self._leo}."
-            )
-
-    def _batches_from(self, start_offset: int) -> Iterator[RawBatch]:
-        """Batches holding offsets at or after ``start_offset``, across segments, up to the LEO."""
-        i = self._segment_index(start_offset)
-        first = True
-        expected = start_offset  # the offset the next batch should hold
-        for seg in self.segments[i:]:
-            if first:
-                raw = seg.translate_offset(start_offset)
-                if raw is None:
-                    continue
-                start_pos = raw.position
-            else:
-                start_pos = 0
-            end = self._tail_position if seg is self.active_segment else None
-            for raw in seg.batches(start_pos, end):
-                if raw.header.base_offset >= self._leo:
-                    return
-                problem = self.offset_order_error(expected, raw.header.base_offset,
-                                                  f"{seg.log_path} at position {raw.position}", first=first)
-                if problem:
-                    raise problem
-                first = False
-                expected = raw.header.next_offset
-                yield raw
-
-    def offset_order_error(self, expected: int, base_offset: int, where: str, *,
-                           first: bool = False) -> CorruptRecordError | LogGapError | None:
-        """What is wrong with a batch at ``base_offset`` read where offset ``expected`` comes next
-        (after the previous batch, or the read's start offset when ``first``), or None.
-
-        Offsets never go backwards. They vanish legitimately only where a cleaner has been (a
-        compacted topic, or below the partition's cleaner checkpoint after a policy change); any
-        other gap is a lost segment or a damaged batch header (the base offset lies outside the
-        CRC), and readers refuse to step over it rather than silently skip offsets.
-        """
-        if base_offset < expected and not first:
-            return CorruptRecordError(f"{where}: offsets go backwards: base offset {base_offset} after offset {expected - 1}")
-        if base_offset <= expected or self.config.compact or expected < self._cleaned_to:
-            return None
-        return LogGapError(f"{where}: offsets {expected} to {base_offset - 1} are missing: no batch holds them "
-                           f"(a lost segment, or a damaged batch header)")
-
-    def read_batches(self, start_offset: int, *, max_bytes: int = 1 << 20, max_batches: int | None = None) -> list[RawBatch]:
-        """Whole batches from the one holding ``start_offset`` (at least one, then up to ``max_bytes``)."""
-
-        def run() -> list[RawBatch]:
-            self._check_range(start_offset)
-            out: list[RawBatch] = []
-            total = 0
-            try:
-                for raw in self._batches_from(start_offset):
-                    size = raw.header.size_in_bytes
-                    if out and (total + size > max_bytes or (max_batches is not None and len(out) >= max_batches)):
-                        break
-                    out.append(RawBatch(raw.header, raw.position, bytes(raw.data)))
-                    total += size
-            except (LogGapError, CorruptRecordError):
-                if not out:
-                    raise
-                # return what comes before the problem; the next read starts there and raises
-            return out
-
-        return self._with_retries(run)
-
-    def read(
-        self,
-        start_offset: int,
-        *,
-        max_records: int | None = None,
-        max_bytes: int = 1 << 20,
-        include_control: bool = False,
-    ) -> list[Record]:
-        """Records at or after ``start_offset``, limited by count and (batch-granular) bytes."""
-        out: list[Record] = []
-        offset = start_offset
-        while max_records is None or len(out) < max_records:
-            if offset >= self.log_end_offset and offset != start_offset:
-                break
-            try:
-                batches = self.read_batches(offset, max_bytes=max_bytes)
-            except (LogGapError, CorruptRecordError):
-                if out:  # return what comes before the problem; the next read starts there and raises
-                    return out
-                raise
-            if not batches:
-                break
-            for raw in batches:
-                if raw.header.is_control and not include_control:
-                    continue
-                for rec in decode_batch(raw, path=str(self.dir)):
-                    if rec.offset >= start_offset:
-                        out.append(rec)
-                        if max_records is not None and len(out) >= max_records:
-                            return out
-            offset = batches[-1].header.next_offset
-            if max_records is None:
-                break
-        return out
-
-    def iter_batches(self, start_offset: int | None = None) -> Iterator[RawBatch]:
-        """Every batch from ``start_offset`` (default: the log start) to the end, for scans and dumps."""
-        offset = self.log_start_offset if start_offset is None else start_offset
-        while True:
-            self.refresh()
-            if offset >= self._leo:
-                return
-            batches = self.read_batches(offset, max_bytes=8 << 20)
-            if not batches:
-                return
-            yield from batches
-            offset = batches[-1].header.next_offset
-
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(timestamp, offset) as ListOffsets answers it; -2 earliest, -1 latest, -3 max timestamp."""
-
-        def run() -> tuple[int, int] | None:
-            if timestamp == EARLIEST_TIMESTAMP:
-                return -1, self.log_start_offset
-            if timestamp == LATEST_TIMESTAMP:
-                return -1, self._leo
-            if timestamp == MAX_TIMESTAMP:
-                best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
-                ts = best.max_timestamp_so_far
-                if ts < 0:
-                    return None
-                return best.find_offset_by_timestamp(ts, self.log_start_offset)
-            for seg in self.segments:
-                if seg.largest_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                    if found is not None:
-                        return found
-            return None
-
-        return self._with_retries(run)
 
     # ------------------------------------------------------------------ closing
 

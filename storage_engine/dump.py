@@ -1,0 +1,114 @@
+"""``logctl dump``: the contents of segment, index and checkpoint files, as Kafka's
+``kafka-dump-log`` (``DumpLogSegments``) prints them.
+
+Every batch is shown with its header fields and, when its CRC and structure check out, its
+records; an invalid batch is shown with the error instead, and bytes after the last complete
+batch are reported, so a damaged file can be inspected rather than refused. Temporary names
+(``.deleted``, ``.cleaned``, ``.swap``) are dumped as the file they hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .checkpoint import read_checkpoint
+from .errors import LogError
+from .index import OffsetIndex, TimeIndex
+from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
+from .record import decode_batch, scan_batches, verify_batch
+
+#: Renders a key, value or header value for output (None stays None).
+Encoder = Callable[[bytes | None], "str | None"]
+
+
+class DumpError(LogError):
+    """A file ``dump`` cannot show: missing, or not a kind it knows."""
+
+
+def _dump_log_file(path: Path, encode: Encoder) -> list[Any]:
+    data = path.read_bytes()
+    out: list[Any] = []
+    end = 0
+    for raw in scan_batches(data, path=str(path)):
+        h = raw.header
+        entry: dict[str, Any] = {
+            "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
+            "position": raw.position, "size": h.size_in_bytes, "magic": h.magic, "crc": h.crc,
+            "compresscodec": h.compression.name.lower(),
+            "timestampType": "LogAppendTime" if h.timestamp_type == 1 else "CreateTime",
+            "maxTimestamp": h.max_timestamp, "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
+            "baseSequence": h.base_sequence, "partitionLeaderEpoch": h.partition_leader_epoch,
+            "isTransactional": h.is_transactional, "isControl": h.is_control,
+            "deleteHorizonMs": h.delete_horizon_ms,
+        }
+        try:
+            verify_batch(raw, path=str(path))
+            entry["isValid"] = True
+            entry["records"] = [
+                {"offset": r.offset, "timestamp": r.timestamp, "key": encode(r.key), "value": encode(r.value),
+                 "headers": [[k, encode(v)] for k, v in r.headers]}
+                for r in decode_batch(raw, path=str(path), verify=False)
+            ]
+        except LogError as exc:
+            entry["isValid"] = False
+            entry["error"] = str(exc)
+        out.append(entry)
+        end = raw.position + h.size_in_bytes
+    if end != len(data):
+        out.append({"trailingBytes": len(data) - end, "position": end})
+    return out
+
+
+def _format_batch(e: dict[str, Any]) -> str:
+    if "trailingBytes" in e:
+        return f"Found {e['trailingBytes']} invalid bytes at the end of the file (position {e['position']})"
+    line = (f"baseOffset: {e['baseOffset']} lastOffset: {e['lastOffset']} count: {e['count']} "
+            f"baseSequence: {e['baseSequence']} partitionLeaderEpoch: {e['partitionLeaderEpoch']} "
+            f"isTransactional: {str(e['isTransactional']).lower()} isControl: {str(e['isControl']).lower()} "
+            f"deleteHorizonMs: {e['deleteHorizonMs']} position: {e['position']} {e['timestampType']}: {e['maxTimestamp']} "
+            f"size: {e['size']} magic: {e['magic']} compresscodec: {e['compresscodec']} crc: {e['crc']} "
+            f"isvalid: {str(e['isValid']).lower()}")
+    lines = [line]
+    for r in e.get("records", []):
+        lines.append(f"| offset: {r['offset']} timestamp: {r['timestamp']} key: {r['key']} payload: {r['value']} "
+                     f"headers: {r['headers']}")
+    if "error" in e:
+        lines.append(f"| error: {e['error']}")
+    return "\n".join(lines)
+
+
+def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
+    """One file's contents as ``(JSON data, text)``; ``encode`` renders keys, values and header
+    values (UTF-8 or base64). Raises :class:`DumpError` for a file that is missing or of no
+    known kind."""
+    name = path.name
+    if not path.is_file():
+        raise DumpError(f"{path}: no such file")
+    bare = name
+    for temp in (".deleted", ".cleaned", ".swap"):
+        if bare.endswith(temp):
+            bare = bare[: -len(temp)]
+    if bare.endswith(".log") or bare.endswith(".checkpoint"):  # KRaft snapshots hold record batches too
+        entries = _dump_log_file(path, encode)
+        return {"file": str(path), "batches": entries}, f"Dumping {path}\n" + "\n".join(_format_batch(e) for e in entries)
+    if bare.endswith(INDEX_SUFFIX) or bare.endswith(TIME_INDEX_SUFFIX):
+        try:
+            base = offset_from_file_name(name)
+        except ValueError as exc:
+            raise DumpError(f"{path}: an index file name must start with its segment's base offset ({exc})") from None
+        is_time = bare.endswith(TIME_INDEX_SUFFIX)
+        index = (TimeIndex if is_time else OffsetIndex)(path, base, max(path.stat().st_size, 12), writable=False)
+        rows = []
+        for n in range(index.entries):
+            e = index.entry(n)
+            rows.append({"timestamp": e.timestamp, "offset": e.offset} if is_time else {"offset": e.offset, "position": e.position})
+        text = "\n".join((f"timestamp: {r['timestamp']} offset: {r['offset']}" if is_time
+                          else f"offset: {r['offset']} position: {r['position']}") for r in rows)
+        return {"file": str(path), "entries": rows}, f"Dumping {path}\n{text}"
+    if "checkpoint" in name:
+        entries = read_checkpoint(path)
+        rows = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(entries.items())]
+        return {"file": str(path), "entries": rows}, f"Dumping {path}\n" + "\n".join(
+            f"{r['topic']} {r['partition']} {r['offset']}" for r in rows)
+    raise DumpError(f"{path}: not a .log, .index, .timeindex or checkpoint file")
