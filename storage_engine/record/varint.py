@@ -89,25 +89,31 @@ def zigzag_decode(u: int) -> int:
     return (u >> 1) ^ -(u & 1)
 
 
+def _read_leb128(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int, kind: str) -> tuple[int, int]:
+    """Unsigned LEB128 of at most ``max_bytes`` bytes at ``pos``: ``(raw value, next position)``."""
+    result = 0
+    shift = 0
+    n = len(buf)
+    for _ in range(max_bytes):
+        if pos >= n:
+            raise VarintError(f"buffer ends inside a {kind}")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+    raise VarintError(f"illegal {kind}: more than {max_bytes} bytes")
+
+
 def decode_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
     """Read an unsigned varint of at most 5 bytes; returns ``(uint32 value, next position)``.
 
     Like Kafka's ``readUnsignedVarint``, bits above 32 in the fifth byte are dropped (Java's int
     shift overflows) and a fifth byte with the continuation bit set is "illegal varint".
     """
-    result = 0
-    shift = 0
-    n = len(buf)
-    for i in range(5):
-        if pos >= n:
-            raise VarintError("buffer ends inside a varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result & 0xFFFFFFFF, pos
-        shift += 7
-    raise VarintError("illegal varint: more than 5 bytes")
+    u, pos = _read_leb128(buf, pos, 5, "varint")
+    return u & 0xFFFFFFFF, pos
 
 
 def decode_varint(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
@@ -122,17 +128,6 @@ def decode_varlong(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[i
     A tenth byte with the continuation bit set is "illegal varlong" (Kafka's ``readVarlong``);
     bits beyond 64 wrap away as they do in Java.
     """
-    result = 0
-    shift = 0
-    n = len(buf)
-    for i in range(10):
-        if pos >= n:
-            raise VarintError("buffer ends inside a varlong")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            u = result & 0xFFFFFFFFFFFFFFFF
-            return (u >> 1) ^ -(u & 1), pos
-        shift += 7
-    raise VarintError("illegal varlong: more than 10 bytes")
+    u, pos = _read_leb128(buf, pos, 10, "varlong")
+    u &= 0xFFFFFFFFFFFFFFFF
+    return (u >> 1) ^ -(u & 1), pos
