@@ -1,0 +1,66 @@
+"""What Spark supplies to the jobs: the distribution, nothing else.
+
+The engine decides and does every step of cleaning a partition; a job only chooses which task
+runs which work item and brings the results back. Work items are packed into as many tasks as
+there are task slots, largest first onto the least loaded task (the LPT rule), so a task slot
+never waits on one task holding two large items while another holds only small ones, and each
+task pays Spark's per-task cost once for many items. Items and results travel pickled through
+Spark's RDD API: they are a few small objects per item (a location, a config, a report), so
+there is no row-by-row conversion and no JVM shuffle.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
+
+
+def task_slots(spark) -> int:
+    """How many tasks run at once: the cores of a ``local[N]`` master (``local[*]``: this
+    machine's), else Spark's default parallelism (the executors' cores on a cluster)."""
+    sc = spark.sparkContext
+    m = _LOCAL.match(sc.master)
+    if m is None:
+        return max(1, sc.defaultParallelism)
+    if m.group(1) is None:
+        return 1
+    if m.group(1) == "*":
+        return os.cpu_count() or 1
+    return max(1, int(m.group(1)))
+
+
+def pack(items: Sequence[T], size_of: Callable[[T], int], bins: int) -> list[list[T]]:
+    """``items`` in at most ``bins`` lists of about equal total size: largest first onto the
+    least loaded list (ties by order, so a packing is reproducible); empty lists are dropped."""
+    loads = [(0, i) for i in range(max(1, bins))]
+    out: list[list[T]] = [[] for _ in loads]
+    for item in sorted(items, key=lambda it: -size_of(it)):
+        load, i = heapq.heappop(loads)
+        out[i].append(item)
+        heapq.heappush(loads, (load + size_of(item), i))
+    return [b for b in out if b]
+
+
+def run_tasks(spark, tasks: Sequence[Sequence[T]], fn: Callable[[T], R]) -> list[R]:
+    """``fn`` of every item, one Spark task per list in ``tasks``; results in item order."""
+    if not tasks:
+        return []
+    sc = spark.sparkContext
+    return sc.parallelize(list(tasks), len(tasks)).flatMap(lambda items: [fn(item) for item in items]).collect()
+
+
+def attempt_id() -> str:
+    """The running task attempt's id (unique across retries and speculative copies)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("attempt_id() outside a Spark task")
+    return str(ctx.taskAttemptId())
