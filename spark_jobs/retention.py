@@ -202,7 +202,7 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
         chosen = sorted(set(partitions))
         for tp in chosen:
             if tp not in locations:
-                raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager._dir_list()}")
+                raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager.dir_list()}")
     return [RetentionItem(t, p, str(locations[(t, p)].log_dir.path), _config(manager, configs, t), props)
             for t, p in chosen]
 

@@ -175,10 +175,11 @@ class LogManager:
         if meta is not None:
             on_disk.update(range(meta.partitions))
         if not on_disk:
-            raise UnknownTopicOrPartitionError(f"Topic {topic} does not exist in log dirs {self._dir_list()}")
+            raise UnknownTopicOrPartitionError(f"Topic {topic} does not exist in log dirs {self.dir_list()}")
         return sorted(on_disk)
 
-    def _dir_list(self) -> str:
+    def dir_list(self) -> str:
+        """The log dirs as an error message names them."""
         return ",".join(str(d.path) for d in self.log_dirs)
 
     # ------------------------------------------------------------------ configuration
@@ -450,11 +451,22 @@ class LogManager:
             )
         cleaner = cleaner or Cleaner(self.cleaner_config())
         report = cleaner.clean(log, now_ms=now_ms, force=force, max_passes=max_passes)
+        self.after_cleaning(log, report, now_ms, cleaner)
+        return report
+
+    @staticmethod
+    def after_cleaning(log: Log, report: CompactionReport, now_ms: int, cleaner: Cleaner,
+                       last_stable_offset: int | None = None) -> None:
+        """What Kafka's cleaner thread does after cleaning a partition (or finding it not due):
+        retention for ``compact,delete`` topics (``deleteOldSegments``), then the delayed removal
+        of ``.deleted`` files; the report's segment count and dirty ratio are what is left. The
+        local cleaner and the Spark job both end a partition here."""
         if log.config.delete:
             report.retention = apply_retention(log, None, now_ms).to_dict()
         # the ctime of a rename is wall-clock time, whatever clock the cleaner judged by
         sweep_deleted_files(log.dir, wall_clock_ms(), log.config.file_delete_delay_ms)
-        return report
+        report.segments_after = len(log.segments)
+        report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms, last_stable_offset)
 
     def compact_due(
         self, topic: str | None = None, *, now_ms: int, max_passes: int | None = None
