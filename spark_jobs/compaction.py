@@ -1,46 +1,48 @@
-"""Distributed log compaction: the engine's cleaner, with Spark doing the heavy middle.
+"""Distributed log compaction: the engine's cleaner, with Spark spreading the work.
 
-Every decision is the engine's (``storage_engine.cleaner``); Spark only spreads the work:
+Every decision and every byte is the engine's (``storage_engine.cleaner``); Spark supplies only
+the distribution (``distribute.py``). A job moves work, not keys:
 
-1. **Plan** (driver, per partition, under the partition's cleaner lock): the engine's
-   ``Cleaner.prepare_pass`` snapshots the segments (inode and size of each), scans batch headers
-   for producer state and computes the cleanable range; ``plan_round`` groups the segments to
-   recopy. The key map is exact here, so a round always reaches the first uncleanable offset
-   (the local cleaner may need several passes when its bounded map fills).
-2. **Keys** (one task per segment): each task rereads its segment by path, checks it is the
-   same file the plan saw, and emits ``(partition, group, key, offset, mapped)`` for every keyed
-   record; ``mapped`` follows the engine's map-building walk (dirty range, CRC-checked, aborted
-   transactions excluded). A last row without a key carries the task's seconds (``index_s``), which
-   travel to the group's recopy, so each partition's report counts its own work.
-3. **Latest offset per key** (Spark SQL): ``max(offset)`` of mapped rows grouped by
-   ``(partition, key)``: exact keys, no hash collisions, and Spark's aggregation spills to disk
-   when the key set outgrows memory. Each group then receives the latest offsets of just the
-   keys that occur in it (a join), so no task ever holds a whole partition's key set.
-4. **Recopy** (one task per group): the engine's ``BatchFilter`` and ``recopy_group`` with that
-   group's keys and the transaction state the header replay computed for the group's start,
-   writing the replacement segment under a per-attempt staging directory
-   (``staging.remote_staging_dir``), so retried or speculative attempts never collide.
-5. **Commit** (driver, per partition): the winning attempts' files are moved in as
-   ``.cleaning`` and the engine's ``commit_round`` swaps them in after checking that every input
-   segment is unchanged; a partition that changed is reported ``changed`` and nothing of it is
-   swapped. Other partitions of the same job are unaffected.
+* **Whole partitions.** A partition no larger than one task's share of the job (the job's bytes
+  over its task slots, at least ``MIN_SPLIT_BYTES``) is cleaned whole inside one task by the
+  engine's own lifecycle, ``LogManager.compact``: prepare, plan, clean (pass after pass while
+  the offset map fills), commit under the lock, account, then the after-steps (retention for
+  ``compact,delete``, the sweep of ``.deleted`` files). Many such partitions are packed per
+  task, largest first. The output is the local cleaner's because it is the local cleaner.
+* **Split partitions.** A larger partition is planned on the driver, under its cleaner lock
+  (the engine's ``Cleaner.prepare_pass`` and ``plan_round``), then cleaned in two stages:
+
+  1. *Keys* (one task per segment of the dirty range): the engine's map-building walk, reduced
+     inside the task to the latest offset of each key, so a task returns one small map, never a
+     row per record. The driver merges the maps in offset order: the partition's exact offset
+     map (one round reaches the first uncleanable offset, where the local cleaner's bounded map
+     may need several passes to get there).
+  2. *Recopy* (one task per group of segments): the engine's ``BatchFilter`` and
+     ``recopy_group`` with that map (a broadcast) and the transaction state the header replay
+     computed for the group's start, writing under a per-attempt staging directory
+     (``staging.remote_staging_dir``), so retried or speculative attempts never collide.
+
+  The driver then moves the winning attempts' files in as ``.cleaning`` and the engine's
+  ``commit_round`` swaps them in after checking that every input segment is unchanged; a
+  partition that changed is reported ``changed`` and nothing of it is swapped.
 
 Crash safety is the engine's: staged output that never reached the swap is removed by the next
 cleaner or writable load of the partition (``staging.remove_staging_if_idle``), and the swap
-itself follows Kafka's ``.cleaned``/``.swap`` protocol with the loader's recovery rules.
+itself follows Kafka's ``.cleaned``/``.swap`` protocol with the loader's recovery rules. Each
+partition's report times its own work (its task, or its planning, tasks and commit); the job's
+wall time is :attr:`CompactionJobResult.duration_s`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
-
-import pyarrow as pa
+from typing import Mapping, Sequence
 
 from storage_engine.cleaner import (
     AbortedTxn,
@@ -59,30 +61,18 @@ from storage_engine.cleaner import (
     recopy_group,
     transaction_states,
 )
+from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.cleaner.plan import CleaningRound
+from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerBusyError, CleanerLock, remote_staging_dir, \
+    remove_stale_staging
 from storage_engine.config import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager
-from storage_engine.cleaner.offset_map import OffsetMap
-from storage_engine.retention import apply_retention, sweep_deleted_files
 from storage_engine.segment import LogSegment
-from storage_engine.segment import now_ms as wall_clock_ms
-from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerLock, remote_staging_dir, remove_stale_staging
 
+from .distribute import attempt_id, pack, run_tasks, task_slots
 from .errors import SparkJobError
-
-KEYS_SCHEMA = "tp int, grp int, key binary, offset long, mapped boolean, index_s double"
-RESULT_SCHEMA = "tp int, grp int, status string, detail string, staging string, stats string, keys long"
-_KEYS_ARROW = pa.schema(
-    [("tp", pa.int32()), ("grp", pa.int32()), ("key", pa.binary()), ("offset", pa.int64()), ("mapped", pa.bool_()),
-     ("index_s", pa.float64())]
-)
-_RESULT_ARROW = pa.schema(
-    [("tp", pa.int32()), ("grp", pa.int32()), ("status", pa.string()), ("detail", pa.string()),
-     ("staging", pa.string()), ("stats", pa.string()), ("keys", pa.int64())]
-)
-_ROWS_PER_BATCH = 65_536
 
 # Statuses of a partition in a job's result.
 COMPACTED = "compacted"
@@ -90,17 +80,31 @@ SKIPPED = "skipped"  # nothing to clean, not due, or another cleaner is at work
 CHANGED = "changed"  # its segments changed under the job: nothing swapped
 FAILED = "failed"  # a task could not read or write it (corrupt input, I/O error): nothing swapped
 
+#: A partition is split over several tasks only above this size, whatever the job's share per
+#: task: below it the split's extra stage costs more than the parallelism saves.
+MIN_SPLIT_BYTES = 256 * 1024 * 1024
+
 
 # ------------------------------------------------------------------------------------------
 # the work items (small and picklable: they travel to executors)
 
 
 @dataclass(frozen=True)
+class WholeTask:
+    """A partition cleaned whole, inside one task, by the engine."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    size_bytes: int
+    broker_props: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class ScanTask:
-    """Stage 2: read one segment's keys."""
+    """Split stage 1: the latest offset of each key in one segment's part of the dirty range."""
 
     tp: int
-    grp: int
     segment: SegmentRef
     dirty_from: int
     dirty_to: int
@@ -110,7 +114,7 @@ class ScanTask:
 
 @dataclass
 class GroupTask:
-    """Stage 4: recopy one group of segments into one replacement segment."""
+    """Split stage 2: recopy one group of segments into one replacement segment."""
 
     tp: int
     grp: int
@@ -132,80 +136,63 @@ class GroupTask:
 # executor side
 
 
-def scan_segment_keys(task: ScanTask) -> Iterator[pa.RecordBatch]:
-    """Every keyed record of the segment as ``(tp, grp, key, offset, mapped)`` rows, then one row
-    without a key whose ``index_s`` is the seconds the scan took.
-
-    The clean part only says which keys occur (the recopy looks them up); the dirty part is read
-    with the engine's map-building walk, so exactly the records the local cleaner would put into
-    its map are ``mapped``. A segment that is gone or replaced yields nothing: its group's recopy
-    (or the commit) notices the change and the partition is skipped.
-    """
+def clean_whole(task: WholeTask, now_ms: int, force: bool) -> "PartitionOutcome":
+    """One partition through the engine's whole compaction lifecycle; a problem of its files
+    becomes its outcome (the other partitions of the job go on)."""
     started = time.monotonic()
+    report = CompactionReport(task.topic, task.partition, now_ms)
+    manager = LogManager([Path(task.log_dir)], dict(task.broker_props))
+    try:
+        report = manager.compact(task.topic, task.partition, now_ms=now_ms, force=force)
+        status, reason = (COMPACTED, None) if report.skipped is None else (SKIPPED, report.skipped)
+    except CleanerBusyError as exc:
+        status, reason = SKIPPED, str(exc)
+    except LogChangedError as exc:
+        status, reason = CHANGED, str(exc)
+    except (LogError, OSError) as exc:
+        status, reason = FAILED, f"{type(exc).__name__}: {exc}"
+    finally:
+        manager.close()
+    if status != COMPACTED:
+        report.skipped = reason
+        report.duration_s = time.monotonic() - started
+    report.engine = "spark"
+    return PartitionOutcome(task.topic, task.partition, status, reason, report)
+
+
+def scan_segment_keys(task: ScanTask) -> tuple[int, int, dict[bytes, int], float]:
+    """``(tp, base offset, map, seconds)``: the latest offset of every key the engine's
+    map-building walk puts into its map from this segment's dirty part. A segment that is gone
+    or replaced, or that cannot be read, yields what was read: its group's recopy (or the
+    commit) notices the change or the damage and the partition is not swapped."""
+    started = time.monotonic()
+    latest: dict[bytes, int] = {}
     try:
         seg = InputSegment.from_ref(task.segment, task.chunk)
     except LogChangedError:
-        return
+        return task.tp, task.segment.base_offset, latest, 0.0
     path = str(seg.path)
-    keys: list[bytes] = []
-    offsets: list[int] = []
-    mapped: list[bool] = []
-
-    def flush() -> pa.RecordBatch:
-        n = len(keys)
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array([task.tp] * n, pa.int32()), pa.array([task.grp] * n, pa.int32()),
-             pa.array(keys, pa.binary()), pa.array(offsets, pa.int64()), pa.array(mapped, pa.bool_()),
-             pa.nulls(n, pa.float64())],
-            schema=_KEYS_ARROW,
-        )
-        keys.clear()
-        offsets.clear()
-        mapped.clear()
-        return batch
-
     try:
-        dirty_pos = seg.size
-        if task.dirty_to > seg.base_offset:
-            dirty_pos = dirty_start_position(seg, task.dirty_from)
-        for raw, chunk, chunk_offset in seg.batches_in_chunks(0):
-            if raw.position >= dirty_pos:
+        tracker = TransactionTracker(task.aborted)
+        walk = map_walk(seg, dirty_start_position(seg, task.dirty_from), tracker, CleanerStats())
+        for raw, chunk, chunk_offset, is_mapped in walk:
+            if raw.header.base_offset >= task.dirty_to:
                 break
-            if raw.header.magic >= 2 and raw.header.is_control:
+            if not is_mapped:
                 continue
             for off, key in batch_keys(raw, chunk, chunk_offset, path):
-                if key is not None:
-                    keys.append(key)
-                    offsets.append(off)
-                    mapped.append(False)
-            if len(keys) >= _ROWS_PER_BATCH:
-                yield flush()
-        if dirty_pos < seg.size:
-            tracker = TransactionTracker(task.aborted)
-            for raw, chunk, chunk_offset, is_mapped in map_walk(seg, dirty_pos, tracker, CleanerStats()):
-                if not is_mapped:
-                    continue
-                for off, key in batch_keys(raw, chunk, chunk_offset, path):
-                    if key is not None:
-                        keys.append(key)
-                        offsets.append(off)
-                        mapped.append(task.dirty_from <= off < task.dirty_to)
-                if len(keys) >= _ROWS_PER_BATCH:
-                    yield flush()
-        if keys:
-            yield flush()
+                if key is not None and task.dirty_from <= off < task.dirty_to:
+                    latest[key] = off
     except LogError:
-        return  # the recopy reads the same bytes and reports the problem for its partition
+        pass
     finally:
         seg.close()
-    yield pa.RecordBatch.from_pylist([{"tp": task.tp, "grp": task.grp, "key": None, "offset": None, "mapped": False,
-                                       "index_s": time.monotonic() - started}], schema=_KEYS_ARROW)
+    return task.tp, task.segment.base_offset, latest, time.monotonic() - started
 
 
-def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str, index_s: float = 0.0) -> dict:
+def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str) -> dict:
     """Recopy one group with the engine's rules; a result row for the driver (never raises for a
-    problem of this partition's files: the driver reports it and skips the partition).
-    ``index_s``: the seconds the keys stage spent on the group's segments, counted in its stats."""
+    problem of this partition's files: the driver reports it and skips the partition)."""
     result = {"tp": task.tp, "grp": task.grp, "status": COMPACTED, "detail": None, "staging": None,
               "stats": None, "keys": 0}
     lo, hi = task.key_range
@@ -213,7 +200,7 @@ def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str, inde
     omap = OffsetMap(1 << 62)
     omap.exact_table().update(latest)
     omap.update_latest_offset(task.map_latest_offset)
-    stats = CleanerStats(index_seconds=index_s)
+    stats = CleanerStats()
     bfilter = BatchFilter(
         omap,
         task.tracker,
@@ -243,40 +230,8 @@ def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str, inde
         for seg in inputs:
             seg.close()
     stats.clean_seconds = time.monotonic() - t0
-    result.update(staging=str(staging), stats=json.dumps(asdict(stats)))
+    result.update(staging=str(staging), stats=stats)
     return result
-
-
-def _keys_stage(tasks_bc):
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tasks = tasks_bc.value
-        for batch in batches:
-            for task_id in batch.column(0).to_pylist():
-                yield from scan_segment_keys(tasks[task_id])
-
-    return run
-
-
-def _recopy_stage(tasks_bc):
-    def run(key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        tp, grp = key[0].as_py(), key[1].as_py()
-        latest: dict[bytes, int] = {}
-        index_s = 0.0
-        for batch in batches:
-            for k, off, seconds in zip(batch.column("key").to_pylist(), batch.column("latest").to_pylist(),
-                                       batch.column("index_s").to_pylist()):
-                if k is not None:
-                    latest[k] = off
-                elif seconds is not None:
-                    index_s += seconds
-        ctx = TaskContext.get()
-        attempt = f"{ctx.taskAttemptId()}" if ctx is not None else uuid.uuid4().hex
-        row = recopy_task(tasks_bc.value[(tp, grp)], latest, attempt, index_s)
-        yield pa.RecordBatch.from_pylist([row], schema=_RESULT_ARROW)
-
-    return run
 
 
 # ------------------------------------------------------------------------------------------
@@ -308,7 +263,7 @@ class CompactionJobResult:
 
 @dataclass
 class _Planned:
-    """A partition the driver planned: everything the commit needs, and the lock it holds."""
+    """A split partition the driver planned: everything the commit needs, and the lock it holds."""
 
     topic: str
     partition: int
@@ -329,7 +284,7 @@ def _select(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) -
     out = []
     for topic, partition in partitions:
         if partition not in manager.partitions(topic):
-            raise LogError(f"partition {topic}-{partition} does not exist in {manager._dir_list()}")
+            raise LogError(f"partition {topic}-{partition} does not exist in {manager.dir_list()}")
         config = manager.topic_config(topic)
         if not config.compact:
             raise LogError(
@@ -339,27 +294,48 @@ def _select(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) -
     return sorted(set(out))
 
 
-class CompactionJob:
-    """One distributed compaction, in the three steps of the module docstring: :meth:`plan`
-    (driver; takes each partition's cleaner lock), :meth:`execute` (the Spark action),
-    :meth:`commit` (driver, partition by partition). :meth:`close` releases everything; use it
-    as a context manager. Between the steps other processes may append, roll or apply
-    retention: the commit notices and skips what changed."""
+def split_threshold(total_bytes: int, slots: int) -> int:
+    """The size above which a partition is split: one task's share of the job, at least
+    :data:`MIN_SPLIT_BYTES`."""
+    return max(MIN_SPLIT_BYTES, -(-total_bytes // max(1, slots)))
 
-    def __init__(self, spark, manager: LogManager, *, now_ms: int, force: bool = False) -> None:
+
+class CompactionJob:
+    """One distributed compaction: :meth:`plan` (driver: which partitions go whole, and the split
+    ones planned under their cleaner locks), :meth:`execute` (the Spark tasks), :meth:`commit`
+    (driver, split partition by partition). :meth:`close` releases everything; use it as a
+    context manager. Between the steps other processes may append, roll or apply retention: the
+    commit notices and skips what changed. ``split_bytes`` overrides :func:`split_threshold`
+    (0 splits every partition with anything to clean)."""
+
+    def __init__(self, spark, manager: LogManager, *, now_ms: int, force: bool = False,
+                 split_bytes: int | None = None) -> None:
         self.spark = spark
         self.manager = manager
         self.now_ms = now_ms
         self.force = force
+        self.split_bytes = split_bytes
         self.cleaner = Cleaner(manager.cleaner_config())
         self.job_id = f"{int(time.time())}-{uuid.uuid4().hex[:8]}"
         self.result = CompactionJobResult(now_ms)
+        self.whole: list[WholeTask] = []
         self.planned: list[_Planned] = []
         self._rows: dict[int, dict[int, dict]] = {}
+        self._index_s: dict[int, float] = {}
         self._started = time.monotonic()
 
     def plan(self, partitions: Sequence[tuple[str, int]] | None = None) -> None:
-        for topic, partition in _select(self.manager, partitions):
+        chosen = set(_select(self.manager, partitions))
+        stats = {(s.topic, s.partition): s for s in self.manager.partition_stats() if (s.topic, s.partition) in chosen}
+        slots = task_slots(self.spark)
+        threshold = (split_threshold(sum(s.size_bytes for s in stats.values()), slots)
+                     if self.split_bytes is None else self.split_bytes)
+        props = tuple(sorted(self.manager.broker_props.items()))
+        for topic, partition in sorted(chosen):
+            s = stats[(topic, partition)]
+            if s.size_bytes <= threshold and self.split_bytes != 0:
+                self.whole.append(WholeTask(topic, partition, str(Path(s.directory).parent), s.size_bytes, props))
+                continue
             outcome, plan = _plan_partition(self.manager, self.cleaner, topic, partition, self.now_ms, self.force)
             if plan is not None:
                 self.planned.append(plan)
@@ -367,15 +343,42 @@ class CompactionJob:
                 self.result.outcomes.append(outcome)
 
     def execute(self) -> None:
-        if self.planned:
-            self._rows = _run_tasks(self.spark, self.planned, self.job_id, self.now_ms, self.cleaner.chunk)
+        now_ms, force = self.now_ms, self.force
+        try:
+            if self.whole:
+                tasks = pack(self.whole, lambda t: t.size_bytes, task_slots(self.spark))
+                self.result.outcomes.extend(run_tasks(self.spark, tasks, lambda t: clean_whole(t, now_ms, force)))
+            if self.planned:
+                self._rows = self._run_split()
+        except Exception as exc:  # a task died for good (after Spark's retries)
+            raise SparkJobError(f"compaction job {self.job_id} failed; no split partition was swapped "
+                                f"(whole partitions commit as their tasks finish): {exc}") from exc
         crash_point("spark-compaction.after-tasks")
+
+    def _run_split(self) -> dict[int, dict[int, dict]]:
+        """The split partitions' two stages; result rows by partition index and group."""
+        scans, groups = _tasks_for(self.planned, self.job_id, self.now_ms, self.cleaner.chunk)
+        maps: dict[int, dict[bytes, int]] = {tp: {} for tp in range(len(self.planned))}
+        # in offset order, so a later segment's offset of a key replaces an earlier one
+        for tp, _, latest, seconds in sorted(run_tasks(self.spark, [[s] for s in scans], scan_segment_keys),
+                                             key=lambda r: (r[0], r[1])):
+            maps[tp].update(latest)
+            self._index_s[tp] = self._index_s.get(tp, 0.0) + seconds
+        maps_bc = self.spark.sparkContext.broadcast(maps)
+        try:
+            rows = run_tasks(self.spark, [[g] for g in groups],
+                             lambda g: recopy_task(g, maps_bc.value[g.tp], attempt_id()))
+        finally:
+            maps_bc.unpersist()
+        out: dict[int, dict[int, dict]] = {}
+        for row in rows:
+            out.setdefault(row["tp"], {})[row["grp"]] = row
+        return out
 
     def commit(self) -> CompactionJobResult:
         for tp_index, plan in enumerate(self.planned):
-            self.result.outcomes.append(
-                _commit_partition(self.manager, self.cleaner, plan, self._rows.get(tp_index, {}), self.now_ms)
-            )
+            self.result.outcomes.append(_commit_partition(self.manager, self.cleaner, plan, self._rows.get(tp_index, {}),
+                                                          self._index_s.get(tp_index, 0.0), self.now_ms))
         self.result.outcomes.sort(key=lambda o: (o.topic, o.partition))
         self.result.duration_s = time.monotonic() - self._started
         return self.result
@@ -383,7 +386,7 @@ class CompactionJob:
     def close(self) -> None:
         for plan in self.planned:
             plan.prepared.close()
-            _remove_tree(remote_staging_dir(plan.log.dir, self.job_id))
+            shutil.rmtree(remote_staging_dir(plan.log.dir, self.job_id), ignore_errors=True)
             plan.lock.release()
         self.planned = []
 
@@ -403,6 +406,7 @@ def compact_partitions(
     force: bool = False,
     broker_props: Mapping[str, str] | None = None,
     manager: LogManager | None = None,
+    split_bytes: int | None = None,
 ) -> CompactionJobResult:
     """Compact many partitions in one Spark job (see the module docstring).
 
@@ -414,7 +418,7 @@ def compact_partitions(
     own = manager is None
     manager = manager or LogManager([Path(d) for d in (log_dirs or [])], broker_props)
     try:
-        with CompactionJob(spark, manager, now_ms=now_ms, force=force) as job:
+        with CompactionJob(spark, manager, now_ms=now_ms, force=force, split_bytes=split_bytes) as job:
             job.plan(partitions)
             job.execute()
             return job.commit()
@@ -440,7 +444,7 @@ def _plan_partition(manager: LogManager, cleaner: Cleaner, topic: str, partition
         raise
     if prepared is None:
         lock.release()
-        _after(manager, cleaner, log, report, now_ms)
+        manager.after_cleaning(log, report, now_ms, cleaner)
         report.duration_s = time.monotonic() - t0
         return PartitionOutcome(topic, partition, SKIPPED, report.skipped, report), None
     rnd = cleaner.plan_round(log, prepared, prepared.ltc.first_uncleanable_offset, now_ms)
@@ -450,9 +454,9 @@ def _plan_partition(manager: LogManager, cleaner: Cleaner, topic: str, partition
     return None, plan
 
 
-def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> tuple[list[ScanTask], dict]:
+def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> tuple[list[ScanTask], list[GroupTask]]:
     scans: list[ScanTask] = []
-    groups: dict[tuple[int, int], GroupTask] = {}
+    groups: list[GroupTask] = []
     for tp, plan in enumerate(plans):
         prepared, rnd, log = plan.prepared, plan.round, plan.log
         ltc, producers = prepared.ltc, prepared.producers
@@ -461,67 +465,27 @@ def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> t
         trackers = transaction_states(prepared.snap.segments, producers.aborted, starts)
         last_base = by_group[-1][-1].last_batch_base
         staging = remote_staging_dir(log.dir, job_id)
-        for grp, group in enumerate(by_group):
-            for seg in group:
-                seg_end = seg.base_offset  # aborted transactions from this segment's dirty part on
-                lo = max(seg_end, ltc.first_dirty_offset)
-                scans.append(ScanTask(tp, grp, seg.ref, ltc.first_dirty_offset, rnd.end_offset,
+        segments = [seg for group in by_group for seg in group]
+        ends = [s.base_offset for s in segments[1:]] + [rnd.end_offset]
+        for seg, seg_end in zip(segments, ends):
+            if seg_end > ltc.first_dirty_offset and seg.base_offset < rnd.end_offset:
+                lo = max(seg.base_offset, ltc.first_dirty_offset)  # aborted transactions from its dirty part on
+                scans.append(ScanTask(tp, seg.ref, ltc.first_dirty_offset, rnd.end_offset,
                                       tuple(producers.aborted_overlapping(lo, rnd.end_offset)), chunk))
+        for grp, group in enumerate(by_group):
             hi = starts[grp + 1] if grp + 1 < len(starts) else rnd.end_offset
-            groups[(tp, grp)] = GroupTask(
+            groups.append(GroupTask(
                 tp, grp, str(log.dir), str(staging), log.config, tuple(s.ref for s in group),
                 (group[0].base_offset, hi), rnd.legacy_delete_horizon_ms, trackers[group[0].base_offset],
                 producers.last_records, now_ms, rnd.end_offset - 1, last_base, chunk,
-            )
+            ))
     return scans, groups
 
 
-def _run_tasks(spark, plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> dict[int, dict[int, dict]]:
-    """Stages 2-4 as one Spark action; result rows by partition index and group."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    scans, groups = _tasks_for(plans, job_id, now_ms, chunk)
-    sc = spark.sparkContext
-    scans_bc = sc.broadcast(scans)
-    groups_bc = sc.broadcast(groups)
-    keys = None
-    try:
-        # read once: both the aggregation and the lookup below use the keys (spills to disk if large)
-        keys = (spark.range(0, len(scans), 1, len(scans)).mapInArrow(_keys_stage(scans_bc), KEYS_SCHEMA)
-                .persist(StorageLevel.MEMORY_AND_DISK))
-        latest = keys.where("mapped").groupBy("tp", "key").agg(F.max("offset").alias("latest"))
-        needed = keys.where("key is not null").select("tp", "grp", "key").distinct()
-        looked_up = (needed.join(latest, ["tp", "key"], "inner")
-                     .select("tp", "grp", "key", "latest", F.lit(None).cast("double").alias("index_s")))
-        index_times = keys.where("key is null").select("tp", "grp", "key", F.col("offset").alias("latest"), "index_s")
-        # every group gets a task, even one whose keys are all unknown to the map
-        every_group = spark.createDataFrame(
-            [(tp, grp, None, None, None) for tp, grp in groups], "tp int, grp int, key binary, latest long, index_s double"
-        )
-        # one shuffle partition per group, so the recopies spread over every core (the SQL default
-        # would size them by key bytes, not by the segment bytes each group rewrites)
-        rows = (looked_up.unionByName(index_times).unionByName(every_group)
-                .repartition(len(groups), "tp", "grp").groupBy("tp", "grp")
-                .applyInArrow(_recopy_stage(groups_bc), RESULT_SCHEMA).collect())
-    except Exception as exc:  # a task died for good (after Spark's retries): nothing was committed
-        raise SparkJobError(f"compaction job {job_id} failed; nothing was swapped: {exc}") from exc
-    finally:
-        if keys is not None:
-            keys.unpersist()
-        scans_bc.unpersist()
-        groups_bc.unpersist()
-    out: dict[int, dict[int, dict]] = {}
-    for row in rows:
-        out.setdefault(row["tp"], {})[row["grp"]] = row.asDict()
-    return out
-
-
 def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, rows: dict[int, dict],
-                      now_ms: int) -> PartitionOutcome:
-    """Swap in one partition's groups, or report why not. Its ``duration_s`` is its own work
-    (planning, its tasks' seconds, the commit), not the job's wall time, which other partitions
-    share: the job's total is :attr:`CompactionJobResult.duration_s`."""
+                      index_s: float, now_ms: int) -> PartitionOutcome:
+    """Swap in one split partition's groups, or report why not. Its ``duration_s`` is its own
+    work (planning, its tasks' seconds, the commit), not the job's wall time."""
     started = time.monotonic()
     report, log = plan.report, plan.log
     problems = [r for r in rows.values() if r["status"] != COMPACTED]
@@ -533,13 +497,11 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
         return PartitionOutcome(plan.topic, plan.partition, status, reason, report)
     cleaned: list[LogSegment] = []
     stats = plan.prepared.stats
-    task_s = 0.0
+    stats.index_seconds += index_s
     try:
         for grp in range(plan.groups):
             row = rows[grp]
-            group_stats = CleanerStats(**json.loads(row["stats"]))
-            task_s += group_stats.index_seconds + group_stats.clean_seconds
-            stats.add(group_stats)
+            stats.add(row["stats"])
             report.distinct_keys += row["keys"]
             cleaned.append(_adopt(Path(row["staging"]), log.dir, plan.round.groups[grp][0], log.config))
         crash_point("spark-compaction.after-staged-moved")
@@ -560,8 +522,8 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     report.segments_recopied = len(plan.round.recopied_bases)
     report.segments_written = len(cleaned)
     report.rounds.append(plan.round.to_dict() | {"partial": False})
-    _after(manager, cleaner, log, report, now_ms, plan.prepared.producers.last_stable_offset)
-    report.duration_s = plan.plan_s + task_s + time.monotonic() - started
+    manager.after_cleaning(log, report, now_ms, cleaner, plan.prepared.producers.last_stable_offset)
+    report.duration_s = plan.plan_s + index_s + stats.clean_seconds + time.monotonic() - started
     return PartitionOutcome(plan.topic, plan.partition, COMPACTED, None, report)
 
 
@@ -571,20 +533,3 @@ def _adopt(staging: Path, directory: Path, base: int, config: LogConfig) -> LogS
         if entry.name.endswith(STAGING_SUFFIX):
             os.replace(entry.path, Path(directory) / entry.name)
     return LogSegment(directory, base, config, file_suffix=STAGING_SUFFIX, writable=True)
-
-
-def _after(manager: LogManager, cleaner: Cleaner, log, report: CompactionReport, now_ms: int,
-           last_stable_offset: int | None = None) -> None:
-    """What Kafka's cleaner thread does after a partition: ``compact,delete`` retention, then
-    the delayed removal of ``.deleted`` files; and the dirty ratio that is left."""
-    if log.config.delete:
-        report.retention = apply_retention(log, None, now_ms).to_dict()
-    sweep_deleted_files(log.dir, wall_clock_ms(), log.config.file_delete_delay_ms)  # ctimes are wall-clock
-    report.segments_after = len(log.segments)
-    report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms, last_stable_offset)
-
-
-def _remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

@@ -78,7 +78,10 @@ def local_reports(root: Path, now: int) -> dict:
         return {(r.topic, r.partition): r.to_dict() for r in m.compact_due(now_ms=now)}
 
 
-def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, tmp_path):
+@pytest.mark.parametrize("split_bytes", [None, 0], ids=["whole", "split"])
+def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, tmp_path, split_bytes):
+    """Whole partitions are cleaned by the engine inside tasks; split ones by the job's two
+    stages with an exact map: both give the local cleaner's bytes."""
     local, remote = tmp_path / "local", tmp_path / "spark"
     for seed in range(6):
         random_topic(local, f"r{seed}", seed, partitions=1 + seed % 2)
@@ -86,7 +89,7 @@ def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, 
 
     for now in (NOW, NOW + 60_000, NOW + 10**10):  # a second and third round remove tombstones past horizons
         expected = local_reports(local, now)
-        result = compact_partitions(spark, [remote], now_ms=now)
+        result = compact_partitions(spark, [remote], now_ms=now, split_bytes=split_bytes)
         got = {(o.topic, o.partition): o.to_dict() for o in result.outcomes}
         # the local cleaner reports only partitions it picked; the job reports every one it considered
         assert set(expected) <= set(got)
@@ -115,7 +118,7 @@ def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_pat
     raw_log(tmp_path / "local", segs, segment_bytes="200").close()
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     expected = local_reports(tmp_path / "local", NOW)
-    result = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW)
+    result = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW, split_bytes=0)
     assert [o.status for o in result.outcomes] == [COMPACTED], result.outcomes[0].reason
     assert len(result.outcomes[0].report.rounds[0]["groups"]) > 1  # really several group tasks
     got = result.outcomes[0].to_dict()
@@ -128,10 +131,10 @@ def test_one_large_partition_is_spread_over_many_tasks(spark, tmp_path):
     random_topic(tmp_path / "local", "big", 99)
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     with LogManager([tmp_path / "spark"]) as m:
-        with CompactionJob(spark, m, now_ms=NOW, force=True) as job:
+        with CompactionJob(spark, m, now_ms=NOW, force=True, split_bytes=0) as job:
             job.plan([("big", 0)])
             (plan,) = job.planned
-            assert plan.groups > 1
+            assert plan.groups > 1 and not job.whole
             job.execute()
             assert len(job._rows[0]) == plan.groups  # one recopy task result per group
             (outcome,) = job.commit().outcomes
@@ -150,15 +153,16 @@ def test_large_groups_index_like_the_local_cleaner(spark, tmp_path):
     m.close()
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     local_reports(tmp_path / "local", NOW)
-    (outcome,) = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW).outcomes
+    (outcome,) = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW, split_bytes=0).outcomes
     assert outcome.status == COMPACTED and outcome.report.stats.bytes_written > 512 * 1024
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
 
 
-def test_each_partition_reports_its_own_time_not_the_jobs(spark, tmp_path):
-    """Partitions of one job share its wall time; each reports the seconds of its own work
-    (planning, its key and recopy tasks, its commit). The small partition is planned first, so a
-    report timed from its planning to its commit would span the whole job."""
+@pytest.mark.parametrize("split_bytes", [None, 0], ids=["whole", "split"])
+def test_each_partition_reports_its_own_time_not_the_jobs(spark, tmp_path, split_bytes):
+    """Partitions of one job share its wall time; each reports the seconds of its own work (its
+    task; or its planning, key and recopy tasks and commit). The small partition is planned
+    first, so a report timed from its planning to its commit would span the whole job."""
     m = open_topic(tmp_path, "t", 2, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01",
                    segment_bytes=str(64 * 1024))
     for p, batches in ((0, 3), (1, 300)):
@@ -168,7 +172,7 @@ def test_each_partition_reports_its_own_time_not_the_jobs(spark, tmp_path):
                        now=NOW)
         log.roll()
     m.close()
-    result = compact_partitions(spark, [tmp_path], now_ms=NOW, force=True)
+    result = compact_partitions(spark, [tmp_path], now_ms=NOW, force=True, split_bytes=split_bytes)
     small, large = (o.to_dict() for o in result.outcomes)
     assert small["status"] == large["status"] == COMPACTED
     for report in (small, large):
@@ -191,7 +195,8 @@ def latest(records) -> dict:
     return out
 
 
-def test_a_writer_appending_during_the_job_loses_nothing(spark, tmp_path):
+@pytest.mark.parametrize("split_bytes", [None, 0], ids=["whole", "split"])
+def test_a_writer_appending_during_the_job_loses_nothing(spark, tmp_path, split_bytes):
     random_topic(tmp_path, "w", 0)
     before = read_all(tmp_path, "w")
     appended = []
@@ -209,7 +214,7 @@ def test_a_writer_appending_during_the_job_loses_nothing(spark, tmp_path):
     t = threading.Thread(target=writer)
     t.start()
     try:
-        result = compact_partitions(spark, [tmp_path], [("w", 0)], now_ms=NOW, force=True)
+        result = compact_partitions(spark, [tmp_path], [("w", 0)], now_ms=NOW, force=True, split_bytes=split_bytes)
     finally:
         stop.set()
         t.join()
@@ -227,7 +232,7 @@ def test_a_writer_appending_during_the_job_loses_nothing(spark, tmp_path):
 def test_retention_deleting_a_planned_segment_skips_the_partition_and_loses_nothing(spark, tmp_path):
     random_topic(tmp_path, "d", 3, partitions=2)
     with LogManager([tmp_path]) as m:
-        with CompactionJob(spark, m, now_ms=NOW, force=True) as job:
+        with CompactionJob(spark, m, now_ms=NOW, force=True, split_bytes=0) as job:
             job.plan()
             # another process deletes the first segment of d-0 between plan and commit
             with LogManager([tmp_path]) as other:
@@ -248,12 +253,13 @@ def test_retention_deleting_a_planned_segment_skips_the_partition_and_loses_noth
     assert leftovers == []
 
 
-def test_a_partition_another_cleaner_holds_is_skipped(spark, tmp_path):
+@pytest.mark.parametrize("split_bytes", [None, 0], ids=["whole", "split"])
+def test_a_partition_another_cleaner_holds_is_skipped(spark, tmp_path, split_bytes):
     random_topic(tmp_path, "b", 1)
     from storage_engine.cleaner.staging import CleanerLock
 
     with CleanerLock(tmp_path / "b-0"):
-        result = compact_partitions(spark, [tmp_path], now_ms=NOW, force=True)
+        result = compact_partitions(spark, [tmp_path], now_ms=NOW, force=True, split_bytes=split_bytes)
     assert [o.status for o in result.outcomes] == [SKIPPED]
     assert "another process" in result.outcomes[0].reason
 

@@ -26,15 +26,22 @@ JOB = textwrap.dedent("""
     from spark_jobs.session import build_spark_session
     from spark_jobs.compaction import compact_partitions
     spark = build_spark_session("local[1]", conf={"spark.driver.memory": "512m"})
-    compact_partitions(spark, [sys.argv[1]], [("t", 0)], now_ms=int(sys.argv[2]), force=True)
+    split = None if sys.argv[3] == "whole" else 0
+    compact_partitions(spark, [sys.argv[1]], [("t", 0)], now_ms=int(sys.argv[2]), force=True, split_bytes=split)
     spark.stop()
 """)
 
+#: (crash point, what a reload shows, how the partition is cleaned). A split partition is swapped
+#: by the driver, which the point kills; a whole one by its task's Python worker, whose death
+#: fails the job (the driver exits 1).
 POINTS = [
-    ("spark-compaction.after-tasks", "before"),
-    ("spark-compaction.after-staged-moved", "before"),
-    ("compaction.cleaned-to-swap-2", "before"),
-    ("compaction.after-old-deleted", "after"),
+    ("spark-compaction.after-tasks", "before", "split"),
+    ("spark-compaction.after-staged-moved", "before", "split"),
+    ("compaction.cleaned-to-swap-2", "before", "split"),
+    ("compaction.after-old-deleted", "after", "split"),
+    ("compaction.after-cleaned-written", "before", "whole"),
+    ("compaction.cleaned-to-swap-2", "before", "whole"),
+    ("compaction.after-old-deleted", "after", "whole"),
 ]
 
 
@@ -51,11 +58,11 @@ def expected(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point,state", POINTS)
-def test_a_killed_job_leaves_the_content_before_or_after(tmp_path, expected, point, state):
+@pytest.mark.parametrize("point,state,how", POINTS)
+def test_a_killed_job_leaves_the_content_before_or_after(tmp_path, expected, point, state, how):
     build(tmp_path)
     env = {**os.environ, "LOGPLAT_CRASH_AT": point, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path), str(NOW)], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path), str(NOW), how], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         _, err = proc.communicate(timeout=240)
@@ -64,7 +71,9 @@ def test_a_killed_job_leaves_the_content_before_or_after(tmp_path, expected, poi
             os.killpg(proc.pid, signal.SIGKILL)  # the JVM, should it outlive its driver
         except ProcessLookupError:
             pass
-    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert proc.returncode == (-signal.SIGKILL if how == "split" else 1), err.decode()[-2000:]
+    if how == "whole":
+        assert "SparkJobError" in err.decode()
     with LogManager([tmp_path]) as m:
         log = m.get_log("t", 0)
         assert content(log) == expected[state]
