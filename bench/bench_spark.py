@@ -17,6 +17,11 @@ reads from the page cache alike), each engine runs in its own process:
   timed apart from the measured job, which starts on a warm session; a second job on a fresh
   copy of the tiny log ("tiny job") shows the fixed cost of any job.
 
+A third workload, ``retention``, is ``--retention-partitions`` (2000) partitions of a ``delete``
+topic with three of their four segments past ``retention.ms``: the local engine plans and applies
+(``retention_plans``, ``apply_retention``) against one Spark ``local[2]`` job
+(``retention_partitions``), and the results (files, checkpoints) must be the same.
+
 Then the compacted directories are compared: every ``.log``/``.index``/``.timeindex`` byte and
 the checkpoints must equal the local cleaner's, and the reports' counts too. Printed: job time,
 the CPU seconds the engine's processes used meanwhile (for Spark: driver, JVM and Python workers),
@@ -25,9 +30,16 @@ two, ``time(local[1]) / time(local[2])`` (2.0 would be perfect). Each engine run
 times (fresh copy each time, same process) and the fastest run is reported: on a shared machine
 wall times vary a lot, CPU seconds much less.
 
+Each workload ends with its goals beside the measured ratios: ``one`` (1 GB, one partition)
+Spark ``local[2]`` at least as fast as the local cleaner and >= 1.5x from one core to two;
+``many`` (1 GB over 64 partitions) ``local[2]`` at most 0.62x the local cleaner's time and
+>= 1.8x from one core to two; both at most 1.5x the local cleaner's CPU seconds; ``retention``
+within 2x of the local engine.
+
 Usage: ``.venv/bin/python bench/bench_spark.py [--quick] [--size-mb 1024] [--partitions 64]
-[--partition-mb 16] [--segment-mb 128] [--workload one|many|all] [--repeat 2] [--io-buffer-kb N]
-[--dir DIR] [--keep] [--json]``; exits 1 when a Spark result differs from the local cleaner's.
+[--partition-mb 16] [--segment-mb 128] [--workload one|many|retention|all]
+[--retention-partitions 2000] [--repeat 2] [--io-buffer-kb N] [--dir DIR] [--keep] [--json]``;
+exits 1 when a Spark result differs from the local engine's.
 ``--quick``: 64 MB in 16 MB segments and 8 partitions of 8 MB (a smoke run: ~3 min on a busy 2-core
 VM, mostly Spark start-up; the full run took ~6 min there).
 Not a test.
@@ -63,6 +75,12 @@ VALUE_BYTES = 1000
 BATCH_BYTES = 64 * 1024
 RECORD_BYTES = KEY_BYTES + VALUE_BYTES + 8  # about: the record's varints and attributes
 ENGINES = ("local", "local[1]", "local[2]")
+#: The goals (issue "Spark jobs that pay for themselves"): Spark local[2] job time over the local
+#: cleaner's at most ``time``, local[1] over local[2] at least ``scaling``, Spark CPU seconds over
+#: the local cleaner's at most ``cpu``.
+GOALS = {"one": {"time": 1.0, "scaling": 1.5, "cpu": 1.5},
+         "many": {"time": 0.62, "scaling": 1.8, "cpu": 1.5},
+         "retention": {"time": 2.0, "cpu": 2.0}}
 # counts that must agree between the engines (timings and the engine name may not)
 REPORT_FIELDS = (
     "new_checkpoint", "first_dirty_offset", "first_uncleanable_offset", "bytes_read", "bytes_written",
@@ -262,6 +280,96 @@ SPARK_CHILD = textwrap.dedent("""
 """)
 
 
+# Retention: argv = src, work, repo, now_ms, repeat[, master]. The local engine plans and applies
+# with ``LogManager.retention_plans``/``apply_retention``; Spark with ``retention_partitions``.
+LOCAL_RETENTION_CHILD = textwrap.dedent("""
+    import json, shutil, sys, time
+    src, work, repo, now, repeat = sys.argv[1:6]
+    sys.path.insert(0, repo)
+    from storage_engine.manager import LogManager
+
+    runs = []
+    for _ in range(int(repeat)):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        t0, c0 = time.perf_counter(), time.process_time()
+        with LogManager([work]) as m:
+            results = m.apply_retention(m.retention_plans(now_ms=int(now)), now_ms=int(now))
+        runs.append({"job_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0})
+    print("RESULT " + json.dumps({"runs": runs, "deleted": sum(len(r.deleted_segments) for r in results)}))
+""")
+
+SPARK_RETENTION_CHILD = textwrap.dedent("""
+    import json, shutil, sys, time
+    src, work, repo, now, repeat, master = sys.argv[1:7]
+    sys.path.insert(0, repo)
+    sys.path.insert(0, repo + "/bench")
+    t0 = time.perf_counter()
+    from spark_jobs.retention import retention_partitions
+    from spark_jobs.session import build_spark_session
+    from bench_spark import tree_cpu_s
+
+    spark = build_spark_session(master, app_name="bench-spark")
+    session_s = time.perf_counter() - t0
+    times = []
+    for i in range(2):  # warm-up, then the fixed cost of a job: dry runs over the source
+        t1 = time.perf_counter()
+        retention_partitions(spark, [src], now_ms=int(now), dry_run=True)
+        times.append(time.perf_counter() - t1)
+    runs = []
+    for _ in range(int(repeat)):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        cpu0, t2 = tree_cpu_s(), time.perf_counter()
+        result = retention_partitions(spark, [work], now_ms=int(now))
+        runs.append({"job_s": time.perf_counter() - t2, "cpu_s": tree_cpu_s() - cpu0})
+    spark.stop()
+    print("RESULT " + json.dumps({"runs": runs, "session_s": session_s, "warmup_s": times[0], "tiny_s": times[1],
+                                  "deleted": sum(len(o.deleted_segments) for o in result.outcomes),
+                                  "statuses": sorted({o.status for o in result.outcomes})}))
+""")
+
+
+def generate_retention(root: Path, partitions: int) -> dict:
+    """A ``delete`` topic of many small partitions, each of four segments of which the three
+    oldest are past ``retention.ms`` at ``NOW``: retention has a plan for every partition."""
+    with LogManager([root]) as m:
+        m.create_topic("r", partitions, {"retention.ms": "60000", "segment.bytes": "1200",
+                                         "file.delete.delay.ms": "0"})
+        for p in range(partitions):
+            log = m.get_log("r", p)
+            for b in range(4):
+                ts = NOW - 3_600_000 + b * 1_000 if b < 3 else NOW
+                log.append([Record(0, ts, b"k%d" % i, b"v" * 200) for i in range(5)], now=ts)
+    return {"partitions": partitions, "segments": 4 * partitions}
+
+
+def run_retention_workload(partitions: int, base: Path, repeat: int) -> dict:
+    root = base / "retention"
+    shutil.rmtree(root, ignore_errors=True)
+    src = root / "src"
+    t0 = time.perf_counter()
+    info = generate_retention(src, partitions)
+    gen_s = time.perf_counter() - t0
+    runs = {"local": run_child(LOCAL_RETENTION_CHILD, [str(src), str(root / "local"), str(REPO), str(NOW), str(repeat)]),
+            "local[2]": run_child(SPARK_RETENTION_CHILD, [str(src), str(root / "spark"), str(REPO), str(NOW),
+                                                          str(repeat), "local[2]"])}
+    out = {"workload": "retention", "partitions": partitions, "generated": info, "generate_s": round(gen_s, 1),
+           "engines": {}}
+    for engine, run in runs.items():
+        best = min(run["runs"], key=lambda r: r["job_s"])
+        row = {"job_s": round(best["job_s"], 2), "cpu_s": round(best["cpu_s"], 2), "deleted": run["deleted"],
+               "all_job_s": [round(r["job_s"], 2) for r in run["runs"]]}
+        if engine != "local":
+            compared, diffs = same_dirs(root / "local", root / "spark")
+            row.update(session_s=round(run["session_s"], 1), warmup_s=round(run["warmup_s"], 1),
+                       tiny_job_s=round(run["tiny_s"], 2), identical=not diffs and run["deleted"] == runs["local"]["deleted"],
+                       differences=summarize(diffs))
+        out["engines"][engine] = row
+    shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
 def run_child(code: str, args: list[str]) -> dict:
     env = dict(os.environ)
     env.pop("LOGPLAT_SPARK_MASTER", None)
@@ -329,6 +437,39 @@ def run_workload(name: str, partitions: int, partition_mb: float, segment_mb: fl
     return out
 
 
+def print_retention(r: dict) -> bool:
+    """The retention workload's lines; whether Spark's result equals the engine's."""
+    local, spark = r["engines"]["local"], r["engines"]["local[2]"]
+    print(f"\n== retention: {r['partitions']:,} partitions x 4 segments, 3 of each past retention.ms "
+          f"(generated in {r['generate_s']} s); plan and apply in one job")
+    print(f"   local engine (retention_plans + apply_retention): {local['job_s']:.2f} s, CPU {local['cpu_s']:.1f} s, "
+          f"{local['deleted']:,} segments deleted")
+    same = "yes" if spark["identical"] else f"NO: {spark['differences']}"
+    print(f"   spark local[2] (retention_partitions): {spark['job_s']:.2f} s, CPU {spark['cpu_s']:.1f} s, "
+          f"{spark['deleted']:,} deleted; session {spark['session_s']:.1f} s, first job {spark['warmup_s']:.1f} s, "
+          f"a dry run on a warm session {spark['tiny_job_s']:.2f} s; identical to local: {same}")
+    print("   goals: " + "; ".join(goal_lines(r)))
+    return spark["identical"]
+
+
+def goal_lines(r: dict) -> list[str]:
+    """Each goal of the workload beside the measured ratio."""
+    goals, engines = GOALS[r["workload"]], r["engines"]
+    local, two = engines["local"], engines["local[2]"]
+    measured = {"time": two["job_s"] / local["job_s"], "cpu": two["cpu_s"] / max(local["cpu_s"], 1e-9)}
+    if "local[1]" in engines:
+        measured["scaling"] = r["scaling_1_to_2_cores"]
+    texts = {"time": ("spark local[2] / local time", "<="), "scaling": ("1 -> 2 cores", ">="),
+             "cpu": ("spark local[2] / local CPU s", "<=")}
+    out = []
+    for name, goal in goals.items():
+        label, op = texts[name]
+        value = measured[name]
+        met = value <= goal if op == "<=" else value >= goal
+        out.append(f"{label} {value:.2f}x (goal {op} {goal:g}x: {'met' if met else 'NOT met'})")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 64 MB (16 MB segments) and 8 x 8 MB")
@@ -336,7 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segment-mb", type=float, default=None, help="segment.bytes in MB (default 128)")
     parser.add_argument("--partitions", type=int, default=None, help="partitions of the many workload (default 64)")
     parser.add_argument("--partition-mb", type=float, default=None, help="size of each (default 16)")
-    parser.add_argument("--workload", choices=["one", "many", "all"], default="all")
+    parser.add_argument("--workload", choices=["one", "many", "retention", "all"], default="all")
+    parser.add_argument("--retention-partitions", type=int, default=None,
+                        help="partitions of the retention workload (default 2000)")
     parser.add_argument("--io-buffer-kb", type=int, default=None,
                         help="log.cleaner.io.buffer.size for both engines (default: the engine's, 512 KB)")
     parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir, removed afterwards)")
@@ -363,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.workload in ("many", "all"):
             results.append(run_workload("many", nparts, part_mb, segment_mb, base, args.keep, props,
                                         args.repeat))
+        if args.workload in ("retention", "all"):
+            results.append(run_retention_workload(args.retention_partitions or (200 if quick else 2000), base,
+                                                  args.repeat))
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)
@@ -374,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     ok = True
     for r in results:
+        if r["workload"] == "retention":
+            ok &= print_retention(r)
+            continue
         g = r["generated"]
         print(f"\n== {r['workload']}: {r['partitions']} partition(s) x {r['partition_mb']:g} MB = "
               f"{g['bytes'] / MB:,.0f} MB, {g['records']:,} records of {VALUE_BYTES} B values, {g['keys']:,} keys, "
@@ -402,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                   for k, e in r["engines"].items() if k != "local"))
         print("   every run (job s / CPU s): " + "; ".join(
             f"{k} {e['all_job_s']} / {e['all_cpu_s']}" for k, e in r["engines"].items()))
+        print("   goals: " + "; ".join(goal_lines(r)))
     conf = next((e["conf"] for r in results for e in r["engines"].values() if "conf" in e), {})
     print(f"\nspark conf: {conf} (build_spark_session defaults); broker props: {props or 'engine defaults'}")
     return 0 if ok else 1

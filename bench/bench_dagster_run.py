@@ -1,0 +1,99 @@
+"""Where a Dagster-launched cleaning of a few small partitions spends its time.
+
+    .venv/bin/python bench/bench_dagster_run.py [--partitions 4] [--master local[2]]
+
+A sensor's run is one run worker process: it builds the topic's cleanup job, starts a Spark
+session on first use (the JVM), runs the compaction job, observes the logs and checks the
+compactions (Spark SQL over the ``kafka-log`` source). This runs, in a fresh process and on a
+fresh instance, the cleanup job of a compacted topic over ``--partitions`` small partitions
+(one range run, as the compaction sensor groups them), then the same on a fresh copy in the same
+process, whose session is warm. Printed per run: its wall time, the Spark jobs' time
+(the run tag ``logplat/spark_job_seconds``), and their share; the difference between the two
+runs is the fixed cost a run worker pays once (session start and the first jobs' warm-up).
+Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHILD = textwrap.dedent("""
+    import json, shutil, sys, time
+    t_import = time.perf_counter()
+    src, work, repo, master = sys.argv[1:5]
+    sys.path.insert(0, repo)
+    import dagster as dg
+    from platform_assets.definitions import build_definitions
+    from platform_assets.defs.partitions import topic_partitions_def
+    from platform_assets.logic.cleanup import SPARK_JOB_SECONDS_TAG
+    from platform_assets.logic.settings import PlatformSettings
+    import_s = time.perf_counter() - t_import
+
+    out = {"import_s": import_s, "runs": []}
+    with dg.instance_for_test() as instance:
+        for i in range(2):
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(src, work)
+            t0 = time.perf_counter()
+            settings = PlatformSettings(log_dirs=(work,), automation="stopped", spark_master=master)
+            defs = build_definitions(settings)
+            job = next(j for j in defs.jobs if j.name.startswith("cleanup"))
+            keys = [str(p) for p in range(int(sys.argv[5]))]
+            instance.add_dynamic_partitions(topic_partitions_def("t").name, keys)
+            result = defs.resolve_job_def(job.name).execute_in_process(
+                instance=instance, tags={"dagster/asset_partition_range_start": keys[0],
+                                         "dagster/asset_partition_range_end": keys[-1]})
+            run_s = time.perf_counter() - t0
+            assert result.success
+            tags = instance.get_run_by_id(result.run_id).tags
+            out["runs"].append({"run_s": run_s, "spark_job_s": float(tags[SPARK_JOB_SECONDS_TAG])})
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_spark import generate
+
+    base = Path(tempfile.mkdtemp(prefix="bench-dagster-run-"))
+    try:
+        info = generate(base / "src", "t", args.partitions, 2 * 1024 * 1024, 256 * 1024)
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(base / "src"), str(base / "work"), str(REPO),
+                               args.master, str(args.partitions)], capture_output=True, text=True)
+        process_s = time.perf_counter() - t0
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode != 0 or not lines:
+            print(proc.stdout[-2000:], proc.stderr[-4000:], file=sys.stderr)
+            return 1
+        out = json.loads(lines[-1][len("RESULT "):])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    first, second = out["runs"]
+    print(f"{args.partitions} partitions x 2 MB ({info['bytes'] / 2**20:.0f} MB, {info['segments']} segments), "
+          f"Spark {args.master}; the worker process lived {process_s:.1f} s (imports {out['import_s']:.1f} s)")
+    for name, run in (("first run (fresh worker)", first), ("second run (warm session)", second)):
+        print(f"  {name:<27} {run['run_s']:6.2f} s, Spark jobs {run['spark_job_s']:6.2f} s "
+              f"({run['spark_job_s'] / run['run_s']:.0%} of the run)")
+    print(f"  fixed cost of a run worker (session start, first jobs' warm-up): "
+          f"{first['run_s'] - second['run_s']:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
