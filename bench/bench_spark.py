@@ -333,14 +333,17 @@ SPARK_RETENTION_CHILD = textwrap.dedent("""
 def generate_retention(root: Path, partitions: int) -> dict:
     """A ``delete`` topic of many small partitions, each of four segments of which the three
     oldest are past ``retention.ms`` at ``NOW``: retention has a plan for every partition."""
+    per_topic = 1000  # logplat.max.partitions.per.topic
     with LogManager([root]) as m:
-        m.create_topic("r", partitions, {"retention.ms": "60000", "segment.bytes": "1200",
-                                         "file.delete.delay.ms": "0"})
-        for p in range(partitions):
-            log = m.get_log("r", p)
-            for b in range(4):
-                ts = NOW - 3_600_000 + b * 1_000 if b < 3 else NOW
-                log.append([Record(0, ts, b"k%d" % i, b"v" * 200) for i in range(5)], now=ts)
+        for t, first in enumerate(range(0, partitions, per_topic)):
+            count = min(per_topic, partitions - first)
+            m.create_topic(f"r{t}", count, {"retention.ms": "60000", "segment.bytes": "1200",
+                                            "file.delete.delay.ms": "0"})
+            for p in range(count):
+                log = m.get_log(f"r{t}", p)
+                for b in range(4):
+                    ts = NOW - 3_600_000 + b * 1_000 if b < 3 else NOW
+                    log.append([Record(0, ts, b"k%d" % i, b"v" * 200) for i in range(5)], now=ts)
     return {"partitions": partitions, "segments": 4 * partitions}
 
 
@@ -437,6 +440,41 @@ def run_workload(name: str, partitions: int, partition_mb: float, segment_mb: fl
     return out
 
 
+def print_compaction(r: dict) -> bool:
+    """A compaction workload's table and goals; whether every Spark result equals the local one."""
+    ok = True
+    g = r["generated"]
+    print(f"\n== {r['workload']}: {r['partitions']} partition(s) x {r['partition_mb']:g} MB = "
+          f"{g['bytes'] / MB:,.0f} MB, {g['records']:,} records of {VALUE_BYTES} B values, {g['keys']:,} keys, "
+          f"{g['records_per_batch']} records/batch, {g['segments']} segments of <= {r['segment_mb']:g} MB "
+          f"(generated in {r['generate_s']} s)")
+    print(f"   result: {r['records_written']:,} of {r['records_read']:,} records kept, "
+          f"{r['bytes_written'] / MB:,.0f} of {r['bytes_read'] / MB:,.0f} MB; local cleaner in {r['passes']} pass(es)")
+    print(f"   best of {len(r['engines']['local']['all_job_s'])} run(s) per engine, each on a fresh copy:")
+    print(f"   {'engine':<16}{'job s':>8}{'CPU s':>8}{'MB/s':>9}{'records/s':>12}{'vs local':>10}{'session s':>11}"
+          f"{'warm-up s':>11}{'tiny job s':>12}  identical to local")
+    for engine, e in r["engines"].items():
+        label = "local cleaner" if engine == "local" else f"spark {engine}"
+        extra = ""
+        if engine != "local":
+            ok &= e["identical"]
+            same = (f"yes ({e['files_compared']} files cmp'd)" if e["identical"]
+                    else f"NO ({e['files_compared']} files cmp'd): {e['differences'] or e['statuses']} "
+                         f"{e['reasons'] or ''}")
+            extra = f"{e['session_s']:>11.1f}{e['warmup_s']:>11.1f}{e['tiny_job_s']:>12.2f}  {same}"
+        else:
+            extra = f"{'-':>11}{'-':>11}{'-':>12}  (reference)"
+        print(f"   {label:<16}{e['job_s']:>8.2f}{e['cpu_s']:>8.1f}{e['mb_s']:>9.1f}{e['records_s']:>12,}{e['vs_local']:>9.2f}x{extra}")
+    print(f"   scaling 1 -> 2 cores: time(local[1]) / time(local[2]) = {r['scaling_1_to_2_cores']:.2f}x; "
+          f"CPU s vs the local cleaner: " + ", ".join(
+              f"{k} {e['cpu_s'] / max(r['engines']['local']['cpu_s'], 1e-9):.1f}x"
+              for k, e in r["engines"].items() if k != "local"))
+    print("   every run (job s / CPU s): " + "; ".join(
+        f"{k} {e['all_job_s']} / {e['all_cpu_s']}" for k, e in r["engines"].items()))
+    print("   goals: " + "; ".join(goal_lines(r)))
+    return ok
+
+
 def print_retention(r: dict) -> bool:
     """The retention workload's lines; whether Spark's result equals the engine's."""
     local, spark = r["engines"]["local"], r["engines"]["local[2]"]
@@ -499,16 +537,24 @@ def main(argv: list[str] | None = None) -> int:
     props = {} if args.io_buffer_kb is None else {"log.cleaner.io.buffer.size": str(args.io_buffer_kb * 1024)}
     load_before = os.getloadavg()
     results = []
+    ok = True
+
+    def done(result: dict) -> None:
+        nonlocal ok
+        results.append(result)
+        if not args.json:  # as each workload ends: a long run shows what it measured so far
+            ok &= (print_retention if result["workload"] == "retention" else print_compaction)(result)
+            sys.stdout.flush()
+
+    if not args.json:
+        print(f"{os.cpu_count()} CPUs; load average {load_before[0]:.1f} before")
     try:
         if args.workload in ("one", "all"):
-            results.append(run_workload("one", 1, size_mb, segment_mb, base, args.keep, props,
-                                        args.repeat))
+            done(run_workload("one", 1, size_mb, segment_mb, base, args.keep, props, args.repeat))
         if args.workload in ("many", "all"):
-            results.append(run_workload("many", nparts, part_mb, segment_mb, base, args.keep, props,
-                                        args.repeat))
+            done(run_workload("many", nparts, part_mb, segment_mb, base, args.keep, props, args.repeat))
         if args.workload in ("retention", "all"):
-            results.append(run_retention_workload(args.retention_partitions or (200 if quick else 2000), base,
-                                                  args.repeat))
+            done(run_retention_workload(args.retention_partitions or (200 if quick else 2000), base, args.repeat))
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)
@@ -517,41 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"results": results, "loadavg_before": load_before, "loadavg_after": load_after},
                          indent=2, default=str))
         return 0 if all(e.get("identical", True) for r in results for e in r["engines"].values()) else 1
-    print(f"{os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
-    ok = True
-    for r in results:
-        if r["workload"] == "retention":
-            ok &= print_retention(r)
-            continue
-        g = r["generated"]
-        print(f"\n== {r['workload']}: {r['partitions']} partition(s) x {r['partition_mb']:g} MB = "
-              f"{g['bytes'] / MB:,.0f} MB, {g['records']:,} records of {VALUE_BYTES} B values, {g['keys']:,} keys, "
-              f"{g['records_per_batch']} records/batch, {g['segments']} segments of <= {r['segment_mb']:g} MB "
-              f"(generated in {r['generate_s']} s)")
-        print(f"   result: {r['records_written']:,} of {r['records_read']:,} records kept, "
-              f"{r['bytes_written'] / MB:,.0f} of {r['bytes_read'] / MB:,.0f} MB; local cleaner in {r['passes']} pass(es)")
-        print(f"   best of {len(r['engines']['local']['all_job_s'])} run(s) per engine, each on a fresh copy:")
-        print(f"   {'engine':<16}{'job s':>8}{'CPU s':>8}{'MB/s':>9}{'records/s':>12}{'vs local':>10}{'session s':>11}"
-              f"{'warm-up s':>11}{'tiny job s':>12}  identical to local")
-        for engine, e in r["engines"].items():
-            label = "local cleaner" if engine == "local" else f"spark {engine}"
-            extra = ""
-            if engine != "local":
-                ok &= e["identical"]
-                same = (f"yes ({e['files_compared']} files cmp'd)" if e["identical"]
-                        else f"NO ({e['files_compared']} files cmp'd): {e['differences'] or e['statuses']} "
-                             f"{e['reasons'] or ''}")
-                extra = f"{e['session_s']:>11.1f}{e['warmup_s']:>11.1f}{e['tiny_job_s']:>12.2f}  {same}"
-            else:
-                extra = f"{'-':>11}{'-':>11}{'-':>12}  (reference)"
-            print(f"   {label:<16}{e['job_s']:>8.2f}{e['cpu_s']:>8.1f}{e['mb_s']:>9.1f}{e['records_s']:>12,}{e['vs_local']:>9.2f}x{extra}")
-        print(f"   scaling 1 -> 2 cores: time(local[1]) / time(local[2]) = {r['scaling_1_to_2_cores']:.2f}x; "
-              f"CPU s vs the local cleaner: " + ", ".join(
-                  f"{k} {e['cpu_s'] / max(r['engines']['local']['cpu_s'], 1e-9):.1f}x"
-                  for k, e in r["engines"].items() if k != "local"))
-        print("   every run (job s / CPU s): " + "; ".join(
-            f"{k} {e['all_job_s']} / {e['all_cpu_s']}" for k, e in r["engines"].items()))
-        print("   goals: " + "; ".join(goal_lines(r)))
+    print(f"\nload average {load_after[0]:.1f} after")
     conf = next((e["conf"] for r in results for e in r["engines"].values() if "conf" in e), {})
     print(f"\nspark conf: {conf} (build_spark_session defaults); broker props: {props or 'engine defaults'}")
     return 0 if ok else 1

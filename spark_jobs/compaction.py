@@ -54,13 +54,12 @@ from storage_engine.cleaner import (
     LastRecord,
     SegmentRef,
     TransactionTracker,
-    batch_keys,
-    dirty_start_position,
     discard_staged,
-    map_walk,
     recopy_group,
+    segment_latest_offsets,
     transaction_states,
 )
+from storage_engine.cleaner.cleaner import PassResult
 from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.cleaner.plan import CleaningRound
 from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerBusyError, CleanerLock, remote_staging_dir, \
@@ -71,14 +70,9 @@ from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager
 from storage_engine.segment import LogSegment
 
-from .distribute import attempt_id, pack, run_tasks, task_slots
+from .distribute import attempt_id, each, pack, run_tasks, task_slots
 from .errors import SparkJobError
-
-# Statuses of a partition in a job's result.
-COMPACTED = "compacted"
-SKIPPED = "skipped"  # nothing to clean, not due, or another cleaner is at work
-CHANGED = "changed"  # its segments changed under the job: nothing swapped
-FAILED = "failed"  # a task could not read or write it (corrupt input, I/O error): nothing swapped
+from .outcomes import CHANGED, COMPACTED, FAILED, SKIPPED
 
 #: A partition is split over several tasks only above this size, whatever the job's share per
 #: task: below it the split's extra stage costs more than the parallelism saves.
@@ -161,28 +155,18 @@ def clean_whole(task: WholeTask, now_ms: int, force: bool) -> "PartitionOutcome"
 
 
 def scan_segment_keys(task: ScanTask) -> tuple[int, int, dict[bytes, int], float]:
-    """``(tp, base offset, map, seconds)``: the latest offset of every key the engine's
-    map-building walk puts into its map from this segment's dirty part. A segment that is gone
-    or replaced, or that cannot be read, yields what was read: its group's recopy (or the
-    commit) notices the change or the damage and the partition is not swapped."""
+    """``(tp, base offset, map, seconds)``: the engine's share of the offset map from this
+    segment (:func:`~storage_engine.cleaner.segment_latest_offsets`). A segment that is gone or
+    replaced, or that cannot be read, yields an empty map: its group's recopy (or the commit)
+    notices the change or the damage and the partition is not swapped."""
     started = time.monotonic()
     latest: dict[bytes, int] = {}
     try:
         seg = InputSegment.from_ref(task.segment, task.chunk)
     except LogChangedError:
         return task.tp, task.segment.base_offset, latest, 0.0
-    path = str(seg.path)
     try:
-        tracker = TransactionTracker(task.aborted)
-        walk = map_walk(seg, dirty_start_position(seg, task.dirty_from), tracker, CleanerStats())
-        for raw, chunk, chunk_offset, is_mapped in walk:
-            if raw.header.base_offset >= task.dirty_to:
-                break
-            if not is_mapped:
-                continue
-            for off, key in batch_keys(raw, chunk, chunk_offset, path):
-                if key is not None and task.dirty_from <= off < task.dirty_to:
-                    latest[key] = off
+        latest = segment_latest_offsets(seg, task.dirty_from, task.dirty_to, task.aborted)
     except LogError:
         pass
     finally:
@@ -277,23 +261,6 @@ class _Planned:
     plan_s: float  # the driver's seconds planning it
 
 
-def _select(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) -> list[tuple[str, int]]:
-    """The partitions to clean, validated before anything is touched."""
-    if partitions is None:
-        return [(t, p) for t in manager.topics() if manager.topic_config(t).compact for p in manager.partitions(t)]
-    out = []
-    for topic, partition in partitions:
-        if partition not in manager.partitions(topic):
-            raise LogError(f"partition {topic}-{partition} does not exist in {manager.dir_list()}")
-        config = manager.topic_config(topic)
-        if not config.compact:
-            raise LogError(
-                f"topic {topic} has cleanup.policy={','.join(config.cleanup_policy)}: only compacted topics are cleaned"
-            )
-        out.append((topic, partition))
-    return sorted(set(out))
-
-
 def split_threshold(total_bytes: int, slots: int) -> int:
     """The size above which a partition is split: one task's share of the job, at least
     :data:`MIN_SPLIT_BYTES`."""
@@ -325,7 +292,7 @@ class CompactionJob:
         self._started = time.monotonic()
 
     def plan(self, partitions: Sequence[tuple[str, int]] | None = None) -> None:
-        chosen = set(_select(self.manager, partitions))
+        chosen = set(self.manager.compacted_partitions(partitions))
         stats = {(s.topic, s.partition): s for s in self.manager.partition_stats() if (s.topic, s.partition) in chosen}
         slots = task_slots(self.spark)
         threshold = (split_threshold(sum(s.size_bytes for s in stats.values()), slots)
@@ -347,7 +314,7 @@ class CompactionJob:
         try:
             if self.whole:
                 tasks = pack(self.whole, lambda t: t.size_bytes, task_slots(self.spark))
-                self.result.outcomes.extend(run_tasks(self.spark, tasks, lambda t: clean_whole(t, now_ms, force)))
+                self.result.outcomes.extend(run_tasks(self.spark, tasks, each(lambda t: clean_whole(t, now_ms, force))))
             if self.planned:
                 self._rows = self._run_split()
         except Exception as exc:  # a task died for good (after Spark's retries)
@@ -360,14 +327,14 @@ class CompactionJob:
         scans, groups = _tasks_for(self.planned, self.job_id, self.now_ms, self.cleaner.chunk)
         maps: dict[int, dict[bytes, int]] = {tp: {} for tp in range(len(self.planned))}
         # in offset order, so a later segment's offset of a key replaces an earlier one
-        for tp, _, latest, seconds in sorted(run_tasks(self.spark, [[s] for s in scans], scan_segment_keys),
+        for tp, _, latest, seconds in sorted(run_tasks(self.spark, [[s] for s in scans], each(scan_segment_keys)),
                                              key=lambda r: (r[0], r[1])):
             maps[tp].update(latest)
             self._index_s[tp] = self._index_s.get(tp, 0.0) + seconds
         maps_bc = self.spark.sparkContext.broadcast(maps)
         try:
             rows = run_tasks(self.spark, [[g] for g in groups],
-                             lambda g: recopy_task(g, maps_bc.value[g.tp], attempt_id()))
+                             each(lambda g: recopy_task(g, maps_bc.value[g.tp], attempt_id())))
         finally:
             maps_bc.unpersist()
         out: dict[int, dict[int, dict]] = {}
@@ -498,11 +465,12 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     cleaned: list[LogSegment] = []
     stats = plan.prepared.stats
     stats.index_seconds += index_s
+    distinct_keys = 0
     try:
         for grp in range(plan.groups):
             row = rows[grp]
             stats.add(row["stats"])
-            report.distinct_keys += row["keys"]
+            distinct_keys += row["keys"]
             cleaned.append(_adopt(Path(row["staging"]), log.dir, plan.round.groups[grp][0], log.config))
         crash_point("spark-compaction.after-staged-moved")
         t0 = time.monotonic()
@@ -515,13 +483,10 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     except BaseException:
         discard_staged(cleaned)
         raise
-    report.passes = 1
-    report.stats.add(stats)
-    report.map_entries = report.map_entries_max = report.distinct_keys
-    report.new_checkpoint = plan.round.end_offset
-    report.segments_recopied = len(plan.round.recopied_bases)
-    report.segments_written = len(cleaned)
-    report.rounds.append(plan.round.to_dict() | {"partial": False})
+    cleaner.account(report, PassResult(plan.prepared.ltc, plan.round, stats, map_entries=distinct_keys,
+                                       segments_written=len(cleaned),
+                                       last_stable_offset=plan.prepared.producers.last_stable_offset))
+    report.map_capacity_bytes = 0  # an exact map: no capacity of its own
     manager.after_cleaning(log, report, now_ms, cleaner, plan.prepared.producers.last_stable_offset)
     report.duration_s = plan.plan_s + index_s + stats.clean_seconds + time.monotonic() - started
     return PartitionOutcome(plan.topic, plan.partition, COMPACTED, None, report)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -48,12 +48,20 @@ def pack(items: Sequence[T], size_of: Callable[[T], int], bins: int) -> list[lis
     return [b for b in out if b]
 
 
-def run_tasks(spark, tasks: Sequence[Sequence[T]], fn: Callable[[T], R]) -> list[R]:
-    """``fn`` of every item, one Spark task per list in ``tasks``; results in item order."""
+def run_tasks(spark, tasks: Sequence[Sequence[T]], fn: Callable[[Sequence[T]], Iterable[R]]) -> list[R]:
+    """One Spark task per list in ``tasks``, each running ``fn`` on its list (so a task can share
+    what its items have in common, such as a log dir's checkpoints); the results of every task,
+    in task order."""
     if not tasks:
         return []
     sc = spark.sparkContext
-    return sc.parallelize(list(tasks), len(tasks)).flatMap(lambda items: [fn(item) for item in items]).collect()
+    return sc.parallelize(list(tasks), len(tasks)).mapPartitions(lambda lists: [r for items in lists for r in fn(items)]
+                                                                 ).collect()
+
+
+def each(fn: Callable[[T], R]) -> Callable[[Sequence[T]], list[R]]:
+    """``fn`` applied to every item of a task's list: for :func:`run_tasks`."""
+    return lambda items: [fn(item) for item in items]
 
 
 def attempt_id() -> str:

@@ -12,13 +12,10 @@ crash-safe protocol: log start offset checkpoint first, then ``.deleted`` rename
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
-
-import pyarrow as pa
+from typing import Mapping, Sequence
 
 from storage_engine.config import LogConfig
 from storage_engine.errors import LogChangedError, LogError
@@ -26,16 +23,10 @@ from storage_engine.manager import LogManager
 from storage_engine.retention import apply_retention, plan_retention, sweep_deleted_files
 from storage_engine.stats import log_dir_checkpoints, stats_of
 
+from .distribute import run_tasks
 from .errors import SparkJobError
+from .outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED
 
-RESULT_SCHEMA = "item int, outcome string"
-_RESULT_ARROW = pa.schema([("item", pa.int32()), ("outcome", pa.string())])
-
-DELETED = "deleted"
-NOTHING = "nothing"  # nothing is due
-PLANNED = "planned"  # dry run: the plan deletes something
-CHANGED = "changed"  # the log changed between plan and apply: left alone
-FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -128,23 +119,15 @@ def _retain(item: RetentionItem, now_ms: int, dry_run: bool, checkpoints: tuple[
                             result.bytes_freed, result.new_log_start_offset)
 
 
-def _retention_stage(items_bc, now_ms: int, dry_run: bool):
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        items = items_bc.value
-        checkpoints: dict[str, tuple[dict, dict]] = {}  # read once per log dir and task
-        for batch in batches:
-            ids = batch.column(0).to_pylist()
-            outcomes = []
-            for i in ids:
-                item = items[i]
-                if item.log_dir not in checkpoints:
-                    checkpoints[item.log_dir] = log_dir_checkpoints(Path(item.log_dir))
-                outcome = retain_partition(item, now_ms, dry_run, checkpoints[item.log_dir])
-                outcomes.append(json.dumps(outcome.to_dict()))
-            yield pa.RecordBatch.from_arrays([pa.array(ids, pa.int32()), pa.array(outcomes, pa.string())],
-                                             schema=_RESULT_ARROW)
-
-    return run
+def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> list[RetentionOutcome]:
+    """One task's partitions, each log dir's checkpoints read once for all of them."""
+    checkpoints: dict[str, tuple[dict, dict]] = {}
+    out = []
+    for item in items:
+        if item.log_dir not in checkpoints:
+            checkpoints[item.log_dir] = log_dir_checkpoints(Path(item.log_dir))
+        out.append(retain_partition(item, now_ms, dry_run, checkpoints[item.log_dir]))
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -173,19 +156,11 @@ def retention_partitions(
         if own:
             manager.close()
     result = RetentionJobResult(now_ms, dry_run)
-    if items:
-        slices = max(1, min(len(items), -(-len(items) // partitions_per_task)))
-        items_bc = spark.sparkContext.broadcast(items)
-        try:
-            rows = (spark.range(0, len(items), 1, slices)
-                    .mapInArrow(_retention_stage(items_bc, now_ms, dry_run), RESULT_SCHEMA).collect())
-        except Exception as exc:
-            raise SparkJobError(f"retention job failed (partitions already done stay done): {exc}") from exc
-        finally:
-            items_bc.unpersist()
-        for row in rows:
-            d = json.loads(row["outcome"])
-            result.outcomes.append(RetentionOutcome(**d))
+    tasks = [items[i:i + partitions_per_task] for i in range(0, len(items), partitions_per_task)]
+    try:
+        result.outcomes = run_tasks(spark, tasks, lambda batch: retain_slice(batch, now_ms, dry_run))
+    except Exception as exc:
+        raise SparkJobError(f"retention job failed (partitions already done stay done): {exc}") from exc
     result.outcomes.sort(key=lambda o: (o.topic, o.partition))
     result.duration_s = time.monotonic() - started
     return result

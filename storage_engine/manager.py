@@ -68,6 +68,12 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
     return dirs
 
 
+def _require_compacted(topic: str, config: LogConfig) -> None:
+    if not config.compact:
+        raise LogError(f"topic {topic} has cleanup.policy={','.join(config.cleanup_policy)}: "
+                       "only compacted topics are cleaned")
+
+
 class LogManager:
     """Opens log dirs, recovers them after an unclean shutdown, and hands out ``Log`` objects."""
 
@@ -428,6 +434,17 @@ class LogManager:
                 out.append(ltc)
         return sorted(out, key=lambda c: -c.cleanable_ratio)
 
+    def compacted_partitions(self, partitions: Sequence[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+        """``partitions`` (default: every partition of every compacted topic), validated before
+        anything is touched: each must exist and belong to a compacted topic."""
+        if partitions is None:
+            return [(t, p) for t in self.topics() if self.topic_config(t).compact for p in self.partitions(t)]
+        for topic, partition in partitions:
+            if partition not in self.partitions(topic):
+                raise LogError(f"partition {topic}-{partition} does not exist in {self.dir_list()}")
+            _require_compacted(topic, self.topic_config(topic))
+        return sorted(set(partitions))
+
     def compact(
         self,
         topic: str,
@@ -445,10 +462,7 @@ class LogManager:
         cleaning the same partition; nothing changed on disk then.
         """
         log = self.get_log(topic, partition)
-        if not log.config.compact:
-            raise LogError(
-                f"topic {topic} has cleanup.policy={','.join(log.config.cleanup_policy)}: only compacted topics are cleaned"
-            )
+        _require_compacted(topic, log.config)
         cleaner = cleaner or Cleaner(self.cleaner_config())
         report = cleaner.clean(log, now_ms=now_ms, force=force, max_passes=max_passes)
         self.after_cleaning(log, report, now_ms, cleaner)

@@ -25,7 +25,8 @@ from typing import Any, Iterator, Sequence
 import dagster as dg
 from pydantic import Field
 
-from spark_jobs.compaction import COMPACTED, PartitionOutcome, compact_partitions
+from spark_jobs.compaction import PartitionOutcome, compact_partitions
+from spark_jobs.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, FAILED, NOTHING
 from spark_jobs.retention import RetentionOutcome, retention_partitions
 from storage_engine.config import MAX_TIMESTAMP_MS
 
@@ -46,9 +47,7 @@ from .metadata import cleanup_metadata
 from ..defs.partitions import partition_key, partition_number
 from ..defs.resources import LogSparkResource, LogStoreResource
 
-FAILED, CHANGED, DELETED, NOTHING = "failed", "changed", "deleted", "nothing"
 SPARK_JOB_SECONDS_TAG = "logplat/spark_job_seconds"  # the run's Spark jobs, wall time
-STATUS_ORDER = (FAILED, CHANGED, COMPACTED, DELETED, "skipped", "planned", NOTHING)
 
 
 class CleanupConfig(dg.Config):
@@ -91,7 +90,7 @@ class PartitionCleanup:
         statuses = {o.status for o in (self.compaction, self.retention) if o is not None}
         if self._retention_done.get("deleted_segments"):
             statuses.add(DELETED)
-        return next((s for s in STATUS_ORDER if s in statuses), NOTHING)
+        return str(next((s for s in BY_IMPORTANCE if s in statuses), NOTHING))
 
     @property
     def reason(self) -> str | None:

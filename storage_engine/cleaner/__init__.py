@@ -66,7 +66,7 @@ from __future__ import annotations
 from .batch_filter import BatchFilter
 from .candidacy import candidacy_from_stats
 from .cleaner import Cleaner
-from .dirty_scan import batch_keys, dirty_start_position, map_walk, transaction_states
+from .dirty_scan import segment_latest_offsets, transaction_states
 from .inputs import InputSegment, SegmentRef
 from .recopy import discard_staged, recopy_group
 from .report import CompactionReport
@@ -97,12 +97,10 @@ __all__ = [
     "SegmentRef",
     "Throttler",
     "TransactionTracker",
-    "batch_keys",
     "candidacy_from_stats",
-    "dirty_start_position",
     "discard_staged",
-    "map_walk",
     "recopy_group",
     "retain_record",
+    "segment_latest_offsets",
     "transaction_states",
 ]

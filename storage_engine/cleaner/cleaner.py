@@ -105,7 +105,7 @@ class Cleaner:
                 result = self._one_pass(log, now_ms, force=force or report.passes > 0, report=report)
                 if result is None:
                     break
-                self._account(report, result)
+                self.account(report, result)
                 if not result.partial:
                     break
             else:
@@ -122,7 +122,9 @@ class Cleaner:
         report.throttled_s = self.throttler.slept_s - throttled_before
         return report
 
-    def _account(self, report: CompactionReport, result: PassResult) -> None:
+    def account(self, report: CompactionReport, result: PassResult) -> None:
+        """Add one pass to a partition's report: this cleaner's passes, and a distributed job's
+        round (whose map is exact: it reports its entries, and no capacity)."""
         self._last_stable_offset = result.last_stable_offset
         report.passes += 1
         report.stats.add(result.stats)

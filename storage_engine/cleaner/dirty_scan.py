@@ -75,6 +75,25 @@ def batch_keys(raw: RawBatch, chunk: bytes | None = None, chunk_offset: int = 0,
         raise corrupt_batch(f"malformed records in batch: {exc}", raw, path) from None
 
 
+def segment_latest_offsets(seg: InputSegment, dirty_from: int, dirty_to: int,
+                           aborted: Iterable[AbortedTxn]) -> dict[bytes, int]:
+    """The latest offset of every key the map-building walk puts into the offset map from this
+    segment's part of the dirty range ``[dirty_from, dirty_to)``: one segment's share of the map,
+    already reduced (a distributed map build merges them in offset order). ``aborted``: the
+    aborted transactions reaching into that part."""
+    latest: dict[bytes, int] = {}
+    path = str(seg.path)
+    walk = map_walk(seg, dirty_start_position(seg, dirty_from), TransactionTracker(aborted), CleanerStats())
+    for raw, chunk, chunk_offset, is_mapped in walk:
+        if raw.header.base_offset >= dirty_to:
+            break
+        if is_mapped:
+            for off, key in batch_keys(raw, chunk, chunk_offset, path):
+                if key is not None and dirty_from <= off < dirty_to:
+                    latest[key] = off
+    return latest
+
+
 def transaction_states(segments: list[InputSegment], aborted: Iterable[AbortedTxn],
                        starts: Iterable[int]) -> dict[int, TransactionTracker]:
     """The recopy's :class:`TransactionTracker` as it stands when it reaches each base offset of
