@@ -209,12 +209,13 @@ def tree_cpu_s(root: int | None = None) -> float:
     return total / tick
 
 
-# Both children: argv = src, work, repo, now_ms, broker props (JSON), repeat[, master]. Each
-# repetition compacts a fresh copy of ``src`` at ``work`` (the copy is not timed); the last one
-# stays there for the comparison.
+# The local child: argv = kind (compaction or retention), src, work, repo, now_ms, broker props
+# (JSON), repeat. Each repetition works on a fresh copy of ``src`` at ``work`` (the copy is not
+# timed); the last one stays there for the comparison. Compaction is ``compact_due``, retention
+# ``retention_plans`` then ``apply_retention``.
 LOCAL_CHILD = textwrap.dedent("""
     import json, shutil, sys, time
-    src, work, repo, now, props, repeat = sys.argv[1:7]
+    kind, src, work, repo, now, props, repeat = sys.argv[1:8]
     sys.path.insert(0, repo)
     from storage_engine.manager import LogManager
 
@@ -224,14 +225,20 @@ LOCAL_CHILD = textwrap.dedent("""
         shutil.copytree(src, work)
         t0, c0 = time.perf_counter(), time.process_time()
         with LogManager([work], json.loads(props)) as m:
-            reports = m.compact_due(now_ms=int(now))
+            if kind == "compaction":
+                reports = m.compact_due(now_ms=int(now))
+            else:
+                results = m.apply_retention(m.retention_plans(now_ms=int(now)), now_ms=int(now))
         runs.append({"job_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0})
-    print("RESULT " + json.dumps({"runs": runs, "statuses": ["compacted" if r.skipped is None else "skipped"
-                                                            for r in reports],
-                                  "reports": [r.to_dict() | {"topic": r.topic, "partition": r.partition}
-                                              for r in reports]}))
+    if kind == "compaction":
+        out = {"statuses": ["compacted" if r.skipped is None else "skipped" for r in reports],
+               "reports": [r.to_dict() | {"topic": r.topic, "partition": r.partition} for r in reports]}
+    else:
+        out = {"deleted": sum(len(r.deleted_segments) for r in results)}
+    print("RESULT " + json.dumps({"runs": runs, **out}))
 """)
 
+# The Spark compaction child: argv = src, work, repo, now_ms, broker props (JSON), repeat, master.
 SPARK_CHILD = textwrap.dedent("""
     import json, shutil, sys, tempfile, time
     from pathlib import Path
@@ -280,25 +287,7 @@ SPARK_CHILD = textwrap.dedent("""
 """)
 
 
-# Retention: argv = src, work, repo, now_ms, repeat[, master]. The local engine plans and applies
-# with ``LogManager.retention_plans``/``apply_retention``; Spark with ``retention_partitions``.
-LOCAL_RETENTION_CHILD = textwrap.dedent("""
-    import json, shutil, sys, time
-    src, work, repo, now, repeat = sys.argv[1:6]
-    sys.path.insert(0, repo)
-    from storage_engine.manager import LogManager
-
-    runs = []
-    for _ in range(int(repeat)):
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(src, work)
-        t0, c0 = time.perf_counter(), time.process_time()
-        with LogManager([work]) as m:
-            results = m.apply_retention(m.retention_plans(now_ms=int(now)), now_ms=int(now))
-        runs.append({"job_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0})
-    print("RESULT " + json.dumps({"runs": runs, "deleted": sum(len(r.deleted_segments) for r in results)}))
-""")
-
+# The Spark retention child: argv = src, work, repo, now_ms, repeat, master.
 SPARK_RETENTION_CHILD = textwrap.dedent("""
     import json, shutil, sys, time
     src, work, repo, now, repeat, master = sys.argv[1:7]
@@ -333,14 +322,18 @@ SPARK_RETENTION_CHILD = textwrap.dedent("""
 def generate_retention(root: Path, partitions: int) -> dict:
     """A ``delete`` topic of many small partitions, each of four segments of which the three
     oldest are past ``retention.ms`` at ``NOW``: retention has a plan for every partition."""
-    per_topic = 1000  # logplat.max.partitions.per.topic
+    per_topic, per_manager = 1000, 200  # logplat.max.partitions.per.topic; open files per manager
+    tps = []
     with LogManager([root]) as m:
         for t, first in enumerate(range(0, partitions, per_topic)):
             count = min(per_topic, partitions - first)
             m.create_topic(f"r{t}", count, {"retention.ms": "60000", "segment.bytes": "1200",
                                             "file.delete.delay.ms": "0"})
-            for p in range(count):
-                log = m.get_log(f"r{t}", p)
+            tps += [(f"r{t}", p) for p in range(count)]
+    for first in range(0, len(tps), per_manager):
+        with LogManager([root]) as m:
+            for topic, p in tps[first:first + per_manager]:
+                log = m.get_log(topic, p)
                 for b in range(4):
                     ts = NOW - 3_600_000 + b * 1_000 if b < 3 else NOW
                     log.append([Record(0, ts, b"k%d" % i, b"v" * 200) for i in range(5)], now=ts)
@@ -354,7 +347,8 @@ def run_retention_workload(partitions: int, base: Path, repeat: int) -> dict:
     t0 = time.perf_counter()
     info = generate_retention(src, partitions)
     gen_s = time.perf_counter() - t0
-    runs = {"local": run_child(LOCAL_RETENTION_CHILD, [str(src), str(root / "local"), str(REPO), str(NOW), str(repeat)]),
+    runs = {"local": run_child(LOCAL_CHILD, ["retention", str(src), str(root / "local"), str(REPO), str(NOW), "{}",
+                                            str(repeat)]),
             "local[2]": run_child(SPARK_RETENTION_CHILD, [str(src), str(root / "spark"), str(REPO), str(NOW),
                                                           str(repeat), "local[2]"])}
     out = {"workload": "retention", "partitions": partitions, "generated": info, "generate_s": round(gen_s, 1),
@@ -395,8 +389,8 @@ def run_workload(name: str, partitions: int, partition_mb: float, segment_mb: fl
     for engine in ENGINES:
         work = root / engine.replace("[", "-").replace("]", "")
         args = [str(src), str(work), str(REPO), str(NOW), json.dumps(broker_props), str(repeat)]
-        runs[engine] = run_child(LOCAL_CHILD if engine == "local" else SPARK_CHILD,
-                                 args if engine == "local" else [*args, engine])
+        runs[engine] = run_child(LOCAL_CHILD, ["compaction", *args]) if engine == "local" else \
+            run_child(SPARK_CHILD, [*args, engine])
         runs[engine]["dir"] = work
         best = min(runs[engine]["runs"], key=lambda r: r["job_s"])
         runs[engine].update(job_s=best["job_s"], cpu_s=best["cpu_s"])

@@ -35,7 +35,6 @@ wall time is :attr:`CompactionJobResult.duration_s`.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -116,7 +115,6 @@ class GroupTask:
     staging_dir: str
     config: LogConfig
     segments: tuple[SegmentRef, ...]
-    key_range: tuple[int, int]  # offsets whose latest record this group holds (for counting keys)
     legacy_delete_horizon_ms: int
     tracker: TransactionTracker
     last_records: dict[int, LastRecord]
@@ -174,16 +172,11 @@ def scan_segment_keys(task: ScanTask) -> tuple[int, int, dict[bytes, int], float
     return task.tp, task.segment.base_offset, latest, time.monotonic() - started
 
 
-def recopy_task(task: GroupTask, latest: Mapping[bytes, int], attempt: str) -> dict:
+def recopy_task(task: GroupTask, latest: dict[bytes, int], attempt: str) -> dict:
     """Recopy one group with the engine's rules; a result row for the driver (never raises for a
     problem of this partition's files: the driver reports it and skips the partition)."""
-    result = {"tp": task.tp, "grp": task.grp, "status": COMPACTED, "detail": None, "staging": None,
-              "stats": None, "keys": 0}
-    lo, hi = task.key_range
-    result["keys"] = sum(1 for off in latest.values() if lo <= off < hi)
-    omap = OffsetMap(1 << 62)
-    omap.exact_table().update(latest)
-    omap.update_latest_offset(task.map_latest_offset)
+    result = {"tp": task.tp, "grp": task.grp, "status": COMPACTED, "detail": None, "staging": None, "stats": None}
+    omap = OffsetMap.exact(latest, task.map_latest_offset)
     stats = CleanerStats()
     bfilter = BatchFilter(
         omap,
@@ -288,7 +281,8 @@ class CompactionJob:
         self.whole: list[WholeTask] = []
         self.planned: list[_Planned] = []
         self._rows: dict[int, dict[int, dict]] = {}
-        self._index_s: dict[int, float] = {}
+        self._index_s: dict[int, float] = {}  # each split partition's key tasks' seconds
+        self._keys: dict[int, int] = {}  # and the keys of its merged map
         self._started = time.monotonic()
 
     def plan(self, partitions: Sequence[tuple[str, int]] | None = None) -> None:
@@ -331,6 +325,7 @@ class CompactionJob:
                                              key=lambda r: (r[0], r[1])):
             maps[tp].update(latest)
             self._index_s[tp] = self._index_s.get(tp, 0.0) + seconds
+        self._keys = {tp: len(m) for tp, m in maps.items()}
         maps_bc = self.spark.sparkContext.broadcast(maps)
         try:
             rows = run_tasks(self.spark, [[g] for g in groups],
@@ -345,7 +340,8 @@ class CompactionJob:
     def commit(self) -> CompactionJobResult:
         for tp_index, plan in enumerate(self.planned):
             self.result.outcomes.append(_commit_partition(self.manager, self.cleaner, plan, self._rows.get(tp_index, {}),
-                                                          self._index_s.get(tp_index, 0.0), self.now_ms))
+                                                          self._index_s.get(tp_index, 0.0), self._keys.get(tp_index, 0),
+                                                          self.now_ms))
         self.result.outcomes.sort(key=lambda o: (o.topic, o.partition))
         self.result.duration_s = time.monotonic() - self._started
         return self.result
@@ -440,17 +436,16 @@ def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> t
                 scans.append(ScanTask(tp, seg.ref, ltc.first_dirty_offset, rnd.end_offset,
                                       tuple(producers.aborted_overlapping(lo, rnd.end_offset)), chunk))
         for grp, group in enumerate(by_group):
-            hi = starts[grp + 1] if grp + 1 < len(starts) else rnd.end_offset
             groups.append(GroupTask(
                 tp, grp, str(log.dir), str(staging), log.config, tuple(s.ref for s in group),
-                (group[0].base_offset, hi), rnd.legacy_delete_horizon_ms, trackers[group[0].base_offset],
+                rnd.legacy_delete_horizon_ms, trackers[group[0].base_offset],
                 producers.last_records, now_ms, rnd.end_offset - 1, last_base, chunk,
             ))
     return scans, groups
 
 
 def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, rows: dict[int, dict],
-                      index_s: float, now_ms: int) -> PartitionOutcome:
+                      index_s: float, keys: int, now_ms: int) -> PartitionOutcome:
     """Swap in one split partition's groups, or report why not. Its ``duration_s`` is its own
     work (planning, its tasks' seconds, the commit), not the job's wall time."""
     started = time.monotonic()
@@ -465,12 +460,10 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     cleaned: list[LogSegment] = []
     stats = plan.prepared.stats
     stats.index_seconds += index_s
-    distinct_keys = 0
     try:
         for grp in range(plan.groups):
             row = rows[grp]
             stats.add(row["stats"])
-            distinct_keys += row["keys"]
             cleaned.append(_adopt(Path(row["staging"]), log.dir, plan.round.groups[grp][0], log.config))
         crash_point("spark-compaction.after-staged-moved")
         t0 = time.monotonic()
@@ -483,7 +476,7 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     except BaseException:
         discard_staged(cleaned)
         raise
-    cleaner.account(report, PassResult(plan.prepared.ltc, plan.round, stats, map_entries=distinct_keys,
+    cleaner.account(report, PassResult(plan.prepared.ltc, plan.round, stats, map_entries=keys,
                                        segments_written=len(cleaned),
                                        last_stable_offset=plan.prepared.producers.last_stable_offset))
     report.map_capacity_bytes = 0  # an exact map: no capacity of its own

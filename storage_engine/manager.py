@@ -68,6 +68,10 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
     return dirs
 
 
+def _duplicate(first: PartitionLocation, second: Path) -> LogError:
+    return LogError(f"Duplicate log directories for {first.topic}-{first.partition}: {first.path} and {second}")
+
+
 def _require_compacted(topic: str, config: LogConfig) -> None:
     if not config.compact:
         raise LogError(f"topic {topic} has cleanup.policy={','.join(config.cleanup_policy)}: "
@@ -143,9 +147,7 @@ class LogManager:
             for loc in self._scan_dir(d):
                 key = (loc.topic, loc.partition)
                 if key in found:
-                    raise LogError(
-                        f"Duplicate log directories for {loc.topic}-{loc.partition}: {found[key].path} and {loc.path}"
-                    )
+                    raise _duplicate(found[key], loc.path)
                 found[key] = loc
         return found
 
@@ -341,7 +343,7 @@ class LogManager:
         if log is not None:
             return log
         validate_topic_name(topic)
-        loc = self.partition_locations().get(key)
+        loc = self._locate(topic, partition)
         if loc is None:
             meta = self.topic_metadata(topic)
             if meta is None or not 0 <= partition < meta.partitions or self.read_only:
@@ -351,6 +353,22 @@ class LogManager:
                 )
             loc = self._create_partition_dir(topic, partition)
         return self._open_log(loc)
+
+    def _locate(self, topic: str, partition: int) -> PartitionLocation | None:
+        """Where one partition's directory is, looking only at its own name in each log dir (a
+        scan of every partition per lookup made opening thousands of logs quadratic); checked as
+        ``partition_locations`` checks every one: no symlink, no second copy in another dir."""
+        name = partition_dir_name(topic, partition)
+        found: PartitionLocation | None = None
+        for d in self.log_dirs:
+            path = d.path / name
+            if not path.is_dir() and not path.is_symlink():
+                continue
+            check_dir_entries(path)  # raises, naming a symlink (the directory or inside it)
+            if found is not None:
+                raise _duplicate(found, path)
+            found = PartitionLocation(topic, partition, d, path)
+        return found
 
     def _open_log(self, loc: PartitionLocation) -> Log:
         check_under(loc.path, loc.log_dir.path)

@@ -71,6 +71,16 @@ class OffsetMap:
         self.overhead = ENTRY_OVERHEAD if hash_fn is None else ENTRY_OVERHEAD_HASHED
         self.clear()
 
+    @classmethod
+    def exact(cls, latest: dict[bytes, int], latest_offset: int) -> "OffsetMap":
+        """A map over a complete key -> latest offset table built elsewhere (a distributed map
+        build merges one per segment), used as it is: nothing is copied, and it has no budget."""
+        omap = cls(1 << 62)
+        omap._table = latest
+        omap._entries = len(latest)
+        omap.latest_offset = latest_offset
+        return omap
+
     def clear(self) -> None:
         self._table: dict = {}
         self._entries = 0
