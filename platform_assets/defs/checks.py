@@ -2,8 +2,8 @@
 
 Every topic carries ``log_health`` (``health.py``): does the partition need cleaning, and why.
 Compacted topics carry four more checks, evaluated on each partition a run compacted (computed by
-``check_facts``; the asset runs them in the same step so they can compare with the state it
-snapshotted before cleaning):
+``check_facts``; the asset runs them in the same step so they can compare with what it read
+before cleaning):
 
 * ``keys_unique_in_cleaned_range``: no key appears twice below the new cleaner checkpoint;
 * ``offsets_strictly_increase``: the engine's verification of every batch and record offset;

@@ -1,7 +1,10 @@
-"""Record-level facts a compaction must preserve, computed with Spark and the engine.
+"""Record-level facts a compaction must preserve, read by the engine in Spark tasks.
 
-The asset checks (``checks.py``) compare these before and after a cleaning; the after side of
-the first two comes from one read and one aggregation (``key_table``):
+The asset checks (``checks.py``) compare these before and after a cleaning. One task reads each
+partition whole with the engine (packed per task like the compaction's whole partitions:
+``spark_jobs.distribute``), and returns, per key, its latest record's offset, whether that
+record is a tombstone and a 64-bit hash of key and value, plus how many records of each key lie
+in the cleaned range:
 
 * **latest values**: for every key, the value of its latest record. A correct compaction keeps
   exactly those (the cleaner removes superseded records, never the newest one of a key). A key
@@ -10,28 +13,31 @@ the first two comes from one read and one aggregation (``key_table``):
   left out (both sides stop at the log end offset seen before), and so are records below the log
   start offset after the run (retention of ``compact,delete`` topics deletes whole old segments;
   that is retention's job, not a lost key). The digest is the number of live keys and the XOR of
-  a 64-bit hash of each (key, latest value): order-independent and computed by Spark's
-  aggregation, so no key set has to fit in the driver. The before side is one row per key,
-  kept by Spark (``localCheckpoint``) while the cleaning rewrites the files.
+  the hash of each (key, latest value): order-independent. The before side is kept on the
+  driver as three arrays (17 bytes per key) while the cleaning rewrites the files.
 * **duplicate keys in the cleaned range**: after a cleaning, ``[log start, cleaner checkpoint)``
   holds at most one record per key.
 * **offsets and indexes**: the engine's ``verify_log`` (CRCs, offsets strictly increasing within
-  and across batches and segments, both indexes pointing at real batches and timestamps), with
-  its problems split by the file they concern.
+  and across batches and segments, both indexes pointing at real batches and timestamps), run
+  in the same task, with its problems split by the file they concern.
 
-Reads go through the ``kafka-log`` data source, which skips control records as Kafka's consumers
-do but returns records of aborted transactions (Spark's Kafka source default,
-``read_uncommitted``): on transactional topics with aborted transactions the latest-value
-digest can differ for a key whose newest record was aborted, which the cleaner rightly removes.
+Records are read as Kafka's consumers read them by default in Spark's Kafka source
+(``read_uncommitted``): control records are skipped, records of aborted transactions are not,
+so on transactional topics the latest-value digest can differ for a key whose newest record
+was aborted, which the cleaner rightly removes.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+from array import array
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Sequence
 
+from spark_jobs.distribute import each, pack, run_tasks, task_slots
 from storage_engine.manager import LogManager
+from storage_engine.record import decode_batch
 from storage_engine.verify import VerifyReport, verify_partition
 
 INDEX_SUFFIXES = (".index", ".timeindex")
@@ -64,73 +70,6 @@ class PartitionFacts:
     duplicates: Duplicates = Duplicates()
 
 
-def read_records(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int]):
-    """The records of the partitions of ``topic`` named in ``ending``, each read from its log start
-    up to ``ending[p]`` (exclusive), through the ``kafka-log`` source."""
-    return (spark.read.format("kafka-log")
-            .option("topics", topic)
-            .option("partitions", ",".join(str(p) for p in sorted(ending)))
-            .option("endingOffsets", json.dumps({topic: {str(p): int(o) for p, o in ending.items()}}))
-            .load(",".join(log_dirs)))
-
-
-def _per_partition(values: Mapping[int, int], default: int):
-    """A column holding ``values[partition]`` (``default`` for a partition not in it)."""
-    from pyspark.sql import functions as F
-
-    if not values:
-        return F.lit(default)
-    pairs = [F.lit(x) for p, o in sorted(values.items()) for x in (p, o)]
-    return F.coalesce(F.create_map(*pairs)[F.col("partition")], F.lit(default))
-
-
-def key_table(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int],
-              *, cleaned_end: Mapping[int, int] | None = None):
-    """One row per (partition, key) over ``[log start, ending[p])``, in one read and one shuffle:
-    ``latest_offset``, ``tombstone`` and ``h`` (a 64-bit hash of key and value) of the key's
-    latest record, and ``in_cleaned``, how many of its records lie below ``cleaned_end[p]``."""
-    from pyspark.sql import functions as F
-
-    records = read_records(spark, log_dirs, topic, ending).where(F.col("key").isNotNull())
-    below = F.col("offset") < _per_partition(cleaned_end or {}, 0)
-    return (records.groupBy("partition", "key")
-            .agg(F.max("offset").alias("latest_offset"),
-                 F.max_by(F.struct(F.col("value").isNull().alias("tombstone"),
-                                   F.xxhash64("key", "value").alias("h")), "offset").alias("last"),
-                 F.count_if(below).alias("in_cleaned"))
-            .select("partition", "latest_offset", F.col("last.tombstone").alias("tombstone"),
-                    F.col("last.h").alias("h"), "in_cleaned"))
-
-
-def snapshot_key_table(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int]):
-    """:func:`key_table` of the logs as they are now, kept in Spark's block manager
-    (``localCheckpoint``) so that it survives the cleaning that rewrites the files underneath.
-    Only the hashes are kept, not the keys: about 30 bytes per key."""
-    return key_table(spark, log_dirs, topic, ending).drop("in_cleaned").localCheckpoint(eager=True)
-
-
-def summarize(table, *, from_offsets: Mapping[int, int] | None = None) -> dict[int, PartitionFacts]:
-    """Per-partition digest of the live keys (keeping only keys whose latest offset is at least
-    ``from_offsets[p]`` when given) and duplicates in the cleaned range, of a :func:`key_table`."""
-    from pyspark.sql import functions as F
-
-    frame = table
-    if from_offsets:
-        frame = frame.where(F.col("latest_offset") >= _per_partition(from_offsets, 0))
-    if "in_cleaned" not in frame.columns:
-        frame = frame.withColumn("in_cleaned", F.lit(0))
-    live = ~F.col("tombstone")
-    dup = F.col("in_cleaned") > 1
-    rows = (frame.groupBy("partition")
-            .agg(F.count_if(live).alias("keys"),
-                 F.coalesce(F.bit_xor(F.when(live, F.col("h"))), F.lit(0)).alias("xor"),
-                 F.count_if(dup).alias("dup_keys"),
-                 F.coalesce(F.sum(F.when(dup, F.col("in_cleaned"))), F.lit(0)).alias("dup_records"))
-            .collect())
-    return {r["partition"]: PartitionFacts(Digest(r["keys"], r["xor"]), Duplicates(r["dup_keys"], r["dup_records"]))
-            for r in rows}
-
-
 @dataclass(frozen=True)
 class Verification:
     """``verify_log``'s problems split by the file they concern."""
@@ -148,11 +87,97 @@ def split_problems(problems: Sequence[str]) -> tuple[tuple[str, ...], tuple[str,
     return log, index
 
 
-def verify_partitions(manager: LogManager, topic: str, partitions: Sequence[int]) -> dict[int, Verification]:
-    """The engine's full verification of each partition (reads every byte; runs on the driver)."""
-    out = {}
-    for p in partitions:
-        report: VerifyReport = verify_partition(manager, topic, p)
-        log_problems, index_problems = split_problems(report.problems)
-        out[p] = Verification(report.records, log_problems, index_problems)
-    return out
+def _verification(report: VerifyReport) -> Verification:
+    log_problems, index_problems = split_problems(report.problems)
+    return Verification(report.records, log_problems, index_problems)
+
+
+@dataclass
+class KeyFacts:
+    """One partition's keys, each by its latest record below the end read: parallel arrays of
+    that record's offset, its (key, value) hash and whether it is live (not a tombstone); the
+    duplicates in the cleaned range; and the engine's verification when it was asked for."""
+
+    offsets: array
+    hashes: array
+    live: bytes
+    duplicates: Duplicates = Duplicates()
+    verification: Verification | None = None
+
+    def digest(self, from_offset: int = 0) -> Digest:
+        """The live keys whose latest record is at or above ``from_offset``."""
+        keys = xor = 0
+        for offset, h, live in zip(self.offsets, self.hashes, self.live):
+            if live and offset >= from_offset:
+                keys += 1
+                xor ^= h
+        return Digest(keys, xor)
+
+
+@dataclass(frozen=True)
+class FactsTask:
+    """A partition to read: where, up to which offset, and what range the cleaner has cleaned."""
+
+    log_dir: str
+    topic: str
+    partition: int
+    ending: int
+    cleaned_end: int
+    size_bytes: int
+    verify: bool
+
+
+def record_hash(key: bytes, value: bytes) -> int:
+    """A 64-bit hash of a key and its value (length-prefixed, so no two pairs share an input)."""
+    data = len(key).to_bytes(4, "big") + key + value
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
+    """Read one partition from its log start up to ``task.ending`` (read-only, as a consumer)."""
+    latest: dict[bytes, tuple[int, int, bool]] = {}
+    in_cleaned: dict[bytes, int] = {}
+    with LogManager([Path(task.log_dir)], read_only=True) as manager:
+        log = manager.get_log(task.topic, task.partition)
+        start = log.log_start_offset
+        path = str(log.dir)
+        for raw in log.iter_batches(start):
+            if raw.header.base_offset >= task.ending:
+                break
+            if raw.header.magic >= 2 and raw.header.is_control:
+                continue
+            for r in decode_batch(raw, path=path):
+                if r.key is None or r.offset < start or r.offset >= task.ending:
+                    continue
+                live = r.value is not None
+                latest[r.key] = (r.offset, record_hash(r.key, r.value) if live else 0, live)
+                if r.offset < task.cleaned_end:
+                    in_cleaned[r.key] = in_cleaned.get(r.key, 0) + 1
+        verification = _verification(verify_partition(manager, task.topic, task.partition)) if task.verify else None
+    entries = sorted(latest.values())
+    repeated = [n for n in in_cleaned.values() if n > 1]
+    return task.partition, KeyFacts(array("q", (e[0] for e in entries)), array("Q", (e[1] for e in entries)),
+                                    bytes(e[2] for e in entries), Duplicates(len(repeated), sum(repeated)),
+                                    verification)
+
+
+def key_facts(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int], *,
+              cleaned_end: Mapping[int, int] | None = None, verify: bool = False) -> dict[int, KeyFacts]:
+    """:class:`KeyFacts` of each partition of ``topic`` in ``ending`` over ``[log start,
+    ending[p])``, partitions packed per Spark task by size; ``verify`` adds the engine's
+    verification of each."""
+    if not ending:
+        return {}
+    with LogManager(list(log_dirs), read_only=True) as manager:
+        stats = {s.partition: s for s in manager.partition_stats(topic) if s.partition in ending}
+    tasks = [FactsTask(str(Path(s.directory).parent), topic, p, int(ending[p]), int((cleaned_end or {}).get(p, 0)),
+                       s.size_bytes, verify) for p, s in sorted(stats.items())]
+    packed = pack(tasks, lambda t: t.size_bytes, task_slots(spark))
+    return dict(run_tasks(spark, packed, each(read_key_facts)))
+
+
+def summarize(facts: Mapping[int, KeyFacts], *, from_offsets: Mapping[int, int] | None = None
+              ) -> dict[int, PartitionFacts]:
+    """Per-partition digest of the live keys (only keys whose latest offset is at least
+    ``from_offsets[p]`` when given) and duplicates in the cleaned range."""
+    return {p: PartitionFacts(f.digest((from_offsets or {}).get(p, 0)), f.duplicates) for p, f in facts.items()}

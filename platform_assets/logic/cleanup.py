@@ -214,14 +214,15 @@ def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[i
 
 
 def _check_compactions(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
-                       snapshot) -> list[CheckOutcome]:
-    """Compare each compacted partition with the snapshot taken before the run."""
+                       before: dict[int, check_facts.KeyFacts]) -> list[CheckOutcome]:
+    """Compare each compacted partition with what was read before the run."""
     compacted = sorted(p for p, c in cleanups.items() if c.compaction is not None and c.compaction.status == COMPACTED)
-    if not compacted or snapshot is None:
+    if not compacted:
         return []
     after = {p: cleanups[p].after for p in compacted}
-    before = check_facts.summarize(snapshot, from_offsets={p: s.log_start_offset for p, s in after.items()})
-    return _state_checks(spark, topic, log_store, after, {p: cleanups[p].leo_before for p in compacted}, before)
+    digests = check_facts.summarize({p: before[p] for p in compacted},
+                                    from_offsets={p: s.log_start_offset for p, s in after.items()})
+    return _state_checks(spark, topic, log_store, after, {p: cleanups[p].leo_before for p in compacted}, digests)
 
 
 def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict[int, PartitionState],
@@ -229,15 +230,13 @@ def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict
     """The checks of each partition in ``states`` over ``[log start, ending[p])``; the latest-value
     comparison only when there is a ``before``."""
     cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items() if s.cleaner_checkpoint is not None}
-    after = check_facts.summarize(check_facts.key_table(spark, log_store.log_dirs, topic.name, ending,
-                                                      cleaned_end=cleaned_end))
-    with log_store.manager() as manager:
-        verified = check_facts.verify_partitions(manager, topic.name, sorted(states))
+    read = check_facts.key_facts(spark, log_store.log_dirs, topic.name, ending, cleaned_end=cleaned_end, verify=True)
+    after = check_facts.summarize(read)
     outcomes: list[CheckOutcome] = []
     for p, state in sorted(states.items()):
-        facts = after.get(p, check_facts.PartitionFacts())
-        digests = None if before is None else (before.get(p, check_facts.PartitionFacts()).digest, facts.digest)
-        outcomes.extend(evaluate_checks(p, state, facts.duplicates, verified[p], digests))
+        facts = after[p]
+        digests = None if before is None else (before[p].digest, facts.digest)
+        outcomes.extend(evaluate_checks(p, state, facts.duplicates, read[p].verification, digests))
     return outcomes
 
 
@@ -262,25 +261,19 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     spark = pyspark.spark_session
     checked = [p for p in partitions if topic.compact and (config.force_compaction or cleanups[p].before.compaction_due)]
     started = time.monotonic()
-    snapshot = (check_facts.snapshot_key_table(spark, log_store.log_dirs, topic.name,
-                                              {p: cleanups[p].leo_before for p in checked}) if checked else None)
+    before = check_facts.key_facts(spark, log_store.log_dirs, topic.name, {p: cleanups[p].leo_before for p in checked})
     if checked:
-        context.log.info(f"latest values of {len(checked)} partition(s) snapshotted "
-                         f"in {time.monotonic() - started:.2f} s")
-    try:
-        job_seconds = _run_jobs(spark, topic, log_store, cleanups, config, now_ms, context.log)
-        # once per run (a materialization's metadata would repeat it on every partition of a range)
-        context.instance.add_run_tags(context.run.run_id, {SPARK_JOB_SECONDS_TAG: f"{job_seconds:.3f}"})
-        for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items():
-            cleanups[p].after, cleanups[p].leo_after = state, leo
-        started = time.monotonic()
-        check_outcomes = _check_compactions(spark, topic, log_store, cleanups, snapshot)
-        check_outcomes += [health_outcome(c.after) for c in cleanups.values() if c.after is not None]
-        if check_outcomes:
-            context.log.info(f"{len(check_outcomes)} check(s) evaluated in {time.monotonic() - started:.2f} s")
-    finally:
-        if snapshot is not None:
-            snapshot.unpersist()
+        context.log.info(f"latest values of {len(checked)} partition(s) read in {time.monotonic() - started:.2f} s")
+    job_seconds = _run_jobs(spark, topic, log_store, cleanups, config, now_ms, context.log)
+    # once per run (a materialization's metadata would repeat it on every partition of a range)
+    context.instance.add_run_tags(context.run.run_id, {SPARK_JOB_SECONDS_TAG: f"{job_seconds:.3f}"})
+    for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items():
+        cleanups[p].after, cleanups[p].leo_after = state, leo
+    started = time.monotonic()
+    check_outcomes = _check_compactions(spark, topic, log_store, cleanups, before)
+    check_outcomes += [health_outcome(c.after) for c in cleanups.values() if c.after is not None]
+    if check_outcomes:
+        context.log.info(f"{len(check_outcomes)} check(s) evaluated in {time.monotonic() - started:.2f} s")
     for c in cleanups.values():
         context.add_asset_metadata(cleanup_metadata(c), partition_key=c.key)
     yield dg.MaterializeResult(

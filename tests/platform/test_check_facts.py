@@ -1,0 +1,53 @@
+"""The record facts the compaction checks compare, read by the engine in Spark tasks: a digest of
+every key's latest value that a lost or changed latest value moves and a removed superseded
+record or an expired tombstone does not, duplicates in the cleaned range, and verification."""
+
+from __future__ import annotations
+
+from storage_engine.append_validation import ProducerRecord
+from tests.helpers.engine import append_each, open_topic
+
+from platform_assets.logic.check_facts import Digest, FactsTask, key_facts, read_key_facts, record_hash, summarize
+
+
+def _log(root, records):
+    manager = open_topic(root, "t", 1, cleanup_policy="compact")
+    append_each(manager.get_log("t", 0), [ProducerRecord(k, v, 1_000) for k, v in records])
+    manager.close()
+
+
+def _facts(root, ending=100, cleaned_end=0):
+    return read_key_facts(FactsTask(str(root), "t", 0, ending, cleaned_end, 0, verify=True))[1]
+
+
+def test_the_digest_follows_latest_values_only(tmp_path):
+    _log(tmp_path / "a", [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", None)])
+    _log(tmp_path / "b", [(b"b", b"1"), (b"a", b"2")])  # what a correct compaction keeps
+    _log(tmp_path / "c", [(b"a", b"1"), (b"b", b"1")])  # a's latest value lost
+    a, b, c = (_facts(tmp_path / d) for d in "abc")
+    assert a.digest() == Digest(2, record_hash(b"b", b"1") ^ record_hash(b"a", b"2"))
+    assert a.digest() == b.digest() != c.digest()
+    assert a.verification is not None and a.verification.records == 4 and not a.verification.offset_problems
+    # keys whose latest record lies below an offset are left out (retention's deleted segments)
+    assert a.digest(from_offset=2) == Digest(1, record_hash(b"a", b"2"))
+
+
+def test_records_from_the_end_on_are_not_read(tmp_path):
+    _log(tmp_path, [(b"a", b"1"), (b"a", b"2")])
+    assert _facts(tmp_path, ending=1).digest() == Digest(1, record_hash(b"a", b"1"))
+
+
+def test_duplicates_are_counted_in_the_cleaned_range_only(tmp_path):
+    _log(tmp_path, [(b"a", b"1"), (b"a", b"2"), (b"b", b"1"), (b"a", b"3"), (b"b", b"2")])
+    facts = _facts(tmp_path, cleaned_end=3)
+    assert (facts.duplicates.keys, facts.duplicates.records) == (1, 2)  # a twice below offset 3
+
+
+def test_spark_tasks_read_every_partition_asked_for(spark, tmp_path):
+    manager = open_topic(tmp_path, "t", 3, cleanup_policy="compact")
+    for p in range(3):
+        append_each(manager.get_log("t", p), [ProducerRecord(b"k%d" % i, b"v", 1_000) for i in range(p + 1)])
+    manager.close()
+    facts = key_facts(spark, [str(tmp_path)], "t", {0: 10, 2: 10}, verify=False)
+    assert {p: d.digest.keys for p, d in summarize(facts).items()} == {0: 1, 2: 3}
+    assert all(f.verification is None for f in facts.values())
