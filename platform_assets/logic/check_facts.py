@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from spark_jobs.distribute import each, pack, run_tasks, task_slots
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
 from storage_engine.verify import VerifyReport, verify_partition
@@ -103,6 +104,7 @@ class KeyFacts:
     live: bytes
     duplicates: Duplicates = Duplicates()
     verification: Verification | None = None
+    error: str | None = None  # why the read stopped early (a damaged batch): the facts cover what came before
 
     def digest(self, from_offset: int = 0) -> Digest:
         """The live keys whose latest record is at or above ``from_offset``."""
@@ -137,28 +139,32 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
     """Read one partition from its log start up to ``task.ending`` (read-only, as a consumer)."""
     latest: dict[bytes, tuple[int, int, bool]] = {}
     in_cleaned: dict[bytes, int] = {}
+    error = None
     with LogManager([Path(task.log_dir)], read_only=True) as manager:
         log = manager.get_log(task.topic, task.partition)
         start = log.log_start_offset
         path = str(log.dir)
-        for raw in log.iter_batches(start):
-            if raw.header.base_offset >= task.ending:
-                break
-            if raw.header.magic >= 2 and raw.header.is_control:
-                continue
-            for r in decode_batch(raw, path=path):
-                if r.key is None or r.offset < start or r.offset >= task.ending:
+        try:
+            for raw in log.iter_batches(start):
+                if raw.header.base_offset >= task.ending:
+                    break
+                if raw.header.magic >= 2 and raw.header.is_control:
                     continue
-                live = r.value is not None
-                latest[r.key] = (r.offset, record_hash(r.key, r.value) if live else 0, live)
-                if r.offset < task.cleaned_end:
-                    in_cleaned[r.key] = in_cleaned.get(r.key, 0) + 1
+                for r in decode_batch(raw, path=path):
+                    if r.key is None or r.offset < start or r.offset >= task.ending:
+                        continue
+                    live = r.value is not None
+                    latest[r.key] = (r.offset, record_hash(r.key, r.value) if live else 0, live)
+                    if r.offset < task.cleaned_end:
+                        in_cleaned[r.key] = in_cleaned.get(r.key, 0) + 1
+        except LogError as exc:  # the cleaning and the verification name it; the other partitions go on
+            error = str(exc)
         verification = _verification(verify_partition(manager, task.topic, task.partition)) if task.verify else None
     entries = sorted(latest.values())
     repeated = [n for n in in_cleaned.values() if n > 1]
     return task.partition, KeyFacts(array("q", (e[0] for e in entries)), array("Q", (e[1] for e in entries)),
                                     bytes(e[2] for e in entries), Duplicates(len(repeated), sum(repeated)),
-                                    verification)
+                                    verification, error)
 
 
 def key_facts(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int], *,

@@ -271,7 +271,8 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         cleanups[p].after, cleanups[p].leo_after = state, leo
     started = time.monotonic()
     check_outcomes = _check_compactions(spark, topic, log_store, cleanups, before)
-    check_outcomes += [health_outcome(c.after) for c in cleanups.values() if c.after is not None]
+    check_outcomes += [health_outcome(c.after, cleaning_failed=c.reason if c.status == FAILED else None)
+                       for c in cleanups.values() if c.after is not None]
     if check_outcomes:
         context.log.info(f"{len(check_outcomes)} check(s) evaluated in {time.monotonic() - started:.2f} s")
     for c in cleanups.values():
@@ -284,7 +285,8 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
     if failed:
-        raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped)",
+        names = ", ".join(f"{topic.name}-{c.partition}" for c in cleanups.values() if c.status == FAILED)
+        raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped): {names}",
                          metadata={"failed": dg.MetadataValue.md("\n".join(f"* {f}" for f in failed))})
 
 

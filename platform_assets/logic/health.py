@@ -4,6 +4,9 @@ The answer is the ``log_health`` asset check of every topic asset, one result pe
 it shows on the asset's Partitions view, its Checks tab and in the catalog without opening an
 event:
 
+* **ERROR**, the last cleaning failed (a run could not read or write the partition; nothing of
+  it was swapped): the run's reason, then the verdict below. A later state change records the
+  verdict alone; a cleaning that fails again says so again.
 * **ERROR**, an erasure deadline at risk: the dirty section holds records older than
   ``max.compaction.lag.ms`` (Kafka's ``LogToClean.maxCompactionDelayMs`` > 0 with cleanable
   bytes), so a superseded value or a tombstoned key may outlive the time the topic promises to
@@ -77,9 +80,13 @@ def health_of(state: PartitionState) -> Health:
     return Health(severity, summary, tuple(reasons))
 
 
-def health_outcome(state: PartitionState) -> CheckOutcome:
-    """The ``log_health`` result of one partition, emitted like the other checks (``checks.py``)."""
+def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None) -> CheckOutcome:
+    """The ``log_health`` result of one partition, emitted like the other checks (``checks.py``);
+    ``cleaning_failed``: why the run that just tried to clean it failed."""
     health = health_of(state)
+    if cleaning_failed is not None:
+        health = Health(dg.AssetCheckSeverity.ERROR, f"last cleaning failed: {cleaning_failed}; {health.summary}",
+                        (f"last cleaning failed: {cleaning_failed}", *health.reasons))
     metadata: dict[str, object] = {"status": health.level, "deletable_segments": state.deletable_segments}
     if state.dirty_ratio is not None:
         metadata["dirty_ratio"] = round(state.dirty_ratio, 6)

@@ -255,3 +255,24 @@ def test_a_ui_run_with_the_checks_gives_every_partition_a_real_result(platform):
                     if e.check_name == LATEST_VALUES}
     assert descriptions["0"].startswith("partition 0: not compacted by this run")  # cleaned by the first run
     assert descriptions["2"].startswith("partition 2: latest values before")  # compacted now, compared
+
+
+def test_a_cleaning_that_fails_turns_the_partitions_health_to_error(platform):
+    """A damaged batch in orders-0: its cleaning fails (nothing swapped) and the run fails naming
+    it, and log_health says so as an ERROR, tied to the partition, until a later verdict."""
+    root, defs, settings, instance = platform
+    first = sorted((root / "orders-0").glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    first.write_bytes(bytes(data))
+    result = dg.materialize([_asset(defs, "orders")], instance=instance, partition_key="0", raise_on_error=False,
+                            resources=resources_with_test_session(settings))
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert "orders-0" in failure.step_failure_data.error.message
+    latest = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), HEALTH_CHECK), limit=1)[0]
+    assert latest.run_id == result.run_id and latest.partition == "0"
+    health = latest.event.dagster_event.event_specific_data
+    assert not health.passed and health.severity == dg.AssetCheckSeverity.ERROR
+    assert health.description.startswith("partition 0: last cleaning failed: ") and "CRC" in health.description.upper()
