@@ -169,7 +169,7 @@ class Cleaner:
             stats = CleanerStats()
             t0 = self.clock()
             producers = self._scan_producers(snap, stats)
-            # h10c hook (issue 10 item 8): which batch is each producer's last comes from the log's
+            # Which batch is each producer's last comes from the log's
             # producer state (snapshot + replay, ``producer_state.py``), as Kafka's
             # ``lastRecordsOfActiveProducers``, not from this scan of the cleaned log, which
             # cannot see producers whose last batch is an emptied control batch.
@@ -223,7 +223,7 @@ class Cleaner:
         snap, producers, ltc, stats = prepared.snap, prepared.producers, prepared.ltc, prepared.stats
         cleaned: list[LogSegment] = []
         try:
-            # 4.4 the offset map over the dirty section
+            # the offset map over the dirty section (Kafka's buildOffsetMap)
             t0 = self.clock()
             omap = self.offset_map
             omap.clear()
@@ -237,7 +237,7 @@ class Cleaner:
                     f"at offset {ltc.first_dirty_offset}; raise log.cleaner.dedupe.buffer.size"
                 )
             rnd = self.plan_round(log, prepared, end_offset, now_ms)
-            # 4.5-4.6 recopy every group into a staged replacement segment, without the lock
+            # recopy every group into a staged replacement segment, without the lock (cleanSegments)
             t0 = self.clock()
             groups = prepared.groups(rnd)
             last_input = groups[-1][-1]
@@ -260,7 +260,7 @@ class Cleaner:
                 cleaned.append(self._clean_group(log, group, rnd, bfilter))
             crash_point("compaction.after-cleaned-written")
             stats.clean_seconds = self.clock() - t0
-            # 4.8 commit under the lock
+            # commit under the lock (replaceSegments)
             t0 = self.clock()
             self.commit_round(log, [s for g in groups for s in g], cleaned, rnd)
             stats.swap_seconds = self.clock() - t0
