@@ -12,15 +12,18 @@ the distribution (``distribute.py``). A job moves work, not keys:
 * **Split partitions.** A larger partition is planned on the driver, under its cleaner lock
   (the engine's ``Cleaner.prepare_pass`` and ``plan_round``), then cleaned in two stages:
 
-  1. *Keys* (one task per segment of the dirty range): the engine's map-building walk, reduced
-     inside the task to the latest offset of each key, so a task returns one small map, never a
-     row per record. The driver merges the maps in offset order: the partition's exact offset
-     map (one round reaches the first uncleanable offset, where the local cleaner's bounded map
-     may need several passes to get there).
-  2. *Recopy* (one task per group of segments): the engine's ``BatchFilter`` and
-     ``recopy_group`` with that map (a broadcast) and the transaction state the header replay
-     computed for the group's start, writing under a per-attempt staging directory
+  1. *Keys* (segments of the dirty range, packed per task slot): the engine's map-building
+     walk, reduced inside the task to the latest offset of each key, so a task hands back one
+     small map per segment, never a row per record. The driver merges them in offset order: the
+     partition's exact offset map (one round reaches the first uncleanable offset, where the
+     local cleaner's bounded map may need several passes to get there).
+  2. *Recopy* (groups of segments, packed per task slot): the engine's ``BatchFilter`` and
+     ``recopy_group`` with that map and the transaction state the header replay computed for
+     the group's start, writing under a per-attempt staging directory
      (``staging.remote_staging_dir``), so retried or speculative attempts never collide.
+
+  The maps travel as files in the partition's staging directory (``cleaner.map_file``), which
+  every host sees (the jobs need the log dirs on a shared mount), not through Spark's RPC.
 
   The driver then moves the winning attempts' files in as ``.cleaning`` and the engine's
   ``commit_round`` swaps them in after checking that every input segment is unchanged; a
@@ -59,6 +62,7 @@ from storage_engine.cleaner import (
     transaction_states,
 )
 from storage_engine.cleaner.cleaner import PassResult
+from storage_engine.cleaner.map_file import read_map, write_map
 from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.cleaner.plan import CleaningRound
 from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerBusyError, CleanerLock, remote_staging_dir, \
@@ -103,6 +107,7 @@ class ScanTask:
     dirty_to: int
     aborted: tuple[AbortedTxn, ...]  # aborted transactions reaching into this segment's dirty part
     chunk: int  # the cleaner's I/O buffer (log.cleaner.io.buffer.size)
+    staging_dir: str  # where the task leaves its map (``map_file``)
 
 
 @dataclass
@@ -113,6 +118,7 @@ class GroupTask:
     grp: int
     directory: str
     staging_dir: str
+    map_path: str  # the partition's merged offset map (``map_file``)
     config: LogConfig
     segments: tuple[SegmentRef, ...]
     legacy_delete_horizon_ms: int
@@ -152,24 +158,42 @@ def clean_whole(task: WholeTask, now_ms: int, force: bool) -> "PartitionOutcome"
     return PartitionOutcome(task.topic, task.partition, status, reason, report)
 
 
-def scan_segment_keys(task: ScanTask) -> tuple[int, int, dict[bytes, int], float]:
-    """``(tp, base offset, map, seconds)``: the engine's share of the offset map from this
-    segment (:func:`~storage_engine.cleaner.segment_latest_offsets`). A segment that is gone or
-    replaced, or that cannot be read, yields an empty map: its group's recopy (or the commit)
-    notices the change or the damage and the partition is not swapped."""
+def scan_segment_keys(task: ScanTask) -> tuple[int, int, str, float]:
+    """``(tp, base offset, map file, seconds)``: the engine's share of the offset map from this
+    segment (:func:`~storage_engine.cleaner.segment_latest_offsets`), written to a file in the
+    partition's staging directory. A segment that is gone or replaced, or that cannot be read,
+    leaves an empty map: its group's recopy (or the commit) notices the change or the damage and
+    the partition is not swapped."""
     started = time.monotonic()
     latest: dict[bytes, int] = {}
     try:
         seg = InputSegment.from_ref(task.segment, task.chunk)
     except LogChangedError:
-        return task.tp, task.segment.base_offset, latest, 0.0
-    try:
-        latest = segment_latest_offsets(seg, task.dirty_from, task.dirty_to, task.aborted)
-    except LogError:
-        pass
-    finally:
-        seg.close()
-    return task.tp, task.segment.base_offset, latest, time.monotonic() - started
+        seg = None
+    if seg is not None:
+        try:
+            latest = segment_latest_offsets(seg, task.dirty_from, task.dirty_to, task.aborted)
+        except LogError:
+            pass
+        finally:
+            seg.close()
+    staging = Path(task.staging_dir)
+    staging.mkdir(parents=True, exist_ok=True)
+    path = staging / f"keys-{task.tp}-{task.segment.base_offset}-attempt-{attempt_id()}.map"
+    write_map(path, latest)
+    return task.tp, task.segment.base_offset, str(path), time.monotonic() - started
+
+
+def recopy_tasks(tasks: Sequence[GroupTask]) -> list[dict]:
+    """One Spark task's groups, each partition's merged map read once."""
+    maps: dict[str, dict[bytes, int]] = {}
+    attempt = attempt_id()
+    rows = []
+    for task in tasks:
+        if task.map_path not in maps:
+            maps[task.map_path] = read_map(Path(task.map_path))
+        rows.append(recopy_task(task, maps[task.map_path], attempt))
+    return rows
 
 
 def recopy_task(task: GroupTask, latest: dict[bytes, int], attempt: str) -> dict:
@@ -319,19 +343,21 @@ class CompactionJob:
     def _run_split(self) -> dict[int, dict[int, dict]]:
         """The split partitions' two stages; result rows by partition index and group."""
         scans, groups = _tasks_for(self.planned, self.job_id, self.now_ms, self.cleaner.chunk)
+        # packed per task slot, largest first: a task costs Spark tens of milliseconds of its own
+        slots = task_slots(self.spark)
         maps: dict[int, dict[bytes, int]] = {tp: {} for tp in range(len(self.planned))}
         # in offset order, so a later segment's offset of a key replaces an earlier one
-        for tp, _, latest, seconds in sorted(run_tasks(self.spark, [[s] for s in scans], each(scan_segment_keys)),
-                                             key=lambda r: (r[0], r[1])):
-            maps[tp].update(latest)
+        for tp, _, path, seconds in sorted(run_tasks(self.spark, pack(scans, lambda t: t.segment.size, slots),
+                                                     each(scan_segment_keys)), key=lambda r: (r[0], r[1])):
+            maps[tp].update(read_map(Path(path)))
+            os.unlink(path)
             self._index_s[tp] = self._index_s.get(tp, 0.0) + seconds
-        self._keys = {tp: len(m) for tp, m in maps.items()}
-        maps_bc = self.spark.sparkContext.broadcast(maps)
-        try:
-            rows = run_tasks(self.spark, [[g] for g in groups],
-                             each(lambda g: recopy_task(g, maps_bc.value[g.tp], attempt_id())))
-        finally:
-            maps_bc.unpersist()
+        for tp, table in maps.items():
+            self._keys[tp] = len(table)
+            path = Path(_map_path(self.planned[tp].log.dir, self.job_id))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_map(path, table)
+        rows = run_tasks(self.spark, pack(groups, lambda g: sum(ref.size for ref in g.segments), slots), recopy_tasks)
         out: dict[int, dict[int, dict]] = {}
         for row in rows:
             out.setdefault(row["tp"], {})[row["grp"]] = row
@@ -434,14 +460,19 @@ def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> t
             if seg_end > ltc.first_dirty_offset and seg.base_offset < rnd.end_offset:
                 lo = max(seg.base_offset, ltc.first_dirty_offset)  # aborted transactions from its dirty part on
                 scans.append(ScanTask(tp, seg.ref, ltc.first_dirty_offset, rnd.end_offset,
-                                      tuple(producers.aborted_overlapping(lo, rnd.end_offset)), chunk))
+                                      tuple(producers.aborted_overlapping(lo, rnd.end_offset)), chunk, str(staging)))
         for grp, group in enumerate(by_group):
             groups.append(GroupTask(
-                tp, grp, str(log.dir), str(staging), log.config, tuple(s.ref for s in group),
+                tp, grp, str(log.dir), str(staging), _map_path(log.dir, job_id), log.config, tuple(s.ref for s in group),
                 rnd.legacy_delete_horizon_ms, trackers[group[0].base_offset],
                 producers.last_records, now_ms, rnd.end_offset - 1, last_base, chunk,
             ))
     return scans, groups
+
+
+def _map_path(directory: Path, job_id: str) -> str:
+    """Where a split partition's merged offset map waits for the recopy tasks."""
+    return str(remote_staging_dir(directory, job_id) / "map.map")
 
 
 def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, rows: dict[int, dict],
