@@ -63,7 +63,7 @@ from .partitions import (
 from .resources import LogStoreResource
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
-from ..logic.units import size_text
+from ..logic.units import megabytes, size_text
 
 # Dagster's own run tags (dagster._core.storage.tags), read from runs the platform did not tag.
 SENSOR_NAME_TAG = "dagster/sensor_name"
@@ -344,7 +344,7 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
         events = [
             dg.AssetObservation(asset_key=log_asset_key(topic), partition=partition_key(partition),
                                 metadata={"deleted_files_removed": len(files),
-                                          "bytes_freed": sum(size for _, size in files)})
+                                          "mb_freed": megabytes(sum(size for _, size in files))})
             for (topic, partition), files in removed.items() if topic in known
         ]
         total = sum(size for files in removed.values() for _, size in files)

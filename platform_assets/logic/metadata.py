@@ -1,7 +1,9 @@
 """The metadata each event carries, as Dagster plots it.
 
-The UI plots ``int`` and ``float`` metadata over time (and per partition); text, JSON and
-missing values are never plotted. So every figure here is a plain number under a stable name,
+The UI plots ``int`` and ``float`` metadata over time (for a dynamically partitioned asset, the
+partitions' points on one time axis); text, JSON and missing values are never plotted. So every
+figure here is a plain number under a stable name, in a unit its name says (``size_mb``,
+``duration_s``), each partition's own (never a constant of the run),
 and a value that does not apply (the cleaner checkpoint of a ``delete`` topic, the dirty ratio of a
 log that has never been measured) is left out rather than sent as ``None`` or ``-1``, which
 would draw a misleading point. Explanations go into text entries beside the numbers.
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from .log_state import PartitionState
+from .units import megabytes
 
 if TYPE_CHECKING:
     from .cleanup import PartitionCleanup
@@ -34,7 +37,7 @@ def state_metadata(state: PartitionState, *, log_end_offset: int | None = None, 
     leo = state.log_end_offset if log_end_offset is None else log_end_offset
     ratio = state.dirty_ratio
     return _some({
-        f"size_bytes{suffix}": state.size_bytes,
+        f"size_mb{suffix}": megabytes(state.size_bytes),
         f"segments{suffix}": state.segments,
         f"log_start_offset{suffix}": state.log_start_offset,
         f"log_end_offset{suffix}": leo,
@@ -54,7 +57,7 @@ def observation_metadata(state: PartitionState) -> dict[str, Any]:
     values.update({
         "compaction_due": state.compaction_due,
         "deletable_segments": state.deletable_segments,
-        "deletable_bytes": state.deletable_bytes,
+        "deletable_mb": megabytes(state.deletable_bytes),
     })
     if state.candidacy is not None:
         values["why"] = state.candidacy.why
@@ -72,7 +75,7 @@ def cleanup_metadata(result: "PartitionCleanup") -> dict[str, Any]:
     values.update(_some({
         "status": result.status,
         "reason": result.reason,
-        "bytes_reclaimed": result.bytes_reclaimed,
+        "mb_reclaimed": megabytes(result.bytes_reclaimed),
         "records_removed": result.records_removed,
         "duplicates_removed": result.counter("duplicates_removed"),
         "tombstones_removed": result.counter("tombstones_removed"),

@@ -12,6 +12,11 @@ def size_text(size_bytes: int) -> str:
     return f"{size_bytes} B"
 
 
+def megabytes(size_bytes: int) -> float:
+    """A size in decimal megabytes, to the byte: what plotted size metadata holds (``size_mb``)."""
+    return round(size_bytes / 1e6, 6)
+
+
 def duration_text(seconds: float) -> str:
     """A duration as a person reads it: ``45 s``, ``12 min``, ``3 h``, ``7 d`` (rounded)."""
     for unit, scale in (("d", 86400), ("h", 3600), ("min", 60)):

@@ -70,7 +70,7 @@ def table(before: dict, after: dict, recorded: dict[tuple[str, int], dict]) -> s
             f"{b.log_start_offset} -> {a.log_start_offset}", f"{leo_b} -> {leo_a}",
             f"{effective_checkpoint(b)} -> {effective_checkpoint(a)}" if a.compact else "-",
             f"{_ratio(b.dirty_ratio)} -> {_ratio(a.dirty_ratio)}" if a.compact else "-",
-            str(rec.get("runs", 0)), _mb(rec.get("bytes_reclaimed", 0)), str(rec.get("records_removed", 0)),
+            str(rec.get("runs", 0)), f"{rec.get('mb_reclaimed', 0):.2f}", str(rec.get("records_removed", 0)),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
@@ -85,9 +85,9 @@ def recorded_by_dagster(client, topics: list[str], since_ms: float) -> dict[tupl
         for m in client.materializations(["logs", topic], limit=1000):
             if float(m["timestamp"]) < since_ms:
                 continue
-            rec = out.setdefault((topic, int(m["partition"])), {"runs": 0, "bytes_reclaimed": 0, "records_removed": 0})
+            rec = out.setdefault((topic, int(m["partition"])), {"runs": 0, "mb_reclaimed": 0.0, "records_removed": 0})
             rec["runs"] += 1
-            rec["bytes_reclaimed"] += m["metadata"].get("bytes_reclaimed") or 0
+            rec["mb_reclaimed"] += m["metadata"].get("mb_reclaimed") or 0.0
             rec["records_removed"] += m["metadata"].get("records_removed") or 0
     return out
 

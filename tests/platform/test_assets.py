@@ -27,8 +27,8 @@ CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES, HEALTH_CH
 RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 #: Every materialization carries these (the issue's list: checkpoints and dirty ratio before and
 #: after, offsets, size, what was reclaimed and removed, timings).
-COMMON = {"log_start_offset", "log_end_offset", "size_bytes", "segments", "status", "segments_deleted",
-          "bytes_reclaimed", "duration_s", "log_state_version", "log_start_offset_before", "size_bytes_before"}
+COMMON = {"log_start_offset", "log_end_offset", "size_mb", "segments", "status", "segments_deleted",
+          "mb_reclaimed", "duration_s", "log_state_version", "log_start_offset_before", "size_mb_before"}
 COMPACTION = COMMON | {"cleaner_checkpoint", "cleaner_checkpoint_before", "dirty_ratio", "dirty_ratio_before",
                        "records_removed", "duplicates_removed", "tombstones_removed", "throughput_mb_per_s",
                        "throughput_records_per_s"}
@@ -78,7 +78,7 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
     assert m["dirty_ratio_before"] == 1.0 and m["dirty_ratio"] < 0.5
     assert m["cleaner_checkpoint"] > 0 and m["log_end_offset"] == m["log_end_offset_before"] == 400
     assert m["duplicates_removed"] > 0 and m["records_removed"] >= m["duplicates_removed"]
-    assert m["bytes_reclaimed"] > 0 and m["size_bytes"] < m["size_bytes_before"]
+    assert m["mb_reclaimed"] > 0 and m["size_mb"] < m["size_mb_before"]
     # the Spark jobs' wall time is recorded once, on the run; the partition's own time is its metadata
     assert 0 < m["duration_s"] <= float(instance.get_run_by_id(result.run_id).tags[SPARK_JOB_SECONDS_TAG]) + 0.001
     # the data version names the log's state after the run, and equals the partition's own
@@ -130,7 +130,7 @@ def test_retention_of_a_delete_topic_and_a_partition_with_nothing_to_do(platform
     for m in by_partition.values():
         assert COMMON <= set(m), COMMON - set(m)
         assert "cleaner_checkpoint" not in m and "dirty_ratio" not in m  # a delete topic has neither
-        assert m["segments_deleted"] > 0 and m["bytes_reclaimed"] > 0
+        assert m["segments_deleted"] > 0 and m["mb_reclaimed"] > 0
         assert m["retention_rules"] == f"retention.ms: {m['segments_deleted']}"  # which rule fired
         assert m["log_dir"].startswith(str(root)) and m["log_dir"].endswith(("clicks-0", "clicks-1"))
     # nothing was compacted: only the health check, which passes now that retention ran

@@ -184,7 +184,7 @@ def test_observations_only_when_a_partition_changed(logs, instance):
     assert len(observed) == 7  # every partition, once
     orders0 = observed[("orders", "0")].metadata
     assert orders0["dirty_ratio"].value == 1.0 and orders0["compaction_due"].value is True
-    assert orders0["segments"].value > 3 and orders0["size_bytes"].value > 0
+    assert orders0["segments"].value > 3 and orders0["size_mb"].value > 0
     assert orders0["cleaner_checkpoint"].value == 0  # never cleaned: the log start offset, as Kafka reads it
 
     second = discover(defs, settings, instance, first.cursor)
@@ -307,4 +307,4 @@ def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(t
     [observation] = data.asset_events
     assert observation.partition == "0"
     assert observation.metadata["deleted_files_removed"].value == len(pending)
-    assert observation.metadata["bytes_freed"].value == sum(pending.values())
+    assert observation.metadata["mb_freed"].value == round(sum(pending.values()) / 1e6, 6)
