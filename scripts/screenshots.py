@@ -94,6 +94,7 @@ def main(argv: list[str]) -> int:
             "catalog": "/assets",
             "asset": "/assets/logs/orders",
             "partitions": "/assets/logs/orders?view=partitions",
+            "partition_0": "/assets/logs/orders?view=partitions&partition=0",
             "checks": "/assets/logs/orders?view=checks",
             "check_health": "/assets/logs/orders?view=checks&checkDetail=log_health",
             "sensor_state": f"/locations/{location}/sensors/log_state_sensor",
