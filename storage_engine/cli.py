@@ -20,6 +20,7 @@ from .config import MAX_TIMESTAMP_MS, broker_props_from_env
 from .errors import CorruptRecordError, LogError
 from .manager import LogManager, log_dirs_from_env
 from .dump import dump_file
+from .erasure import UNBOUNDED, erasure_report
 from .record import CompressionType
 from .segment import now_ms
 from .append_validation import ProducerRecord, build_batch
@@ -404,6 +405,34 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     return 0
 
 
+def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
+    key = _decoder(args.encoding)(args.key, "--key") if args.key is not None else None
+    wanted = None if args.topic is None else [(args.topic, p) for p in manager.partitions(args.topic)]
+    now = args.now_ms if args.now_ms is not None else now_ms()
+    reports = [erasure_report(manager.get_log(t, p), now, key) for t, p in manager.compacted_partitions(wanted)]
+    lines = []
+    for r in reports:
+        tp = f"{r.topic}-{r.partition}"
+        if r.max_compaction_lag_ms == UNBOUNDED:
+            lines.append(f"{tp}: max.compaction.lag.ms is unlimited: no bound to prove ({r.records_read} records read)")
+        elif r.ok:
+            lines.append(f"{tp}: OK: every record superseded at least max.compaction.lag.ms "
+                         f"({r.max_compaction_lag_ms} ms) ago is gone ({r.records_read} records read)")
+        else:
+            o = r.oldest
+            lines.append(f"{tp}: NOT ERASED: {r.remnants} record(s) superseded more than max.compaction.lag.ms "
+                         f"({r.max_compaction_lag_ms} ms) ago are still on disk; the oldest at offset {o.offset}, "
+                         f"superseded by offset {o.superseded_by} at {o.superseded_at_ms}, overdue by {o.overdue_ms} ms")
+        if r.key is not None:
+            k = r.key
+            lines.append(f"  key {args.key!r}: values at {list(k.values) or 'no offset'}, tombstones at "
+                         f"{list(k.tombstones) or 'no offset'}, in .deleted files at {list(k.in_deleted_files) or 'no offset'}")
+    ok = all(r.ok for r in reports)
+    _print(args, {"ok": ok, "now_ms": now, "partitions": [r.to_dict() for r in reports]},
+           "\n".join(lines) or "no compacted partitions")
+    return 0 if ok else 1
+
+
 def cmd_delete_records(args: argparse.Namespace, manager: LogManager) -> int:
     log = manager.get_log(args.topic, args.partition)
     lso = log.delete_records(args.before_offset)
@@ -490,6 +519,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print each partition's dirty section and ratio, change nothing")
     add_json(p)
 
+    p = sub.add_parser("erasure-report", help="prove max.compaction.lag.ms held: superseded records still on disk, "
+                       "and where a key still is; exit 1 when any is overdue")
+    p.add_argument("--topic")
+    p.add_argument("--key", help="also list every offset still holding a record of this key")
+    p.add_argument("--encoding", choices=["utf8", "base64"], default="utf8", help="how --key is written")
+    p.add_argument("--now-ms", type=_CLOCK, default=None, help="the clock the bound is judged by (default: wall clock)")
+    add_json(p)
+
     p = sub.add_parser("delete-records", help="advance a partition's log start offset")
     p.add_argument("topic")
     p.add_argument("--partition", type=_PARTITION, required=True)
@@ -507,11 +544,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "retention": cmd_retention,
     "compact": cmd_compact,
     "delete-records": cmd_delete_records,
+    "erasure-report": cmd_erasure_report,
 }
 NEEDS_NO_LOG_DIRS = {"dump"}
 # Commands that only read open the log dirs read-only: they never repair or truncate, so
 # `verify` reports damage exactly as it found it.
-READ_ONLY = {"consume", "verify"}
+READ_ONLY = {"consume", "verify", "erasure-report"}
 
 
 def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None = None) -> int:

@@ -1,0 +1,86 @@
+"""``logctl erasure-report``: whether every record superseded at least ``max.compaction.lag.ms``
+ago is gone from the segments (an exact scan), and where a key still is, including ``.deleted``
+files the delay has not yet let go."""
+
+from __future__ import annotations
+
+import json
+
+from storage_engine.append_validation import ProducerRecord
+from storage_engine.erasure import erasure_report
+from storage_engine.manager import LogManager
+from tests.helpers.cli import run_logctl
+from tests.helpers.engine import append_each, open_topic
+
+HOUR = 3_600_000
+T0 = 1_700_000_000_000  # when the records were written
+
+
+def _users(root, **configs):
+    """``users``: a key ``alice`` written then tombstoned, ``bob`` written twice, in segments of a
+    few batches each (so a compaction has something to clean), the last one rolled away."""
+    configs = {"cleanup_policy": "compact", "segment_bytes": "300", "max_compaction_lag_ms": str(HOUR),
+               "min_cleanable_dirty_ratio": "0.99", "delete_retention_ms": str(10 * HOUR), **configs}
+    manager = open_topic(root, "users", 1, **configs)
+    log = manager.get_log("users", 0)
+    append_each(log, [ProducerRecord(b"alice", b"alice@example.com", T0), ProducerRecord(b"bob", b"b1", T0),
+                      ProducerRecord(b"alice", None, T0 + 1000), ProducerRecord(b"bob", b"b2", T0 + 2000),
+                      ProducerRecord(b"carol", b"c1", T0 + 3000)], now=T0)
+    log.roll()
+    manager.close()
+
+
+def _report(root, monkeypatch, capsys, *args):
+    code, out, err = run_logctl(root, monkeypatch, capsys, "erasure-report", "--json", *args)
+    return code, json.loads(out) if out else None, err
+
+
+def test_a_tombstoned_key_past_the_bound_is_reported_until_compaction_removes_its_value(tmp_path, monkeypatch,
+                                                                                          capsys):
+    _users(tmp_path, file_delete_delay_ms=str(10 * HOUR))
+    # within the bound: superseded, not yet due
+    code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(T0 + HOUR // 2), "--key", "alice")
+    assert code == 0 and data["partitions"][0]["remnants"] == 0
+    assert data["partitions"][0]["key"] == {"values": [0], "tombstones": [2], "in_deleted_files": []}
+    # past it: alice's value (offset 0) and bob's first (offset 1) must be gone, and are not
+    now = T0 + 2 * HOUR
+    code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(now), "--key", "alice")
+    p = data["partitions"][0]
+    assert code == 1 and not data["ok"] and p["remnants"] == 2
+    assert p["oldest"] == {"offset": 0, "superseded_by": 2, "superseded_at_ms": T0 + 1000,
+                           "overdue_ms": now - (T0 + 1000 + HOUR)}
+    code, out, _ = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", "--now-ms", str(now))
+    assert code == 1 and "users-0: NOT ERASED: 2 record(s)" in out and "the oldest at offset 0" in out
+    # the cleaner removes them; the old segments wait as .deleted files, and the report says so
+    with LogManager([tmp_path]) as manager:
+        manager.compact("users", 0, now_ms=now)
+    code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(now), "--key", "alice")
+    p = data["partitions"][0]
+    assert code == 0 and p["remnants"] == 0
+    assert p["key"]["values"] == [] and p["key"]["tombstones"] == [2]  # kept for delete.retention.ms
+    assert p["key"]["in_deleted_files"] == [0, 2]
+    # once the .deleted files are gone, no byte of alice's value is left
+    for f in (tmp_path / "users-0").glob("*.deleted"):
+        f.unlink()
+    code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(now), "--key", "alice")
+    assert data["partitions"][0]["key"] == {"values": [], "tombstones": [2], "in_deleted_files": []}
+
+
+def test_an_unbounded_lag_proves_nothing_and_a_latest_tombstone_is_never_due(tmp_path, monkeypatch, capsys):
+    _users(tmp_path, max_compaction_lag_ms=str(2**63 - 1))
+    code, out, _ = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", "--now-ms", str(T0 + 100 * HOUR))
+    assert code == 0 and "max.compaction.lag.ms is unlimited" in out
+    manager = open_topic(tmp_path / "other", "t", 1, cleanup_policy="compact", max_compaction_lag_ms="1")
+    append_each(manager.get_log("t", 0), [ProducerRecord(b"k", b"v", T0), ProducerRecord(b"k", None, T0)], now=T0)
+    report = erasure_report(manager.get_log("t", 0), T0 + HOUR)
+    manager.close()
+    assert (report.remnants, report.oldest.offset) == (1, 0)  # the value, not the tombstone after it
+
+
+def test_bad_input_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capsys):
+    _users(tmp_path)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "users-0").iterdir() if p.is_file()}
+    for args in (["--topic", "nope"], ["--key", "@@@", "--encoding", "base64"], ["--now-ms", "-1"]):
+        code, out, err = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", *args)
+        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1, (args, err)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "users-0").iterdir() if p.is_file()} == before
