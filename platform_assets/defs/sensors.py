@@ -8,6 +8,7 @@
   adding the same key at once would list it twice.
 * ``compaction_sensor`` requests compaction of the compacted partitions Kafka's cleaner would
   pick (dirty ratio above ``min.cleanable.dirty.ratio``, or ``max.compaction.lag.ms`` overdue),
+  earliest deadline first (overdue ``max.compaction.lag.ms``, longest overdue first), then
   dirtiest first, at most ``LOGPLAT_MAX_PARTITIONS_PER_TICK`` partitions per tick.
 * ``retention_sensor`` requests retention of the partitions with deletable segments, most bytes
   first, with the same bound.
@@ -367,7 +368,8 @@ def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAsset
         sensors.append(_build_run_sensor(_RunSensorSpec(
             "compaction_sensor", "compact", "compaction-sensor",
             "Requests compaction of the partitions whose dirty ratio exceeds min.cleanable.dirty.ratio or whose "
-            "max.compaction.lag.ms is overdue, dirtiest first; consecutive partitions of a topic share a run.",
+            "max.compaction.lag.ms is overdue, earliest deadline first, then dirtiest first; consecutive partitions of "
+            "a topic share a run.",
             compacted, due_for_compaction, compaction_token, _compaction_reason,
         ), jobs, settings))
     if topics:

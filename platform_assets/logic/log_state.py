@@ -138,10 +138,17 @@ def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | N
 
 def due_for_compaction(states: Sequence[PartitionState]) -> list[PartitionState]:
     """Partitions Kafka's cleaner would pick (dirty ratio above ``min.cleanable.dirty.ratio``, or
-    ``max.compaction.lag.ms`` overdue), dirtiest first: the engine's own order."""
+    ``max.compaction.lag.ms`` overdue), earliest deadline first: the partitions whose
+    ``max.compaction.lag.ms`` is overdue, longest overdue first (an erasure deadline already
+    missed or about to be), then the others dirtiest first, the engine's own order. Kafka's
+    cleaner picks the dirtiest log whatever its deadline; with a bounded number of runs per tick
+    that could leave an overdue partition waiting behind dirtier ones."""
     by_tp = {s.tp: s for s in states if s.candidacy is not None}
     ordered = order_by_dirtiness([s.candidacy for s in by_tp.values()])  # type: ignore[misc]
-    return [by_tp[(c.topic, c.partition)] for c in ordered]
+    overdue = sorted((c for c in ordered if c.need_compaction_now and c.cleanable_bytes > 0),
+                     key=lambda c: -c.max_compaction_delay_ms)
+    first = {(c.topic, c.partition) for c in overdue}
+    return [by_tp[(c.topic, c.partition)] for c in overdue + [c for c in ordered if (c.topic, c.partition) not in first]]
 
 
 def due_for_retention(states: Sequence[PartitionState]) -> list[PartitionState]:

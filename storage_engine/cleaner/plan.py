@@ -101,7 +101,7 @@ def non_active_segments_from(segments: Sequence[SegmentFacts], offset: int) -> l
     return segments_in_range(segments, offset, active.base_offset)
 
 
-# ------------------------------------------------------------------------------ 4.1 the range
+# ------------------------------------------------------------------------------ the range (Kafka's cleanableOffsets)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def cleanable_range(
     return CleanableRange(dirty, max(dirty, bound), force, reason)
 
 
-# ------------------------------------------------------------------------------ 4.2 dirtiness
+# ------------------------------------------------------------------------------ dirtiness (LogToClean)
 
 
 def max_compaction_delay_ms(
@@ -291,7 +291,7 @@ def order_by_dirtiness(candidates: Sequence[LogToClean], *, due_only: bool = Tru
     return sorted(chosen, key=lambda c: -c.cleanable_ratio)
 
 
-# ------------------------------------------------------------------------------ 4.5 grouping
+# ------------------------------------------------------------------------------ grouping (groupSegmentsBySize)
 
 
 def group_segments_by_size(

@@ -9,11 +9,12 @@ import pytest
 from platform_assets.logic.catalog import safe_name
 from platform_assets.defs.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
 from platform_assets.logic.check_facts import Digest, Duplicates, Verification, split_problems
-from platform_assets.logic.log_state import PartitionState
+from platform_assets.logic.log_state import PartitionState, due_for_compaction
 from platform_assets.defs.partitions import KeyUpdate, partition_number, plan_key_update
 from platform_assets.defs.schedules import cron_for_interval_ms
 from platform_assets.defs.sensors import ObservationCursor, busy_logs
 from platform_assets.logic.settings import PlatformSettings, retention_check_interval_ms
+from storage_engine.cleaner.plan import LogToClean
 
 
 def _apply(existing: list[str], update: KeyUpdate) -> list[str]:
@@ -135,3 +136,17 @@ def test_check_verdicts():
     assert next(o for o in broken if o.name == KEYS_UNIQUE).metadata["extra_records"] == 2
     alone = evaluate_checks(0, _state(), Duplicates(), Verification(10, (), ()), None)
     assert LATEST_VALUES not in {o.name for o in alone}
+
+
+def _candidate(partition: int, ratio: float, overdue_ms: int) -> PartitionState:
+    ltc = LogToClean("t", partition, 0, 0, 100, 0, 100, int(1000 * (1 - ratio)), int(1000 * ratio), overdue_ms, 0.5,
+                     False, "active segment")
+    return PartitionState("t", partition, True, False, 1000, 3, 0, 0, 100, "h", ltc, None)
+
+
+def test_compaction_takes_the_earliest_deadline_before_the_dirtiest():
+    """Overdue max.compaction.lag.ms first, longest overdue first; then dirtiest first; a partition
+    neither dirty enough nor overdue is not due."""
+    states = [_candidate(0, 0.9, 0), _candidate(1, 0.2, 10_000), _candidate(2, 0.6, 100_000), _candidate(3, 0.1, 0),
+              _candidate(4, 0.7, 0)]
+    assert [s.partition for s in due_for_compaction(states)] == [2, 1, 0, 4]
