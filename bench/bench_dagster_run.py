@@ -92,6 +92,9 @@ def main() -> int:
               f"({run['spark_job_s'] / run['run_s']:.0%} of the run)")
     print(f"  fixed cost of a run worker (session start, first jobs' warm-up): "
           f"{first['run_s'] - second['run_s']:.2f} s")
+    for name, run in (("fresh worker", first), ("warm session", second)):
+        share = run["spark_job_s"] / run["run_s"]
+        print(f"  goal, most of a run spent cleaning: {name} {share:.0%} ({'met' if share > 0.5 else 'NOT met'})")
     return 0
 
 
