@@ -29,6 +29,10 @@ the distribution (``distribute.py``). A job moves work, not keys:
   ``commit_round`` swaps them in after checking that every input segment is unchanged; a
   partition that changed is reported ``changed`` and nothing of it is swapped.
 
+  A topic with a version compaction strategy (``compaction.strategy`` ``timestamp`` or
+  ``header``, KIP-280) is never split: its recopy must run in offset order, so each of its
+  partitions is cleaned whole, whatever its size.
+
 Crash safety is the engine's: staged output that never reached the swap is removed by the next
 cleaner or writable load of the partition (``staging.remove_staging_if_idle``), and the swap
 itself follows Kafka's ``.cleaned``/``.swap`` protocol with the loader's recovery rules. Each
@@ -65,6 +69,7 @@ from storage_engine.cleaner.cleaner import PassResult
 from storage_engine.cleaner.map_file import read_map, write_map
 from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.cleaner.plan import CleaningRound
+from storage_engine.cleaner.strategy import CompactionStrategy
 from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerBusyError, CleanerLock, remote_staging_dir, \
     remove_stale_staging
 from storage_engine.config import LogConfig
@@ -318,7 +323,7 @@ class CompactionJob:
         props = tuple(sorted(self.manager.broker_props.items()))
         for topic, partition in sorted(chosen):
             s = stats[(topic, partition)]
-            if s.size_bytes <= threshold and self.split_bytes != 0:
+            if (s.size_bytes <= threshold and self.split_bytes != 0) or self._needs_order(topic):
                 self.whole.append(WholeTask(topic, partition, str(Path(s.directory).parent), s.size_bytes, props))
                 continue
             outcome, plan = _plan_partition(self.manager, self.cleaner, topic, partition, self.now_ms, self.force)
@@ -326,6 +331,12 @@ class CompactionJob:
                 self.planned.append(plan)
             elif outcome is not None:
                 self.result.outcomes.append(outcome)
+
+    def _needs_order(self, topic: str) -> bool:
+        """A version compaction strategy (KIP-280) recopies in offset order: a clean record may
+        displace the dirty section's winner of its key, which a later group then drops. Split
+        groups run in parallel, so such a partition is always cleaned whole, in one task."""
+        return self.manager.topic_config(topic).compaction_strategy != CompactionStrategy.OFFSET
 
     def execute(self) -> None:
         now_ms, force = self.now_ms, self.force

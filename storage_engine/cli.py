@@ -144,6 +144,8 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
         "partitions": parts,
         "configs": manager.topic_overrides(topic),
         "cleanup_policy": ",".join(config.cleanup_policy),
+        "compaction_strategy": config.compaction_strategy,
+        "compaction_strategy_header": config.compaction_strategy_header or None,
     }
 
 
@@ -157,7 +159,10 @@ def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
         _print(args, names, "\n".join(names))
     elif args.topic_command == "describe":
         d = _describe(manager, args.name)
-        lines = [f"Topic: {d['topic']}\tPartitionCount: {len(d['partitions'])}\tConfigs: "
+        strategy = d["compaction_strategy"] + (f" ({d['compaction_strategy_header']})"
+                                               if d["compaction_strategy"] == "header" else "")
+        lines = [f"Topic: {d['topic']}\tPartitionCount: {len(d['partitions'])}\tCleanupPolicy: {d['cleanup_policy']}\t"
+                 f"CompactionStrategy: {strategy}\tConfigs: "
                  + ",".join(f"{k}={v}" for k, v in sorted(d["configs"].items()))]
         for p in d["partitions"]:
             lines.append(

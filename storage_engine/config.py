@@ -186,9 +186,16 @@ class ConfigSpec:
         return parsed
 
 
+def _header_name(key: str, raw: object, value: Any) -> None:
+    # A record header key: any printable UTF-8 text a producer can set, within reason.
+    if len(value.encode("utf-8")) > 255 or not value.isprintable():
+        raise ConfigError(key, raw, "Value must be a printable header name of at most 255 bytes")
+
+
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
+COMPACTION_STRATEGIES = ("offset", "timestamp", "header")
 
 TOPIC_CONFIGS: dict[str, ConfigSpec] = {
     s.key: s
@@ -210,6 +217,11 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
         ConfigSpec("min.compaction.lag.ms", "LONG", 0, at_least(0), "never compact younger"),
         ConfigSpec("max.compaction.lag.ms", "LONG", LONG_MAX, at_least(1), "compact by then"),
         ConfigSpec("min.cleanable.dirty.ratio", "DOUBLE", 0.5, between(0, 1), "clean above"),
+        # KIP-280 (accepted, never shipped by Kafka): which record of a key compaction keeps.
+        ConfigSpec("compaction.strategy", "STRING", "offset", one_of(*COMPACTION_STRATEGIES),
+                   "which record of a key wins"),
+        ConfigSpec("compaction.strategy.header", "STRING", "", _header_name,
+                   "header holding the version (8-byte big-endian long)"),
         ConfigSpec("message.timestamp.type", "STRING", "CreateTime", one_of(*TIMESTAMP_TYPES)),
         ConfigSpec("message.timestamp.before.max.ms", "LONG", LONG_MAX, at_least(0)),
         ConfigSpec("message.timestamp.after.max.ms", "LONG", LONG_MAX, at_least(0)),
@@ -233,6 +245,18 @@ def _unknown_key_error(key: str, value: object) -> ConfigError:
         value,
         f"Unknown topic config name: {key}. Valid names: {', '.join(sorted(TOPIC_CONFIG_KEYS))}",
     )
+
+
+def _check_together(values: Mapping[str, object], raw: Mapping[str, object]) -> None:
+    """The rules between keys: the compaction lags' order, and the header strategy's header."""
+    _check_compaction_lags(values, raw)
+    if values["compaction.strategy"] == "header" and not values["compaction.strategy.header"]:
+        raise ConfigError(
+            "compaction.strategy.header",
+            raw.get("compaction.strategy.header", ""),
+            "compaction.strategy=header needs compaction.strategy.header to name the header that holds "
+            "each record's version",
+        )
 
 
 def _check_compaction_lags(values: Mapping[str, object], raw: Mapping[str, object]) -> None:
@@ -272,6 +296,8 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
+    compaction_strategy: str = "offset"
+    compaction_strategy_header: str = ""
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
@@ -290,7 +316,7 @@ class LogConfig:
             if parsed != raw or type(parsed) is not type(raw):
                 object.__setattr__(self, spec.field, parsed)
             values[spec.key] = parsed
-        _check_compaction_lags(values, values)
+        _check_together(values, values)
 
     @cached_property
     def compact(self) -> bool:
@@ -319,7 +345,7 @@ class LogConfig:
         """A copy with topic-key overrides applied (validated)."""
         parsed = validate_topic_overrides(overrides)
         merged = {**self.to_topic_dict(), **parsed}
-        _check_compaction_lags(merged, overrides)
+        _check_together(merged, overrides)
         return dataclasses.replace(self, **{TOPIC_CONFIGS[k].field: v for k, v in parsed.items()})
 
 
@@ -423,6 +449,8 @@ BROKER_MAPPINGS: tuple[BrokerMapping, ...] = (
     _same("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
     _same("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
     _same("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+    _same("compaction.strategy", "log.cleaner.compaction.strategy"),
+    _same("compaction.strategy.header", "log.cleaner.compaction.strategy.header"),
     _same("message.timestamp.type", "log.message.timestamp.type"),
     _same("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms"),
     _same("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"),
@@ -482,7 +510,7 @@ def build_log_config(
     values.update(broker_log_defaults(broker_props or {}))
     overrides = topic_overrides or {}
     values.update(validate_topic_overrides(overrides))
-    _check_compaction_lags(values, overrides)
+    _check_together(values, overrides)
     return LogConfig(**{TOPIC_CONFIGS[k].field: v for k, v in values.items()})
 
 

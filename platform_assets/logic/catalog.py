@@ -28,6 +28,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 SHOWN_CONFIGS = (
     "cleanup.policy",
     "min.cleanable.dirty.ratio",
+    "compaction.strategy",
+    "compaction.strategy.header",
     "min.compaction.lag.ms",
     "max.compaction.lag.ms",
     "delete.retention.ms",

@@ -79,6 +79,7 @@ def cleanup_metadata(result: "PartitionCleanup") -> dict[str, Any]:
         "records_removed": result.records_removed,
         "duplicates_removed": result.counter("duplicates_removed"),
         "tombstones_removed": result.counter("tombstones_removed"),
+        "records_without_version": result.counter("records_without_version") or None,
         "segments_deleted": result.segments_deleted,
         "retention_rules": result.retention_rules,
         "duration_s": round(result.duration_s, 6),

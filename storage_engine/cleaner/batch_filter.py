@@ -23,7 +23,7 @@ from ..record.rewrite import (
 )
 from ..record.v2 import ATTR_DELETE_HORIZON, walk_records as walk_v2_records
 from ..record.varint import VarintError
-from .record_decisions import filter_v2_records
+from .record_decisions import filter_v2_records, filter_versioned_records
 from .rules import (
     BatchRetention,
     LastRecord,
@@ -33,8 +33,10 @@ from .rules import (
     is_last_batch_of_active_producer,
     retain_record,
     retain_tombstones_v2,
+    retain_versioned_record,
 )
 from .stats import CleanerStats
+from .strategy import VersionRule
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,9 @@ class BatchFilter:
     """Kafka's ``filterTo`` for the batches of one cleaning round, in offset order; no I/O.
 
     Built with the round's offset map, a :class:`TransactionTracker` over the round's aborted
-    transactions, the producers' last records, the clock and the base offset of the round's last
-    batch. ``filter(raw)`` returns the bytes to write for that batch (or None) and counts what it
+    transactions, the producers' last records, the clock, the base offset of the round's last
+    batch and the topic's compaction strategy (``versions``: None for ``offset``; a versioned
+    map then, and the batches must come in offset order). ``filter(raw)`` returns the bytes to write for that batch (or None) and counts what it
     removed in ``stats``.
     """
 
@@ -67,8 +70,10 @@ class BatchFilter:
         last_batch_base_offset: int | None,
         stats: CleanerStats | None = None,
         path: str | None = None,
+        versions: VersionRule | None = None,
     ) -> None:
         self.map = offset_map
+        self.versions = versions
         self.tracker = tracker
         self.last_records = last_records
         self.now_ms = now_ms
@@ -152,13 +157,19 @@ class BatchFilter:
                 spans = [(rec[0], rec[1], rec[3]) for rec in walk_v2_records(buf, count, start, stop)]
                 has_tombstone = False
             else:
-                table_get = self.map.raw_table_get()
-                if table_get is None:
-                    get = self.map.get
-                    table_get = lambda key, _default: get(key)  # noqa: E731
-                spans, has_tombstone, dup, tomb, unkeyed = filter_v2_records(
-                    buf, start, stop, count, h.base_offset, self.map.latest_offset, table_get,
-                    retain_tombstones_v2(h, self.now_ms))
+                retain_tombstones = retain_tombstones_v2(h, self.now_ms)
+                if self.versions is not None:
+                    spans, has_tombstone, dup, tomb, unkeyed = filter_versioned_records(
+                        buf, start, stop, count, h.base_offset, self.versions.for_batch(h), self.map,
+                        retain_tombstones)
+                else:
+                    table_get = self.map.raw_table_get()
+                    if table_get is None:
+                        get = self.map.get
+                        table_get = lambda key, _default: get(key)  # noqa: E731
+                    spans, has_tombstone, dup, tomb, unkeyed = filter_v2_records(
+                        buf, start, stop, count, h.base_offset, self.map.latest_offset, table_get,
+                        retain_tombstones)
                 stats.duplicates_removed += dup
                 stats.tombstones_removed += tomb
                 stats.unkeyed_removed += unkeyed
@@ -225,9 +236,12 @@ class BatchFilter:
         latest = self.map.latest_offset
         kept = []
         for r in records:
-            verdict = retain_record(r.offset, r.key, r.value is None, latest_offset_of_key=self.map.get(r.key)
-                                    if r.key is not None else -1, map_latest_offset=latest,
-                                    retain_tombstones=retain_deletes)
+            if self.versions is not None:
+                verdict = self._versioned_legacy(r, retain_deletes)
+            else:
+                verdict = retain_record(r.offset, r.key, r.value is None, latest_offset_of_key=self.map.get(r.key)
+                                        if r.key is not None else -1, map_latest_offset=latest,
+                                        retain_tombstones=retain_deletes)
             if verdict is RecordOutcome.KEEP:
                 kept.append(r)
             else:
@@ -240,6 +254,19 @@ class BatchFilter:
         log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
         data = b"".join(encode_legacy_message(r.offset, h.magic, log_append, r.timestamp, r.key, r.value) for r in kept)
         return self._emit(data, kept[-1].offset, max(r.timestamp for r in kept), len(kept), copied=False)
+
+    def _versioned_legacy(self, r, retain_deletes: bool) -> RecordOutcome:
+        """:func:`retain_versioned_record` for one magic 0/1 message (moving the map's winner
+        when it beats it)."""
+        latest = self.map.latest_offset
+        mapped = r.key is not None and r.offset <= latest
+        version = self.versions.of_record(r) if mapped else 0  # type: ignore[union-attr]
+        verdict, beats = retain_versioned_record(
+            r.offset, r.key, r.value is None, version, winner=self.map.winner(r.key) if mapped else None,
+            map_latest_offset=latest, retain_tombstones=retain_deletes)
+        if beats:
+            self.map.take(r.key, version, r.offset)
+        return verdict
 
     def _count_drop(self, verdict: int) -> None:
         if verdict is RecordOutcome.DROP_DUPLICATE:

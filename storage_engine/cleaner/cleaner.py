@@ -15,19 +15,21 @@ from ..errors import LogChangedError, LogError
 from ..faults import crash_point
 from ..naming import CLEANED_SUFFIX
 from .offset_map import OffsetMap
+from ..record import RawBatch
 from ..record.rewrite import control_type_of, corrupt_batch, record_bytes
 from ..record.v2 import RECORD_BATCH_OVERHEAD
 from ..record.varint import VarintError
 from ..segment import LogSegment
 from .staging import CleanerLock, STAGING_SUFFIX, remove_stale_staging
 from .batch_filter import BatchFilter
-from .dirty_scan import batch_keys, dirty_segments, dirty_start_position, map_walk
+from .dirty_scan import batch_keys, batch_versions, dirty_segments, dirty_start_position, map_walk
 from .inputs import InputSegment, LogSnapshot, MIN_READ_CHUNK
 from .recopy import discard_staged, range_of, recopy_group
 from .record_decisions import map_v2_records
 from .report import CompactionReport
 from .rules import LastRecord, ProducerSnapshot, ProducerStateBuilder, TransactionTracker
 from .stats import CleanerStats
+from .strategy import MISSING_VERSION, VersionRule, version_rule
 from .throttler import Throttler
 
 if TYPE_CHECKING:  # log.py does not import the cleaner; the manager imports both
@@ -114,6 +116,11 @@ class Cleaner:
                         f"the offset map filled up: cleaned only up to offset {report.new_checkpoint} of "
                         f"{report.first_uncleanable_offset} in {report.passes} pass(es); the next run continues there"
                     )
+            if report.stats.records_without_version:
+                report.warnings.append(
+                    f"{report.stats.records_without_version} record(s) had no readable version in header "
+                    f"'{log.config.compaction_strategy_header}' (an 8-byte big-endian long): they count as the "
+                    "lowest version")
             report.segments_after = len(log.segments)
             report.dirty_ratio_after = self.dirty_ratio_now(log, now_ms)
         if report.passes == 0 and report.skipped is None:
@@ -225,10 +232,11 @@ class Cleaner:
         try:
             # the offset map over the dirty section (Kafka's buildOffsetMap)
             t0 = self.clock()
+            versions = version_rule(config.compaction_strategy, config.compaction_strategy_header)
             omap = self.offset_map
-            omap.clear()
+            omap.clear(versioned=versions is not None)
             unkeyed_by_batch: dict[int, int] = {}
-            full = self._build_offset_map(snap, ltc, producers, omap, stats, unkeyed_by_batch)
+            full = self._build_offset_map(snap, ltc, producers, omap, stats, unkeyed_by_batch, versions)
             end_offset = omap.latest_offset + 1
             stats.index_seconds = self.clock() - t0
             if end_offset <= ltc.first_dirty_offset:
@@ -254,6 +262,7 @@ class Cleaner:
                 last_batch_base_offset=last_input.last_batch_base,
                 stats=stats,
                 path=str(log.dir),
+                versions=versions,
             )
             bfilter.use_winners(omap.sorted_offsets(), ltc.first_dirty_offset, unkeyed_by_batch)
             for group in groups:
@@ -307,10 +316,14 @@ class Cleaner:
         return builder.snapshot(snap.log_end_offset)
 
     def _build_offset_map(self, snap: LogSnapshot, ltc: LogToClean, producers: ProducerSnapshot,
-                          omap: OffsetMap, stats: CleanerStats, unkeyed_by_batch: dict[int, int]) -> bool:
+                          omap: OffsetMap, stats: CleanerStats, unkeyed_by_batch: dict[int, int],
+                          versions: VersionRule | None = None) -> bool:
         """Kafka's ``buildOffsetMap``; True when the map filled before the end of the dirty section.
-        Fills ``unkeyed_by_batch`` (base offset -> records without a key) for the recopy's stats."""
+        Fills ``unkeyed_by_batch`` (base offset -> records without a key) for the recopy's stats.
+        Under a version strategy (``versions``) the map holds each key's winning version."""
         start, end = ltc.first_dirty_offset, ltc.first_uncleanable_offset
+        if versions is not None and start > 0:
+            start -= 1  # the last pass's newest record, kept whatever its version: it competes again
         dirty = dirty_segments(snap.segments, start, end)
         tracker = TransactionTracker(producers.aborted_overlapping(start, end))
         table = omap.exact_table()
@@ -320,7 +333,11 @@ class Cleaner:
             walk = map_walk(seg, dirty_start_position(seg, start), tracker, stats, self.throttler.maybe_throttle)
             for raw, chunk, chunk_offset, mapped in walk:
                 h = raw.header
-                if mapped and h.magic >= 2 and table is not None:
+                if mapped and versions is not None:
+                    if not self._map_versions(raw, chunk, chunk_offset, path, start, omap, versions, stats,
+                                              unkeyed_by_batch):
+                        return True
+                elif mapped and h.magic >= 2 and table is not None:
                     try:
                         buf, b_start, b_stop = record_bytes(raw, path, chunk, chunk_offset)
                         before = omap.capacity_bytes - omap.used_bytes
@@ -348,6 +365,28 @@ class Cleaner:
                     omap.update_latest_offset(h.last_offset)
             omap.update_latest_offset(next_start - 1)
         return False
+
+    @staticmethod
+    def _map_versions(raw: RawBatch, chunk: bytes, chunk_offset: int, path: str, start: int, omap: OffsetMap,
+                      versions: VersionRule, stats: CleanerStats, unkeyed_by_batch: dict[int, int]) -> bool:
+        """Put one batch's records at or above ``start`` into a versioned map; False when a new key
+        did not fit (the pass stops there)."""
+        h = raw.header
+        entries = batch_versions(raw, versions, chunk, chunk_offset, path)
+        if h.magic < 2:
+            stats.map_records_read += len(entries)
+        unkeyed = 0
+        for off, key, version in entries:
+            if key is None:
+                unkeyed += 1
+            elif off >= start:
+                if not omap.put_version(key, version, off):
+                    return False
+                if version == MISSING_VERSION:
+                    stats.records_without_version += 1
+        if unkeyed and h.magic >= 2:
+            unkeyed_by_batch[h.base_offset] = unkeyed
+        return True
 
     # ------------------------------------------------------------------ writing
 

@@ -14,6 +14,7 @@ from ..record.varint import VarintError
 from .inputs import InputSegment
 from .rules import AbortedTxn, TransactionTracker
 from .stats import CleanerStats
+from .strategy import MISSING_VERSION, VersionRule
 
 
 def dirty_segments(segments: list[InputSegment], start: int, end: int) -> list[InputSegment]:
@@ -71,6 +72,23 @@ def batch_keys(raw: RawBatch, chunk: bytes | None = None, chunk_offset: int = 0,
     try:
         buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
         return [(h.base_offset + r[2], r[4]) for r in walk_v2_records(buf, h.records_count, start, stop)]
+    except (IndexError, VarintError, ValueError) as exc:
+        raise corrupt_batch(f"malformed records in batch: {exc}", raw, path) from None
+
+
+def batch_versions(raw: RawBatch, rule: VersionRule, chunk: bytes | None = None, chunk_offset: int = 0,
+                   path: str | None = None) -> list[tuple[int, bytes | None, int]]:
+    """``(offset, key, version)`` of every record of a data batch, any magic, under a version
+    strategy (keys None when absent; the version of an unkeyed record is never read)."""
+    h = raw.header
+    if h.magic < 2:
+        return [(r.offset, r.key, rule.of_record(r) if r.key is not None else MISSING_VERSION)
+                for r in decode_batch(raw, path=path)]
+    try:
+        buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
+        version_of = rule.for_batch(h)
+        return [(h.base_offset + od, key, version_of(buf, pos, end, tsd) if key is not None else MISSING_VERSION)
+                for pos, end, od, tsd, key, _tomb in walk_v2_records(buf, h.records_count, start, stop)]
     except (IndexError, VarintError, ValueError) as exc:
         raise corrupt_batch(f"malformed records in batch: {exc}", raw, path) from None
 

@@ -23,6 +23,12 @@ older key's live record is dropped. This map never does that:
   there, so the same budget holds about a ninth as many keys, and a log with more distinct
   keys is cleaned in more passes. Updating a key already present costs nothing.
 
+* **Versions** (a ``timestamp`` or ``header`` compaction strategy, see :mod:`.strategy`). The
+  map then also holds each key's winning version in a second exact dict, and each new key is
+  charged :data:`VERSION_ENTRY_COST` more: its slot there and the version's ``int`` (KIP-280:
+  memory per key grows by the version; Kafka's would grow by 8 bytes). The offset of a key is
+  that of its winning record, which is no longer always its latest.
+
 * **Filling up.** ``put`` refuses the first new key that does not fit; the caller stops mapping
   there and cleans only up to the last mapped offset (a partial pass, whose checkpoint then
   moves only that far), as Kafka does when its map is full.
@@ -37,6 +43,8 @@ from typing import Callable, Iterable
 ENTRY_OVERHEAD = 96 + 32 + 8 + 24
 #: The hashed layout adds the hash int (48) and the (key, offset) tuple (64) per entry.
 ENTRY_OVERHEAD_HASHED = ENTRY_OVERHEAD + 48 + 64
+#: A versioned map adds, per key, a slot in its versions dict (96) and the version int (32).
+VERSION_ENTRY_COST = 96 + 32
 #: Kafka's bytes per entry (16-byte MD5 + 8-byte offset), for comparison in reports.
 KAFKA_BYTES_PER_ENTRY = 24
 
@@ -61,6 +69,7 @@ class OffsetMap:
         load_factor: float = 0.9,
         *,
         hash_fn: Callable[[bytes], int] | None = None,
+        versioned: bool = False,
     ) -> None:
         if memory_bytes <= 0 or not 0 < load_factor <= 1:
             raise ValueError(f"invalid offset map size {memory_bytes} / load factor {load_factor}")
@@ -68,8 +77,7 @@ class OffsetMap:
         self.load_factor = load_factor
         self.capacity_bytes = int(memory_bytes * load_factor)
         self.hash_fn = hash_fn
-        self.overhead = ENTRY_OVERHEAD if hash_fn is None else ENTRY_OVERHEAD_HASHED
-        self.clear()
+        self.clear(versioned=versioned)
 
     @classmethod
     def exact(cls, latest: dict[bytes, int], latest_offset: int) -> "OffsetMap":
@@ -81,8 +89,13 @@ class OffsetMap:
         omap.latest_offset = latest_offset
         return omap
 
-    def clear(self) -> None:
+    def clear(self, *, versioned: bool = False) -> None:
+        """Empty the map, for keys' latest offsets or (``versioned``) their winning versions."""
+        self.versioned = versioned
+        self.overhead = (ENTRY_OVERHEAD if self.hash_fn is None else ENTRY_OVERHEAD_HASHED) + (
+            VERSION_ENTRY_COST if versioned else 0)
         self._table: dict = {}
+        self._versions: dict[bytes, int] = {}
         self._entries = 0
         self.used_bytes = 0
         self.latest_offset = -1
@@ -177,6 +190,33 @@ class OffsetMap:
             if last > self.latest_offset:
                 self.latest_offset = last
 
+    def put_version(self, key: bytes, version: int, offset: int) -> bool:
+        """A versioned map's ``put``: the record at ``offset`` (offsets arrive in increasing order)
+        becomes its key's winner when its version is at least the winner's (``(version, offset)``
+        order); either way it is the latest mapped offset. False when a new key does not fit."""
+        old = self._versions.get(key)
+        if old is not None and version < old:
+            self.latest_offset = offset
+            return True
+        if not self.put(key, offset):
+            return False
+        self._versions[key] = version
+        return True
+
+    def winner(self, key: bytes) -> tuple[int, int] | None:
+        """A versioned map's ``(version, offset)`` of the record winning ``key``, None if unmapped."""
+        version = self._versions.get(key)
+        return None if version is None else (version, self.get(key))
+
+    def take(self, key: bytes, version: int, offset: int) -> None:
+        """Make an older record (of the clean section) the winner of a mapped ``key``: the recopy
+        found that it beats the dirty section's winner. Charges nothing (the key is mapped) and
+        leaves ``latest_offset`` where it is."""
+        latest = self.latest_offset
+        self.put(key, offset)
+        self._versions[key] = version
+        self.latest_offset = latest
+
     def _put_hashed(self, key: bytes, offset: int) -> bool:
         table = self._table
         h = self.hash_fn(key)  # type: ignore[misc]
@@ -241,15 +281,20 @@ class OffsetMap:
 
         A record of the mapped range is the latest for its key exactly when its offset is in this
         list (offsets are unique), so the recopy can drop a batch holding none without reading it.
+        A versioned map adds its latest offset: the newest mapped record always stays.
         """
         if self.hash_fn is None:
-            return sorted(self._table.values())
-        out = []
-        for slot in self._table.values():
-            if type(slot) is tuple:
-                out.append(slot[1])
-            else:
-                out.extend(slot.values())
+            out = list(self._table.values())
+        else:
+            out = []
+            for slot in self._table.values():
+                if type(slot) is tuple:
+                    out.append(slot[1])
+                else:
+                    out.extend(slot.values())
+        if self.versioned and self.latest_offset >= 0:
+            out.append(self.latest_offset)
+            out = list(set(out))
         out.sort()
         return out
 

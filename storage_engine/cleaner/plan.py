@@ -147,15 +147,44 @@ def cleanable_range(
 # ------------------------------------------------------------------------------ dirtiness (LogToClean)
 
 
-def max_compaction_delay_ms(
+@dataclass(frozen=True)
+class ErasureDeadline:
+    """By when the cleaner must reach a partition's oldest uncleaned record that
+    ``max.compaction.lag.ms`` covers (KIP-354), from file metadata: the dirty non-active segment
+    whose first batch is the oldest (what Kafka's ``maxCompactionDelay`` judges; the active
+    segment rolls by then). ``time_left_ms`` turns Kafka's per-partition
+    ``max-compaction-delay-secs`` around: negative once the deadline is missed, by that much."""
+
+    oldest_offset: int  # the first dirty offset of that segment
+    oldest_timestamp_ms: int  # its first batch's maxTimestamp
+    deadline_ms: int  # oldest_timestamp_ms + max.compaction.lag.ms
+    time_left_ms: int  # deadline_ms - now
+
+    def to_dict(self) -> dict:
+        return {"oldest_offset": self.oldest_offset, "oldest_timestamp_ms": self.oldest_timestamp_ms,
+                "deadline_ms": self.deadline_ms, "time_left_ms": self.time_left_ms}
+
+
+def erasure_deadline(
     segments: Sequence[SegmentFacts], first_dirty: int, now_ms: int, max_compaction_lag_ms: int
-) -> int:
+) -> ErasureDeadline | None:
+    """The partition's :class:`ErasureDeadline`; None when nothing dirty has a timestamp or the
+    lag is unlimited (Kafka's default, Long.MAX_VALUE)."""
+    if max_compaction_lag_ms >= LONG_MAX:
+        return None
+    dated = [(s.first_batch_timestamp, max(s.base_offset, first_dirty))
+             for s in non_active_segments_from(segments, first_dirty)]
+    dated = [(ts, off) for ts, off in dated if 0 < ts < LONG_MAX]
+    if not dated:
+        return None
+    oldest_ts, oldest_offset = min(dated)
+    deadline = oldest_ts + max(max_compaction_lag_ms, 0)
+    return ErasureDeadline(oldest_offset, oldest_ts, deadline, deadline - now_ms)
+
+
+def max_compaction_delay_ms(deadline: ErasureDeadline | None) -> int:
     """How long the oldest dirty record has waited beyond ``max.compaction.lag.ms`` (0 if not)."""
-    firsts = [s.first_batch_timestamp for s in non_active_segments_from(segments, first_dirty)]
-    firsts = [t for t in firsts if t > 0]
-    earliest = min(firsts) if firsts else LONG_MAX
-    clean_until = now_ms - max(max_compaction_lag_ms, 0)
-    return clean_until - earliest if earliest < clean_until else 0
+    return max(0, -deadline.time_left_ms) if deadline is not None else 0
 
 
 @dataclass(frozen=True)
@@ -175,6 +204,7 @@ class LogToClean:
     min_cleanable_ratio: float
     force_checkpoint_update: bool
     bound_reason: str
+    deadline: ErasureDeadline | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -221,6 +251,7 @@ class LogToClean:
             "dirty_ratio": round(self.cleanable_ratio, 6),
             "min_cleanable_dirty_ratio": self.min_cleanable_ratio,
             "max_compaction_delay_ms": self.max_compaction_delay_ms,
+            "erasure_deadline": self.deadline.to_dict() if self.deadline is not None else None,
             "force_checkpoint_update": self.force_checkpoint_update,
             "due": self.due,
             "why": self.why,
@@ -267,7 +298,7 @@ def log_to_clean(
         s.size_bytes
         for s in segments_in_range(segments, min(rng.first_dirty_offset, first_uncleanable), first_uncleanable)
     )
-    delay = max_compaction_delay_ms(segments, rng.first_dirty_offset, now_ms, config.max_compaction_lag_ms)
+    deadline = erasure_deadline(segments, rng.first_dirty_offset, now_ms, config.max_compaction_lag_ms)
     return LogToClean(
         topic,
         partition,
@@ -278,10 +309,11 @@ def log_to_clean(
         first_uncleanable,
         clean,
         cleanable,
-        delay,
+        max_compaction_delay_ms(deadline),
         config.min_cleanable_dirty_ratio,
         rng.force_checkpoint_update,
         rng.reason,
+        deadline,
     )
 
 

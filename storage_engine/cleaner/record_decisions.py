@@ -1,11 +1,20 @@
-"""The per-record hot loops over one v2 batch's bytes: map building (each key's latest offset)
-and recopying (which records survive). They inline :func:`~storage_engine.cleaner.rules.retain_record`
-for speed; the tests run both against each other.
+"""The per-record loops over one v2 batch's bytes: map building (each key's latest offset)
+and recopying (which records survive). The offset strategy's loops inline
+:func:`~storage_engine.cleaner.rules.retain_record` for speed (the tests run both against each
+other); the version strategies' recopy calls
+:func:`~storage_engine.cleaner.rules.retain_versioned_record` as it is.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..record.v2 import walk_records as walk_v2_records
+from .rules import RecordOutcome, retain_versioned_record
+
+if TYPE_CHECKING:
+    from .offset_map import OffsetMap
+    from .strategy import RecordVersion
 
 
 def map_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset: int, min_offset: int,
@@ -69,4 +78,36 @@ def filter_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset
         if is_tomb:
             has_tomb = True
         keep((pos, end, tsd))
+    return kept, has_tomb, dup, tomb, unkeyed
+
+
+def filter_versioned_records(buf: bytes, start: int, stop: int, count: int, base_offset: int,
+                             version_of: RecordVersion, omap: OffsetMap,
+                             retain_tombstones: bool) -> tuple[list[tuple[int, int, int]], bool, int, int, int]:
+    """:func:`filter_v2_records` under a version strategy: each keyed record of the mapped range
+    is compared with its key's winner in the versioned ``omap`` by ``(version, offset)``; a
+    record of the clean section that beats the winner takes its place in the map, so the
+    recopy must run in offset order. Same return value as :func:`filter_v2_records`."""
+    kept = []
+    has_tomb = False
+    dup = tomb = unkeyed = 0
+    latest = omap.latest_offset
+    for pos, end, od, tsd, key, is_tomb in walk_v2_records(buf, count, start, stop):
+        off = base_offset + od
+        version, winner = 0, None
+        if key is not None and off <= latest:
+            version, winner = version_of(buf, pos, end, tsd), omap.winner(key)
+        outcome, beats = retain_versioned_record(off, key, is_tomb, version, winner=winner,
+                                                 map_latest_offset=latest, retain_tombstones=retain_tombstones)
+        if beats:
+            omap.take(key, version, off)  # type: ignore[arg-type]
+        if outcome is RecordOutcome.KEEP:
+            has_tomb = has_tomb or is_tomb
+            kept.append((pos, end, tsd))
+        elif outcome is RecordOutcome.DROP_DUPLICATE:
+            dup += 1
+        elif outcome is RecordOutcome.DROP_TOMBSTONE:
+            tomb += 1
+        else:
+            unkeyed += 1
     return kept, has_tomb, dup, tomb, unkeyed

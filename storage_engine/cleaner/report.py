@@ -94,6 +94,7 @@ class CompactionReport:
             "markers_removed": s.markers_removed,
             "empty_batches_kept": s.empty_batches_kept,
             "delete_horizons_stamped": s.horizons_stamped,
+            "records_without_version": s.records_without_version,
             "batches_copied_verbatim": s.batches_copied,
             "batches_rebuilt": s.batches_rebuilt,
             "map_entries": self.map_entries,

@@ -231,6 +231,39 @@ def retain_record(
     return RecordOutcome.KEEP
 
 
+def retain_versioned_record(
+    offset: int,
+    key: bytes | None,
+    is_tombstone: bool,
+    version: int,
+    *,
+    winner: tuple[int, int] | None,
+    map_latest_offset: int,
+    retain_tombstones: bool,
+) -> tuple[RecordOutcome, bool]:
+    """:func:`retain_record` under a version strategy (KIP-280, see ``strategy.py``): the verdict,
+    and whether this record displaces ``winner``, its key's ``(version, offset)`` in the map.
+
+    A record is compared as ``(version, offset)``. One below the winner goes as a duplicate,
+    unless it is the newest record the round mapped (``map_latest_offset``), which stays
+    whatever its version so the log end never moves. One above the winner can only come from
+    the clean section (the map holds the dirty section's best), and it then becomes the winner,
+    so the dirty section's record of that key goes when the recopy reaches it. A winning
+    tombstone still goes after its delete horizon, and still displaces what it beat.
+    """
+    if offset > map_latest_offset:
+        return RecordOutcome.KEEP, False
+    if key is None:
+        return RecordOutcome.DROP_UNKEYED, False
+    mine = (version, offset)
+    if winner is not None and mine < winner:
+        return (RecordOutcome.KEEP if offset == map_latest_offset else RecordOutcome.DROP_DUPLICATE), False
+    beats = winner is not None and mine > winner
+    if is_tombstone and not retain_tombstones:
+        return RecordOutcome.DROP_TOMBSTONE, beats
+    return RecordOutcome.KEEP, beats
+
+
 def retain_tombstones_v2(header: BatchHeader, now_ms: int) -> bool:
     """KIP-534: a tombstone stays until the delete horizon stamped in its batch has passed."""
     horizon = header.delete_horizon_ms

@@ -27,6 +27,7 @@ class CleanerStats:
     batches_rebuilt: int = 0
     empty_batches_kept: int = 0
     horizons_stamped: int = 0
+    records_without_version: int = 0  # header strategy: mapped records whose version header is absent or bad
     scan_seconds: float = 0.0
     index_seconds: float = 0.0
     clean_seconds: float = 0.0

@@ -45,6 +45,7 @@ __all__ = [
     "decode_v2",
     "decode_v2_tuples",
     "walk_records",
+    "record_header_value",
 ]
 
 RECORD_BATCH_OVERHEAD = 61
@@ -450,3 +451,39 @@ def walk_records(buf: bytes, count: int, start: int = 0,
     if pos != n:
         raise ValueError(f"{n - pos} bytes after the declared {count} records")
     return out
+
+
+def record_header_value(buf: bytes, start: int, end: int, name: bytes) -> bytes | None:
+    """The value of the last header called ``name`` (UTF-8 bytes) of the v2 record stored at
+    ``buf[start:end]`` (a span of :func:`walk_records`), None when it has none or a null one.
+
+    What a compaction strategy reads of a record beyond :func:`walk_records`' fields. Raises
+    ``ValueError``/``VarintError`` on malformed bytes, as :func:`walk_records` does."""
+    _length, p = decode_varint(buf, start)
+    p += 1  # attributes
+    _tsd, p = decode_varlong(buf, p)
+    _od, p = decode_varint(buf, p)
+    for _field in ("key", "value"):
+        size, p = decode_varint(buf, p)
+        if size > 0:
+            p += size
+    count, p = decode_varint(buf, p)
+    if count < 0 or count > end - p:
+        raise ValueError(f"invalid number of record headers {count}")
+    found = None
+    for _ in range(count):
+        klen, p = decode_varint(buf, p)
+        if klen < 0 or p + klen > end:
+            raise ValueError(f"invalid header key size {klen}")
+        hkey = buf[p : p + klen]
+        p += klen
+        vlen, p = decode_varint(buf, p)
+        if vlen > end - p:
+            raise ValueError(f"invalid header value size {vlen}")
+        if hkey == name:
+            found = buf[p : p + vlen] if vlen >= 0 else None
+        if vlen > 0:
+            p += vlen
+    if p != end:
+        raise ValueError(f"record at {start} does not end where its headers do")
+    return found

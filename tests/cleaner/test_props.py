@@ -1,23 +1,29 @@
-"""Property test: the cleaner against a plain model of what compaction keeps.
+"""Property test: the cleaner against a plain model of what compaction keeps, for every
+compaction strategy (KIP-280: ``offset``, ``timestamp``, ``header``).
 
 Random appends (keys from a small set, values or tombstones, several records per batch, some
-batches compressed), random
-segment sizes (so rolls happen on their own), explicit rolls, and compactions at random, rising
-clocks with a large or a deliberately tiny offset map. The model is a dict of the latest offset
-per key over the pass's mapped range plus the KIP-534 horizon of every batch; after every pass
-the log must hold exactly the model's records (offset, key, value, timestamp), every record above
-the cleaned range untouched, and the horizons the model expects.
+batches compressed, out-of-order timestamps and header versions, some versions missing or
+unparsable), random segment sizes (so rolls happen on their own), explicit rolls, and
+compactions at random, rising clocks with a large or a deliberately tiny offset map. The model
+is a dict of the winning ``(version, offset)`` per key over the pass's whole cleaned range,
+plus the KIP-534 horizon of every batch; after every pass the log must hold exactly the model's
+records (offset, key, value, timestamp), every record above the cleaned range untouched, and
+the horizons the model expects. Under ``offset`` every version is equal, so the winner is the
+latest offset: Kafka's rule.
 """
 
 from __future__ import annotations
 
 import bisect
+import struct
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.cleaner import NOW, compacted, small_map_cleaner
 from storage_engine.cleaner import Cleaner
+from storage_engine.cleaner.strategy import MISSING_VERSION
 from storage_engine.record import CompressionType
 from storage_engine.verify import verify_log
 from storage_engine.append_validation import ProducerRecord
@@ -25,8 +31,27 @@ from storage_engine.append_validation import ProducerRecord
 KEYS = [f"k{i}" for i in range(6)]
 SMALL_MAP_KEYS = 3
 
+# key, value (None: tombstone), timestamp delta, header version (None: no header; "bad": not 8 bytes)
 record = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.text(alphabet="xyz", max_size=6)),
-                   st.integers(-500, 500))
+                   st.integers(-500, 500), st.one_of(st.integers(-3, 3), st.none(), st.just("bad")))
+VERSION_HEADER = "ver"
+
+
+def version_headers(version) -> tuple:
+    """The record headers carrying ``version``, after a decoy of the same name (the last counts)."""
+    if version is None:
+        return (("other", b"x"),)
+    if version == "bad":
+        return ((VERSION_HEADER, b"12"),)
+    return ((VERSION_HEADER, struct.pack(">q", -99)), ("other", b"x"), (VERSION_HEADER, struct.pack(">q", version)))
+
+
+def model_version(strategy: str, timestamp: int, version) -> int:
+    if strategy == "offset":
+        return 0
+    if strategy == "timestamp":
+        return timestamp
+    return version if isinstance(version, int) else MISSING_VERSION
 batch = st.tuples(st.lists(record, min_size=1, max_size=4),
                   st.sampled_from([CompressionType.NONE, CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4]))
 # A round: some batches, maybe an explicit roll, then a compaction after a clock advance with a
@@ -44,13 +69,16 @@ class Model:
     def __init__(self, retention: int) -> None:
         self.retention = retention
         self.records: dict[int, tuple[str, str | None, int, int]] = {}  # offset -> key, value, ts, batch base
+        self.versions: dict[int, int] = {}  # offset -> version
         self.horizon: dict[int, int] = {}  # batch base -> delete horizon
         self.next_offset = 0
 
     def append(self, recs) -> None:
+        """``recs``: (key, value, timestamp, version) of one batch."""
         base = self.next_offset
-        for i, (k, v, ts) in enumerate(recs):
+        for i, (k, v, ts, version) in enumerate(recs):
             self.records[base + i] = (k, v, ts, base)
+            self.versions[base + i] = version
         self.next_offset += len(recs)
 
     def end_of_map(self, first_dirty: int, end: int, capacity: int | None) -> int:
@@ -64,10 +92,13 @@ class Model:
                 seen.add(key)
         return end
 
-    def clean(self, segment_bases: list[int], first_dirty: int, end: int, now: int) -> None:
-        latest: dict[str, int] = {}
-        for off in sorted(o for o in self.records if first_dirty <= o < end):
-            latest[self.records[off][0]] = off
+    def clean(self, segment_bases: list[int], end: int, now: int) -> None:
+        """One pass over ``[0, end)``: per key, the highest ``(version, offset)`` wins; the newest
+        record (``end - 1``) stays whatever its version; a winning tombstone goes after its horizon."""
+        winner: dict[str, tuple[int, int]] = {}
+        for off in sorted(o for o in self.records if o < end):
+            key = self.records[off][0]
+            winner[key] = max(winner.get(key, (MISSING_VERSION - 1, -1)), (self.versions[off], off))
         recopied = lambda off: segment_bases[bisect.bisect_right(segment_bases, off) - 1] < end  # noqa: E731
         batches_with_tombstones: set[int] = set()
         for off in sorted(self.records):
@@ -75,10 +106,11 @@ class Model:
                 continue
             key, value, _, base = self.records[off]
             if off < end:
-                if off < latest.get(key, -1):
+                wins = (self.versions[off], off) == winner[key]
+                if not wins and off != end - 1:
                     del self.records[off]
                     continue
-                if value is None and base in self.horizon and now >= self.horizon[base]:
+                if wins and value is None and base in self.horizon and now >= self.horizon[base]:
                     del self.records[off]
                     continue
             if value is None:
@@ -98,20 +130,24 @@ def read_all(log) -> list[tuple]:
             for r in log.read(log.log_start_offset, max_records=10**9)]
 
 
+@pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rounds=rounds, segment_bytes=st.integers(300, 1500), retention=st.sampled_from([0, 700, 5000]))
-def test_compaction_matches_the_model(tmp_path_factory, rounds, segment_bytes, retention):
+def test_compaction_matches_the_model(tmp_path_factory, strategy, rounds, segment_bytes, retention):
     root = tmp_path_factory.mktemp("prop")
     model = Model(retention)
     now = NOW
-    with compacted(root, segment_bytes=segment_bytes, delete_retention_ms=retention) as m:
+    header = VERSION_HEADER if strategy == "header" else ""
+    with compacted(root, segment_bytes=segment_bytes, delete_retention_ms=retention,
+                   compaction_strategy=strategy, compaction_strategy_header=header) as m:
         log = m.get_log("t", 0)
-        big, small = Cleaner(), small_map_cleaner(SMALL_MAP_KEYS + 0.5, key_len=2)
+        big = Cleaner()
+        small = small_map_cleaner(SMALL_MAP_KEYS + 0.5, key_len=2, versioned=strategy != "offset")
         for batches, roll, advance, tiny in rounds:
             for recs, codec in batches:
-                log.append([ProducerRecord(k.encode(), None if v is None else v.encode(), now + dt) for k, v, dt in recs],
-                           now=now, compression=codec)
-                model.append([(k, v, now + dt) for k, v, dt in recs])
+                log.append([ProducerRecord(k.encode(), None if v is None else v.encode(), now + dt, version_headers(ver))
+                            for k, v, dt, ver in recs], now=now, compression=codec)
+                model.append([(k, v, now + dt, model_version(strategy, now + dt, ver)) for k, v, dt, ver in recs])
             if roll:
                 log.roll()
             now += advance
@@ -123,9 +159,11 @@ def test_compaction_matches_the_model(tmp_path_factory, rounds, segment_bytes, r
             if first_dirty >= active:
                 assert report.passes == 0, report.to_dict()
                 continue
-            end = model.end_of_map(first_dirty, active, SMALL_MAP_KEYS if tiny else None)
+            # a version strategy maps from the last pass's newest record (it competes again)
+            map_from = first_dirty - 1 if strategy != "offset" and first_dirty > 0 else first_dirty
+            end = model.end_of_map(map_from, active, SMALL_MAP_KEYS if tiny else None)
             assert report.passes == 1 and report.new_checkpoint == end, (report.to_dict(), end)
-            model.clean(bases, first_dirty, end, now)
+            model.clean(bases, end, now)
             assert read_all(log) == model.content()
             horizons = {b.header.base_offset: b.header.delete_horizon_ms for b in log.iter_batches()}
             for base, horizon in model.horizon.items():

@@ -11,7 +11,7 @@ from storage_engine.cleaner import STAGING_SUFFIX, Cleaner
 from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT
 from storage_engine.config import CleanerConfig
 from storage_engine.manager import LogManager
-from storage_engine.cleaner.offset_map import entry_cost
+from storage_engine.cleaner.offset_map import VERSION_ENTRY_COST, entry_cost
 from storage_engine.record import CompressionType, Record, encode_batch
 from storage_engine.append_validation import ProducerRecord
 from tests.helpers.engine import open_topic
@@ -104,7 +104,9 @@ def temp_files(root: Path) -> list[str]:
     return [n for n in os.listdir(root / "t-0") if n.endswith((".cleaned", ".swap", ".deleted", STAGING_SUFFIX))]
 
 
-def small_map_cleaner(keys: float, key_len: int = 3, **kwargs) -> Cleaner:
+def small_map_cleaner(keys: float, key_len: int = 3, *, versioned: bool = False, **kwargs) -> Cleaner:
+    """A cleaner whose offset map holds ``keys`` keys of ``key_len`` bytes (of a version strategy's
+    map when ``versioned``)."""
     memory = 2 * MIB
-    return Cleaner(CleanerConfig(dedupe_buffer_size=memory,
-                                 io_buffer_load_factor=keys * entry_cost(key_len) / memory), **kwargs)
+    cost = entry_cost(key_len) + (VERSION_ENTRY_COST if versioned else 0)
+    return Cleaner(CleanerConfig(dedupe_buffer_size=memory, io_buffer_load_factor=keys * cost / memory), **kwargs)

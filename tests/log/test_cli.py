@@ -70,6 +70,9 @@ def test_topic_create_list_describe_alter(cli):
     (["topic", "create", "ok", "--partitions", "1", "--config", "segment.bytes=5"], "at least 14"),
     (["topic", "create", "ok", "--partitions", "1", "--config", "no.such.key=1"], "no.such.key"),
     (["topic", "create", "ok", "--partitions", "1", "--config", "min.cleanable.dirty.ratio=1.2"], "1.2"),
+    (["topic", "create", "ok", "--partitions", "1", "--config", "compaction.strategy=version"], "offset, timestamp, header"),
+    (["topic", "create", "ok", "--partitions", "1", "--config", "compaction.strategy=header"],
+     "needs compaction.strategy.header"),
 ])
 def test_bad_topic_input_fails_and_creates_nothing(cli, args, message):
     cli("topic", "create", "existing", "--partitions", "1")
@@ -86,6 +89,22 @@ def test_alter_with_a_bad_value_leaves_the_config(cli):
     assert code == 1 and "cleanup.policy" in err and "foobar" in err
     assert snapshot(cli.root) == before
     assert cli("topic", "create", "t", "--partitions", "1")[2].count("already exists") == 1
+
+
+def test_compaction_strategy_is_validated_on_alter_and_shown_by_describe(cli):
+    """KIP-280's configs: describe shows the strategy in effect (``offset`` by default); an alter
+    to ``header`` without naming the header is refused and changes nothing."""
+    cli("topic", "create", "t", "--partitions", "1", "--config", "cleanup.policy=compact")
+    described = cli.json("topic", "describe", "t", "--json")
+    assert (described["compaction_strategy"], described["compaction_strategy_header"]) == ("offset", None)
+    before = snapshot(cli.root)
+    code, out, err = cli("topic", "alter", "t", "--config", "compaction.strategy=header")
+    assert code == 1 and out == "" and "compaction.strategy.header" in err and len(err.strip().splitlines()) == 1
+    assert snapshot(cli.root) == before
+    cli("topic", "alter", "t", "--config", "compaction.strategy=header", "--config", "compaction.strategy.header=ver")
+    code, out, _ = cli("topic", "describe", "t")
+    assert code == 0 and "CompactionStrategy: header (ver)" in out
+    assert cli.json("topic", "describe", "t", "--json")["configs"]["compaction.strategy.header"] == "ver"
 
 
 def test_produce_and_consume_round_trip_with_both_encodings(cli):

@@ -157,6 +157,8 @@ INVALID = {
     "compression.zstd.level": ["not_a_number", "-131073", "23"],
     "min.insync.replicas": ["not_a_number", "0", "-1"],
     "unclean.leader.election.enable": ["not_a_number", "-1"],
+    "compaction.strategy": ["not_a_number", "-1", "Offset", "version"],
+    "compaction.strategy.header": ["a\x01b", "x" * 256, "tab\there"],
 }
 VALID = {
     "retention.ms": ["-1", "0", str(LONG_MAX)],
@@ -174,6 +176,8 @@ VALID = {
     "segment.jitter.ms": ["0"],
     "max.compaction.lag.ms": ["1"],
     "min.insync.replicas": ["1"],
+    "compaction.strategy": ["offset", "timestamp", "header"],
+    "compaction.strategy.header": ["ver", "version-ü", "-1", ""],
 }
 
 
@@ -189,6 +193,7 @@ MINUS_ONE_EXCEPTIONS = {
     "cleanup.policy",
     "compression.gzip.level",
     "compression.zstd.level",
+    "compaction.strategy.header",
 }
 
 
@@ -469,3 +474,15 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
     assert broker_props_from_env() == {"log.retention.ms": "5000", "log.segment.bytes": "1048576"}
     monkeypatch.delenv("LOGPLAT_SERVER_PROPERTIES")
     assert broker_props_from_env() == {}
+
+
+def test_the_header_strategy_needs_its_header_from_the_topic_or_the_broker() -> None:
+    """KIP-280's ``header`` strategy reads each record's version from a named header: without
+    the name the topic is refused, with it from either level the topic is accepted."""
+    with pytest.raises(ConfigError) as info:
+        build_log_config({}, {"compaction.strategy": "header"})
+    assert info.value.key == "compaction.strategy.header" and "compaction.strategy=header" in str(info.value)
+    config = build_log_config({"log.cleaner.compaction.strategy.header": "ver"}, {"compaction.strategy": "header"})
+    assert (config.compaction_strategy, config.compaction_strategy_header) == ("header", "ver")
+    assert build_log_config({"log.cleaner.compaction.strategy": "timestamp"}).compaction_strategy == "timestamp"
+    assert build_log_config().compaction_strategy == "offset"

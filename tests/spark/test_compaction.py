@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import threading
 from pathlib import Path
 
@@ -36,13 +37,15 @@ REPORT_FIELDS = [
 ]
 
 
-def random_topic(root: Path, topic: str, seed: int, partitions: int = 1) -> None:
+def random_topic(root: Path, topic: str, seed: int, partitions: int = 1, strategy: str = "offset") -> None:
     """A compacted topic of random batches: few or many keys, tombstones, every
-    codec, random batch and segment sizes, a few headers."""
+    codec, random batch and segment sizes, a few headers; under a version ``strategy`` (KIP-280)
+    out-of-order timestamps and ``ver`` header versions, some missing or unparsable."""
     rnd = random.Random(seed)
     m = open_topic(root, topic, partitions, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01",
                    segment_bytes=str(rnd.choice([1500, 3000, 20000])), file_delete_delay_ms="0",
-                   delete_retention_ms=str(rnd.choice([0, 50_000, 10**9])))
+                   delete_retention_ms=str(rnd.choice([0, 50_000, 10**9])), compaction_strategy=strategy,
+                   compaction_strategy_header="ver" if strategy == "header" else "")
     nkeys = rnd.choice([3, 40, 400])
     for p in range(partitions):
         log = m.get_log(topic, p)
@@ -52,7 +55,11 @@ def random_topic(root: Path, topic: str, seed: int, partitions: int = 1) -> None
                 key = f"key-{rnd.randrange(nkeys)}".encode()
                 value = None if rnd.random() < 0.15 else os.urandom(rnd.randrange(0, 60))
                 hdrs = (("h", b"%d" % b),) if rnd.random() < 0.2 else ()
-                recs.append(ProducerRecord(key, value, NOW - 100_000 + b, hdrs))
+                ts = NOW - 100_000 + b
+                if strategy != "offset":
+                    ts -= rnd.randrange(50)
+                    hdrs += rnd.choice([(("ver", struct.pack(">q", rnd.randrange(-5, 20))),), (), (("ver", b"7"),)])
+                recs.append(ProducerRecord(key, value, ts, hdrs))
             log.append(recs, compression=rnd.choice(CODECS), now=NOW - 100_000 + b)
     m.close()
 
@@ -104,18 +111,45 @@ def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, 
         assert_same_dirs(local, remote)
 
 
-def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_path):
+@pytest.mark.parametrize("strategy", ["timestamp", "header"])
+def test_every_compaction_strategy_equals_the_local_cleaner_byte_for_byte(spark, tmp_path, strategy):
+    """KIP-280 strategies: the job's output is the local cleaner's, byte for byte, over rounds that
+    remove tombstones; asked to split, it still cleans such partitions whole (their recopy must
+    run in offset order)."""
+    local, remote = tmp_path / "local", tmp_path / "spark"
+    for seed in range(4):
+        random_topic(local, f"r{seed}", 100 + seed, partitions=1 + seed % 2, strategy=strategy)
+    shutil.copytree(local, remote)
+    fields = REPORT_FIELDS + ["records_without_version"]
+    without_version = 0
+    for now in (NOW, NOW + 60_000, NOW + 10**10):
+        expected = local_reports(local, now)
+        result = compact_partitions(spark, [remote], now_ms=now, split_bytes=0)
+        got = {(o.topic, o.partition): o.to_dict() for o in result.outcomes}
+        for tp, rep in expected.items():
+            if not rep["skipped"]:
+                assert got[tp]["status"] == COMPACTED, got[tp]["reason"]
+                assert {f: got[tp][f] for f in fields} == {f: rep[f] for f in fields}, tp
+                without_version += rep["records_without_version"]
+        assert_same_dirs(local, remote)
+    assert (without_version > 0) == (strategy == "header")
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_path, strategy):
     """Aborted and committed transactions spanning segments that land in different groups: each
     group task starts from the transaction state the header replay computed."""
+    # Timestamps out of order: under ``timestamp`` the aborted batch (the newest timestamps)
+    # must still go, and a@4 beats the later a@8.
     segs = [
-        [data_batch(0, [("a", "1"), ("b", "1")], pid=7, epoch=0, seq=0, transactional=True),
+        [data_batch(0, [("a", "1"), ("b", "1")], pid=7, epoch=0, seq=0, transactional=True, ts=NOW + 500),
          data_batch(2, [("c", "1")])],
         [marker(3, 7, 0, commit=False), data_batch(4, [("a", "2")], pid=8, epoch=0, seq=0, transactional=True)],
         [data_batch(5, [("b", "2")], pid=7, epoch=0, seq=2, transactional=True), marker(6, 8, 0, commit=True)],
-        [marker(7, 7, 0, commit=True), data_batch(8, [("a", "3"), ("c", None)])],
+        [marker(7, 7, 0, commit=True), data_batch(8, [("a", "3"), ("c", None)], ts=NOW - 100)],
         [data_batch(10, [("z", "1")])],
     ]
-    raw_log(tmp_path / "local", segs, segment_bytes="200").close()
+    raw_log(tmp_path / "local", segs, segment_bytes="200", compaction_strategy=strategy).close()
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     expected = local_reports(tmp_path / "local", NOW)
     result = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW, split_bytes=0)
@@ -125,6 +159,10 @@ def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_pat
     assert got["aborted_records_removed"] == 2 and got["markers_removed"] == 0  # markers stay until their horizon
     assert {f: got[f] for f in REPORT_FIELDS} == {f: expected[("t", 0)][f] for f in REPORT_FIELDS}
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+    kept = {"offset": [(5, b"b", b"2"), (8, b"a", b"3"), (9, b"c", None), (10, b"z", b"1")],
+            # c@2 outlives the later tombstone c@9, which stays as the newest record mapped
+            "timestamp": [(2, b"c", b"1"), (4, b"a", b"2"), (5, b"b", b"2"), (9, b"c", None), (10, b"z", b"1")]}
+    assert read_all(tmp_path / "spark", "t") == kept[strategy]
 
 
 def test_one_large_partition_is_spread_over_many_tasks(spark, tmp_path):
