@@ -428,6 +428,11 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
             lines.append(f"{tp}: NOT ERASED: {r.remnants} record(s) superseded more than max.compaction.lag.ms "
                          f"({r.max_compaction_lag_ms} ms) ago are still on disk; the oldest at offset {o.offset}, "
                          f"superseded by offset {o.superseded_by} at {o.superseded_at_ms}, overdue by {o.overdue_ms} ms")
+        if r.deadline is not None:
+            d = r.deadline
+            state = f"{d.time_left_ms} ms left" if d.time_left_ms >= 0 else f"missed by {-d.time_left_ms} ms"
+            lines.append(f"  deadline: the oldest uncleaned record, offset {d.oldest_offset} (written at "
+                         f"{d.oldest_timestamp_ms}), must be cleaned by {d.deadline_ms}: {state}")
         if r.key is not None:
             k = r.key
             lines.append(f"  key {args.key!r}: values at {list(k.values) or 'no offset'}, tombstones at "

@@ -11,6 +11,13 @@ never shows whether the bound held. This module answers it exactly, by reading e
   many such records are still in the partition's segments and the oldest of them, with how long
   it is overdue. A tombstone that is its key's latest record is not due (Kafka keeps it for
   ``delete.retention.ms`` after cleaning, so consumers see the delete).
+* Under a version compaction strategy (``compaction.strategy`` ``timestamp`` or ``header``,
+  KIP-280) "later" means a higher ``(version, offset)``: a record that arrives with a lower
+  version than its key's winner is superseded from the moment it is written. The record a
+  cleaning kept as the newest of its pass, whatever its version, is reported until the next
+  pass removes it.
+* The partition's :class:`~storage_engine.cleaner.plan.ErasureDeadline` from file metadata (the
+  oldest uncleaned record the bound covers, and the time left), as the sensors see it.
 * For one key, every offset that still holds a record of it: in the live segments, and in
   ``.deleted`` files that ``file.delete.delay.ms`` has not yet let go (bytes still on disk).
 """
@@ -21,12 +28,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cleaner.candidacy import candidacy_from_stats
+from .cleaner.plan import ErasureDeadline
+from .cleaner.strategy import version_rule
 from .errors import LogError
 from .log import Log
 from .naming import DELETED_SUFFIX, LOG_SUFFIX
 from .nofollow import open_nofollow
 from .record import decode_batch
 from .record.file_records import read_batches
+from .stats import stats_of
 
 #: Kafka's "no bound" value of ``max.compaction.lag.ms``.
 UNBOUNDED = 2**63 - 1
@@ -71,27 +82,38 @@ class ErasureReport:
     remnants: int = 0
     oldest: Remnant | None = None
     key: KeyRecords | None = None
+    deadline: ErasureDeadline | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.remnants == 0
 
+    def add(self, remnant: Remnant) -> None:
+        """Count one record still on disk past its bound; keep the oldest (lowest offset)."""
+        self.remnants += 1
+        if self.oldest is None or remnant.offset < self.oldest.offset:
+            self.oldest = remnant
+
     def to_dict(self) -> dict:
         return {"topic": self.topic, "partition": self.partition, "ok": self.ok,
                 "max_compaction_lag_ms": self.max_compaction_lag_ms, "now_ms": self.now_ms,
                 "records_read": self.records_read, "remnants": self.remnants,
                 "oldest": self.oldest.to_dict() if self.oldest else None,
+                "deadline": self.deadline.to_dict() if self.deadline else None,
                 "key": self.key.to_dict() if self.key else None}
 
 
 def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureReport:
     """The partition's report (see the module docstring); ``key`` adds where that key is."""
-    lag = log.config.max_compaction_lag_ms
-    report = ErasureReport(log.topic, log.partition, lag, now_ms)
+    config = log.config
+    lag = config.max_compaction_lag_ms
+    report = ErasureReport(log.topic, log.partition, lag, now_ms, deadline=log_deadline(log, now_ms))
+    versions = version_rule(config.compaction_strategy, config.compaction_strategy_header)
     # each key's records not yet superseded long enough ago: a later record whose timestamp is
     # at least the lag before now makes all of them due
     unsuperseded: dict[bytes, list[int]] = {}
+    best: dict[bytes, tuple[int, int]] = {}  # a version strategy's winner of each key so far
     values: list[int] = []
     tombstones: list[int] = []
     path = str(log.dir)
@@ -102,11 +124,20 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
             if r.offset < log.log_start_offset or r.key is None:
                 continue
             report.records_read += 1
+            due = lag != UNBOUNDED and r.timestamp + lag <= now_ms
+            if versions is not None:
+                mine, winner = (versions.of_record(r), r.offset), best.get(r.key)
+                if winner is not None and mine < winner:
+                    if due:  # lost to its key's winner when it was written
+                        report.add(Remnant(r.offset, winner[1], r.timestamp, now_ms - (r.timestamp + lag)))
+                    if key is not None and r.key == key:
+                        (values if r.value is not None else tombstones).append(r.offset)
+                    continue
+                best[r.key] = mine
             pending = unsuperseded.setdefault(r.key, [])
-            if pending and lag != UNBOUNDED and r.timestamp + lag <= now_ms:
-                report.remnants += len(pending)
-                if report.oldest is None or pending[0] < report.oldest.offset:
-                    report.oldest = Remnant(pending[0], r.offset, r.timestamp, now_ms - (r.timestamp + lag))
+            if pending and due:
+                for offset in pending:
+                    report.add(Remnant(offset, r.offset, r.timestamp, now_ms - (r.timestamp + lag)))
                 pending.clear()
             pending.append(r.offset)
             if key is not None and r.key == key:
@@ -114,6 +145,15 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     if key is not None:
         report.key = KeyRecords(tuple(values), tuple(tombstones), tuple(_offsets_in_deleted_files(log.dir, key)))
     return report
+
+
+def log_deadline(log: Log, now_ms: int) -> ErasureDeadline | None:
+    """The partition's erasure deadline as the sensors see it: the engine's candidacy from the
+    files' metadata (``candidacy_from_stats``)."""
+    if not log.config.compact:
+        return None
+    ltc = candidacy_from_stats(stats_of(log.log_dir.path, log.topic, log.partition), log.config, now_ms)
+    return ltc.deadline if ltc is not None else None
 
 
 def _offsets_in_deleted_files(directory: Path, key: bytes) -> list[int]:

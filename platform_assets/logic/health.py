@@ -7,11 +7,13 @@ event:
 * **ERROR**, the last cleaning failed (a run could not read or write the partition; nothing of
   it was swapped): the run's reason, then the verdict below. A later state change records the
   verdict alone; a cleaning that fails again says so again.
-* **ERROR**, an erasure deadline at risk: the dirty section holds records older than
+* **ERROR**, an erasure deadline missed: the dirty section holds records older than
   ``max.compaction.lag.ms`` (Kafka's ``LogToClean.maxCompactionDelayMs`` > 0 with cleanable
   bytes), so a superseded value or a tombstoned key may outlive the time the topic promises to
-  keep it. From file metadata alone the platform cannot tell whether a superseded key is in
-  there, so any overdue dirty section counts: the cleaner is behind its deadline.
+  keep it. The result names the oldest uncleaned record's offset, when it was written and by
+  how long its deadline passed (the engine's ``ErasureDeadline``). From file metadata alone the
+  platform cannot tell whether a superseded key is in there, so any overdue dirty section
+  counts: the cleaner is behind its deadline (``logctl erasure-report`` answers exactly).
 * **WARN**, cleaning due: a dirty ratio above ``min.cleanable.dirty.ratio`` (the cleaner would
   pick the log), or segments retention would delete, named with the rule that makes them
   deletable (``log-start-offset``, ``retention.bytes``, ``retention.ms``).
@@ -32,7 +34,8 @@ import dagster as dg
 
 from ..defs.checks import HEALTH_CHECK, CheckOutcome
 from .log_state import PartitionState
-from .units import size_text
+from .metadata import deadline_metadata
+from .units import duration_text, iso_time, size_text
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,16 @@ def health_of(state: PartitionState) -> Health:
     candidacy = state.candidacy
     if candidacy is not None and candidacy.due:
         overdue = candidacy.need_compaction_now and candidacy.cleanable_bytes > 0
-        rule = "max.compaction.lag.ms" if overdue else "min.cleanable.dirty.ratio"
-        reasons.append(f"{rule}: compaction due, {candidacy.why} "
-                       f"({size_text(candidacy.cleanable_bytes)} dirty of {size_text(candidacy.total_bytes)})")
+        dirty = f"{size_text(candidacy.cleanable_bytes)} dirty of {size_text(candidacy.total_bytes)}"
+        deadline = candidacy.deadline
+        if overdue and deadline is not None:
+            reasons.append(f"max.compaction.lag.ms: missed by {duration_text(-deadline.time_left_ms / 1000)}: the "
+                           f"oldest uncleaned record, offset {deadline.oldest_offset}, written "
+                           f"{iso_time(deadline.oldest_timestamp_ms)}, was due to be cleaned by "
+                           f"{iso_time(deadline.deadline_ms)} ({dirty})")
+        else:
+            rule = "max.compaction.lag.ms" if overdue else "min.cleanable.dirty.ratio"
+            reasons.append(f"{rule}: compaction due, {candidacy.why} ({dirty})")
         severity = dg.AssetCheckSeverity.ERROR if overdue else dg.AssetCheckSeverity.WARN
     if state.deletable_segments and state.retention is not None:
         rules = Counter(d.reason for d in state.retention.deletions)
@@ -70,7 +80,7 @@ def health_of(state: PartitionState) -> Health:
                        f"deletable ({why})")
         severity = severity or dg.AssetCheckSeverity.WARN
     if severity is dg.AssetCheckSeverity.ERROR:
-        summary = "erasure deadline at risk: " + "; ".join(reasons)
+        summary = "erasure deadline missed: " + "; ".join(reasons)
     elif severity is not None:
         summary = "cleaning due: " + "; ".join(reasons)
     elif candidacy is not None:
@@ -92,6 +102,7 @@ def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None)
         metadata["dirty_ratio"] = round(state.dirty_ratio, 6)
     if state.candidacy is not None:
         metadata["min_cleanable_dirty_ratio"] = state.candidacy.min_cleanable_ratio
+        metadata.update(deadline_metadata(state))
     if health.reasons:
         metadata["reasons"] = dg.MetadataValue.md("\n".join(f"* {r}" for r in health.reasons))
     return CheckOutcome(HEALTH_CHECK, state.partition, health.passed, health.summary, metadata,

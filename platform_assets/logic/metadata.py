@@ -51,6 +51,16 @@ def location_metadata(state: PartitionState) -> dict[str, Any]:
     return {"log_dir": dg.MetadataValue.path(state.directory)} if state.directory else {}
 
 
+def deadline_metadata(state: PartitionState) -> dict[str, Any]:
+    """The erasure deadline (``max.compaction.lag.ms``) of a compacted partition with dirty
+    records: the oldest uncleaned one's offset and the seconds left (negative once missed)."""
+    deadline = state.candidacy.deadline if state.candidacy is not None else None
+    if deadline is None:
+        return {}
+    return {"oldest_uncleaned_offset": deadline.oldest_offset,
+            "erasure_time_left_s": round(deadline.time_left_ms / 1000, 3)}
+
+
 def observation_metadata(state: PartitionState) -> dict[str, Any]:
     """What the state sensor records when a partition's state changed."""
     values = {**state_metadata(state), **location_metadata(state)}
@@ -61,6 +71,7 @@ def observation_metadata(state: PartitionState) -> dict[str, Any]:
     })
     if state.candidacy is not None:
         values["why"] = state.candidacy.why
+        values.update(deadline_metadata(state))
     if state.retention is not None and state.retention.warnings:
         values["retention_warnings"] = dg.MetadataValue.md("\n".join(f"* {w}" for w in state.retention.warnings))
     return values

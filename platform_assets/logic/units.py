@@ -3,6 +3,8 @@ metadata stays plain numbers, see ``metadata.py``)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 
 def size_text(size_bytes: int) -> str:
     """A size as a person reads it: ``912 B``, ``3.4 KB``, ``56.2 MB``, ``1.07 GB`` (decimal units)."""
@@ -23,3 +25,8 @@ def duration_text(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds:.3g} s"
+
+
+def iso_time(ms: int) -> str:
+    """A Kafka timestamp (ms since the epoch) as UTC ISO 8601 to the second: ``2026-11-23T12:55:00Z``."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

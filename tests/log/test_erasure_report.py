@@ -42,6 +42,9 @@ def test_a_tombstoned_key_past_the_bound_is_reported_until_compaction_removes_it
     code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(T0 + HOUR // 2), "--key", "alice")
     assert code == 0 and data["partitions"][0]["remnants"] == 0
     assert data["partitions"][0]["key"] == {"values": [0], "tombstones": [2], "in_deleted_files": []}
+    # the engine's deadline from file metadata: the oldest uncleaned record and the time left
+    assert data["partitions"][0]["deadline"] == {"oldest_offset": 0, "oldest_timestamp_ms": T0,
+                                                 "deadline_ms": T0 + HOUR, "time_left_ms": HOUR // 2}
     # past it: alice's value (offset 0) and bob's first (offset 1) must be gone, and are not
     now = T0 + 2 * HOUR
     code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(now), "--key", "alice")
@@ -49,14 +52,16 @@ def test_a_tombstoned_key_past_the_bound_is_reported_until_compaction_removes_it
     assert code == 1 and not data["ok"] and p["remnants"] == 2
     assert p["oldest"] == {"offset": 0, "superseded_by": 2, "superseded_at_ms": T0 + 1000,
                            "overdue_ms": now - (T0 + 1000 + HOUR)}
+    assert p["deadline"]["time_left_ms"] == -HOUR
     code, out, _ = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", "--now-ms", str(now))
     assert code == 1 and "users-0: NOT ERASED: 2 record(s)" in out and "the oldest at offset 0" in out
+    assert f"offset 0 (written at {T0}), must be cleaned by {T0 + HOUR}: missed by {HOUR} ms" in out
     # the cleaner removes them; the old segments wait as .deleted files, and the report says so
     with LogManager([tmp_path]) as manager:
         manager.compact("users", 0, now_ms=now)
     code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(now), "--key", "alice")
     p = data["partitions"][0]
-    assert code == 0 and p["remnants"] == 0
+    assert code == 0 and p["remnants"] == 0 and p["deadline"] is None  # nothing uncleaned is left
     assert p["key"]["values"] == [] and p["key"]["tombstones"] == [2]  # kept for delete.retention.ms
     assert p["key"]["in_deleted_files"] == [0, 2]
     # once the .deleted files are gone, no byte of alice's value is left
@@ -75,6 +80,27 @@ def test_an_unbounded_lag_proves_nothing_and_a_latest_tombstone_is_never_due(tmp
     report = erasure_report(manager.get_log("t", 0), T0 + HOUR)
     manager.close()
     assert (report.remnants, report.oldest.offset) == (1, 0)  # the value, not the tombstone after it
+
+
+def test_under_a_version_strategy_a_record_that_arrives_beaten_is_superseded_when_written(tmp_path):
+    """``compaction.strategy=timestamp``: bob's second record (offset 2) carries an older
+    timestamp than his first, so it lost on arrival and is due once the lag has passed since it
+    was written; the later record with the newest timestamp is not superseded by it. The
+    cleaner removes it (it is not the newest record of the pass: carol's is)."""
+    manager = open_topic(tmp_path, "users", 1, cleanup_policy="compact", compaction_strategy="timestamp",
+                         max_compaction_lag_ms=str(HOUR), min_cleanable_dirty_ratio="0.99")
+    log = manager.get_log("users", 0)
+    append_each(log, [ProducerRecord(b"bob", b"b-new", T0 + 5000), ProducerRecord(b"alice", b"a", T0),
+                      ProducerRecord(b"bob", b"b-old", T0 + 1000), ProducerRecord(b"carol", b"c", T0 + 2000)], now=T0)
+    log.roll()
+    now = T0 + 2 * HOUR
+    report = erasure_report(log, now, b"bob")
+    assert (report.remnants, report.oldest.offset, report.oldest.superseded_by) == (1, 2, 0)
+    assert report.oldest.overdue_ms == now - (T0 + 1000 + HOUR)
+    manager.compact("users", 0, now_ms=now)
+    report = erasure_report(log, now, b"bob")
+    manager.close()
+    assert report.ok and report.key.values == (0,)
 
 
 def test_bad_input_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capsys):

@@ -259,7 +259,8 @@ def test_log_health_is_an_error_when_max_compaction_lag_is_overdue(tmp_path, ins
     defs, settings = definitions_for(root)
     result = health_results(discover(defs, settings, instance))[("users", "0")]
     assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
-    assert result.description.startswith("partition 0: erasure deadline at risk: max.compaction.lag.ms")
+    assert result.description.startswith("partition 0: erasure deadline missed: max.compaction.lag.ms: missed by ")
+    assert "the oldest uncleaned record, offset 0, written " in result.description
 
 
 def test_log_health_can_be_executed_from_the_ui(logs, instance):
