@@ -17,6 +17,10 @@ in the cleaned range:
   driver as three arrays (17 bytes per key) while the cleaning rewrites the files.
 * **duplicate keys in the cleaned range**: after a cleaning, ``[log start, cleaner checkpoint)``
   holds at most one record per key.
+* Under a version compaction strategy (``compaction.strategy``, KIP-280) a key's "latest"
+  record is its winner, the highest ``(version, offset)`` (``strategy.VersionRule``), and the
+  record just below the checkpoint (the newest of the last pass, kept whatever its version) is
+  not counted as a duplicate.
 * **offsets and indexes**: the engine's ``verify_log`` (CRCs, offsets strictly increasing within
   and across batches and segments, both indexes pointing at real batches and timestamps), run
   in the same task, with its problems split by the file they concern.
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from spark_jobs.distribute import each, pack, run_tasks, task_slots
+from storage_engine.cleaner.strategy import version_rule
 from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
@@ -138,10 +143,13 @@ def record_hash(key: bytes, value: bytes) -> int:
 def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
     """Read one partition from its log start up to ``task.ending`` (read-only, as a consumer)."""
     latest: dict[bytes, tuple[int, int, bool]] = {}
+    versions_of: dict[bytes, int] = {}
     in_cleaned: dict[bytes, int] = {}
     error = None
     with LogManager([Path(task.log_dir)], read_only=True) as manager:
         log = manager.get_log(task.topic, task.partition)
+        versions = version_rule(log.config.compaction_strategy, log.config.compaction_strategy_header)
+        exempt = task.cleaned_end - 1 if versions is not None else -1
         start = log.log_start_offset
         path = str(log.dir)
         try:
@@ -153,10 +161,15 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
                 for r in decode_batch(raw, path=path):
                     if r.key is None or r.offset < start or r.offset >= task.ending:
                         continue
+                    if r.offset < task.cleaned_end and r.offset != exempt:
+                        in_cleaned[r.key] = in_cleaned.get(r.key, 0) + 1
+                    if versions is not None:
+                        version = versions.of_record(r)
+                        if r.key in versions_of and version < versions_of[r.key]:
+                            continue  # lost to the key's winner so far
+                        versions_of[r.key] = version
                     live = r.value is not None
                     latest[r.key] = (r.offset, record_hash(r.key, r.value) if live else 0, live)
-                    if r.offset < task.cleaned_end:
-                        in_cleaned[r.key] = in_cleaned.get(r.key, 0) + 1
         except LogError as exc:  # the cleaning and the verification name it; the other partitions go on
             error = str(exc)
         verification = _verification(verify_partition(manager, task.topic, task.partition)) if task.verify else None

@@ -9,7 +9,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from .offset_map import OffsetMap
-from ..record import RawBatch, decode_batch, verify_batch
+from ..record import RawBatch, Record, decode_batch, verify_batch
 from ..record.compression import compress
 from ..record.records import BatchHeader, TimestampType
 from ..record.rewrite import (
@@ -255,7 +255,7 @@ class BatchFilter:
         data = b"".join(encode_legacy_message(r.offset, h.magic, log_append, r.timestamp, r.key, r.value) for r in kept)
         return self._emit(data, kept[-1].offset, max(r.timestamp for r in kept), len(kept), copied=False)
 
-    def _versioned_legacy(self, r, retain_deletes: bool) -> RecordOutcome:
+    def _versioned_legacy(self, r: Record, retain_deletes: bool) -> RecordOutcome:
         """:func:`retain_versioned_record` for one magic 0/1 message (moving the map's winner
         when it beats it)."""
         latest = self.map.latest_offset
@@ -263,7 +263,7 @@ class BatchFilter:
         version = self.versions.of_record(r) if mapped else 0  # type: ignore[union-attr]
         verdict, beats = retain_versioned_record(
             r.offset, r.key, r.value is None, version, winner=self.map.winner(r.key) if mapped else None,
-            map_latest_offset=latest, retain_tombstones=retain_deletes)
+            map_latest_offset=latest, retain_tombstones=retain_deletes, newest=self.map.newest)
         if beats:
             self.map.take(r.key, version, r.offset)
         return verdict

@@ -96,6 +96,7 @@ class OffsetMap:
             VERSION_ENTRY_COST if versioned else 0)
         self._table: dict = {}
         self._versions: dict[bytes, int] = {}
+        self.newest: tuple[bytes, int, int] | None = None  # a versioned map's newest record: key, version, offset
         self._entries = 0
         self.used_bytes = 0
         self.latest_offset = -1
@@ -197,10 +198,12 @@ class OffsetMap:
         old = self._versions.get(key)
         if old is not None and version < old:
             self.latest_offset = offset
+            self.newest = (key, version, offset)
             return True
         if not self.put(key, offset):
             return False
         self._versions[key] = version
+        self.newest = (key, version, offset)
         return True
 
     def winner(self, key: bytes) -> tuple[int, int] | None:

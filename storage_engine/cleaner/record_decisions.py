@@ -97,8 +97,8 @@ def filter_versioned_records(buf: bytes, start: int, stop: int, count: int, base
         version, winner = 0, None
         if key is not None and off <= latest:
             version, winner = version_of(buf, pos, end, tsd), omap.winner(key)
-        outcome, beats = retain_versioned_record(off, key, is_tomb, version, winner=winner,
-                                                 map_latest_offset=latest, retain_tombstones=retain_tombstones)
+        outcome, beats = retain_versioned_record(off, key, is_tomb, version, winner=winner, map_latest_offset=latest,
+                                                 retain_tombstones=retain_tombstones, newest=omap.newest)
         if beats:
             omap.take(key, version, off)  # type: ignore[arg-type]
         if outcome is RecordOutcome.KEEP:

@@ -240,6 +240,7 @@ def retain_versioned_record(
     winner: tuple[int, int] | None,
     map_latest_offset: int,
     retain_tombstones: bool,
+    newest: tuple[bytes, int, int] | None = None,
 ) -> tuple[RecordOutcome, bool]:
     """:func:`retain_record` under a version strategy (KIP-280, see ``strategy.py``): the verdict,
     and whether this record displaces ``winner``, its key's ``(version, offset)`` in the map.
@@ -249,7 +250,10 @@ def retain_versioned_record(
     whatever its version so the log end never moves. One above the winner can only come from
     the clean section (the map holds the dirty section's best), and it then becomes the winner,
     so the dirty section's record of that key goes when the recopy reaches it. A winning
-    tombstone still goes after its delete horizon, and still displaces what it beat.
+    tombstone still goes after its delete horizon, and still displaces what it beat, except
+    while the newest record (``newest``: the last one mapped, its key, version and offset, when
+    that is ``map_latest_offset``) is a lower version of the same key: that one stays, and without the tombstone before it, it would bring the
+    deleted key back. The tombstone goes in a later pass, once that record has lost again.
     """
     if offset > map_latest_offset:
         return RecordOutcome.KEEP, False
@@ -259,7 +263,9 @@ def retain_versioned_record(
     if winner is not None and mine < winner:
         return (RecordOutcome.KEEP if offset == map_latest_offset else RecordOutcome.DROP_DUPLICATE), False
     beats = winner is not None and mine > winner
-    if is_tombstone and not retain_tombstones:
+    shadows_newest = (newest is not None and newest[2] == map_latest_offset and newest[0] == key
+                      and newest[1] < version)
+    if is_tombstone and not retain_tombstones and not shadows_newest:
         return RecordOutcome.DROP_TOMBSTONE, beats
     return RecordOutcome.KEEP, beats
 

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.cleaner import NOW, compacted, small_map_cleaner
+from tests.helpers.cleaner import NOW, compacted, marker, raw_log, small_map_cleaner
 from storage_engine.cleaner import Cleaner
 from storage_engine.cleaner.strategy import MISSING_VERSION
-from storage_engine.record import CompressionType
+from storage_engine.record import CompressionType, Record, encode_batch
 from storage_engine.verify import verify_log
 from storage_engine.append_validation import ProducerRecord
 
@@ -94,11 +94,13 @@ class Model:
 
     def clean(self, segment_bases: list[int], end: int, now: int) -> None:
         """One pass over ``[0, end)``: per key, the highest ``(version, offset)`` wins; the newest
-        record (``end - 1``) stays whatever its version; a winning tombstone goes after its horizon."""
+        record (``end - 1``) stays whatever its version; a winning tombstone goes after its horizon,
+        unless the newest record is a lower version of its key."""
         winner: dict[str, tuple[int, int]] = {}
         for off in sorted(o for o in self.records if o < end):
             key = self.records[off][0]
             winner[key] = max(winner.get(key, (MISSING_VERSION - 1, -1)), (self.versions[off], off))
+        newest = self.records.get(end - 1)
         recopied = lambda off: segment_bases[bisect.bisect_right(segment_bases, off) - 1] < end  # noqa: E731
         batches_with_tombstones: set[int] = set()
         for off in sorted(self.records):
@@ -110,7 +112,9 @@ class Model:
                 if not wins and off != end - 1:
                     del self.records[off]
                     continue
-                if wins and value is None and base in self.horizon and now >= self.horizon[base]:
+                # a winning tombstone stays while the newest record is a lower version of its key
+                shadows_newest = newest is not None and newest[0] == key and self.versions[end - 1] < self.versions[off]
+                if wins and value is None and base in self.horizon and now >= self.horizon[base] and not shadows_newest:
                     del self.records[off]
                     continue
             if value is None:
@@ -172,3 +176,59 @@ def test_compaction_matches_the_model(tmp_path_factory, strategy, rounds, segmen
         assert read_all(log) == model.content()
         report = verify_log(log)
         assert report.ok, report.problems
+
+
+# A transactional batch: its records, and whether its transaction commits or aborts (None: not
+# transactional).
+txn_batch = st.tuples(st.lists(record, min_size=1, max_size=4), st.sampled_from([None, None, "commit", "abort"]))
+
+
+@pytest.mark.parametrize("strategy", ["timestamp", "header"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(txn_batch, min_size=1, max_size=12), per_segment=st.integers(1, 4),
+       later=st.lists(record, min_size=1, max_size=4))
+def test_versions_with_transactions_match_the_model(tmp_path_factory, strategy, batches, per_segment, later):
+    """Version strategies over transactions: each transactional batch is followed by its marker;
+    aborted records never compete (they go), committed ones compete like any other. Two passes,
+    the second past every tombstone's horizon after one more batch."""
+    root = tmp_path_factory.mktemp("txn")
+    model = Model(0)
+    segments: list[list[bytes]] = [[]]
+    for n, (recs, txn) in enumerate(batches):
+        if len(segments[-1]) >= per_segment:
+            segments.append([])
+        base = model.next_offset
+        records = [Record(base + i, NOW + dt, k.encode(), None if v is None else v.encode(), version_headers(ver))
+                   for i, (k, v, dt, ver) in enumerate(recs)]
+        pid = 100 + n if txn else -1
+        segments[-1].append(encode_batch(records, base_offset=base, producer_id=pid, producer_epoch=0 if txn else -1,
+                                         base_sequence=0 if txn else -1, is_transactional=txn is not None))
+        if txn == "abort":
+            model.next_offset += len(recs)  # never in the model: the first pass removes them
+        else:
+            model.append([(k, v, NOW + dt, model_version(strategy, NOW + dt, ver)) for k, v, dt, ver in recs])
+        if txn:
+            segments[-1].append(marker(model.next_offset, pid, 0, commit=txn == "commit"))
+            model.next_offset += 1
+    end = model.next_offset
+    segments.append([encode_batch([Record(end, NOW, b"zz", b"active")], base_offset=end)])
+    model.append([("zz", "active", NOW, model_version(strategy, NOW, None))])
+    header = VERSION_HEADER if strategy == "header" else ""
+    with raw_log(root, segments, delete_retention_ms="0", compaction_strategy=strategy,
+                 compaction_strategy_header=header) as m:
+        log = m.get_log("t", 0)
+        bases = [s.base_offset for s in log.segments]
+        assert m.compact("t", 0, now_ms=NOW).new_checkpoint == end
+        model.clean(bases, end, NOW)
+        assert read_all(log) == model.content()
+        log.append([ProducerRecord(k.encode(), None if v is None else v.encode(), NOW + dt, version_headers(ver))
+                    for k, v, dt, ver in later], now=NOW)
+        model.append([(k, v, NOW + dt, model_version(strategy, NOW + dt, ver)) for k, v, dt, ver in later])
+        log.roll()
+        log.refresh()
+        bases = [s.base_offset for s in log.segments]
+        second = m.compact("t", 0, now_ms=NOW + 1)
+        assert second.new_checkpoint == bases[-1]
+        model.clean(bases, bases[-1], NOW + 1)
+        assert read_all(log) == model.content()
+        assert verify_log(log).ok
