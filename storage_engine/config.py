@@ -328,13 +328,17 @@ class LogConfig:
 
     @cached_property
     def max_segment_ms(self) -> int:
-        """``segment.ms``, shortened to ``max.compaction.lag.ms`` on compacted topics.
+        """``segment.ms``, shortened to half of a finite ``max.compaction.lag.ms`` on compacted
+        topics.
 
-        The active segment is never cleaned, so a compacted topic must roll at least as often
-        as its maximum compaction lag promises to compact.
+        The active segment is never cleaned, so a compacted topic must roll before its records'
+        erasure deadline. Kafka rolls at the full lag, which makes a record cleanable exactly
+        when its deadline passes; rolling at half leaves the other half for the cleaner (the
+        compaction sensor asks for a partition once half its oldest record's lag is used, see
+        ``cleaner.plan.ErasureDeadline``). With Kafka's default lag (unlimited) nothing changes.
         """
-        if self.compact and self.max_compaction_lag_ms > 0:
-            return min(self.max_compaction_lag_ms, self.segment_ms)
+        if self.compact and 0 < self.max_compaction_lag_ms < LONG_MAX:
+            return min(max(self.max_compaction_lag_ms // 2, 1), self.segment_ms)
         return self.segment_ms
 
     def to_topic_dict(self) -> dict[str, object]:

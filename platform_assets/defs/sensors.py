@@ -6,10 +6,12 @@
   partition), so the event log does not grow with every tick. It is the only writer of
   dynamic partitions: Dagster's partition table has no uniqueness constraint, so two sensors
   adding the same key at once would list it twice.
-* ``compaction_sensor`` requests compaction of the compacted partitions Kafka's cleaner would
-  pick (dirty ratio above ``min.cleanable.dirty.ratio``, or ``max.compaction.lag.ms`` overdue),
-  earliest deadline first (overdue ``max.compaction.lag.ms``, longest overdue first), then
-  dirtiest first, at most ``LOGPLAT_MAX_PARTITIONS_PER_TICK`` partitions per tick.
+* ``compaction_sensor`` requests compaction earliest deadline first: the compacted partitions
+  whose erasure deadline (``max.compaction.lag.ms`` after their oldest uncleaned record) is
+  half used or missed, least time left first, in runs that clean them even where Kafka's rule
+  would still wait (so the deadline holds when the machine keeps up); then those Kafka's
+  cleaner would pick by dirty ratio (above ``min.cleanable.dirty.ratio``), dirtiest first; at
+  most ``LOGPLAT_MAX_PARTITIONS_PER_TICK`` partitions per tick.
 * ``retention_sensor`` requests retention of the partitions with deletable segments, most bytes
   first, with the same bound.
 
@@ -47,6 +49,7 @@ from ..logic.log_state import (
     TopicPartition,
     compaction_token,
     contiguous_runs,
+    deadline_urgent,
     due_for_compaction,
     due_for_retention,
     retention_token,
@@ -247,6 +250,8 @@ class _RunSensorSpec:
     choose: Callable[[Sequence[PartitionState]], list[PartitionState]]
     token: Callable[[PartitionState], str]
     reason: Callable[[Sequence[PartitionState]], str]
+    #: whether a run must clean its partitions even where the engine would not (not ``due``)
+    forced: Callable[[Sequence[PartitionState]], bool] = lambda run: False
 
 
 def _encode_tokens(run: Sequence[PartitionState], tokens: Mapping[TopicPartition, str]) -> str:
@@ -281,7 +286,7 @@ def _run_request(spec: _RunSensorSpec, topic: Topic, run: Sequence[PartitionStat
         job_name=cleanup_job_name(topic),
         partition_key=first if first == last else None,
         run_key=run_key(spec.kind, run, [tokens[s.tp] for s in run]),
-        run_config=cleanup_run_config(topic, force_compaction=False),
+        run_config=cleanup_run_config(topic, force_compaction=spec.forced(run)),
         tags=tags,
     )
 
@@ -316,9 +321,19 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
     return _sensor
 
 
+def _deadline_forced(run: Sequence[PartitionState]) -> bool:
+    """A run holding a partition asked for by its erasure deadline alone (not ``due`` for the
+    engine yet) is forced: the engine cleans it although Kafka's rule would wait."""
+    return any(deadline_urgent(s) and not s.candidacy.due for s in run)  # type: ignore[union-attr]
+
+
 def _compaction_reason(run: Sequence[PartitionState]) -> str:
     if len(run) == 1 and run[0].candidacy is not None:
-        return run[0].candidacy.why
+        c = run[0].candidacy
+        if deadline_urgent(run[0]) and not c.need_compaction_now:
+            return (f"erasure deadline in {c.deadline.time_left_ms} ms (offset {c.deadline.oldest_offset}, "  # type: ignore[union-attr]
+                    f"max.compaction.lag.ms {c.deadline.lag_ms}); {c.why}")  # type: ignore[union-attr]
+        return c.why
     ratio = max(s.dirty_ratio or 0.0 for s in run)
     return f"{len(run)} partitions due, dirtiest at {ratio:.3f}"
 
@@ -367,10 +382,10 @@ def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAsset
     if compacted:
         sensors.append(_build_run_sensor(_RunSensorSpec(
             "compaction_sensor", "compact", "compaction-sensor",
-            "Requests compaction of the partitions whose dirty ratio exceeds min.cleanable.dirty.ratio or whose "
-            "max.compaction.lag.ms is overdue, earliest deadline first, then dirtiest first; consecutive partitions of "
-            "a topic share a run.",
-            compacted, due_for_compaction, compaction_token, _compaction_reason,
+            "Requests compaction of the partitions whose erasure deadline (max.compaction.lag.ms) is half used or "
+            "missed, earliest deadline first, then those whose dirty ratio exceeds min.cleanable.dirty.ratio, dirtiest "
+            "first; consecutive partitions of a topic share a run.",
+            compacted, due_for_compaction, compaction_token, _compaction_reason, _deadline_forced,
         ), jobs, settings))
     if topics:
         sensors.append(_build_run_sensor(_RunSensorSpec(

@@ -14,8 +14,9 @@ event:
   how long its deadline passed (the engine's ``ErasureDeadline``). From file metadata alone the
   platform cannot tell whether a superseded key is in there, so any overdue dirty section
   counts: the cleaner is behind its deadline (``logctl erasure-report`` answers exactly).
-* **WARN**, cleaning due: a dirty ratio above ``min.cleanable.dirty.ratio`` (the cleaner would
-  pick the log), or segments retention would delete, named with the rule that makes them
+* **WARN**, cleaning due: half of the erasure deadline used (the compaction sensor asks for the
+  partition now, so the deadline holds), a dirty ratio above ``min.cleanable.dirty.ratio`` (the
+  cleaner would pick the log), or segments retention would delete, named with the rule that makes them
   deletable (``log-start-offset``, ``retention.bytes``, ``retention.ms``).
 * **passed** otherwise, with the dirty ratio and its threshold.
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from ..defs.checks import HEALTH_CHECK, CheckOutcome
-from .log_state import PartitionState
+from .log_state import PartitionState, deadline_urgent
 from .metadata import deadline_metadata
 from .units import duration_text, iso_time, size_text
 
@@ -60,7 +61,7 @@ def health_of(state: PartitionState) -> Health:
     reasons: list[str] = []
     severity = None
     candidacy = state.candidacy
-    if candidacy is not None and candidacy.due:
+    if candidacy is not None and state.compaction_due:
         overdue = candidacy.need_compaction_now and candidacy.cleanable_bytes > 0
         dirty = f"{size_text(candidacy.cleanable_bytes)} dirty of {size_text(candidacy.total_bytes)}"
         deadline = candidacy.deadline
@@ -68,6 +69,10 @@ def health_of(state: PartitionState) -> Health:
             reasons.append(f"max.compaction.lag.ms: missed by {duration_text(-deadline.time_left_ms / 1000)}: the "
                            f"oldest uncleaned record, offset {deadline.oldest_offset}, written "
                            f"{iso_time(deadline.oldest_timestamp_ms)}, was due to be cleaned by "
+                           f"{iso_time(deadline.deadline_ms)} ({dirty})")
+        elif deadline_urgent(state) and deadline is not None:
+            reasons.append(f"max.compaction.lag.ms: erasure deadline in {duration_text(deadline.time_left_ms / 1000)}: "
+                           f"the oldest uncleaned record, offset {deadline.oldest_offset}, must be cleaned by "
                            f"{iso_time(deadline.deadline_ms)} ({dirty})")
         else:
             rule = "max.compaction.lag.ms" if overdue else "min.cleanable.dirty.ratio"

@@ -77,7 +77,8 @@ class PartitionState:
 
     @property
     def compaction_due(self) -> bool:
-        return bool(self.candidacy and self.candidacy.due)
+        """Due by Kafka's rule, or by its erasure deadline (:func:`deadline_urgent`)."""
+        return bool(self.candidacy and self.candidacy.due) or deadline_urgent(self)
 
     @property
     def deletable_segments(self) -> int:
@@ -91,7 +92,7 @@ class PartitionState:
         """Changes when the log's structure or a verdict changes, not on every append: what an
         observation is worth recording for."""
         overdue = bool(self.candidacy and self.candidacy.need_compaction_now and self.candidacy.cleanable_bytes)
-        return short_hash(self.state_hash, self.compaction_due, overdue, self.deletable_segments)
+        return short_hash(self.state_hash, self.compaction_due, overdue, self.deletable_segments)  # urgent: in due
 
 
 def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> PartitionState:
@@ -136,19 +137,27 @@ def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | N
 # ---------------------------------------------------------------------------- decisions
 
 
+def deadline_urgent(state: PartitionState) -> bool:
+    """Whether half of the partition's ``max.compaction.lag.ms`` is used by its oldest cleanable
+    record (``ErasureDeadline.urgent``, overdue included): the compaction sensor asks for it
+    then, so that it is clean before the deadline, whatever its dirty ratio."""
+    c = state.candidacy
+    return c is not None and c.deadline is not None and c.deadline.urgent and c.cleanable_bytes > 0
+
+
 def due_for_compaction(states: Sequence[PartitionState]) -> list[PartitionState]:
-    """Partitions Kafka's cleaner would pick (dirty ratio above ``min.cleanable.dirty.ratio``, or
-    ``max.compaction.lag.ms`` overdue), earliest deadline first: the partitions whose
-    ``max.compaction.lag.ms`` is overdue, longest overdue first (an erasure deadline already
-    missed or about to be), then the others dirtiest first, the engine's own order. Kafka's
-    cleaner picks the dirtiest log whatever its deadline; with a bounded number of runs per tick
-    that could leave an overdue partition waiting behind dirtier ones."""
+    """The partitions to compact, earliest deadline first: those whose erasure deadline is
+    urgent or missed (:func:`deadline_urgent`), least time left first, then the others Kafka's
+    cleaner would pick (dirty ratio above ``min.cleanable.dirty.ratio``), dirtiest first, the
+    engine's own order. Kafka's cleaner picks the dirtiest log whatever its deadline, and only
+    once ``max.compaction.lag.ms`` has passed; with a bounded number of runs per tick that could
+    leave an overdue partition waiting behind dirtier ones."""
     by_tp = {s.tp: s for s in states if s.candidacy is not None}
+    urgent = sorted((s for s in by_tp.values() if deadline_urgent(s)),
+                    key=lambda s: (s.candidacy.deadline.time_left_ms, s.tp))  # type: ignore[union-attr]
+    first = {s.tp for s in urgent}
     ordered = order_by_dirtiness([s.candidacy for s in by_tp.values()])  # type: ignore[misc]
-    overdue = sorted((c for c in ordered if c.need_compaction_now and c.cleanable_bytes > 0),
-                     key=lambda c: -c.max_compaction_delay_ms)
-    first = {(c.topic, c.partition) for c in overdue}
-    return [by_tp[(c.topic, c.partition)] for c in overdue + [c for c in ordered if (c.topic, c.partition) not in first]]
+    return urgent + [by_tp[(c.topic, c.partition)] for c in ordered if (c.topic, c.partition) not in first]
 
 
 def due_for_retention(states: Sequence[PartitionState]) -> list[PartitionState]:

@@ -159,6 +159,17 @@ class ErasureDeadline:
     oldest_timestamp_ms: int  # its first batch's maxTimestamp
     deadline_ms: int  # oldest_timestamp_ms + max.compaction.lag.ms
     time_left_ms: int  # deadline_ms - now
+    lag_ms: int  # max.compaction.lag.ms
+
+    @property
+    def missed(self) -> bool:
+        return self.time_left_ms < 0
+
+    @property
+    def urgent(self) -> bool:
+        """Half the lag is used: time to clean, so the deadline holds (compacted topics roll at
+        half the lag too, ``LogConfig.max_segment_ms``)."""
+        return 2 * self.time_left_ms <= self.lag_ms
 
     def to_dict(self) -> dict:
         return {"oldest_offset": self.oldest_offset, "oldest_timestamp_ms": self.oldest_timestamp_ms,
@@ -179,7 +190,7 @@ def erasure_deadline(
         return None
     oldest_ts, oldest_offset = min(dated)
     deadline = oldest_ts + max(max_compaction_lag_ms, 0)
-    return ErasureDeadline(oldest_offset, oldest_ts, deadline, deadline - now_ms)
+    return ErasureDeadline(oldest_offset, oldest_ts, deadline, deadline - now_ms, max_compaction_lag_ms)
 
 
 def max_compaction_delay_ms(deadline: ErasureDeadline | None) -> int:

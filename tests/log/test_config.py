@@ -83,7 +83,8 @@ def test_policy_properties_are_case_insensitive() -> None:
 def test_max_segment_ms() -> None:
     assert LogConfig(segment_ms=1000).max_segment_ms == 1000
     compact = LogConfig(segment_ms=1000, cleanup_policy=("compact",), max_compaction_lag_ms=300)
-    assert compact.max_segment_ms == 300
+    assert compact.max_segment_ms == 150  # half the lag: the other half is the cleaner's
+    assert LogConfig(cleanup_policy=("compact",)).max_segment_ms == 604800000  # unlimited lag: segment.ms
     assert LogConfig(segment_ms=1000, max_compaction_lag_ms=300).max_segment_ms == 1000
     assert LogConfig(segment_ms=100, cleanup_policy=("compact",), max_compaction_lag_ms=300).max_segment_ms == 100
 

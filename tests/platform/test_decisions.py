@@ -9,12 +9,12 @@ import pytest
 from platform_assets.logic.catalog import safe_name
 from platform_assets.defs.checks import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
 from platform_assets.logic.check_facts import Digest, Duplicates, Verification, split_problems
-from platform_assets.logic.log_state import PartitionState, due_for_compaction
+from platform_assets.logic.log_state import PartitionState, deadline_urgent, due_for_compaction
 from platform_assets.defs.partitions import KeyUpdate, partition_number, plan_key_update
 from platform_assets.defs.schedules import cron_for_interval_ms
 from platform_assets.defs.sensors import ObservationCursor, busy_logs
 from platform_assets.logic.settings import PlatformSettings, retention_check_interval_ms
-from storage_engine.cleaner.plan import LogToClean
+from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
 
 
 def _apply(existing: list[str], update: KeyUpdate) -> list[str]:
@@ -138,15 +138,21 @@ def test_check_verdicts():
     assert LATEST_VALUES not in {o.name for o in alone}
 
 
-def _candidate(partition: int, ratio: float, overdue_ms: int) -> PartitionState:
-    ltc = LogToClean("t", partition, 0, 0, 100, 0, 100, int(1000 * (1 - ratio)), int(1000 * ratio), overdue_ms, 0.5,
-                     False, "active segment")
+def _candidate(partition: int, ratio: float, time_left_ms: int | None = None, lag_ms: int = 60_000) -> PartitionState:
+    """A compacted partition at ``ratio``; with ``time_left_ms``, its erasure deadline that far
+    away (negative: missed by that much) under ``max.compaction.lag.ms`` = ``lag_ms``."""
+    deadline = None if time_left_ms is None else ErasureDeadline(10, 0, lag_ms, time_left_ms, lag_ms)
+    ltc = LogToClean("t", partition, 0, 0, 100, 0, 100, int(1000 * (1 - ratio)), int(1000 * ratio),
+                     max_compaction_delay_ms(deadline), 0.5, False, "active segment", deadline)
     return PartitionState("t", partition, True, False, 1000, 3, 0, 0, 100, "h", ltc, None)
 
 
 def test_compaction_takes_the_earliest_deadline_before_the_dirtiest():
-    """Overdue max.compaction.lag.ms first, longest overdue first; then dirtiest first; a partition
-    neither dirty enough nor overdue is not due."""
-    states = [_candidate(0, 0.9, 0), _candidate(1, 0.2, 10_000), _candidate(2, 0.6, 100_000), _candidate(3, 0.1, 0),
-              _candidate(4, 0.7, 0)]
-    assert [s.partition for s in due_for_compaction(states)] == [2, 1, 0, 4]
+    """Missed or half-used erasure deadlines first, least time left first; then dirtiest first;
+    a partition neither dirty enough nor near its deadline is not due."""
+    states = [_candidate(0, 0.9), _candidate(1, 0.2, -10_000), _candidate(2, 0.6, -100_000), _candidate(3, 0.1),
+              _candidate(4, 0.7), _candidate(5, 0.1, 20_000), _candidate(6, 0.1, 50_000)]
+    assert [s.partition for s in due_for_compaction(states)] == [2, 1, 5, 0, 4]
+    assert [deadline_urgent(s) for s in states] == [False, True, True, False, False, True, False]
+    assert states[5].compaction_due and not states[5].candidacy.due  # due by its deadline, not by Kafka's rule
+    assert not states[6].compaction_due
