@@ -31,6 +31,7 @@ from storage_engine.record import (
     set_partition_leader_epoch,
     verify_batch,
 )
+from storage_engine.record.v2 import record_header_value, walk_records
 
 H = bytes.fromhex
 
@@ -288,3 +289,22 @@ def test_round_trip(specs, codec: CompressionType, base_offset: int, first_ts: i
     assert raw.header.last_offset == records[-1].offset
     assert raw.header.max_timestamp == max(r.timestamp for r in records)
     assert raw.header.compression is codec
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), st.one_of(st.none(), st.binary(max_size=8)),
+                          st.lists(st.tuples(st.sampled_from(["ver", "v", "other", "é"]),
+                                             st.one_of(st.none(), st.binary(max_size=9))), max_size=4)),
+                min_size=1, max_size=6))
+def test_record_header_value_agrees_with_the_decoder(records):
+    """What a compaction strategy reads of a record (the last header of a name) is what the
+    decoder reads, on the record spans the cleaner walks."""
+    batch = encode_batch([Record(i, 1000 + i, k, v, tuple(h)) for i, (k, v, h) in enumerate(records)], base_offset=0)
+    raw = next(scan_batches(batch))
+    decoded = decode_batch(raw)
+    buf = bytes(raw.data)
+    spans = walk_records(buf, raw.header.records_count, RECORD_BATCH_OVERHEAD, len(buf))
+    for (start, end, *_), record in zip(spans, decoded):
+        for name in ("ver", "v", "other", "é", "absent"):
+            values = [value for key, value in record.headers if key == name]
+            assert record_header_value(buf, start, end, name.encode()) == (values[-1] if values else None)
