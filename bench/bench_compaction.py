@@ -18,8 +18,14 @@ For each it measures, in the same run and on the same files:
   resetting it through ``/proc/self/clear_refs``, minus its RSS before; and the offset map's own
   charged bytes per key).
 
+With ``--strategy timestamp`` the topic compacts by KIP-280's ``timestamp`` strategy (every
+record here has the same timestamp, so ties go by offset and the output is the offset
+strategy's): the cost of the versioned path. ``--strategy compare`` cleans a copy of each log
+both ways in the same run and prints the ratio.
+
 Usage: ``python bench/bench_compaction.py [--size-mb 1024]
-[--workload large|small|keys|all] [--dir DIR] [--keep] [--json]``. Prints a table; not a test.
+[--workload large|small|keys|all] [--strategy offset|timestamp|compare] [--dir DIR] [--keep]
+[--json]``. Prints a table; not a test.
 """
 
 from __future__ import annotations
@@ -159,6 +165,7 @@ CHILD = textwrap.dedent("""
         return 0
 
     m = LogManager([sys.argv[1]])
+    m.alter_topic("t", {"compaction.strategy": sys.argv[4]})
     log = m.get_log("t", 0)
     cleaner = Cleaner(m.cleaner_config())
     try:
@@ -177,7 +184,8 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run_workload(name: str, size_mb: int, base_dir: Path, keep: bool) -> dict:
+def run_workload(name: str, size_mb: int, base_dir: Path, keep: bool, strategies: list[str]) -> list[dict]:
+    """Generate the workload once, then clean it (a copy per strategy after the first)."""
     spec = WORKLOADS[name]
     root = base_dir / name
     if root.exists():
@@ -189,15 +197,28 @@ def run_workload(name: str, size_mb: int, base_dir: Path, keep: bool) -> dict:
     part = root / "t-0"
     copy_bytes, copy_s = raw_copy(part, base_dir / f"{name}.rawcopy")
     os.unlink(base_dir / f"{name}.rawcopy")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(root), str(REPO), str(NOW)],
-                          capture_output=True, text=True, check=True)
-    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    roots = {strategies[0]: root}
+    for strategy in strategies[1:]:
+        roots[strategy] = base_dir / f"{name}-{strategy}"
+        shutil.copytree(root, roots[strategy])
+    results = []
+    for strategy in strategies:
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(roots[strategy]), str(REPO), str(NOW), strategy],
+                              capture_output=True, text=True, check=True)
+        child = json.loads(proc.stdout.strip().splitlines()[-1])
+        results.append(_result(name, strategy, spec, info, gen_s, copy_bytes, copy_s, child))
+        if not keep:
+            shutil.rmtree(roots[strategy])
+    return results
+
+
+def _result(name: str, strategy: str, spec: dict, info: dict, gen_s: float, copy_bytes: int, copy_s: float,
+            child: dict) -> dict:
     rep = child["report"]
-    if not keep:
-        shutil.rmtree(root)
     peak_mb = (child["rss_peak_kb"] - child["rss_before_kb"]) / 1024
     return {
         "workload": name,
+        "strategy": strategy,
         "value_size": spec["value_size"],
         "generated": info,
         "generate_s": round(gen_s, 1),
@@ -226,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024, help="log size per workload (default 1024)")
     parser.add_argument("--workload", choices=["large", "small", "keys", "all"], default="all")
+    parser.add_argument("--strategy", choices=["offset", "timestamp", "compare"], default="offset",
+                        help="compaction.strategy of the topic (compare: both, same run)")
     parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the generated logs")
     parser.add_argument("--json", action="store_true")
@@ -233,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-compaction-"))
     base.mkdir(parents=True, exist_ok=True)
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
-    results = [run_workload(n, args.size_mb, base, args.keep) for n in names]
+    strategies = ["offset", "timestamp"] if args.strategy == "compare" else [args.strategy]
+    results = [r for n in names for r in run_workload(n, args.size_mb, base, args.keep, strategies)]
     if not args.keep and not args.dir:
         shutil.rmtree(base, ignore_errors=True)
     if args.json:
@@ -241,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for r in results:
         g = r["generated"]
-        print(f"== {r['workload']}: {g['bytes'] / MB:,.0f} MB, {g['records']:,} records of {r['value_size']} B values, "
+        print(f"== {r['workload']} ({r['strategy']} strategy): {g['bytes'] / MB:,.0f} MB, {g['records']:,} records of {r['value_size']} B values, "
               f"{g['keys']:,} keys, {g['records_per_batch']} records/batch, {g['segments']} segments")
         print(f"   raw sequential copy : {r['raw_copy_mb_s']:>8,.1f} MB/s ({r['raw_copy_s']} s)")
         print(f"   compaction          : {r['compaction_mb_s']:>8,.1f} MB/s, {r['compaction_records_s']:>10,} records/s "
@@ -253,6 +277,13 @@ def main(argv: list[str] | None = None) -> int:
               f"cleaning = {r['peak_bytes_per_key']:.0f} B per key held ({r['keys_per_pass_max']:,} keys in the "
               f"fullest pass, {r['distinct_keys']:,} over all passes); the map charges {r['map_bytes_per_key']:.0f} B/key "
               f"(Kafka: 24) against {r['map_capacity_bytes'] / MB:.0f} MB usable")
+    if args.strategy == "compare":
+        for offset, versioned in zip(results[::2], results[1::2]):
+            print(f"== {offset['workload']}: timestamp strategy / offset strategy, same log, same run: "
+                  f"time {versioned['compaction_s'] / offset['compaction_s']:.2f}x, map bytes per key "
+                  f"{versioned['map_bytes_per_key']:.0f} vs {offset['map_bytes_per_key']:.0f}, peak bytes per key held "
+                  f"{versioned['peak_bytes_per_key']:.0f} vs {offset['peak_bytes_per_key']:.0f}, records kept "
+                  f"{versioned['records_written']:,} vs {offset['records_written']:,}")
     return 0
 
 
