@@ -54,9 +54,9 @@ class BatchFilter:
 
     Built with the round's offset map, a :class:`TransactionTracker` over the round's aborted
     transactions, the producers' last records, the clock, the base offset of the round's last
-    batch and the topic's compaction strategy (``versions``: None for ``offset``; a versioned
-    map then, and the batches must come in offset order). ``filter(raw)`` returns the bytes to write for that batch (or None) and counts what it
-    removed in ``stats``.
+    batch and the topic's compaction strategy (``versions``: None for ``offset``; otherwise the
+    map is versioned and the batches must come in offset order). ``filter(raw)`` returns the
+    bytes to write for that batch (or None) and counts what it removed in ``stats``.
     """
 
     def __init__(

@@ -252,8 +252,9 @@ def retain_versioned_record(
     so the dirty section's record of that key goes when the recopy reaches it. A winning
     tombstone still goes after its delete horizon, and still displaces what it beat, except
     while the newest record (``newest``: the last one mapped, its key, version and offset, when
-    that is ``map_latest_offset``) is a lower version of the same key: that one stays, and without the tombstone before it, it would bring the
-    deleted key back. The tombstone goes in a later pass, once that record has lost again.
+    that is ``map_latest_offset``) is a lower version of the same key: that one stays, and
+    without the tombstone before it, it would bring the deleted key back. The tombstone goes in
+    a later pass, once that record has lost again.
     """
     if offset > map_latest_offset:
         return RecordOutcome.KEEP, False
