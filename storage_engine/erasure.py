@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .cleaner.candidacy import candidacy_from_stats
 from .cleaner.plan import ErasureDeadline
-from .cleaner.strategy import version_rule
+from .cleaner.strategy import Winners, version_rule
 from .errors import LogError
 from .log import Log
 from .naming import DELETED_SUFFIX, LOG_SUFFIX
@@ -109,11 +109,11 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     config = log.config
     lag = config.max_compaction_lag_ms
     report = ErasureReport(log.topic, log.partition, lag, now_ms, deadline=log_deadline(log, now_ms))
-    versions = version_rule(config.compaction_strategy, config.compaction_strategy_header)
+    rule = version_rule(config.compaction_strategy, config.compaction_strategy_header)
+    winners = Winners(rule) if rule is not None else None
     # each key's records not yet superseded long enough ago: a later record whose timestamp is
     # at least the lag before now makes all of them due
     unsuperseded: dict[bytes, list[int]] = {}
-    best: dict[bytes, tuple[int, int]] = {}  # a version strategy's winner of each key so far
     values: list[int] = []
     tombstones: list[int] = []
     path = str(log.dir)
@@ -124,24 +124,21 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
             if r.offset < log.log_start_offset or r.key is None:
                 continue
             report.records_read += 1
+            if key is not None and r.key == key:
+                (values if r.value is not None else tombstones).append(r.offset)
             due = lag != UNBOUNDED and r.timestamp + lag <= now_ms
-            if versions is not None:
-                mine, winner = (versions.of_record(r), r.offset), best.get(r.key)
-                if winner is not None and mine < winner:
+            if winners is not None:
+                winner = winners.offer(r)
+                if winner is not None:
                     if due:  # lost to its key's winner when it was written
                         report.add(Remnant(r.offset, winner[1], r.timestamp, now_ms - (r.timestamp + lag)))
-                    if key is not None and r.key == key:
-                        (values if r.value is not None else tombstones).append(r.offset)
                     continue
-                best[r.key] = mine
             pending = unsuperseded.setdefault(r.key, [])
             if pending and due:
                 for offset in pending:
                     report.add(Remnant(offset, r.offset, r.timestamp, now_ms - (r.timestamp + lag)))
                 pending.clear()
             pending.append(r.offset)
-            if key is not None and r.key == key:
-                (values if r.value is not None else tombstones).append(r.offset)
     if key is not None:
         report.key = KeyRecords(tuple(values), tuple(tombstones), tuple(_offsets_in_deleted_files(log.dir, key)))
     return report

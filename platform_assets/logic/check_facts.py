@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from spark_jobs.distribute import each, pack, run_tasks, task_slots
-from storage_engine.cleaner.strategy import version_rule
+from storage_engine.cleaner.strategy import Winners, version_rule
 from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
@@ -143,13 +143,13 @@ def record_hash(key: bytes, value: bytes) -> int:
 def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
     """Read one partition from its log start up to ``task.ending`` (read-only, as a consumer)."""
     latest: dict[bytes, tuple[int, int, bool]] = {}
-    versions_of: dict[bytes, int] = {}
     in_cleaned: dict[bytes, int] = {}
     error = None
     with LogManager([Path(task.log_dir)], read_only=True) as manager:
         log = manager.get_log(task.topic, task.partition)
-        versions = version_rule(log.config.compaction_strategy, log.config.compaction_strategy_header)
-        exempt = task.cleaned_end - 1 if versions is not None else -1
+        rule = version_rule(log.config.compaction_strategy, log.config.compaction_strategy_header)
+        winners = Winners(rule) if rule is not None else None
+        exempt = task.cleaned_end - 1 if rule is not None else -1
         start = log.log_start_offset
         path = str(log.dir)
         try:
@@ -163,11 +163,8 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
                         continue
                     if r.offset < task.cleaned_end and r.offset != exempt:
                         in_cleaned[r.key] = in_cleaned.get(r.key, 0) + 1
-                    if versions is not None:
-                        version = versions.of_record(r)
-                        if r.key in versions_of and version < versions_of[r.key]:
-                            continue  # lost to the key's winner so far
-                        versions_of[r.key] = version
+                    if winners is not None and winners.offer(r) is not None:
+                        continue  # lost to the key's winner so far
                     live = r.value is not None
                     latest[r.key] = (r.offset, record_hash(r.key, r.value) if live else 0, live)
         except LogError as exc:  # the cleaning and the verification name it; the other partitions go on

@@ -99,3 +99,24 @@ def version_rule(strategy: str, header: str = "") -> VersionRule | None:
     if chosen is CompactionStrategy.OFFSET:
         return None
     return VersionRule(chosen, header)
+
+
+class Winners:
+    """Each key's winning ``(version, offset)`` so far, for a reader walking a partition's keyed
+    records in offset order under a version strategy: the cleaner's rule read back from the
+    files (the erasure report, the asset checks)."""
+
+    def __init__(self, rule: VersionRule) -> None:
+        self.rule = rule
+        self._best: dict[bytes, tuple[int, int]] = {}
+
+    def offer(self, record: Record) -> tuple[int, int] | None:
+        """None when ``record`` (keyed) becomes its key's winner; else the ``(version, offset)``
+        of the earlier record that beats it (ties go to the later offset, so only a lower
+        version loses)."""
+        mine = (self.rule.of_record(record), record.offset)
+        best = self._best.get(record.key)  # type: ignore[arg-type]
+        if best is not None and mine < best:
+            return best
+        self._best[record.key] = mine  # type: ignore[index]
+        return None
