@@ -48,15 +48,21 @@ CRASH_POINTS = (
     + ["compaction.after-dir-fsync", "compaction.after-checkpoint"]
 )
 AFTER_COMMIT = set(CRASH_POINTS[CRASH_POINTS.index(COMMIT_POINT):])
+#: Every step under Kafka's rule; under a version strategy (KIP-280), whose recopy differs but
+#: whose swap is the same, the steps around the commit point and the last one.
+CASES = [("offset", p) for p in CRASH_POINTS] + [
+    ("timestamp", p) for p in ("compaction.after-cleaned-written", f"compaction.cleaned-to-swap-{N_FILES - 2}",
+                               COMMIT_POINT, "compaction.after-checkpoint")]
 
 
-def build(root) -> None:
-    """Four equal inactive segments of duplicates and a tombstone, then segment.bytes fitting two."""
-    with compacted(root, delete_retention_ms=0, file_delete_delay_ms=60_000) as m:
+def build(root, strategy: str = "offset") -> None:
+    """Four equal inactive segments of duplicates and a tombstone, then segment.bytes fitting two.
+    Timestamps run out of order, so the ``timestamp`` strategy keeps other records than ``offset``."""
+    with compacted(root, delete_retention_ms=0, file_delete_delay_ms=60_000, compaction_strategy=strategy) as m:
         log = m.get_log("t", 0)
         for seg in range(N_INPUTS):
             for i in range(6):
-                put(log, (f"k{(seg * 6 + i) % 5}", f"v{seg}.{i}"))
+                put(log, (f"k{(seg * 6 + i) % 5}", f"v{seg}.{i}"), ts=NOW + (seg * 6 + i) * 7 % 11)
             if seg == 2:
                 put(log, ("k0", None))
             else:
@@ -68,23 +74,27 @@ def build(root) -> None:
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory):
-    """The log before compaction and the content after an uninterrupted compaction."""
-    root = tmp_path_factory.mktemp("model")
-    build(root)
-    with LogManager([root]) as m:
-        before = content(m.get_log("t", 0))
-        report = m.compact("t", 0, now_ms=NOW)
-        after = content(m.get_log("t", 0))
-        assert report.segments_written == 2 and len(after) < len(before)
-        assert [len(g) for g in report.rounds[0]["groups"]] == [2, 2]
-    return before, after
+def scenarios(tmp_path_factory):
+    """Per strategy: the log before compaction and the content after an uninterrupted one."""
+    out = {}
+    for strategy in ("offset", "timestamp"):
+        root = tmp_path_factory.mktemp(f"model-{strategy}")
+        build(root, strategy)
+        with LogManager([root]) as m:
+            before = content(m.get_log("t", 0))
+            report = m.compact("t", 0, now_ms=NOW)
+            after = content(m.get_log("t", 0))
+            assert report.segments_written == 2 and len(after) < len(before)
+            assert [len(g) for g in report.rounds[0]["groups"]] == [2, 2]
+        out[strategy] = before, after
+    assert out["offset"][1] != out["timestamp"][1]  # the strategies really keep different records
+    return out
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
-def test_a_kill_at_each_swap_step_leaves_the_log_before_or_after(tmp_path, scenario, point):
-    before, after = scenario
-    build(tmp_path)
+@pytest.mark.parametrize(("strategy", "point"), CASES)
+def test_a_kill_at_each_swap_step_leaves_the_log_before_or_after(tmp_path, scenarios, strategy, point):
+    before, after = scenarios[strategy]
+    build(tmp_path, strategy)
     env = dict(os.environ, LOGPLAT_CRASH_AT=point)
     proc = subprocess.run([sys.executable, "-c", COMPACT, str(tmp_path), str(NOW)], env=env,
                           capture_output=True, text=True, timeout=60)
