@@ -13,8 +13,9 @@ reads from the page cache alike), each engine runs in its own process:
 * ``spark local[1]`` and ``spark local[2]``: ``spark_jobs.compaction.compact_partitions``
   with ``force=False`` (same partitions as ``compact_due``) on a session built by
   ``build_spark_session`` with the production defaults. The master is fixed per JVM, hence one
-  process each. The session start and a warm-up job on a tiny log (JIT, Python workers) are
-  timed apart from the measured job, which starts on a warm session; a second job on a fresh
+  process each. The session start and two warm-up jobs on a tiny log (JIT, Python workers;
+  one with its partitions whole, one split, so both of the job's paths are warm) are timed
+  apart from the measured job, which starts on a warm session; a third job on a fresh
   copy of the tiny log ("tiny job") shows the fixed cost of any job.
 
 A third workload, ``retention``, is ``--retention-partitions`` (2000) partitions of a ``delete``
@@ -211,10 +212,11 @@ def tree_cpu_s(root: int | None = None) -> float:
 
 # The local child: argv = kind (compaction or retention), src, work, repo, now_ms, broker props
 # (JSON), repeat. Each repetition works on a fresh copy of ``src`` at ``work`` (the copy is not
-# timed); the last one stays there for the comparison. Compaction is ``compact_due``, retention
+# timed, and is written back to disk before the clock starts, so that no engine's job waits on
+# the writeback of a copy); the last one stays there for the comparison. Compaction is ``compact_due``, retention
 # ``retention_plans`` then ``apply_retention``.
 LOCAL_CHILD = textwrap.dedent("""
-    import json, shutil, sys, time
+    import json, os, shutil, sys, time
     kind, src, work, repo, now, props, repeat = sys.argv[1:8]
     sys.path.insert(0, repo)
     from storage_engine.manager import LogManager
@@ -223,6 +225,7 @@ LOCAL_CHILD = textwrap.dedent("""
     for _ in range(int(repeat)):
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(src, work)
+        os.sync()  # the copy's writeback is not the measured job's
         t0, c0 = time.perf_counter(), time.process_time()
         with LogManager([work], json.loads(props)) as m:
             if kind == "compaction":
@@ -240,7 +243,7 @@ LOCAL_CHILD = textwrap.dedent("""
 
 # The Spark compaction child: argv = src, work, repo, now_ms, broker props (JSON), repeat, master.
 SPARK_CHILD = textwrap.dedent("""
-    import json, shutil, sys, tempfile, time
+    import json, os, shutil, sys, tempfile, time
     from pathlib import Path
     src, work, repo, now, props, repeat, master = sys.argv[1:8]
     now, props = int(now), json.loads(props)
@@ -253,25 +256,27 @@ SPARK_CHILD = textwrap.dedent("""
 
     spark = build_spark_session(master, app_name="bench-spark")
     session_s = time.perf_counter() - t0
-    # warm-up: the same job on a tiny log (JIT, Python worker daemons); then once more on a
+    # warm-up: the same job on a tiny log, once with its partitions whole and once split (JIT
+    # and Python workers for both paths, whichever the measured job takes); then once more on a
     # fresh copy of it: the fixed cost of any job on a warm session
     warm = Path(tempfile.mkdtemp(prefix="bench-spark-warmup-"))
     try:
         generate(warm / "src", "warm", 2, 256 * 1024, 64 * 1024, seed=1)
         times = []
-        for i in range(2):
+        for i, split_bytes in enumerate([None, 0, None]):
             shutil.copytree(warm / "src", warm / str(i))
             t1 = time.perf_counter()
-            res = compact_partitions(spark, [warm / str(i)], now_ms=now, broker_props=props)
+            res = compact_partitions(spark, [warm / str(i)], now_ms=now, broker_props=props, split_bytes=split_bytes)
             times.append(time.perf_counter() - t1)
             assert [o.status for o in res.outcomes] == [COMPACTED] * 2, [o.reason for o in res.outcomes]
-        warmup_s, tiny_s = times
+        warmup_s, tiny_s = times[0] + times[1], times[2]
     finally:
         shutil.rmtree(warm, ignore_errors=True)
     runs = []
     for _ in range(int(repeat)):
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(src, work)
+        os.sync()  # the copy's writeback is not the measured job's
         cpu0 = tree_cpu_s()
         t2 = time.perf_counter()
         result = compact_partitions(spark, [work], now_ms=now, broker_props=props)
@@ -289,7 +294,7 @@ SPARK_CHILD = textwrap.dedent("""
 
 # The Spark retention child: argv = src, work, repo, now_ms, repeat, master.
 SPARK_RETENTION_CHILD = textwrap.dedent("""
-    import json, shutil, sys, time
+    import json, os, shutil, sys, time
     src, work, repo, now, repeat, master = sys.argv[1:7]
     sys.path.insert(0, repo)
     sys.path.insert(0, repo + "/bench")
@@ -309,6 +314,7 @@ SPARK_RETENTION_CHILD = textwrap.dedent("""
     for _ in range(int(repeat)):
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(src, work)
+        os.sync()  # the copy's writeback is not the measured job's
         cpu0, t2 = tree_cpu_s(), time.perf_counter()
         result = retention_partitions(spark, [work], now_ms=int(now))
         runs.append({"job_s": time.perf_counter() - t2, "cpu_s": tree_cpu_s() - cpu0})
@@ -385,6 +391,7 @@ def run_workload(name: str, partitions: int, partition_mb: float, segment_mb: fl
     t0 = time.perf_counter()
     info = generate(src, "t", partitions, int(partition_mb * MB), int(segment_mb * MB))
     gen_s = time.perf_counter() - t0
+    os.sync()
     runs: dict[str, dict] = {}
     for engine in ENGINES:
         work = root / engine.replace("[", "-").replace("]", "")

@@ -10,17 +10,22 @@ the distribution (``distribute.py``). A job moves work, not keys:
   ``compact,delete``, the sweep of ``.deleted`` files). Many such partitions are packed per
   task, largest first. The output is the local cleaner's because it is the local cleaner.
 * **Split partitions.** A larger partition is planned on the driver, under its cleaner lock
-  (the engine's ``Cleaner.prepare_pass`` and ``plan_round``), then cleaned in two stages:
+  (the engine's ``Cleaner.prepare_pass`` and ``plan_round``). Its groups are cut into *spans*,
+  runs of consecutive groups of about equal size, one per task slot, and it is cleaned in two
+  stages:
 
-  1. *Keys* (segments of the dirty range, packed per task slot): the engine's map-building
-     walk, reduced inside the task to the latest offset of each key, so a task hands back one
-     small map per segment, never a row per record. The driver merges them in offset order: the
-     partition's exact offset map (one round reaches the first uncleanable offset, where the
-     local cleaner's bounded map may need several passes to get there).
-  2. *Recopy* (groups of segments, packed per task slot): the engine's ``BatchFilter`` and
-     ``recopy_group`` with that map and the transaction state the header replay computed for
-     the group's start, writing under a per-attempt staging directory
-     (``staging.remote_staging_dir``), so retried or speculative attempts never collide.
+  1. *Keys* (one task per span): the engine's map-building walk over the span's part of the
+     dirty range, reduced inside the task to the latest offset of each key, so a task hands
+     back one small map, never a row per record.
+  2. *Recopy* (one task per span): the engine's ``BatchFilter`` and ``recopy_group`` over the
+     span's groups, with the transaction state the header replay computed for each group's
+     start, and the map merged from the span's own keys and every later span's, in offset order.
+     A record can only be superseded by a later one, so that map decides each record of the
+     span as the partition's whole map would; the last span needs only its own keys, and no
+     merge waits on the driver. (One round reaches the first uncleanable offset, where the local
+     cleaner's bounded map may need several passes to get there.) Output goes to a per-attempt
+     staging directory (``staging.remote_staging_dir``), so retried or speculative attempts
+     never collide.
 
   The maps travel as files in the partition's staging directory (``cleaner.map_file``), which
   every host sees (the jobs need the log dirs on a shared mount), not through Spark's RPC.
@@ -78,7 +83,7 @@ from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager
 from storage_engine.segment import LogSegment
 
-from .distribute import attempt_id, each, pack, run_tasks, task_slots
+from .distribute import attempt_id, contiguous_parts, each, pack, run_tasks, task_slots
 from .errors import SparkJobError
 from .outcomes import CHANGED, COMPACTED, FAILED, SKIPPED
 
@@ -103,16 +108,21 @@ class WholeTask:
 
 
 @dataclass(frozen=True)
-class ScanTask:
-    """Split stage 1: the latest offset of each key in one segment's part of the dirty range."""
+class KeysTask:
+    """Split stage 1: the latest offset of each key in one span's part of the dirty range."""
 
     tp: int
-    segment: SegmentRef
+    span: int  # the span's place in its partition (spans run in offset order)
+    segments: tuple[tuple[SegmentRef, tuple[AbortedTxn, ...]], ...]  # each with the aborted
+    # transactions reaching into its dirty part, in offset order
     dirty_from: int
     dirty_to: int
-    aborted: tuple[AbortedTxn, ...]  # aborted transactions reaching into this segment's dirty part
     chunk: int  # the cleaner's I/O buffer (log.cleaner.io.buffer.size)
     staging_dir: str  # where the task leaves its map (``map_file``)
+
+    @property
+    def size(self) -> int:
+        return sum(ref.size for ref, _ in self.segments)
 
 
 @dataclass
@@ -123,7 +133,6 @@ class GroupTask:
     grp: int
     directory: str
     staging_dir: str
-    map_path: str  # the partition's merged offset map (``map_file``)
     config: LogConfig
     segments: tuple[SegmentRef, ...]
     legacy_delete_horizon_ms: int
@@ -133,6 +142,23 @@ class GroupTask:
     map_latest_offset: int
     last_batch_base_offset: int | None
     chunk: int  # read and write chunk: the local cleaner's, so index entries fall where its do
+
+
+@dataclass
+class SpanTask:
+    """Split stage 2: the groups of one span, recopied with one map: the keys of this span and
+    of every later one (``map_paths``, the stage 1 maps in offset order). A record's later
+    copies can only be in its own span or a later one, so that map decides every record of the
+    span as the whole partition's map would, at a fraction of its size for all but the first."""
+
+    tp: int
+    span: int
+    map_paths: tuple[str, ...]
+    groups: tuple[GroupTask, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(ref.size for g in self.groups for ref in g.segments)
 
 
 # ------------------------------------------------------------------------------------------
@@ -163,41 +189,47 @@ def clean_whole(task: WholeTask, now_ms: int, force: bool) -> "PartitionOutcome"
     return PartitionOutcome(task.topic, task.partition, status, reason, report)
 
 
-def scan_segment_keys(task: ScanTask) -> tuple[int, int, str, float]:
-    """``(tp, base offset, map file, seconds)``: the engine's share of the offset map from this
-    segment (:func:`~storage_engine.cleaner.segment_latest_offsets`), written to a file in the
-    partition's staging directory. A segment that is gone or replaced, or that cannot be read,
-    leaves an empty map: its group's recopy (or the commit) notices the change or the damage and
-    the partition is not swapped."""
+def scan_span_keys(task: KeysTask) -> tuple[int, int, str, float]:
+    """``(tp, span, map file, seconds)``: the engine's share of the offset map from this span's
+    segments (:func:`~storage_engine.cleaner.segment_latest_offsets`, one table for all of them),
+    written to a file in the partition's staging directory. A segment that is gone or replaced,
+    or that cannot be read, adds nothing: its group's recopy (or the commit) notices the change
+    or the damage and the partition is not swapped."""
     started = time.monotonic()
     latest: dict[bytes, int] = {}
-    try:
-        seg = InputSegment.from_ref(task.segment, task.chunk)
-    except LogChangedError:
-        seg = None
-    if seg is not None:
+    for ref, aborted in task.segments:
         try:
-            latest = segment_latest_offsets(seg, task.dirty_from, task.dirty_to, task.aborted)
+            seg = InputSegment.from_ref(ref, task.chunk)
+        except LogChangedError:
+            continue
+        try:
+            segment_latest_offsets(seg, task.dirty_from, task.dirty_to, aborted, into=latest)
         except LogError:
             pass
         finally:
             seg.close()
     staging = Path(task.staging_dir)
     staging.mkdir(parents=True, exist_ok=True)
-    path = staging / f"keys-{task.tp}-{task.segment.base_offset}-attempt-{attempt_id()}.map"
+    path = staging / f"keys-{task.tp}-{task.span}-attempt-{attempt_id()}.map"
     write_map(path, latest)
-    return task.tp, task.segment.base_offset, str(path), time.monotonic() - started
+    return task.tp, task.span, str(path), time.monotonic() - started
 
 
-def recopy_tasks(tasks: Sequence[GroupTask]) -> list[dict]:
-    """One Spark task's groups, each partition's merged map read once."""
-    maps: dict[str, dict[bytes, int]] = {}
+def recopy_spans(spans: Sequence[SpanTask]) -> list[dict]:
+    """One Spark task's spans, each recopied with the merge of its maps (later spans' offsets
+    replace earlier ones); each row also says how many keys that map held."""
     attempt = attempt_id()
     rows = []
-    for task in tasks:
-        if task.map_path not in maps:
-            maps[task.map_path] = read_map(Path(task.map_path))
-        rows.append(recopy_task(task, maps[task.map_path], attempt))
+    for span in spans:
+        latest: dict[bytes, int] = {}
+        for path in span.map_paths:
+            table = read_map(Path(path))
+            if latest:
+                latest.update(table)
+            else:
+                latest = table
+        for group in span.groups:
+            rows.append(recopy_task(group, latest, attempt) | {"map_keys": len(latest)})
     return rows
 
 
@@ -295,15 +327,17 @@ class CompactionJob:
     (driver, split partition by partition). :meth:`close` releases everything; use it as a
     context manager. Between the steps other processes may append, roll or apply retention: the
     commit notices and skips what changed. ``split_bytes`` overrides :func:`split_threshold`
-    (0 splits every partition with anything to clean)."""
+    (0 splits every partition with anything to clean); ``spans`` how many spans a split
+    partition is cut into (default: the task slots)."""
 
     def __init__(self, spark, manager: LogManager, *, now_ms: int, force: bool = False,
-                 split_bytes: int | None = None) -> None:
+                 split_bytes: int | None = None, spans: int | None = None) -> None:
         self.spark = spark
         self.manager = manager
         self.now_ms = now_ms
         self.force = force
         self.split_bytes = split_bytes
+        self.spans = spans
         self.cleaner = Cleaner(manager.cleaner_config())
         self.job_id = f"{int(time.time())}-{uuid.uuid4().hex[:8]}"
         self.result = CompactionJobResult(now_ms)
@@ -353,25 +387,20 @@ class CompactionJob:
 
     def _run_split(self) -> dict[int, dict[int, dict]]:
         """The split partitions' two stages; result rows by partition index and group."""
-        scans, groups = _tasks_for(self.planned, self.job_id, self.now_ms, self.cleaner.chunk)
-        # packed per task slot, largest first: a task costs Spark tens of milliseconds of its own
         slots = task_slots(self.spark)
-        maps: dict[int, dict[bytes, int]] = {tp: {} for tp in range(len(self.planned))}
-        # in offset order, so a later segment's offset of a key replaces an earlier one
-        for tp, _, path, seconds in sorted(run_tasks(self.spark, pack(scans, lambda t: t.segment.size, slots),
-                                                     each(scan_segment_keys)), key=lambda r: (r[0], r[1])):
-            maps[tp].update(read_map(Path(path)))
-            os.unlink(path)
+        keys, spans = _tasks_for(self.planned, self.job_id, self.now_ms, self.cleaner.chunk, self.spans or slots)
+        # packed per task slot, largest first: a task costs Spark tens of milliseconds of its own
+        maps: dict[tuple[int, int], str] = {}
+        for tp, span, path, seconds in run_tasks(self.spark, pack(keys, lambda t: t.size, slots), each(scan_span_keys)):
+            maps[(tp, span)] = path
             self._index_s[tp] = self._index_s.get(tp, 0.0) + seconds
-        for tp, table in maps.items():
-            self._keys[tp] = len(table)
-            path = Path(_map_path(self.planned[tp].log.dir, self.job_id))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_map(path, table)
-        rows = run_tasks(self.spark, pack(groups, lambda g: sum(ref.size for ref in g.segments), slots), recopy_tasks)
+        for task in spans:
+            task.map_paths = tuple(path for (tp, span), path in sorted(maps.items()) if tp == task.tp and span >= task.span)
+        rows = run_tasks(self.spark, pack(spans, lambda t: t.size, slots), recopy_spans)
         out: dict[int, dict[int, dict]] = {}
         for row in rows:
             out.setdefault(row["tp"], {})[row["grp"]] = row
+            self._keys[row["tp"]] = max(self._keys.get(row["tp"], 0), row["map_keys"])
         return out
 
     def commit(self) -> CompactionJobResult:
@@ -407,6 +436,7 @@ def compact_partitions(
     broker_props: Mapping[str, str] | None = None,
     manager: LogManager | None = None,
     split_bytes: int | None = None,
+    spans: int | None = None,
 ) -> CompactionJobResult:
     """Compact many partitions in one Spark job (see the module docstring).
 
@@ -418,7 +448,8 @@ def compact_partitions(
     own = manager is None
     manager = manager or LogManager([Path(d) for d in (log_dirs or [])], broker_props)
     try:
-        with CompactionJob(spark, manager, now_ms=now_ms, force=force, split_bytes=split_bytes) as job:
+        with CompactionJob(spark, manager, now_ms=now_ms, force=force, split_bytes=split_bytes,
+                           spans=spans) as job:
             job.plan(partitions)
             job.execute()
             return job.commit()
@@ -454,9 +485,13 @@ def _plan_partition(manager: LogManager, cleaner: Cleaner, topic: str, partition
     return None, plan
 
 
-def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> tuple[list[ScanTask], list[GroupTask]]:
-    scans: list[ScanTask] = []
-    groups: list[GroupTask] = []
+def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int,
+               span_count: int) -> tuple[list[KeysTask], list[SpanTask]]:
+    """Each split partition's groups cut into up to ``span_count`` spans of consecutive groups (about
+    equal bytes): one key task per span that reaches into the dirty range, one recopy task per
+    span (its map paths are filled in once the key tasks have run)."""
+    keys: list[KeysTask] = []
+    spans: list[SpanTask] = []
     for tp, plan in enumerate(plans):
         prepared, rnd, log = plan.prepared, plan.round, plan.log
         ltc, producers = prepared.ltc, prepared.producers
@@ -464,26 +499,23 @@ def _tasks_for(plans: list[_Planned], job_id: str, now_ms: int, chunk: int) -> t
         starts = [g[0].base_offset for g in by_group]
         trackers = transaction_states(prepared.snap.segments, producers.aborted, starts)
         last_base = by_group[-1][-1].last_batch_base
-        staging = remote_staging_dir(log.dir, job_id)
+        staging = str(remote_staging_dir(log.dir, job_id))
         segments = [seg for group in by_group for seg in group]
-        ends = [s.base_offset for s in segments[1:]] + [rnd.end_offset]
-        for seg, seg_end in zip(segments, ends):
-            if seg_end > ltc.first_dirty_offset and seg.base_offset < rnd.end_offset:
-                lo = max(seg.base_offset, ltc.first_dirty_offset)  # aborted transactions from its dirty part on
-                scans.append(ScanTask(tp, seg.ref, ltc.first_dirty_offset, rnd.end_offset,
-                                      tuple(producers.aborted_overlapping(lo, rnd.end_offset)), chunk, str(staging)))
-        for grp, group in enumerate(by_group):
-            groups.append(GroupTask(
-                tp, grp, str(log.dir), str(staging), _map_path(log.dir, job_id), log.config, tuple(s.ref for s in group),
-                rnd.legacy_delete_horizon_ms, trackers[group[0].base_offset],
+        ends = dict(zip([s.base_offset for s in segments], [s.base_offset for s in segments[1:]] + [rnd.end_offset]))
+        dirty_parts = {seg.base_offset: (seg.ref, tuple(producers.aborted_overlapping(
+            max(seg.base_offset, ltc.first_dirty_offset), rnd.end_offset)))  # aborted from its dirty part on
+            for seg in segments if ends[seg.base_offset] > ltc.first_dirty_offset and seg.base_offset < rnd.end_offset}
+        for span, grps in enumerate(contiguous_parts([sum(s.size for s in g) for g in by_group], span_count)):
+            dirty = tuple(dirty_parts[seg.base_offset] for grp in grps for seg in by_group[grp]
+                          if seg.base_offset in dirty_parts)
+            if dirty:
+                keys.append(KeysTask(tp, span, dirty, ltc.first_dirty_offset, rnd.end_offset, chunk, staging))
+            spans.append(SpanTask(tp, span, (), tuple(GroupTask(
+                tp, grp, str(log.dir), staging, log.config, tuple(s.ref for s in by_group[grp]),
+                rnd.legacy_delete_horizon_ms, trackers[by_group[grp][0].base_offset],
                 producers.last_records, now_ms, rnd.end_offset - 1, last_base, chunk,
-            ))
-    return scans, groups
-
-
-def _map_path(directory: Path, job_id: str) -> str:
-    """Where a split partition's merged offset map waits for the recopy tasks."""
-    return str(remote_staging_dir(directory, job_id) / "map.map")
+            ) for grp in grps)))
+    return keys, spans
 
 
 def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, rows: dict[int, dict],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
+from itertools import accumulate
 from typing import Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -46,6 +47,25 @@ def pack(items: Sequence[T], size_of: Callable[[T], int], bins: int) -> list[lis
         out[i].append(item)
         heapq.heappush(loads, (load + size_of(item), i))
     return [b for b in out if b]
+
+
+def contiguous_parts(sizes: Sequence[int], parts: int) -> list[range]:
+    """Indices ``0..len(sizes)-1`` cut into at most ``parts`` runs of consecutive items, each
+    non-empty, each cut where the running total comes nearest an equal share: for work whose
+    order matters (a partition's segments, where a later key replaces an earlier one)."""
+    n = len(sizes)
+    if n == 0:
+        return []
+    parts = max(1, min(parts, n))
+    running = list(accumulate(sizes))
+    total = running[-1] if running else 0
+    bounds = [0]
+    for j in range(1, parts):
+        share = total * j / parts
+        first, last = bounds[-1] + 1, n - (parts - j)  # leave at least one item per later run
+        bounds.append(min(range(first, last + 1), key=lambda i: abs(running[i - 1] - share)))
+    bounds.append(n)
+    return [range(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
 def run_tasks(spark, tasks: Sequence[Sequence[T]], fn: Callable[[Sequence[T]], Iterable[R]]) -> list[R]:

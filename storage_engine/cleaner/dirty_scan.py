@@ -94,12 +94,13 @@ def batch_versions(raw: RawBatch, rule: VersionRule, chunk: bytes | None = None,
 
 
 def segment_latest_offsets(seg: InputSegment, dirty_from: int, dirty_to: int,
-                           aborted: Iterable[AbortedTxn]) -> dict[bytes, int]:
+                           aborted: Iterable[AbortedTxn], into: dict[bytes, int] | None = None) -> dict[bytes, int]:
     """The latest offset of every key the map-building walk puts into the offset map from this
     segment's part of the dirty range ``[dirty_from, dirty_to)``: one segment's share of the map,
     already reduced (a distributed map build merges them in offset order). ``aborted``: the
-    aborted transactions reaching into that part."""
-    latest: dict[bytes, int] = {}
+    aborted transactions reaching into that part. ``into``: a table of earlier segments' keys to
+    add to (this segment's offsets replace theirs), returned."""
+    latest: dict[bytes, int] = {} if into is None else into
     path = str(seg.path)
     walk = map_walk(seg, dirty_start_position(seg, dirty_from), TransactionTracker(aborted), CleanerStats())
     for raw, chunk, chunk_offset, is_mapped in walk:

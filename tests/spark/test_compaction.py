@@ -85,10 +85,12 @@ def local_reports(root: Path, now: int) -> dict:
         return {(r.topic, r.partition): r.to_dict() for r in m.compact_due(now_ms=now)}
 
 
-@pytest.mark.parametrize("split_bytes", [None, 0], ids=["whole", "split"])
-def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, tmp_path, split_bytes):
+@pytest.mark.parametrize("split_bytes,spans", [(None, None), (0, None), (0, 3), (0, 64)],
+                         ids=["whole", "split", "split-3-spans", "split-span-per-group"])
+def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, tmp_path, split_bytes, spans):
     """Whole partitions are cleaned by the engine inside tasks; split ones by the job's two
-    stages with an exact map: both give the local cleaner's bytes."""
+    stages, each span with the keys of its own and every later span: all give the local
+    cleaner's bytes, however many spans a partition is cut into."""
     local, remote = tmp_path / "local", tmp_path / "spark"
     for seed in range(6):
         random_topic(local, f"r{seed}", seed, partitions=1 + seed % 2)
@@ -96,7 +98,7 @@ def test_spark_job_equals_the_local_cleaner_byte_for_byte_on_random_logs(spark, 
 
     for now in (NOW, NOW + 60_000, NOW + 10**10):  # a second and third round remove tombstones past horizons
         expected = local_reports(local, now)
-        result = compact_partitions(spark, [remote], now_ms=now, split_bytes=split_bytes)
+        result = compact_partitions(spark, [remote], now_ms=now, split_bytes=split_bytes, spans=spans)
         got = {(o.topic, o.partition): o.to_dict() for o in result.outcomes}
         # the local cleaner reports only partitions it picked; the job reports every one it considered
         assert set(expected) <= set(got)
@@ -166,7 +168,13 @@ def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_pat
 
 
 def test_one_large_partition_is_spread_over_many_tasks(spark, tmp_path):
-    random_topic(tmp_path / "local", "big", 99)
+    # keys 0-99, then 0-59 again: the later half of the log holds 80 of the 100 keys
+    m = open_topic(tmp_path / "local", "big", 1, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01",
+                   segment_bytes="1500")
+    log = m.get_log("big", 0)
+    for b in range(40):
+        log.append([ProducerRecord(b"key-%d" % ((b * 4 + i) % 100), b"v" * 20, NOW) for i in range(4)], now=NOW)
+    m.close()
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     with LogManager([tmp_path / "spark"]) as m:
         with CompactionJob(spark, m, now_ms=NOW, force=True, split_bytes=0) as job:
@@ -174,11 +182,17 @@ def test_one_large_partition_is_spread_over_many_tasks(spark, tmp_path):
             (plan,) = job.planned
             assert plan.groups > 1 and not job.whole
             job.execute()
-            assert len(job._rows[0]) == plan.groups  # one recopy task result per group
+            rows = job._rows[0]
+            assert len(rows) == plan.groups  # one recopy task result per group
             (outcome,) = job.commit().outcomes
     assert outcome.status == COMPACTED
-    local_reports(tmp_path / "local", NOW)
+    (expected,) = local_reports(tmp_path / "local", NOW).values()
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+    # two spans (the session's task slots): the first recopies with every key of the dirty range,
+    # the last with its own only
+    map_keys = [rows[g]["map_keys"] for g in range(plan.groups)]
+    assert map_keys[0] == outcome.report.to_dict()["map_entries"] == expected["map_entries"] == 100
+    assert sorted(set(map_keys)) == [map_keys[-1], 100] and 60 <= map_keys[-1] < 100
 
 
 def test_large_groups_index_like_the_local_cleaner(spark, tmp_path):

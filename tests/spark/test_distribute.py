@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from spark_jobs.distribute import pack, task_slots
+from spark_jobs.distribute import contiguous_parts, pack, task_slots
 
 
 class _Context:
@@ -44,3 +44,23 @@ def test_packing_keeps_every_item_and_balances_within_the_largest(seed):
     loads = [sum(b) for b in packed]
     if len(packed) == bins:  # LPT: no task ends more than the largest item above another
         assert max(loads) - min(loads) <= max(items)
+
+
+def test_contiguous_parts_cut_where_the_running_total_nears_each_share():
+    assert contiguous_parts([128] * 8, 2) == [range(0, 4), range(4, 8)]
+    assert contiguous_parts([1, 1, 100, 1], 2) == [range(0, 2), range(2, 4)]
+    assert contiguous_parts([5], 3) == [range(0, 1)]  # never an empty part
+    assert contiguous_parts([1, 2, 3], 5) == [range(0, 1), range(1, 2), range(2, 3)]
+    assert contiguous_parts([], 2) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_contiguous_parts_keep_order_and_balance_within_the_largest(seed):
+    rnd = random.Random(seed)
+    sizes = [rnd.randrange(1, 1000) for _ in range(rnd.randrange(1, 60))]
+    parts = rnd.randrange(1, 9)
+    cut = contiguous_parts(sizes, parts)
+    assert [i for r in cut for i in r] == list(range(len(sizes))) and all(cut)
+    assert len(cut) == min(parts, len(sizes))
+    share = sum(sizes) / len(cut)
+    assert all(abs(sum(sizes[i] for i in r) - share) <= 2 * max(sizes) for r in cut)
