@@ -1,12 +1,12 @@
 """Where a Dagster-launched cleaning of a few small partitions spends its time.
 
-    .venv/bin/python bench/bench_dagster_run.py [--partitions 4] [--master local[2]]
+    .venv/bin/python bench/bench_dagster_run.py [--partitions 4] [--partition-mb 2] [--master local[2]]
 
 A sensor's run is one run worker process: it builds the topic's cleanup job, starts a Spark
 session on first use (the JVM), runs the compaction job, observes the logs and checks the
 compactions (Spark SQL over the ``kafka-log`` source). This runs, in a fresh process and on a
-fresh instance, the cleanup job of a compacted topic over ``--partitions`` small partitions
-(one range run, as the compaction sensor groups them), then the same on a fresh copy in the same
+fresh instance, the cleanup job of a compacted topic over ``--partitions`` partitions of
+``--partition-mb`` MB (one range run, as the compaction sensor groups them), then the same on a fresh copy in the same
 process, whose session is warm. Printed per run: its wall time, the Spark jobs' time
 (the run tag ``logplat/spark_job_seconds``), and their share; the difference between the two
 runs is the fixed cost a run worker pays once (session start and the first jobs' warm-up).
@@ -64,6 +64,7 @@ CHILD = textwrap.dedent("""
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--partition-mb", type=float, default=2.0)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
@@ -72,7 +73,8 @@ def main() -> int:
 
     base = Path(tempfile.mkdtemp(prefix="bench-dagster-run-"))
     try:
-        info = generate(base / "src", "t", args.partitions, 2 * 1024 * 1024, 256 * 1024)
+        size = int(args.partition_mb * 2**20)
+        info = generate(base / "src", "t", args.partitions, size, max(256 * 1024, size // 8))
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", CHILD, str(base / "src"), str(base / "work"), str(REPO),
                                args.master, str(args.partitions)], capture_output=True, text=True)
@@ -85,7 +87,7 @@ def main() -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     first, second = out["runs"]
-    print(f"{args.partitions} partitions x 2 MB ({info['bytes'] / 2**20:.0f} MB, {info['segments']} segments), "
+    print(f"{args.partitions} partitions x {args.partition_mb:g} MB ({info['bytes'] / 2**20:.0f} MB, {info['segments']} segments), "
           f"Spark {args.master}; the worker process lived {process_s:.1f} s (imports {out['import_s']:.1f} s)")
     for name, run in (("first run (fresh worker)", first), ("second run (warm session)", second)):
         print(f"  {name:<27} {run['run_s']:6.2f} s, Spark jobs {run['spark_job_s']:6.2f} s "
