@@ -13,9 +13,9 @@ reads from the page cache alike), each engine runs in its own process:
 * ``spark local[1]`` and ``spark local[2]``: ``spark_jobs.compaction.compact_partitions``
   with ``force=False`` (same partitions as ``compact_due``) on a session built by
   ``build_spark_session`` with the production defaults. The master is fixed per JVM, hence one
-  process each. The session start and two warm-up jobs on a tiny log (JIT, Python workers;
-  one with its partitions whole, one split, so both of the job's paths are warm) are timed
-  apart from the measured job, which starts on a warm session; a third job on a fresh
+  process each. The session start and a warm-up job on a tiny log (JIT, Python workers; when
+  the measured job splits a partition, a second one with the tiny log split, so that path is
+  warm too) are timed apart from the measured job, which starts on a warm session; a third job on a fresh
   copy of the tiny log ("tiny job") shows the fixed cost of any job.
 
 A third workload, ``retention``, is ``--retention-partitions`` (2000) partitions of a ``delete``
@@ -64,6 +64,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from spark_jobs.compaction import MIN_SPLIT_BYTES  # noqa: E402
 from storage_engine.checkpoint import read_checkpoint  # noqa: E402
 from storage_engine.manager import LogManager  # noqa: E402
 from storage_engine.record import Record, encode_batch  # noqa: E402
@@ -241,11 +242,12 @@ LOCAL_CHILD = textwrap.dedent("""
     print("RESULT " + json.dumps({"runs": runs, **out}))
 """)
 
-# The Spark compaction child: argv = src, work, repo, now_ms, broker props (JSON), repeat, master.
+# The Spark compaction child: argv = src, work, repo, now_ms, broker props (JSON), repeat, master,
+# and whether the measured job splits a partition (then a split warm-up job too).
 SPARK_CHILD = textwrap.dedent("""
     import json, os, shutil, sys, tempfile, time
     from pathlib import Path
-    src, work, repo, now, props, repeat, master = sys.argv[1:8]
+    src, work, repo, now, props, repeat, master, splits = sys.argv[1:9]
     now, props = int(now), json.loads(props)
     sys.path.insert(0, repo)
     sys.path.insert(0, repo + "/bench")
@@ -256,20 +258,20 @@ SPARK_CHILD = textwrap.dedent("""
 
     spark = build_spark_session(master, app_name="bench-spark")
     session_s = time.perf_counter() - t0
-    # warm-up: the same job on a tiny log, once with its partitions whole and once split (JIT
-    # and Python workers for both paths, whichever the measured job takes); then once more on a
-    # fresh copy of it: the fixed cost of any job on a warm session
+    # warm-up: the same job on a tiny log (JIT, Python workers), and once more with the tiny log
+    # split when the measured job splits a partition; then once more on a fresh copy of it: the
+    # fixed cost of any job on a warm session
     warm = Path(tempfile.mkdtemp(prefix="bench-spark-warmup-"))
     try:
         generate(warm / "src", "warm", 2, 256 * 1024, 64 * 1024, seed=1)
         times = []
-        for i, split_bytes in enumerate([None, 0, None]):
+        for i, split_bytes in enumerate([None, 0, None] if splits == "1" else [None, None]):
             shutil.copytree(warm / "src", warm / str(i))
             t1 = time.perf_counter()
             res = compact_partitions(spark, [warm / str(i)], now_ms=now, broker_props=props, split_bytes=split_bytes)
             times.append(time.perf_counter() - t1)
             assert [o.status for o in res.outcomes] == [COMPACTED] * 2, [o.reason for o in res.outcomes]
-        warmup_s, tiny_s = times[0] + times[1], times[2]
+        warmup_s, tiny_s = sum(times[:-1]), times[-1]
     finally:
         shutil.rmtree(warm, ignore_errors=True)
     runs = []
@@ -397,7 +399,7 @@ def run_workload(name: str, partitions: int, partition_mb: float, segment_mb: fl
         work = root / engine.replace("[", "-").replace("]", "")
         args = [str(src), str(work), str(REPO), str(NOW), json.dumps(broker_props), str(repeat)]
         runs[engine] = run_child(LOCAL_CHILD, ["compaction", *args]) if engine == "local" else \
-            run_child(SPARK_CHILD, [*args, engine])
+            run_child(SPARK_CHILD, [*args, engine, "1" if partition_mb * MB > MIN_SPLIT_BYTES else "0"])
         runs[engine]["dir"] = work
         best = min(runs[engine]["runs"], key=lambda r: r["job_s"])
         runs[engine].update(job_s=best["job_s"], cpu_s=best["cpu_s"])
