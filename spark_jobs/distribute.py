@@ -4,15 +4,17 @@ The engine decides and does every step of cleaning a partition; a job only choos
 runs which work item and brings the results back. Work items are packed into as many tasks as
 there are task slots, largest first onto the least loaded task (the LPT rule), so a task slot
 never waits on one task holding two large items while another holds only small ones, and each
-task pays Spark's per-task cost once for many items. Items and results travel pickled through
-Spark's RDD API: they are a few small objects per item (a location, a config, a report), so
-there is no row-by-row conversion and no JVM shuffle.
+task pays Spark's per-task cost once for many items. Items and results travel pickled, one Arrow
+row per task: they are a few small objects per item (a location, a config, a report), so there
+is no row-by-row conversion and no JVM shuffle. Only DataFrame calls are used, so the jobs run
+on a classic session and on a Spark Connect session alike.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
+import pickle
 import re
 from itertools import accumulate
 from typing import Callable, Iterable, Sequence, TypeVar
@@ -20,21 +22,32 @@ from typing import Callable, Iterable, Sequence, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
+_RESULTS_SCHEMA = "task long, results binary"
 _LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
 
 
 def task_slots(spark) -> int:
     """How many tasks run at once: the cores of a ``local[N]`` master (``local[*]``: this
-    machine's), else Spark's default parallelism (the executors' cores on a cluster)."""
-    sc = spark.sparkContext
-    m = _LOCAL.match(sc.master)
+    machine's), else Spark's default parallelism (the executors' cores on a cluster; on a Spark
+    Connect session, ``spark.default.parallelism`` if the server sets it, else 2)."""
+    if is_connect(spark):
+        master = spark.conf.get("spark.master", "")
+        parallelism = int(spark.conf.get("spark.default.parallelism", "2") or 2)
+    else:
+        master, parallelism = spark.sparkContext.master, spark.sparkContext.defaultParallelism
+    m = _LOCAL.match(master)
     if m is None:
-        return max(1, sc.defaultParallelism)
+        return max(1, parallelism)
     if m.group(1) is None:
         return 1
     if m.group(1) == "*":
         return os.cpu_count() or 1
     return max(1, int(m.group(1)))
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def pack(items: Sequence[T], size_of: Callable[[T], int], bins: int) -> list[list[T]]:
@@ -71,12 +84,26 @@ def contiguous_parts(sizes: Sequence[int], parts: int) -> list[range]:
 def run_tasks(spark, tasks: Sequence[Sequence[T]], fn: Callable[[Sequence[T]], Iterable[R]]) -> list[R]:
     """One Spark task per list in ``tasks``, each running ``fn`` on its list (so a task can share
     what its items have in common, such as a log dir's checkpoints); the results of every task,
-    in task order."""
+    in task order.
+
+    The lists travel inside the task's function and the results come back pickled, one Arrow
+    row per task (``mapInArrow`` over a range of task numbers): the same DataFrame call works on
+    a classic session and on a Spark Connect one, which has no RDD API."""
     if not tasks:
         return []
-    sc = spark.sparkContext
-    return sc.parallelize(list(tasks), len(tasks)).mapPartitions(lambda lists: [r for items in lists for r in fn(items)]
-                                                                 ).collect()
+    lists = [list(items) for items in tasks]
+
+    def run(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                out = pickle.dumps(list(fn(lists[i])), protocol=pickle.HIGHEST_PROTOCOL)
+                yield pa.RecordBatch.from_arrays([pa.array([i], pa.int64()), pa.array([out], pa.binary())],
+                                                 names=["task", "results"])
+
+    rows = spark.range(len(lists), numPartitions=len(lists)).mapInArrow(run, _RESULTS_SCHEMA).collect()
+    return [r for row in sorted(rows, key=lambda row: row.task) for r in pickle.loads(row.results)]
 
 
 def each(fn: Callable[[T], R]) -> Callable[[Sequence[T]], list[R]]:

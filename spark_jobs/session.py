@@ -2,7 +2,8 @@
 
 Local mode (``local[*]``) is the embedded default, so nothing but Java 17 and the virtual
 environment is needed; ``LOGPLAT_SPARK_MASTER`` (or the ``master`` argument) points the same jobs
-at a cluster (``spark://host:7077``, ``yarn``, ``k8s://...``). Workers run the driver's interpreter
+at a cluster (``spark://host:7077``, ``yarn``, ``k8s://...``) or at a Spark Connect server
+(``sc://host:port``: a client session, no JVM in this process; see ``connect_server.py``). Workers run the driver's interpreter
 (``PYSPARK_PYTHON``), so the engine they import is the one the driver planned with; on a
 non-local master the engine's packages are also shipped as a zip (``addPyFile``) for hosts that
 do not share the virtual environment.
@@ -43,12 +44,33 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.memory": "2g",
 }
 
+# A Spark Connect client sets only session settings: the rest are the server's.
+REMOTE_DEFAULTS: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+CONNECT_SCHEME = "sc://"
+
 _PACKAGES = ("storage_engine", "spark_jobs")
 
 
 def spark_master(master: str | None = None) -> str:
     """The master to use: the argument, else ``$LOGPLAT_SPARK_MASTER``, else ``local[*]``."""
     return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+
+
+def is_remote(master: str) -> bool:
+    """Whether ``master`` names a Spark Connect server rather than a Spark master."""
+    return master.startswith(CONNECT_SCHEME)
+
+
+def session_config(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The builder settings for ``master``: the master (``spark.master``, or ``spark.remote`` for
+    a Spark Connect server) and the defaults that apply to it, then ``conf``."""
+    if is_remote(master):
+        return {**REMOTE_DEFAULTS, "spark.remote": master, **dict(conf or {})}
+    return {**LOCAL_DEFAULTS, "spark.master": master, **dict(conf or {})}
 
 
 def _java_binary() -> str | None:
@@ -111,17 +133,20 @@ def build_spark_session(
 ):
     """A SparkSession for the jobs, with the ``kafka-log`` data source registered.
 
-    ``conf`` overrides the local defaults. ``ship_engine`` (default: on for non-local masters)
-    adds the engine as a zip to the session. Raises :class:`SparkSetupError` when Java is missing
-    or too old, before any JVM is started.
+    ``conf`` overrides the defaults. ``ship_engine`` (default: on for non-local masters and
+    Spark Connect servers) adds the engine as a zip to the session. Raises
+    :class:`SparkSetupError` when Java is missing or too old, before any JVM is started (a
+    Spark Connect client needs no Java).
     """
     master = spark_master(master)
-    before_jvm_start()
+    if not is_remote(master):
+        before_jvm_start()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**LOCAL_DEFAULTS, **dict(conf or {})}.items():
-        builder = builder.config(key, str(value))
+    builder = SparkSession.builder
+    for key, value in {"spark.app.name": app_name, **session_config(master, conf)}.items():
+        if not (is_remote(master) and key == "spark.app.name"):
+            builder = builder.config(key, str(value))
     return prepare_session(builder.getOrCreate(), ship_engine=ship_engine)
 
 
@@ -134,12 +159,20 @@ def before_jvm_start() -> None:
 
 def prepare_session(spark, *, ship_engine: bool | None = None):
     """Make a session from any builder (ours, dagster-pyspark's) ready for the jobs: quiet logs,
-    the engine shipped to a non-local master, the ``kafka-log`` data source registered."""
-    spark.sparkContext.setLogLevel(os.environ.get("LOGPLAT_SPARK_LOG_LEVEL", "ERROR"))
-    if ship_engine is None:
-        ship_engine = not spark.sparkContext.master.startswith("local")
-    if ship_engine:
-        spark.sparkContext.addPyFile(str(engine_zip()))
+    the engine shipped to a non-local master or a Spark Connect server (whose Python workers
+    then run the engine this client planned with, however long the server has been up), the
+    ``kafka-log`` data source registered."""
+    from .distribute import is_connect
+
+    if is_connect(spark):
+        if ship_engine is None or ship_engine:
+            spark.addArtifacts(str(engine_zip()), pyfile=True)
+    else:
+        spark.sparkContext.setLogLevel(os.environ.get("LOGPLAT_SPARK_LOG_LEVEL", "ERROR"))
+        if ship_engine is None:
+            ship_engine = not spark.sparkContext.master.startswith("local")
+        if ship_engine:
+            spark.sparkContext.addPyFile(str(engine_zip()))
     register_data_source(spark)
     return spark
 

@@ -19,7 +19,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
-from spark_jobs.session import LOCAL_DEFAULTS, before_jvm_start, prepare_session
+from spark_jobs.session import before_jvm_start, is_remote, prepare_session, session_config
 from storage_engine.manager import LogManager
 
 from ..logic.settings import PlatformSettings
@@ -54,15 +54,17 @@ class LogSparkResource(LazyPySparkResource):
     def spark_session(self) -> Any:
         if self._prepared:
             return super().spark_session
-        before_jvm_start()
+        if not is_remote(self.spark_config.get("spark.remote", "")):
+            before_jvm_start()
         spark = prepare_session(super().spark_session)
         self._prepared = True
         return spark
 
 
 def spark_config(master: str) -> dict[str, str]:
-    """The session settings: the jobs' local defaults, the master and an app name."""
-    return {**LOCAL_DEFAULTS, "spark.master": master, "spark.app.name": APP_NAME}
+    """The session settings: the master (or a Spark Connect server's ``sc://`` URL) with the
+    settings that apply to it, and an app name for a session this process starts."""
+    return session_config(master) if is_remote(master) else session_config(master, {"spark.app.name": APP_NAME})
 
 
 def build_resources(settings: PlatformSettings) -> dict[str, dg.ConfigurableResource]:
