@@ -55,6 +55,13 @@ def server_command(port: int, master: str) -> list[str]:
     return args + ["spark-internal"]
 
 
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _listening(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
@@ -125,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"Spark Connect server on sc://127.0.0.1:{args.port} (master {args.master}); "
           f"export LOGPLAT_SPARK_MASTER=sc://127.0.0.1:{args.port}; Ctrl-C stops it", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a plain kill stops the server too
     try:
         proc.wait()
     except KeyboardInterrupt:

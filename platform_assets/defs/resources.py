@@ -5,7 +5,9 @@ check-only run) never starts a JVM. Our subclass only adds what the Spark jobs n
 session, whoever built it: Java 17 checked before the JVM starts (a clear error instead of a
 Py4J stack), the workers running this interpreter (``PYSPARK_PYTHON``: the engine they import is
 the one the driver planned with), the engine shipped to a non-local master, and the
-``kafka-log`` data source registered. ``spark.master`` comes from ``LOGPLAT_SPARK_MASTER``.
+``kafka-log`` data source registered. ``spark.master`` comes from ``LOGPLAT_SPARK_MASTER``; an
+``sc://`` value makes the session a Spark Connect client (``spark.remote``): no JVM in the run
+worker, the server's warm driver does the work.
 
 In-process tests get the test session back: ``getOrCreate`` returns the active session.
 """

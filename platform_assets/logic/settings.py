@@ -6,7 +6,8 @@ the same code serves ``dagster dev``, the daemon's run workers, tests and the ma
 * ``LOGPLAT_LOG_DIRS``: the log dirs (comma-separated; default ``./data/logs``), as for ``logctl``;
 * ``LOGPLAT_SERVER_PROPERTIES``: a broker properties file whose ``log.*`` keys set topic defaults
   (Kafka's precedence) and ``log.retention.check.interval.ms`` the sweep cadence;
-* ``LOGPLAT_SPARK_MASTER``: the Spark master (default ``local[*]``);
+* ``LOGPLAT_SPARK_MASTER``: the Spark master (default ``local[*]``), or a Spark Connect server
+  (``sc://host:port``), whose warm driver every run worker then shares instead of starting a JVM;
 * ``LOGPLAT_AUTOMATION``: ``running`` (default) or ``stopped``, the default status of the sensors
   and schedules. ``dagster dev`` should clean logs without a click; tests and demos that want
   to decide when automation starts set ``stopped`` and start it through GraphQL;

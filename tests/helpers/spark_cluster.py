@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,19 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from spark_jobs.connect_server import free_port, spark_home  # noqa: F401 (free_port: for the tests)
+
 START_TIMEOUT_S = 90.0
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cluster_env() -> dict[str, str]:

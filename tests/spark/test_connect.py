@@ -1,0 +1,155 @@
+"""The Spark jobs through a REAL Spark Connect server (``spark_jobs.connect_server``), against the
+engine's local cleaner and retention, byte for byte, and a Dagster run whose ``pyspark``
+resource is a Spark Connect client.
+
+A Spark Connect client marks its whole process as one (``SPARK_CONNECT_MODE_ENABLED``), and this
+test run already holds a classic session (the ``spark`` fixture), so each client here is a
+separate Python process that prints its results as JSON. The server outlives both clients, as it
+outlives Dagster's run workers: the second client finds a warm server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from platform_assets.defs.checks import KEYS_UNIQUE, LATEST_VALUES
+from spark_jobs.compaction import COMPACTED, SKIPPED
+from spark_jobs.connect_server import free_port, local_connect_server
+from spark_jobs.errors import SparkSetupError
+from spark_jobs.retention import DELETED, NOTHING
+from spark_jobs.session import check_java
+from storage_engine.manager import LogManager
+from tests.helpers.cleaner import NOW
+from tests.helpers.paths import REPO
+from tests.spark.test_cluster import RETENTION_NOW, local_compaction
+from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, checkpoint_of, random_topic, retention_topic
+
+CLIENT_TIMEOUT_S = 240
+
+# Compaction (whole partitions, then split ones), retention, a read through the data source.
+JOBS_CLIENT = textwrap.dedent("""
+    import json, sys
+    from spark_jobs.compaction import compact_partitions
+    from spark_jobs.distribute import is_connect, task_slots
+    from spark_jobs.retention import retention_partitions
+    from spark_jobs.session import build_spark_session
+
+    url, log_dir, now, retention_now = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    spark = build_spark_session(url)
+    out = {"connect": is_connect(spark), "slots": task_slots(spark), "compaction": []}
+    for split_bytes in (None, 0):
+        result = compact_partitions(spark, [log_dir], [("cc", 0), ("cc", 1)], now_ms=now, force=True,
+                                    split_bytes=split_bytes)
+        out["compaction"].append([o.to_dict() | {"topic": o.topic, "partition": o.partition} for o in result.outcomes])
+        now += 10**10  # the second round removes the tombstones past their horizon
+    out["retention"] = [o.to_dict() for o in retention_partitions(spark, [log_dir], now_ms=retention_now).outcomes]
+    out["rows"] = spark.read.format("kafka-log").option("topics", "cc").load(log_dir).count()
+    import storage_engine
+    out["executor_engine"] = spark.range(1).mapInArrow(
+        lambda batches: (__import__("pyarrow").RecordBatch.from_pydict({"f": [__import__("storage_engine").__file__]})
+                         for _ in batches), "f string").collect()[0].f
+    print("RESULT " + json.dumps(out), flush=True)
+""")
+
+
+def run_client(tmp_path: Path, code: str, args: list[str], env: dict[str, str] | None = None) -> dict:
+    script = tmp_path / f"client-{len(list(tmp_path.glob('client-*')))}.py"
+    script.write_text(code)
+    env = {**os.environ, **(env or {})}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=CLIENT_TIMEOUT_S)
+    stderr_tail = "\n".join(proc.stderr.splitlines()[-40:])
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"client exited with {proc.returncode}:\n{stderr_tail}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def connect_url(tmp_path_factory):
+    try:
+        check_java()
+    except SparkSetupError as exc:
+        pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    with local_connect_server(free_port(), "local[2]", log) as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_jobs_through_spark_connect_equal_the_local_engine_byte_for_byte(spark, tmp_path, connect_url):
+    local, remote = tmp_path / "local", tmp_path / "connect"
+    random_topic(local, "cc", seed=7, partitions=2)
+    retention_topic(local, "ret", 8)
+    shutil.copytree(local, remote)
+
+    got = run_client(tmp_path, JOBS_CLIENT, [connect_url, str(remote), str(NOW), str(RETENTION_NOW)])
+    assert got["connect"] and got["slots"] == 2
+    # the server's Python workers ran the engine this client shipped, not the repository's files
+    assert ".zip" in got["executor_engine"] or "artifacts" in got["executor_engine"], got["executor_engine"]
+
+    for i, outcomes in enumerate(got["compaction"]):  # whole partitions, then split ones
+        expected = local_compaction(local, "cc", 2, NOW + i * 10**10)
+        assert {(o["topic"], o["partition"]) for o in outcomes} == set(expected)
+        for o in outcomes:
+            rep = expected[(o["topic"], o["partition"])]
+            if rep["skipped"] is not None:
+                assert o["status"] == SKIPPED, o
+                continue
+            assert o["status"] == COMPACTED, o["reason"]
+            assert {f: o[f] for f in REPORT_FIELDS} == {f: rep[f] for f in REPORT_FIELDS}, (i, o["partition"])
+    assert [o["status"] for o in got["compaction"][0]] == [COMPACTED, COMPACTED]
+    with LogManager([local]) as m:
+        applied = {(r.plan.topic, r.plan.partition): r for r in m.apply_retention(
+            m.retention_plans(now_ms=RETENTION_NOW), now_ms=RETENTION_NOW)}
+    assert any(r.deleted_segments for r in applied.values())
+    for o in got["retention"]:
+        r = applied.get((o["topic"], o["partition"]))
+        assert o["status"] == (DELETED if r is not None and r.deleted_segments else NOTHING)
+    assert got["rows"] == spark.read.format("kafka-log").option("topics", "cc").load(str(local)).count() > 0
+    assert_same_dirs(local, remote)
+
+
+DAGSTER_CLIENT = textwrap.dedent("""
+    import json, sys
+    import dagster as dg
+    from platform_assets.definitions import build_definitions
+    from platform_assets.defs.partitions import topic_partitions_def
+    from platform_assets.logic.settings import PlatformSettings
+
+    url, log_dir = sys.argv[1], sys.argv[2]
+    with dg.instance_for_test() as instance:
+        defs = build_definitions(PlatformSettings(log_dirs=(log_dir,), automation="stopped", spark_master=url))
+        job = next(j for j in defs.jobs if j.name.startswith("cleanup"))
+        instance.add_dynamic_partitions(topic_partitions_def("cc").name, ["0", "1"])
+        result = defs.resolve_job_def(job.name).execute_in_process(
+            instance=instance, tags={"dagster/asset_partition_range_start": "0",
+                                     "dagster/asset_partition_range_end": "1"}, raise_on_error=False)
+        checks = [(e.asset_check_evaluation_data.check_name, e.asset_check_evaluation_data.passed)
+                  for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+        from pyspark.sql.utils import is_remote
+        print("RESULT " + json.dumps({"success": result.success, "checks": checks, "remote": is_remote()}), flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_a_dagster_run_cleans_through_a_spark_connect_server(tmp_path, connect_url):
+    """The platform's ``pyspark`` resource pointed at the server: the run's cleaning and its
+    checks' reads are Spark Connect jobs, and every check passes."""
+    random_topic(tmp_path / "logs", "cc", seed=7, partitions=2)
+    assert checkpoint_of(tmp_path / "logs" / "cleaner-offset-checkpoint") == {}
+    got = run_client(tmp_path, DAGSTER_CLIENT, [connect_url, str(tmp_path / "logs")])
+    assert got["success"] and got["remote"]
+    # the checks that compare the log with what was read before the run, for both partitions
+    assert {name for name, _ in got["checks"]} >= {LATEST_VALUES, KEYS_UNIQUE}
+    assert got["checks"] and all(passed for _, passed in got["checks"]), got["checks"]
+    cleaned = checkpoint_of(tmp_path / "logs" / "cleaner-offset-checkpoint")
+    assert set(cleaned) == {("cc", 0), ("cc", 1)}, cleaned
