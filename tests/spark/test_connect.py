@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -22,10 +23,10 @@ import pytest
 
 from platform_assets.defs.checks import KEYS_UNIQUE, LATEST_VALUES
 from spark_jobs.compaction import COMPACTED, SKIPPED
-from spark_jobs.connect_server import free_port, local_connect_server
+from spark_jobs.connect_server import free_port, local_connect_server, start_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING
-from spark_jobs.session import check_java
+from spark_jobs.session import check_java, session_config
 from storage_engine.manager import LogManager
 from tests.helpers.cleaner import NOW
 from tests.helpers.paths import REPO
@@ -153,3 +154,27 @@ def test_a_dagster_run_cleans_through_a_spark_connect_server(tmp_path, connect_u
     assert got["checks"] and all(passed for _, passed in got["checks"]), got["checks"]
     cleaned = checkpoint_of(tmp_path / "logs" / "cleaner-offset-checkpoint")
     assert set(cleaned) == {("cc", 0), ("cc", 1)}, cleaned
+
+
+def test_a_spark_connect_url_sets_only_session_settings():
+    remote = session_config("sc://127.0.0.1:15002")
+    assert remote["spark.remote"] == "sc://127.0.0.1:15002" and "spark.master" not in remote
+    assert "spark.driver.memory" not in remote  # the server's, not a client's to set
+    local = session_config("local[2]", {"spark.driver.memory": "1g"})
+    assert local["spark.master"] == "local[2]" and local["spark.driver.memory"] == "1g"
+    assert "spark.remote" not in local
+
+
+def test_a_busy_port_is_refused_in_one_line_before_any_server_starts(tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(SparkSetupError, match=f"port {port} is already in use"):
+            start_server(port, "local[1]", tmp_path / "server.log")
+        proc = subprocess.run([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port)],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [f"error: port {port} is already in use: stop what listens there "
+                                                f"or choose another --port"]
+    assert not (tmp_path / "server.log").exists()
