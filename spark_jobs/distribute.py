@@ -4,10 +4,10 @@ The engine decides and does every step of cleaning a partition; a job only choos
 runs which work item and brings the results back. Work items are packed into as many tasks as
 there are task slots, largest first onto the least loaded task (the LPT rule), so a task slot
 never waits on one task holding two large items while another holds only small ones, and each
-task pays Spark's per-task cost once for many items. Items and results travel pickled, one Arrow
-row per task: they are a few small objects per item (a location, a config, a report), so there
-is no row-by-row conversion and no JVM shuffle. Only DataFrame calls are used, so the jobs run
-on a classic session and on a Spark Connect session alike.
+task pays Spark's per-task cost once for many items. Items and results travel pickled: they are a
+few small objects per item (a location, a config, a report), so there is no row-by-row
+conversion and no JVM shuffle. The jobs run on a classic session and on a Spark Connect session
+alike (:func:`run_tasks` picks the RDD API or ``mapInArrow``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import pickle
 import re
 from itertools import accumulate
 from typing import Callable, Iterable, Sequence, TypeVar
+
+from .session import is_connect
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -45,11 +47,6 @@ def task_slots(spark) -> int:
     return max(1, int(m.group(1)))
 
 
-def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no SparkContext on this side)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 def pack(items: Sequence[T], size_of: Callable[[T], int], bins: int) -> list[list[T]]:
     """``items`` in at most ``bins`` lists of about equal total size: largest first onto the
     least loaded list (ties by order, so a packing is reproducible); empty lists are dropped."""
@@ -71,7 +68,7 @@ def contiguous_parts(sizes: Sequence[int], parts: int) -> list[range]:
         return []
     parts = max(1, min(parts, n))
     running = list(accumulate(sizes))
-    total = running[-1] if running else 0
+    total = running[-1]
     bounds = [0]
     for j in range(1, parts):
         share = total * j / parts
@@ -86,12 +83,18 @@ def run_tasks(spark, tasks: Sequence[Sequence[T]], fn: Callable[[Sequence[T]], I
     what its items have in common, such as a log dir's checkpoints); the results of every task,
     in task order.
 
-    The lists travel inside the task's function and the results come back pickled, one Arrow
-    row per task (``mapInArrow`` over a range of task numbers): the same DataFrame call works on
-    a classic session and on a Spark Connect one, which has no RDD API."""
+    On a classic session the lists and results travel pickled through the RDD API. A Spark
+    Connect session has no RDD API: there the lists travel inside the task's function and the
+    results come back pickled, one Arrow row per task (``mapInArrow`` over a range of task
+    numbers). The RDD path is kept where it can be used because it is cheaper per job (measured
+    with ``bench/bench_dagster_run.py``: a warm run's jobs 0.2 s instead of 0.35-0.45 s, a tiny
+    job 0.14 s instead of 0.23 s)."""
     if not tasks:
         return []
     lists = [list(items) for items in tasks]
+    if not is_connect(spark):
+        return spark.sparkContext.parallelize(lists, len(lists)).mapPartitions(
+            lambda parts: [r for items in parts for r in fn(items)]).collect()
 
     def run(batches):
         import pyarrow as pa

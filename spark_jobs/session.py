@@ -3,10 +3,11 @@
 Local mode (``local[*]``) is the embedded default, so nothing but Java 17 and the virtual
 environment is needed; ``LOGPLAT_SPARK_MASTER`` (or the ``master`` argument) points the same jobs
 at a cluster (``spark://host:7077``, ``yarn``, ``k8s://...``) or at a Spark Connect server
-(``sc://host:port``: a client session, no JVM in this process; see ``connect_server.py``). Workers run the driver's interpreter
-(``PYSPARK_PYTHON``), so the engine they import is the one the driver planned with; on a
-non-local master the engine's packages are also shipped as a zip (``addPyFile``) for hosts that
-do not share the virtual environment.
+(``sc://host:port``: a client session, no JVM in this process; see ``connect_server.py``).
+Workers run the driver's interpreter (``PYSPARK_PYTHON``), so the engine they import is the one
+the driver planned with; on a non-local master or a Spark Connect server the engine's packages
+are also shipped as a zip (``addPyFile``, ``addArtifacts``) for hosts that do not share the
+virtual environment.
 
 Spark reads static settings (driver memory, UI, the master) only when the JVM starts: the first
 session of a process wins, and ``getOrCreate`` hands it back afterwards. Tests build one per run.
@@ -63,6 +64,11 @@ def spark_master(master: str | None = None) -> str:
 def is_remote(master: str) -> bool:
     """Whether ``master`` names a Spark Connect server rather than a Spark master."""
     return master.startswith(CONNECT_SCHEME)
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def session_config(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -144,9 +150,9 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in {"spark.app.name": app_name, **session_config(master, conf)}.items():
-        if not (is_remote(master) and key == "spark.app.name"):
-            builder = builder.config(key, str(value))
+    named = dict(conf or {}) if is_remote(master) else {"spark.app.name": app_name, **dict(conf or {})}
+    for key, value in session_config(master, named).items():
+        builder = builder.config(key, str(value))
     return prepare_session(builder.getOrCreate(), ship_engine=ship_engine)
 
 
@@ -162,8 +168,6 @@ def prepare_session(spark, *, ship_engine: bool | None = None):
     the engine shipped to a non-local master or a Spark Connect server (whose Python workers
     then run the engine this client planned with, however long the server has been up), the
     ``kafka-log`` data source registered."""
-    from .distribute import is_connect
-
     if is_connect(spark):
         if ship_engine is None or ship_engine:
             spark.addArtifacts(str(engine_zip()), pyfile=True)

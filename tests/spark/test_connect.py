@@ -39,9 +39,9 @@ CLIENT_TIMEOUT_S = 240
 JOBS_CLIENT = textwrap.dedent("""
     import json, sys
     from spark_jobs.compaction import compact_partitions
-    from spark_jobs.distribute import is_connect, task_slots
+    from spark_jobs.distribute import task_slots
     from spark_jobs.retention import retention_partitions
-    from spark_jobs.session import build_spark_session
+    from spark_jobs.session import build_spark_session, is_connect
 
     url, log_dir, now, retention_now = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     spark = build_spark_session(url)
