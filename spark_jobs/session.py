@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,8 @@ REMOTE_DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
 CONNECT_SCHEME = "sc://"
+CONNECT_DEFAULT_PORT = 15002  # Spark Connect's own default
+CONNECT_PROBE_TIMEOUT_S = 5.0
 
 _PACKAGES = ("storage_engine", "spark_jobs")
 
@@ -64,6 +67,19 @@ def spark_master(master: str | None = None) -> str:
 def is_remote(master: str) -> bool:
     """Whether ``master`` names a Spark Connect server rather than a Spark master."""
     return master.startswith(CONNECT_SCHEME)
+
+
+def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:
+    """:class:`SparkSetupError` unless something accepts connections at the ``sc://host:port`` of
+    ``url``: the Spark Connect client would otherwise retry for minutes before it says so."""
+    address = url[len(CONNECT_SCHEME):].split("/", 1)[0]
+    host, _, port = address.rpartition(":") if ":" in address else (address, "", "")
+    try:
+        with socket.create_connection((host or "localhost", int(port or CONNECT_DEFAULT_PORT)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise SparkSetupError(f"no Spark Connect server answers at {url}: {reason}") from None
 
 
 def is_connect(spark) -> bool:
@@ -142,10 +158,12 @@ def build_spark_session(
     ``conf`` overrides the defaults. ``ship_engine`` (default: on for non-local masters and
     Spark Connect servers) adds the engine as a zip to the session. Raises
     :class:`SparkSetupError` when Java is missing or too old, before any JVM is started (a
-    Spark Connect client needs no Java).
+    Spark Connect client needs no Java, but a server that answers).
     """
     master = spark_master(master)
-    if not is_remote(master):
+    if is_remote(master):
+        check_connect_server(master)
+    else:
         before_jvm_start()
     from pyspark.sql import SparkSession
 

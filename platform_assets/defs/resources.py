@@ -21,7 +21,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
-from spark_jobs.session import before_jvm_start, is_remote, prepare_session, session_config
+from spark_jobs.session import before_jvm_start, check_connect_server, is_remote, prepare_session, session_config
 from storage_engine.manager import LogManager
 
 from ..logic.settings import PlatformSettings
@@ -56,7 +56,10 @@ class LogSparkResource(LazyPySparkResource):
     def spark_session(self) -> Any:
         if self._prepared:
             return super().spark_session
-        if not is_remote(self.spark_config.get("spark.remote", "")):
+        remote = self.spark_config.get("spark.remote", "")
+        if is_remote(remote):
+            check_connect_server(remote)
+        else:
             before_jvm_start()
         spark = prepare_session(super().spark_session)
         self._prepared = True

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,19 @@ def test_a_busy_port_is_refused_in_one_line_before_any_server_starts(tmp_path):
     assert proc.stderr.strip().splitlines() == [f"error: port {port} is already in use: stop what listens there "
                                                 f"or choose another --port"]
     assert not (tmp_path / "server.log").exists()
+
+
+def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path):
+    port = free_port()  # nothing listens there
+    random_topic(tmp_path / "logs", "cc", seed=7)
+    before = sorted(p.name for p in (tmp_path / "logs" / "cc-0").iterdir())
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "--log-dirs", str(tmp_path / "logs"),
+                           "compact", "--engine", "spark", "--topic", "cc"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "LOGPLAT_SPARK_MASTER": f"sc://127.0.0.1:{port}"})
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"error: no Spark Connect server answers at sc://127.0.0.1:{port}: "
+                                                f"Connection refused"]
+    assert sorted(p.name for p in (tmp_path / "logs" / "cc-0").iterdir()) == before
