@@ -4,9 +4,9 @@ A Dagster run worker is a fresh process per run; with a local master it starts i
 (session start ~7 s and a first job ~2 s on this machine) to clean a few small partitions in a
 fraction of a second. Pointed at a Spark Connect server (``LOGPLAT_SPARK_MASTER=sc://host:port``)
 it opens a client session instead (under a second, no JVM on its side), and the server's driver,
-JIT and executors stay warm from run to run. The jobs use only DataFrame calls, so they run
-unchanged on either kind of session; each client session ships the engine it planned with
-(``prepare_session``), so a long-lived server never runs stale engine code.
+JIT and executors stay warm from run to run. The jobs run unchanged on either kind of session
+(``distribute.run_tasks`` picks the RDD API or ``mapInArrow``); each client session ships the
+engine it planned with (``prepare_session``), so a long-lived server never runs stale engine code.
 
     .venv/bin/python -m spark_jobs.connect_server --port 15002 --master 'local[*]'
     LOGPLAT_SPARK_MASTER=sc://127.0.0.1:15002 ...   # the platform, logctl --engine spark, the jobs
@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .errors import SparkSetupError
-from .session import LOCAL_DEFAULTS, before_jvm_start
+from .session import CONNECT_DEFAULT_PORT as DEFAULT_PORT
+from .session import LOCAL_DEFAULTS, before_jvm_start, check_connect_server
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_PORT = 15002
 START_TIMEOUT_S = 120.0
 
 
@@ -63,15 +63,17 @@ def free_port() -> int:
 
 
 def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    try:
+        check_connect_server(f"sc://127.0.0.1:{port}", timeout_s=0.5)
+    except SparkSetupError:
+        return False
+    return True
 
 
 def start_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: Path | None = None,
                  timeout_s: float = START_TIMEOUT_S) -> subprocess.Popen:
     """Start the server and wait until it accepts connections; :class:`SparkSetupError` when the
-    port is taken, Java is missing, or it does not come up (its log's tail says why)."""
+    port is taken, Java is missing, or it does not come up (its log, when given, says why)."""
     before_jvm_start()
     if _listening(port):
         raise SparkSetupError(f"port {port} is already in use: stop what listens there or choose another --port")
