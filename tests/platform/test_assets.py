@@ -17,7 +17,7 @@ from tests.helpers.platform import (
     tick,
 )
 
-from platform_assets.logic.cleanup import SPARK_JOB_SECONDS_TAG
+from platform_assets.logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from platform_assets.defs.checks import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
 from platform_assets.tools.workload import produce
 from storage_engine.manager import LogManager
@@ -80,7 +80,11 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
     assert m["duplicates_removed"] > 0 and m["records_removed"] >= m["duplicates_removed"]
     assert m["mb_reclaimed"] > 0 and m["size_mb"] < m["size_mb_before"]
     # the Spark jobs' wall time is recorded once, on the run; the partition's own time is its metadata
-    assert 0 < m["duration_s"] <= float(instance.get_run_by_id(result.run_id).tags[SPARK_JOB_SECONDS_TAG]) + 0.001
+    tags = instance.get_run_by_id(result.run_id).tags
+    assert 0 < m["duration_s"] <= float(tags[SPARK_JOB_SECONDS_TAG]) + 0.001
+    # and where the rest of the run's time went: the session (this test's, already up) and the
+    # checks' reads before and after the job
+    assert float(tags[SPARK_SESSION_SECONDS_TAG]) >= 0 and float(tags[CHECK_READ_SECONDS_TAG]) > 0
     # the data version names the log's state after the run, and equals the partition's own
     assert events[0].tags["dagster/data_version"] == m["log_state_version"]
 
