@@ -35,6 +35,7 @@ from .session import LOCAL_DEFAULTS, before_jvm_start, check_connect_server
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 120.0
+SESSION_TIMEOUT = "7d"
 
 
 def spark_home() -> Path:
@@ -47,7 +48,10 @@ def spark_home() -> Path:
 def server_command(port: int, master: str) -> list[str]:
     """``spark-submit`` of the Connect server on ``port`` (loopback only) over ``master``."""
     conf = {**LOCAL_DEFAULTS, "spark.connect.grpc.binding.port": str(port),
-            "spark.connect.grpc.binding.address": "127.0.0.1"}
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            # the clients' shared session (``session.connect_session``) outlives idle hours
+            "spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT,
+            "spark.python.daemon.module": "spark_jobs.worker_daemon"}
     args = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", master,
             "--name", "logplat Spark Connect server"]
     for key, value in conf.items():

@@ -15,6 +15,7 @@ session of a process wins, and ``getOrCreate`` hands it back afterwards. Tests b
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -22,9 +23,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import uuid
 import zipfile
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from .errors import SparkSetupError
 
@@ -55,6 +57,11 @@ REMOTE_DEFAULTS: dict[str, str] = {
 CONNECT_SCHEME = "sc://"
 CONNECT_DEFAULT_PORT = 15002  # Spark Connect's own default
 CONNECT_PROBE_TIMEOUT_S = 5.0
+# How many closed shared sessions (released, or expired on the server) a client steps over
+# before it opens a session of its own; see ``connect_session``.
+SHARED_SESSION_GENERATIONS = 64
+_SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
+_connect_sessions: dict = {}  # url -> this process's client session on it (``connect_session``)
 
 _PACKAGES = ("storage_engine", "spark_jobs")
 
@@ -134,16 +141,102 @@ def check_java(java: str | None = None) -> int:
     return major
 
 
+def _engine_files() -> Iterator[tuple[str, Path]]:
+    """The engine's source files, with their names inside the zip, in a stable order."""
+    root = Path(__file__).resolve().parents[1]
+    for pkg in _PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            yield path.relative_to(root).as_posix(), path
+
+
 def engine_zip(directory: Path | None = None) -> Path:
     """The engine's packages as a zip for ``addPyFile`` (cluster workers without our venv)."""
-    root = Path(__file__).resolve().parents[1]
     directory = Path(directory or tempfile.mkdtemp(prefix="logplat-pyfiles-"))
     target = directory / "logplat_engine.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for pkg in _PACKAGES:
-            for path in sorted((root / pkg).rglob("*.py")):
-                zf.write(path, path.relative_to(root).as_posix())
+        for name, path in _engine_files():
+            zf.write(path, name)
     return target
+
+
+def engine_fingerprint() -> str:
+    """A digest of the engine's source: equal digests, equal engine (names a shared session)."""
+    digest = hashlib.sha256()
+    for name, path in _engine_files():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def shared_session_id(fingerprint: str, generation: int) -> str:
+    """The Spark Connect session id every client of this engine uses (a UUID, as the server
+    requires), one per ``generation``: the next is used when the server closed the previous."""
+    digest = hashlib.sha256(f"logplat/{fingerprint}/{generation}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
+def with_session_id(url: str, session_id: str) -> str:
+    """``url`` (``sc://host:port`` with or without ``/;`` parameters) naming ``session_id``."""
+    return f"{url if '/;' in url else url.rstrip('/') + '/'};session_id={session_id}"
+
+
+def connect_session(url: str, conf: Mapping[str, str] | None = None):
+    """A client session on the Spark Connect server at ``url``, shared by every client that runs
+    this engine.
+
+    Why shared: the server gives each session Python workers of its own (a daemon keyed by the
+    session's artifact UUID), started by the session's first job (~1.5 s here) and, in Spark 4.3,
+    never stopped when the session ends (SPARK-54055 tracks it). A Dagster run worker is a fresh
+    process per run, so one session each would pay that start on every run and leave a daemon
+    behind. The session id is derived from the engine's fingerprint: clients of one engine meet
+    warm workers; a client whose engine differs gets a session, and workers, of its own.
+    Clients never release the shared session (``release_session_on_close``); the server ends it
+    when it is idle past its timeout, and an ended id cannot be reopened
+    (``INVALID_HANDLE.SESSION_CLOSED``), so the next generation's id is taken, and after
+    :data:`SHARED_SESSION_GENERATIONS` a session of the client's own. A ``url`` that names its
+    own ``session_id`` is used as it is. ``conf`` is applied as session settings (the same for
+    every client: ``REMOTE_DEFAULTS``). Like ``getOrCreate``, a process's first session for a URL
+    is handed back until it is stopped: one gRPC client per process (several left open at
+    interpreter exit can hang it in gRPC's close).
+    """
+    spark = _connect_sessions.get(url)
+    if spark is None or spark.is_stopped:
+        spark = _connect_sessions[url] = _open_connect_session(url, conf or {})
+    return spark
+
+
+def _open_connect_session(url: str, conf: Mapping[str, str]):
+    settings = {k: v for k, v in {**REMOTE_DEFAULTS, **dict(conf)}.items() if k != "spark.remote"}
+    if "session_id=" in url:
+        return _create_connect_session(url, settings)
+    fingerprint = engine_fingerprint()
+    for generation in range(SHARED_SESSION_GENERATIONS):
+        try:
+            spark = _create_connect_session(with_session_id(url, shared_session_id(fingerprint, generation)), settings)
+        except Exception as exc:  # pyspark raises several classes for a server's error
+            if _SESSION_CLOSED in str(exc):
+                continue
+            raise
+        spark.release_session_on_close = False
+        return spark
+    return _create_connect_session(url, settings)
+
+
+def _create_connect_session(url: str, settings: Mapping[str, str]):
+    """A new client session with ``settings``. Setting them is its first call to the server, so a
+    session id the server has closed fails there; the failed client is stopped (without a
+    release: there is nothing of its own to release) so that it is neither left as the
+    process's default session nor closed half-way at interpreter exit."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(url).create()
+    try:
+        for key, value in settings.items():
+            spark.conf.set(key, str(value))
+    except Exception:
+        spark.release_session_on_close = False
+        spark.stop()
+        raise
+    return spark
 
 
 def build_spark_session(
@@ -163,13 +256,12 @@ def build_spark_session(
     master = spark_master(master)
     if is_remote(master):
         check_connect_server(master)
-    else:
-        before_jvm_start()
+        return prepare_session(connect_session(master, session_config(master, conf)), ship_engine=ship_engine)
+    before_jvm_start()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    named = dict(conf or {}) if is_remote(master) else {"spark.app.name": app_name, **dict(conf or {})}
-    for key, value in session_config(master, named).items():
+    for key, value in session_config(master, {"spark.app.name": app_name, **dict(conf or {})}).items():
         builder = builder.config(key, str(value))
     return prepare_session(builder.getOrCreate(), ship_engine=ship_engine)
 

@@ -7,7 +7,8 @@ Py4J stack), the workers running this interpreter (``PYSPARK_PYTHON``: the engin
 the one the driver planned with), the engine shipped to a non-local master, and the
 ``kafka-log`` data source registered. ``spark.master`` comes from ``LOGPLAT_SPARK_MASTER``; an
 ``sc://`` value makes the session a Spark Connect client (``spark.remote``): no JVM in the run
-worker, the server's warm driver does the work.
+worker, the server's warm driver does the work, and every run worker joins the one server session
+of its engine (``connect_session``), whose Python workers are warm.
 
 In-process tests get the test session back: ``getOrCreate`` returns the active session.
 """
@@ -21,7 +22,14 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
-from spark_jobs.session import before_jvm_start, check_connect_server, is_remote, prepare_session, session_config
+from spark_jobs.session import (
+    before_jvm_start,
+    check_connect_server,
+    connect_session,
+    is_remote,
+    prepare_session,
+    session_config,
+)
 from storage_engine.manager import LogManager
 
 from ..logic.settings import PlatformSettings
@@ -59,6 +67,7 @@ class LogSparkResource(LazyPySparkResource):
         remote = self.spark_config.get("spark.remote", "")
         if is_remote(remote):
             check_connect_server(remote)
+            self._spark_session = connect_session(remote, self.spark_config)
         else:
             before_jvm_start()
         spark = prepare_session(super().spark_session)

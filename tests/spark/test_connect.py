@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ from spark_jobs.compaction import COMPACTED, SKIPPED
 from spark_jobs.connect_server import free_port, local_connect_server, start_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING
-from spark_jobs.session import check_java, session_config
+from spark_jobs.session import check_java, engine_fingerprint, session_config, shared_session_id, with_session_id
 from storage_engine.manager import LogManager
 from tests.helpers.cleaner import NOW
 from tests.helpers.paths import REPO
@@ -54,10 +55,10 @@ JOBS_CLIENT = textwrap.dedent("""
         now += 10**10  # the second round removes the tombstones past their horizon
     out["retention"] = [o.to_dict() for o in retention_partitions(spark, [log_dir], now_ms=retention_now).outcomes]
     out["rows"] = spark.read.format("kafka-log").option("topics", "cc").load(log_dir).count()
-    import storage_engine
-    out["executor_engine"] = spark.range(1).mapInArrow(
-        lambda batches: (__import__("pyarrow").RecordBatch.from_pydict({"f": [__import__("storage_engine").__file__]})
-                         for _ in batches), "f string").collect()[0].f
+    out["executor_engine"] = [getattr(spark.range(1).mapInArrow(
+        lambda batches: (__import__("pyarrow").RecordBatch.from_pydict({"f": [__import__(module).__file__]})
+                         for _ in batches), "f string").collect()[0], "f")
+        for module in ("storage_engine", "spark_jobs")]
     print("RESULT " + json.dumps(out), flush=True)
 """)
 
@@ -96,7 +97,8 @@ def test_jobs_through_spark_connect_equal_the_local_engine_byte_for_byte(spark, 
     got = run_client(tmp_path, JOBS_CLIENT, [connect_url, str(remote), str(NOW), str(RETENTION_NOW)])
     assert got["connect"] and got["slots"] == 2
     # the server's Python workers ran the engine this client shipped, not the repository's files
-    assert ".zip" in got["executor_engine"] or "artifacts" in got["executor_engine"], got["executor_engine"]
+    # (its daemon, spark_jobs.worker_daemon, forgets the spark_jobs package it was found in)
+    assert all(".zip" in path for path in got["executor_engine"]), got["executor_engine"]
 
     for i, outcomes in enumerate(got["compaction"]):  # whole partitions, then split ones
         expected = local_compaction(local, "cc", 2, NOW + i * 10**10)
@@ -155,6 +157,49 @@ def test_a_dagster_run_cleans_through_a_spark_connect_server(tmp_path, connect_u
     assert got["checks"] and all(passed for _, passed in got["checks"]), got["checks"]
     cleaned = checkpoint_of(tmp_path / "logs" / "cleaner-offset-checkpoint")
     assert set(cleaned) == {("cc", 0), ("cc", 1)}, cleaned
+
+
+# One client (a run worker): the session it joined and the Python workers that ran its jobs.
+SESSION_CLIENT = textwrap.dedent("""
+    import json, os, sys
+    from spark_jobs.distribute import run_tasks
+    from spark_jobs.session import build_spark_session, connect_session
+
+    url, release = sys.argv[1], sys.argv[2] == "release"
+    spark = build_spark_session(url)
+    assert connect_session(url) is spark  # one client per process and URL
+    workers = run_tasks(spark, [[0], [1]], lambda items: [(os.getpid(), os.getppid())])
+    print("RESULT " + json.dumps({"session": spark.client._session_id, "daemons": sorted({w[1] for w in workers})}),
+          flush=True)
+    if release:  # as a client outside the platform may do: the server ends the session for good
+        spark.release_session_on_close = True
+        spark.stop()
+""")
+
+
+@pytest.mark.slow
+def test_clients_of_one_engine_share_a_session_and_its_warm_python_workers(tmp_path, connect_url):
+    """Each run worker is a new process: sharing the server session of its engine means its jobs
+    meet the Python workers earlier clients started (one daemon, not one per client), and a
+    session the server has ended is stepped over to the next generation's."""
+    first = run_client(tmp_path, SESSION_CLIENT, [connect_url, "keep"])
+    second = run_client(tmp_path, SESSION_CLIENT, [connect_url, "release"])
+    assert second["session"] == first["session"]
+    assert second["daemons"] == first["daemons"] and len(first["daemons"]) == 1
+    fingerprint = engine_fingerprint()
+    generation = [shared_session_id(fingerprint, g) for g in range(64)].index(first["session"])
+
+    after_release = run_client(tmp_path, SESSION_CLIENT, [connect_url, "keep"])
+    assert after_release["session"] == shared_session_id(fingerprint, generation + 1)
+    assert after_release["daemons"] != first["daemons"]  # a new session starts its own workers
+
+
+def test_the_shared_session_id_names_the_engine_and_generation():
+    ids = {shared_session_id(f, g) for f in ("a" * 64, "b" * 64) for g in (0, 1)}
+    assert len(ids) == 4 and shared_session_id("a" * 64, 0) == shared_session_id("a" * 64, 0)
+    assert all(uuid.UUID(i).version == 4 for i in ids)  # the server takes only UUIDs
+    assert with_session_id("sc://h:1", "x") == "sc://h:1/;session_id=x"
+    assert with_session_id("sc://h:1/;use_ssl=true", "x") == "sc://h:1/;use_ssl=true;session_id=x"
 
 
 def test_a_spark_connect_url_sets_only_session_settings():
