@@ -4,29 +4,37 @@
    ``compact,delete`` profile store, a ``delete`` event stream; many segments, duplicates,
    tombstones, expired segments) into ``$LOGPLAT_LOG_DIRS`` (default ``./data/logs``);
 2. starts a Dagster webserver and daemon on 127.0.0.1 with ``DAGSTER_HOME`` (default
-   ``./dagster_home``) and turns the three sensors on through GraphQL;
+   ``./dagster_home``) and turns the three sensors on through GraphQL; unless
+   ``LOGPLAT_SPARK_MASTER`` names a master or server, also a local Spark Connect server
+   (``spark_jobs/connect_server.py``) that every run worker opens a client session on: one warm
+   driver for all runs instead of a JVM started by each (``--no-connect-server``: the latter);
 3. waits while the sensors discover the partitions and request compaction and retention runs,
    and the daemon runs them (each a Spark job through the dagster-pyspark resource, with the
    asset checks), until no partition is due and no run is left;
 4. prints a before/after table of every partition, with what the runs recorded in Dagster,
-   and how to open the UI on the same instance.
+   where the runs' time went (their timing tags), and how to open the UI on the same instance.
 
-    python -m platform_assets.tools.demo [--scale 0.5] [--timeout 1200]
+    python -m platform_assets.tools.demo [--scale 0.5] [--timeout 1200] [--no-connect-server]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from spark_jobs.connect_server import free_port, local_connect_server
+from spark_jobs.errors import SparkSetupError
+from spark_jobs.session import MASTER_ENV
 from storage_engine.manager import LogManager, log_dirs_from_env
 
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import InstanceSetupError, prepare_instance
+from ..logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from ..logic.log_state import PartitionState, read_states
 from ..logic.metadata import effective_checkpoint
 from .workload import produce, realistic_workload
@@ -92,12 +100,37 @@ def recorded_by_dagster(client, topics: list[str], since_ms: float) -> dict[tupl
     return out
 
 
+def run_times(runs: list[dict]) -> str:
+    """Where the finished runs' time went: each run's wall time (from its start event to its end)
+    and, on average, the parts its timing tags record (see ``logic/cleanup.py``)."""
+    timed = [r for r in runs if r.get("startTime") and r.get("endTime")]
+    if not timed:
+        return "no run finished"
+    walls = sorted(r["endTime"] - r["startTime"] for r in timed)
+
+    def mean(tag: str) -> float:
+        values = [float(r["tags"][tag]) for r in timed if tag in r["tags"]]
+        return sum(values) / len(values) if values else 0.0
+
+    return (f"a run took {walls[0]:.1f} to {walls[-1]:.1f} s; on average getting its Spark session "
+            f"{mean(SPARK_SESSION_SECONDS_TAG):.1f} s, the cleaning jobs {mean(SPARK_JOB_SECONDS_TAG):.1f} s, "
+            f"the checks' reads {mean(CHECK_READ_SECONDS_TAG):.1f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the workload's record counts")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the sensors' runs")
+    parser.add_argument("--no-connect-server", dest="connect_server", action="store_false",
+                        help=f"no Spark Connect server: each run worker starts its own Spark (as when {MASTER_ENV} "
+                             "names a master)")
     args = parser.parse_args(argv)
+    with contextlib.ExitStack() as stack:
+        return _run(args, stack)
 
+
+def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
+    """The main job's steps; what it starts (the Spark Connect server) is stopped by ``stack``."""
     log_dirs = [str(p.resolve()) for p in log_dirs_from_env()]
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or REPO / "dagster_home").resolve()
     print(f"log dirs: {','.join(log_dirs)}\nDAGSTER_HOME: {dagster_home}\n")
@@ -108,6 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     except InstanceSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    logs = Path(tempfile.mkdtemp(prefix="logplat-demo-"))
+    master = os.environ.get(MASTER_ENV, "")
+    if args.connect_server and not master:  # before the workload: a server that cannot start changes nothing
+        print(f"starting a Spark Connect server for the runs (its output: {logs / 'spark-connect.log'}) ...")
+        try:
+            master = stack.enter_context(local_connect_server(free_port(), log_path=logs / "spark-connect.log"))
+        except SparkSetupError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    print(f"Spark for the runs: {master or 'local[*] in each run worker'}")
+    env = {"LOGPLAT_LOG_DIRS": ",".join(log_dirs), "LOGPLAT_AUTOMATION": "stopped", "LOGPLAT_SENSOR_INTERVAL_S": "10",
+           **({MASTER_ENV: master} if master else {})}
     started = time.time()
     with LogManager(log_dirs) as manager:
         written = produce(manager, realistic_workload(args.scale), now_ms=int(started * 1000))
@@ -117,8 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     before = snapshot(log_dirs)
     topics = sorted({tp[0] for tp in before})
 
-    env = {"LOGPLAT_LOG_DIRS": ",".join(log_dirs), "LOGPLAT_AUTOMATION": "stopped", "LOGPLAT_SENSOR_INTERVAL_S": "10"}
-    logs = Path(tempfile.mkdtemp(prefix="logplat-demo-"))
     server = DevServer(dagster_home, REPO / "workspace.yaml", logs, env)
     print(f"starting the Dagster webserver and daemon on 127.0.0.1 (their output: {logs}) ...")
     try:
@@ -162,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
     after = snapshot(log_dirs)
 
-    print(f"\n{len(runs)} run(s) launched by the sensors, {len(failed)} failed; before -> after:\n")
+    print(f"\n{len(runs)} run(s) launched by the sensors, {len(failed)} failed; {run_times(runs)}; before -> after:\n")
     print(table(before, after, recorded))
     ui_env = f"DAGSTER_HOME={dagster_home} LOGPLAT_LOG_DIRS={','.join(log_dirs)}"
     shown = next((t for t in topics if t == "orders.state"), topics[0])

@@ -208,7 +208,7 @@ class GraphQL:
         if statuses:
             flt["statuses"] = list(statuses)
         data = self.query("""query($f: RunsFilter) { runsOrError(filter: $f) { ... on Runs { results {
-            runId status jobName tags { key value } } } } }""", {"f": flt})
+            runId status jobName startTime endTime tags { key value } } } } }""", {"f": flt})
         return [r | {"tags": {t["key"]: t["value"] for t in r["tags"]}} for r in data["runsOrError"]["results"]]
 
     def launch_backfill(self, asset_key: Sequence[str], partitions: Sequence[str]) -> str:

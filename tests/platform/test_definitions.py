@@ -95,3 +95,17 @@ def test_the_main_job_finds_the_workspace_and_instance_config_it_starts_dagster_
     from platform_assets.tools import demo
 
     assert (demo.REPO / "workspace.yaml").is_file() and (demo.REPO / "dagster_home" / "dagster.yaml").is_file()
+
+
+def test_the_main_job_says_where_the_runs_time_went():
+    """The summary the main job prints from the runs' start and end times and timing tags."""
+    from platform_assets.logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
+    from platform_assets.tools.demo import run_times
+
+    tags = {SPARK_SESSION_SECONDS_TAG: "0.5", SPARK_JOB_SECONDS_TAG: "0.3", CHECK_READ_SECONDS_TAG: "1.0"}
+    runs = [{"startTime": 100.0, "endTime": 102.0, "tags": tags},
+            {"startTime": 100.0, "endTime": 104.5, "tags": {**tags, SPARK_SESSION_SECONDS_TAG: "1.5"}},
+            {"startTime": 100.0, "endTime": None, "tags": {}}]  # still running: not counted
+    assert run_times(runs) == ("a run took 2.0 to 4.5 s; on average getting its Spark session 1.0 s, "
+                               "the cleaning jobs 0.3 s, the checks' reads 1.0 s")
+    assert run_times([]) == "no run finished"
