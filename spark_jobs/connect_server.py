@@ -7,6 +7,9 @@ it opens a client session instead (under a second, no JVM on its side), and the 
 JIT and executors stay warm from run to run. The jobs run unchanged on either kind of session
 (``distribute.run_tasks`` picks the RDD API or ``mapInArrow``); each client session ships the
 engine it planned with (``prepare_session``), so a long-lived server never runs stale engine code.
+Clients of one engine join one server session and its warm Python workers
+(``session.connect_session``), which this server keeps for days of idleness; its Python daemon
+(``worker_daemon``) has the workers' heavy imports done before it forks them.
 
     .venv/bin/python -m spark_jobs.connect_server --port 15002 --master 'local[*]'
     LOGPLAT_SPARK_MASTER=sc://127.0.0.1:15002 ...   # the platform, logctl --engine spark, the jobs
