@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 import zipfile
 from pathlib import Path
@@ -61,7 +62,9 @@ CONNECT_PROBE_TIMEOUT_S = 5.0
 # before it opens a session of its own; see ``connect_session``.
 SHARED_SESSION_GENERATIONS = 64
 _SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
-_connect_sessions: dict = {}  # url -> this process's client session on it (``connect_session``)
+# this process's client sessions (``connect_session``), by URL and settings
+_connect_sessions: dict[tuple[str, tuple[tuple[str, str], ...]], object] = {}
+_connect_sessions_lock = threading.Lock()
 
 _PACKAGES = ("storage_engine", "spark_jobs")
 
@@ -150,12 +153,19 @@ def _engine_files() -> Iterator[tuple[str, Path]]:
 
 
 def engine_zip(directory: Path | None = None) -> Path:
-    """The engine's packages as a zip for ``addPyFile`` (cluster workers without our venv)."""
+    """The engine's packages as a zip for ``addPyFile`` (cluster workers without our venv).
+
+    The same source always gives the same bytes (fixed timestamps and modes): a Spark Connect
+    server refuses an artifact that differs from the one its session already holds under the
+    same name, and every client of a shared session adds it again."""
     directory = Path(directory or tempfile.mkdtemp(prefix="logplat-pyfiles-"))
     target = directory / "logplat_engine.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, path in _engine_files():
-            zf.write(path, name)
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, path.read_bytes())
     return target
 
 
@@ -193,20 +203,24 @@ def connect_session(url: str, conf: Mapping[str, str] | None = None):
     when it is idle past its timeout, and an ended id cannot be reopened
     (``INVALID_HANDLE.SESSION_CLOSED``), so the next generation's id is taken, and after
     :data:`SHARED_SESSION_GENERATIONS` a session of the client's own. A ``url`` that names its
-    own ``session_id`` is used as it is. ``conf`` is applied as session settings (the same for
-    every client: ``REMOTE_DEFAULTS``). Like ``getOrCreate``, a process's first session for a URL
-    is handed back until it is stopped: one gRPC client per process (several left open at
-    interpreter exit can hang it in gRPC's close).
+    own ``session_id`` is used as it is. Settings are the session's, shared with every client of
+    it: only clients with ``REMOTE_DEFAULTS`` alone share; ``conf`` that adds or changes any
+    gives the client a session of its own. Like ``getOrCreate``, a process's first session for a
+    URL and settings is handed back until it is stopped: one gRPC client each (several left
+    open at interpreter exit can hang it in gRPC's close).
     """
-    spark = _connect_sessions.get(url)
-    if spark is None or spark.is_stopped:
-        spark = _connect_sessions[url] = _open_connect_session(url, conf or {})
-    return spark
+    settings = {k: str(v) for k, v in {**REMOTE_DEFAULTS, **dict(conf or {})}.items() if k != "spark.remote"}
+    key = (url, tuple(sorted(settings.items())))
+    with _connect_sessions_lock:
+        spark = _connect_sessions.get(key)
+        if spark is None or spark.is_stopped:
+            spark = _connect_sessions[key] = _open_connect_session(url, settings)
+        return spark
 
 
-def _open_connect_session(url: str, conf: Mapping[str, str]):
-    settings = {k: v for k, v in {**REMOTE_DEFAULTS, **dict(conf)}.items() if k != "spark.remote"}
-    if "session_id=" in url:
+def _open_connect_session(url: str, settings: dict[str, str]):
+    own_settings = settings != {k: str(v) for k, v in REMOTE_DEFAULTS.items()}
+    if "session_id=" in url or own_settings:  # settings are the session's: other clients' too
         return _create_connect_session(url, settings)
     fingerprint = engine_fingerprint()
     for generation in range(SHARED_SESSION_GENERATIONS):

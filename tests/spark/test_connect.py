@@ -28,6 +28,7 @@ from spark_jobs.compaction import COMPACTED, SKIPPED
 from spark_jobs.connect_server import free_port, local_connect_server, start_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING
+from spark_jobs import session
 from spark_jobs.session import check_java, engine_fingerprint, session_config, shared_session_id, with_session_id
 from storage_engine.manager import LogManager
 from tests.helpers.cleaner import NOW
@@ -165,13 +166,14 @@ SESSION_CLIENT = textwrap.dedent("""
     from spark_jobs.distribute import run_tasks
     from spark_jobs.session import build_spark_session, connect_session
 
-    url, release = sys.argv[1], sys.argv[2] == "release"
-    spark = build_spark_session(url)
-    assert connect_session(url) is spark  # one client per process and URL
+    url, mode = sys.argv[1], sys.argv[2]
+    conf = {"spark.sql.shuffle.partitions": "7"} if mode == "own-settings" else None
+    spark = build_spark_session(url, conf=conf)
+    assert connect_session(url, conf) is spark  # one client per process, URL and settings
     workers = run_tasks(spark, [[0], [1]], lambda items: [(os.getpid(), os.getppid())])
     print("RESULT " + json.dumps({"session": spark.client._session_id, "daemons": sorted({w[1] for w in workers})}),
           flush=True)
-    if release:  # as a client outside the platform may do: the server ends the session for good
+    if mode == "release":  # as a client outside the platform may do: the server ends the session for good
         spark.release_session_on_close = True
         spark.stop()
 """)
@@ -192,6 +194,39 @@ def test_clients_of_one_engine_share_a_session_and_its_warm_python_workers(tmp_p
     after_release = run_client(tmp_path, SESSION_CLIENT, [connect_url, "keep"])
     assert after_release["session"] == shared_session_id(fingerprint, generation + 1)
     assert after_release["daemons"] != first["daemons"]  # a new session starts its own workers
+
+    # settings are the session's, so a client asking for others does not share (nor change) it
+    own = run_client(tmp_path, SESSION_CLIENT, [connect_url, "own-settings"])
+    assert own["session"] not in {shared_session_id(fingerprint, g) for g in range(64)}
+
+
+def test_the_servers_python_daemon_preloads_without_starting_a_thread():
+    """It forks workers: a thread alive at a fork (pandas and pyarrow start some on import) can
+    leave a lock held forever in the child."""
+    code = ("import os; from spark_jobs.worker_daemon import PRELOADED, preload; preload(); import sys; "
+            "print(len(os.listdir('/proc/self/task')), all(m in sys.modules for m in PRELOADED))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                                          "JE_ARROW_MALLOC_CONF")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "True"]
+
+
+def test_the_engine_zip_is_the_same_bytes_for_the_same_source(tmp_path, monkeypatch):
+    """Clients of a shared session each add the zip again, and the server refuses a different
+    one under the same name: file times (another clone, a checkout) must not change it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("A = 1\n")
+    files = [("storage_engine/a.py", src / "a.py")]
+    monkeypatch.setattr(session, "_engine_files", lambda: iter(files))
+    for name in ("one", "two", "three"):
+        (tmp_path / name).mkdir()
+    first = session.engine_zip(tmp_path / "one").read_bytes()
+    os.utime(src / "a.py", (1_000_000_000, 1_000_000_000))
+    assert session.engine_zip(tmp_path / "two").read_bytes() == first
+    (src / "a.py").write_text("A = 2\n")
+    assert session.engine_zip(tmp_path / "three").read_bytes() != first
 
 
 def test_the_shared_session_id_names_the_engine_and_generation():
