@@ -95,12 +95,15 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: P
         if log_path is not None:
             log.close()
     deadline = time.monotonic() + timeout_s
-    while not _listening(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_server(proc)
-            where = f" (see {log_path})" if log_path is not None else ""
-            raise SparkSetupError(f"the Spark Connect server did not start on port {port}{where}")
-        time.sleep(0.2)
+    try:
+        while not _listening(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                where = f" (see {log_path})" if log_path is not None else ""
+                raise SparkSetupError(f"the Spark Connect server did not start on port {port}{where}")
+            time.sleep(0.2)
+    except BaseException:  # its own process group: Ctrl-C while it starts would not reach it
+        stop_server(proc)
+        raise
     return proc
 
 

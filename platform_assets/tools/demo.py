@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -125,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"no Spark Connect server: each run worker starts its own Spark (as when {MASTER_ENV} "
                              "names a master)")
     args = parser.parse_args(argv)
+    # a kill or a closed terminal unwinds like Ctrl-C, so the servers started here are stopped
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: sys.exit(1))
     with contextlib.ExitStack() as stack:
         return _run(args, stack)
 
