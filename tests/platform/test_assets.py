@@ -82,9 +82,9 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
     # the Spark jobs' wall time is recorded once, on the run; the partition's own time is its metadata
     tags = instance.get_run_by_id(result.run_id).tags
     assert 0 < m["duration_s"] <= float(tags[SPARK_JOB_SECONDS_TAG]) + 0.001
-    # and where the rest of the run's time went: the session (this test's, already up) and the
-    # checks' reads before and after the job
-    assert float(tags[SPARK_SESSION_SECONDS_TAG]) >= 0 and float(tags[CHECK_READ_SECONDS_TAG]) > 0
+    # and where the rest of the run's time went: the session (this test process's, already up:
+    # the resource takes it over, it does not start one) and the checks' reads around the job
+    assert float(tags[SPARK_SESSION_SECONDS_TAG]) < 1.0 and float(tags[CHECK_READ_SECONDS_TAG]) > 0
     # the data version names the log's state after the run, and equals the partition's own
     assert events[0].tags["dagster/data_version"] == m["log_state_version"]
 
