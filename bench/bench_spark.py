@@ -216,13 +216,16 @@ def tree_cpu_s(root: int | None = None) -> float:
 
 
 # The local child: argv = kind (compaction or retention), src, work, repo, now_ms, broker props
-# (JSON), repeat. Each repetition works on a fresh copy of ``src`` at ``work`` (the copy is not
+# (JSON), repeat, and optionally "together": then each repetition, once its copy is ready, prints
+# READY and starts its clock at the line its parent sends to every such child at once. Each
+# repetition works on a fresh copy of ``src`` at ``work`` (the copy is not
 # timed, and is written back to disk before the clock starts, so that no engine's job waits on
 # the writeback of a copy); the last one stays there for the comparison. Compaction is ``compact_due``, retention
 # ``retention_plans`` then ``apply_retention``.
 LOCAL_CHILD = textwrap.dedent("""
     import json, os, shutil, sys, time
     kind, src, work, repo, now, props, repeat = sys.argv[1:8]
+    together = sys.argv[8:] == ["together"]
     sys.path.insert(0, repo)
     from storage_engine.manager import LogManager
 
@@ -231,6 +234,9 @@ LOCAL_CHILD = textwrap.dedent("""
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(src, work)
         os.sync()  # the copy's writeback is not the measured job's
+        if together:
+            print("READY", flush=True)
+            sys.stdin.readline()
         t0, c0 = time.perf_counter(), time.process_time()
         with LogManager([work], json.loads(props)) as m:
             if kind == "compaction":
@@ -382,8 +388,8 @@ def run_retention_workload(partitions: int, base: Path, repeat: int) -> dict:
 def start_child(code: str, args: list[str]) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop("LOGPLAT_SPARK_MASTER", None)
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def child_result(proc: subprocess.Popen) -> dict:
@@ -398,18 +404,22 @@ def run_child(code: str, args: list[str]) -> dict:
     return child_result(start_child(code, args))
 
 
+def partition_dirs(log_dir: Path) -> list[Path]:
+    return sorted((p for p in log_dir.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name)
+
+
 def deal_partitions(src: Path, parts: int) -> list[Path]:
     """``src``'s partitions dealt round-robin into ``parts`` log dirs beside it, each with a copy
-    of the log dir's own files (topic configs, checkpoints)."""
+    of everything else in the log dir (topic configs, checkpoints, markers)."""
     dirs = [src.parent / f"{src.name}-part{k}" for k in range(parts)]
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir()
-    partitions = sorted((p for p in src.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name)
+    partitions = partition_dirs(src)
     for i, p in enumerate(partitions):
         shutil.copytree(p, dirs[i % parts] / p.name)
     for entry in src.iterdir():
-        if entry.name.startswith("."):
+        if entry not in partitions:
             for d in dirs:
                 (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, d / entry.name)
     return dirs
@@ -418,16 +428,30 @@ def deal_partitions(src: Path, parts: int) -> list[Path]:
 def local_side_by_side(src: Path, broker_props: dict[str, str], repeat: int) -> float:
     """What two cores give the local cleaner itself on this machine: two processes at once, each
     compacting half the partitions (same files, same page cache, same disk as Spark's two
-    tasks). The best over ``repeat`` of the slower half's job time."""
+    tasks), their clocks started at once. The best over ``repeat`` of the slower half's job time."""
     halves = deal_partitions(src, 2)
+    procs: list[subprocess.Popen] = []
     try:
         best = float("inf")
         for _ in range(repeat):
             procs = [start_child(LOCAL_CHILD, ["compaction", str(h), str(h) + "-work", str(REPO), str(NOW),
-                                               json.dumps(broker_props), "1"]) for h in halves]
-            best = min(best, max(child_result(p)["runs"][0]["job_s"] for p in procs))
+                                               json.dumps(broker_props), "1", "together"]) for h in halves]
+            for p in procs:  # each copied its half and wrote it back: start both clocks now
+                while (line := p.stdout.readline()) and line.strip() != "READY":
+                    pass
+            for p in procs:
+                p.stdin.write("\n")
+                p.stdin.flush()
+            results = [child_result(p) for p in procs]
+            statuses = [st for r in results for st in r["statuses"]]
+            assert statuses == ["compacted"] * len(statuses) and len(statuses) == len(partition_dirs(src)), statuses
+            best = min(best, max(r["runs"][0]["job_s"] for r in results))
         return best
     finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         for h in halves:
             shutil.rmtree(h, ignore_errors=True)
             shutil.rmtree(str(h) + "-work", ignore_errors=True)
