@@ -52,6 +52,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -165,12 +166,23 @@ class SpanTask:
 # executor side
 
 
-def clean_whole(task: WholeTask, now_ms: int, force: bool) -> "PartitionOutcome":
+def clean_whole_tasks(tasks: Sequence[WholeTask], now_ms: int, force: bool) -> list["PartitionOutcome"]:
+    """One Spark task's whole partitions, through one ``LogManager`` per log dir, as the local
+    cleaner's ``compact_due`` does: a manager per partition reopened and closed the log dir's
+    state (checkpoints written back) for every one of a task's partitions."""
+    out: list[PartitionOutcome] = []
+    for (log_dir, props), group in groupby(sorted(tasks, key=lambda t: (t.log_dir, t.broker_props)),
+                                           key=lambda t: (t.log_dir, t.broker_props)):
+        with LogManager([Path(log_dir)], dict(props)) as manager:
+            out.extend(clean_whole(manager, task, now_ms, force) for task in group)
+    return out
+
+
+def clean_whole(manager: LogManager, task: WholeTask, now_ms: int, force: bool) -> "PartitionOutcome":
     """One partition through the engine's whole compaction lifecycle; a problem of its files
     becomes its outcome (the other partitions of the job go on)."""
     started = time.monotonic()
     report = CompactionReport(task.topic, task.partition, now_ms)
-    manager = LogManager([Path(task.log_dir)], dict(task.broker_props))
     try:
         report = manager.compact(task.topic, task.partition, now_ms=now_ms, force=force)
         status, reason = (COMPACTED, None) if report.skipped is None else (SKIPPED, report.skipped)
@@ -180,8 +192,6 @@ def clean_whole(task: WholeTask, now_ms: int, force: bool) -> "PartitionOutcome"
         status, reason = CHANGED, str(exc)
     except (LogError, OSError) as exc:
         status, reason = FAILED, f"{type(exc).__name__}: {exc}"
-    finally:
-        manager.close()
     if status != COMPACTED:
         report.skipped = reason
         report.duration_s = time.monotonic() - started
@@ -377,7 +387,7 @@ class CompactionJob:
         try:
             if self.whole:
                 tasks = pack(self.whole, lambda t: t.size_bytes, task_slots(self.spark))
-                self.result.outcomes.extend(run_tasks(self.spark, tasks, each(lambda t: clean_whole(t, now_ms, force))))
+                self.result.outcomes.extend(run_tasks(self.spark, tasks, lambda ts: clean_whole_tasks(ts, now_ms, force)))
             if self.planned:
                 self._rows = self._run_split()
         except Exception as exc:  # a task died for good (after Spark's retries)
