@@ -15,6 +15,7 @@ session of a process wins, and ``getOrCreate`` hands it back afterwards. Tests b
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
@@ -65,6 +66,8 @@ _SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
 # this process's client sessions (``connect_session``), by URL and settings
 _connect_sessions: dict[tuple[str, tuple[tuple[str, str], ...]], object] = {}
 _connect_sessions_lock = threading.Lock()
+_process_zip: Path | None = None  # see ``_process_engine_zip``
+_process_zip_lock = threading.Lock()
 
 _PACKAGES = ("storage_engine", "spark_jobs")
 
@@ -152,14 +155,14 @@ def _engine_files() -> Iterator[tuple[str, Path]]:
             yield path.relative_to(root).as_posix(), path
 
 
-def engine_zip(directory: Path | None = None) -> Path:
-    """The engine's packages as a zip for ``addPyFile`` (cluster workers without our venv).
+def engine_zip(directory: Path) -> Path:
+    """The engine's packages as a zip in ``directory`` for ``addPyFile`` and ``addArtifacts``
+    (cluster workers without our venv, a Spark Connect server's workers).
 
     The same source always gives the same bytes (fixed timestamps and modes): a Spark Connect
     server refuses an artifact that differs from the one its session already holds under the
     same name, and every client of a shared session adds it again."""
-    directory = Path(directory or tempfile.mkdtemp(prefix="logplat-pyfiles-"))
-    target = directory / "logplat_engine.zip"
+    target = Path(directory) / "logplat_engine.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, path in _engine_files():
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
@@ -294,15 +297,28 @@ def prepare_session(spark, *, ship_engine: bool | None = None):
     ``kafka-log`` data source registered."""
     if is_connect(spark):
         if ship_engine is None or ship_engine:
-            spark.addArtifacts(str(engine_zip()), pyfile=True)
+            with tempfile.TemporaryDirectory(prefix="logplat-pyfiles-") as directory:  # uploaded at once
+                spark.addArtifacts(str(engine_zip(Path(directory))), pyfile=True)
     else:
         spark.sparkContext.setLogLevel(os.environ.get("LOGPLAT_SPARK_LOG_LEVEL", "ERROR"))
         if ship_engine is None:
             ship_engine = not spark.sparkContext.master.startswith("local")
         if ship_engine:
-            spark.sparkContext.addPyFile(str(engine_zip()))
+            spark.sparkContext.addPyFile(str(_process_engine_zip()))
     register_data_source(spark)
     return spark
+
+
+def _process_engine_zip() -> Path:
+    """The engine zip of this process's classic sessions: their driver serves executors the file
+    from its path for as long as it runs, so it is built once and removed when the process exits."""
+    global _process_zip
+    with _process_zip_lock:
+        if _process_zip is None or not _process_zip.exists():
+            directory = tempfile.mkdtemp(prefix="logplat-pyfiles-")
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)
+            _process_zip = engine_zip(Path(directory))
+        return _process_zip
 
 
 def register_data_source(spark) -> None:
