@@ -12,9 +12,10 @@ Printed per run, from its timing tags (``logplat/spark_session_seconds``,
 ``logplat/spark_job_seconds``, ``logplat/check_read_seconds``): getting the session, the
 cleaning jobs, the checks' reads and the rest; the difference between the two runs is the fixed
 cost a run worker pays once (session start and the first jobs' warm-up).
-``--connect`` starts a local Spark Connect server over ``--master`` first and runs the workers
-against it (``LOGPLAT_SPARK_MASTER=sc://...``): the server's first client, then a later one that
-meets a warm server, as run workers meet a long-lived server. Not a test.
+``--connect`` starts a local Spark Connect server over ``--master`` first, waits for its warm-up
+(``spark_jobs.warm_up``), and runs the workers against it (``LOGPLAT_SPARK_MASTER=sc://...``): the
+server's first client, then a later one, as run workers meet a long-lived server (the two cost
+the same when the warm-up did its work). Not a test.
 """
 
 from __future__ import annotations
@@ -119,8 +120,8 @@ def main() -> int:
             master = args.master
             if args.connect:
                 t0 = time.perf_counter()
-                master = stack.enter_context(local_connect_server(free_port(), args.master))
-                print(f"a Spark Connect server over {args.master}, up in {time.perf_counter() - t0:.1f} s")
+                master = stack.enter_context(local_connect_server(free_port(), args.master, wait_warm=True))
+                print(f"a Spark Connect server over {args.master}, up and warmed up in {time.perf_counter() - t0:.1f} s")
             for mb in args.partition_mb:
                 shutil.rmtree(base / "src", ignore_errors=True)
                 size = int(mb * 2**20)
@@ -128,8 +129,8 @@ def main() -> int:
                 print(f"\n{args.partitions} partitions x {mb:g} MB ({info['bytes'] / 2**20:.0f} MB, "
                       f"{info['segments']} segments), Spark {master}")
                 workers = ["a run worker"]
-                if args.connect:  # the server's first client warms it; later ones meet it warm
-                    workers = ["the server's first run worker"] * (mb == args.partition_mb[0]) + [
+                if args.connect:  # the warm-up should leave nothing for the server's first client to warm
+                    workers = ["the server's first run worker (after its warm-up)"] * (mb == args.partition_mb[0]) + [
                         "a later run worker (the server warm)"]
                 for name in workers:
                     print(f" {name}:")

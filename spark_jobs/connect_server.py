@@ -9,7 +9,9 @@ JIT and executors stay warm from run to run. The jobs run unchanged on either ki
 engine it planned with (``prepare_session``), so a long-lived server never runs stale engine code.
 Clients of one engine join one server session and its warm Python workers
 (``session.connect_session``), which this server keeps for days of idleness; its Python daemon
-(``worker_daemon``) has the workers' heavy imports done before it forks them.
+(``worker_daemon``) has the workers' heavy imports done before it forks them. Once it listens,
+a warm-up client (``warm_up``) runs the jobs on a throwaway log, so that the first run worker
+meets a warm server too.
 
     .venv/bin/python -m spark_jobs.connect_server --port 15002 --master 'local[*]'
     LOGPLAT_SPARK_MASTER=sc://127.0.0.1:15002 ...   # the platform, logctl --engine spark, the jobs
@@ -29,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -39,6 +42,7 @@ from .session import LOCAL_DEFAULTS, before_jvm_start, check_connect_server
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 120.0
 SESSION_TIMEOUT = "7d"
+WARM_UP_TIMEOUT_S = 300.0
 
 
 def spark_home() -> Path:
@@ -77,57 +81,93 @@ def _listening(port: int) -> bool:
     return True
 
 
+@dataclass
+class ConnectServer:
+    """A running server (``spark-submit`` in a process group of its own) and its warm-up."""
+
+    process: subprocess.Popen
+    url: str
+    warm_up: subprocess.Popen | None = None
+
+    def wait_warm(self, timeout_s: float = WARM_UP_TIMEOUT_S) -> bool:
+        """Wait for the warm-up (``warm_up``) to end; whether it ran and succeeded."""
+        if self.warm_up is None:
+            return False
+        try:
+            return self.warm_up.wait(timeout=timeout_s) == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+
 def start_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: Path | None = None,
-                 timeout_s: float = START_TIMEOUT_S) -> subprocess.Popen:
-    """Start the server and wait until it accepts connections; :class:`SparkSetupError` when the
-    port is taken, Java is missing, or it does not come up (its log, when given, says why)."""
+                 timeout_s: float = START_TIMEOUT_S, *, warm_up: bool = True) -> ConnectServer:
+    """Start the server and wait until it accepts connections, then (``warm_up``) start warming
+    it in the background (``spark_jobs.warm_up``, its output in the log); :class:`SparkSetupError`
+    when the port is taken, Java is missing, or it does not come up (its log, when given, says why)."""
     before_jvm_start()
     if _listening(port):
         raise SparkSetupError(f"port {port} is already in use: stop what listens there or choose another --port")
     env = dict(os.environ, SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("SPARK_CONF_DIR", None)
-    log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
-    try:
-        proc = subprocess.Popen(server_command(port, master), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    finally:
-        if log_path is not None:
-            log.close()
+    server = ConnectServer(_spawn(server_command(port, master), env, log_path), f"sc://127.0.0.1:{port}")
     deadline = time.monotonic() + timeout_s
     try:
         while not _listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if server.process.poll() is not None or time.monotonic() > deadline:
                 where = f" (see {log_path})" if log_path is not None else ""
                 raise SparkSetupError(f"the Spark Connect server did not start on port {port}{where}")
             time.sleep(0.2)
+        if warm_up:
+            # the engine this module belongs to, as the run workers import it
+            path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p)
+            server.warm_up = _spawn([sys.executable, "-m", "spark_jobs.warm_up", server.url],
+                                    dict(env, PYTHONPATH=path), log_path)
     except BaseException:  # its own process group: Ctrl-C while it starts would not reach it
-        stop_server(proc)
+        stop_server(server)
         raise
-    return proc
+    return server
 
 
-def stop_server(proc: subprocess.Popen) -> None:
-    """Stop the server's whole process group (the launcher and its JVM)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
+def _spawn(command: list[str], env: dict[str, str], log_path: Path | None) -> subprocess.Popen:
+    """``command`` in a process group of its own, its output appended to ``log_path``."""
+    log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    finally:
+        if log_path is not None:
+            log.close()
+
+
+def stop_server(server: ConnectServer) -> None:
+    """Stop the warm-up, if it still runs (it removes its log on SIGTERM), then the server's
+    whole process group (the launcher and its JVM)."""
+    for proc, grace_s in ((server.warm_up, 15), (server.process, 30)):
+        if proc is None:
+            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @contextlib.contextmanager
-def local_connect_server(port: int = DEFAULT_PORT, master: str = "local[*]",
-                         log_path: Path | None = None) -> Iterator[str]:
-    """A server for the ``with`` block; yields its ``sc://`` URL."""
-    proc = start_server(port, master, log_path)
+def local_connect_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: Path | None = None, *,
+                         wait_warm: bool = False) -> Iterator[str]:
+    """A server for the ``with`` block, warming in the background (or warm, with ``wait_warm``);
+    yields its ``sc://`` URL."""
+    server = start_server(port, master, log_path)
     try:
-        yield f"sc://127.0.0.1:{port}"
+        if wait_warm:
+            server.wait_warm()
+        yield server.url
     finally:
-        stop_server(proc)
+        stop_server(server)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -138,19 +178,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, default=None, help="append the server's output to this file")
     args = parser.parse_args(argv)
     try:
-        proc = start_server(args.port, args.master, args.log)
+        server = start_server(args.port, args.master, args.log)
     except SparkSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"Spark Connect server on sc://127.0.0.1:{args.port} (master {args.master}); "
-          f"export LOGPLAT_SPARK_MASTER=sc://127.0.0.1:{args.port}; Ctrl-C stops it", flush=True)
+    print(f"Spark Connect server on {server.url} (master {args.master}); "
+          f"export LOGPLAT_SPARK_MASTER={server.url}; Ctrl-C stops it", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a plain kill stops the server too
     try:
-        proc.wait()
+        started = time.monotonic()
+        warm = server.wait_warm()
+        print(f"warmed up in {time.monotonic() - started:.1f} s" if warm else
+              "the warm-up did not finish: the first client pays the warm-up" +
+              (f" (see {args.log})" if args.log else ""), flush=True)
+        server.process.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        stop_server(proc)
+        stop_server(server)
     return 0
 
 

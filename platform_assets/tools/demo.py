@@ -148,7 +148,8 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     logs = Path(tempfile.mkdtemp(prefix="logplat-demo-"))
     master = os.environ.get(MASTER_ENV, "")
     if args.connect_server and not master:  # before the workload: a server that cannot start changes nothing
-        print(f"starting a Spark Connect server for the runs (its output: {logs / 'spark-connect.log'}) ...")
+        print(f"starting a Spark Connect server for the runs, which warms itself up in the background "
+              f"(its output: {logs / 'spark-connect.log'}) ...")
         try:
             master = stack.enter_context(local_connect_server(free_port(), log_path=logs / "spark-connect.log"))
         except SparkSetupError as exc:

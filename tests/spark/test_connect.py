@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import pytest
 
 from platform_assets.defs.checks import KEYS_UNIQUE, LATEST_VALUES
 from spark_jobs.compaction import COMPACTED, SKIPPED
-from spark_jobs.connect_server import free_port, local_connect_server, start_server
+from spark_jobs.connect_server import free_port, local_connect_server, start_server, stop_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING
 from spark_jobs import session
@@ -84,7 +85,7 @@ def connect_url(tmp_path_factory):
     except SparkSetupError as exc:
         pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
     log = tmp_path_factory.mktemp("connect") / "server.log"
-    with local_connect_server(free_port(), "local[2]", log) as url:
+    with local_connect_server(free_port(), "local[2]", log, wait_warm=True) as url:
         yield url
 
 
@@ -198,6 +199,66 @@ def test_clients_of_one_engine_share_a_session_and_its_warm_python_workers(tmp_p
     # settings are the session's, so a client asking for others does not share (nor change) it
     own = run_client(tmp_path, SESSION_CLIENT, [connect_url, "own-settings"])
     assert own["session"] not in {shared_session_id(fingerprint, g) for g in range(64)}
+
+
+def _process_tree(root: int) -> dict[int, tuple[int, str]]:
+    """``root``'s descendants now: pid -> (parent pid, command line)."""
+    processes = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                processes[int(entry.name)] = parent, (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                continue
+    tree, grown = {root}, True
+    while grown:
+        added = {pid for pid, (parent, _) in processes.items() if parent in tree} - tree
+        tree |= added
+        grown = bool(added)
+    return {pid: processes[pid] for pid in tree - {root}}
+
+
+@pytest.mark.slow
+def test_a_new_servers_warm_up_starts_the_workers_its_first_client_meets(tmp_path, monkeypatch):
+    """Right after it listens the server is warmed by a client of the engine's shared session,
+    which cleans a throwaway log: stopped half-way (as ``stop_server`` stops it) it removes that
+    log; run to the end, it leaves the session's Python daemon running, and a run worker's first
+    jobs are forked from it instead of starting one (and the JIT) themselves."""
+    try:
+        check_java()
+    except SparkSetupError as exc:
+        pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
+    scratch = tmp_path / "tmp"  # where the warm-ups' throwaway logs go
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    log = tmp_path / "server.log"
+    server = start_server(free_port(), "local[1]", log)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob("logplat-warm-up-*")) and server.warm_up.poll() is None:
+            assert time.monotonic() < deadline, "the warm-up wrote no log"
+            time.sleep(0.05)
+        os.killpg(server.warm_up.pid, signal.SIGTERM)
+        assert server.warm_up.wait(timeout=30) == 1 and list(scratch.iterdir()) == []
+
+        warm = subprocess.run([sys.executable, "-m", "spark_jobs.warm_up", server.url], capture_output=True,
+                              text=True, cwd=REPO, timeout=CLIENT_TIMEOUT_S)
+        assert warm.returncode == 0, warm.stderr[-3000:]
+        assert warm.stdout.startswith("warm-up: 3 rounds of the compaction and retention jobs in ")
+        assert list(scratch.iterdir()) == []
+        forked = {pid: parent for pid, (parent, cmd) in _process_tree(server.process.pid).items()
+                  if "spark_jobs.worker_daemon" in cmd}  # the daemon and the workers it forked
+        daemons = [pid for pid, parent in forked.items() if parent not in forked]
+        assert len(daemons) == 1
+
+        first_client = run_client(tmp_path, SESSION_CLIENT, [server.url, "keep"])
+        assert first_client["daemons"] == daemons
+        assert list(scratch.iterdir()) == []  # a client leaves no copy of the engine zip it uploaded
+        processes = _process_tree(server.process.pid)
+    finally:
+        stop_server(server)
+    assert processes and not [pid for pid in processes if Path(f"/proc/{pid}").exists()]
 
 
 def test_the_servers_python_daemon_preloads_without_starting_a_thread():
