@@ -219,6 +219,14 @@ def _process_tree(root: int) -> dict[int, tuple[int, str]]:
     return {pid: processes[pid] for pid in tree - {root}}
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie no longer does)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 @pytest.mark.slow
 def test_a_new_servers_warm_up_starts_the_workers_its_first_client_meets(tmp_path, monkeypatch):
     """Right after it listens the server is warmed by a client of the engine's shared session,
@@ -258,7 +266,11 @@ def test_a_new_servers_warm_up_starts_the_workers_its_first_client_meets(tmp_pat
         processes = _process_tree(server.process.pid)
     finally:
         stop_server(server)
-    assert processes and not [pid for pid in processes if Path(f"/proc/{pid}").exists()]
+    deadline = time.monotonic() + 60  # the Python daemon and its workers end once the JVM has gone
+    while (left := {pid: cmd for pid, (_, cmd) in processes.items() if _alive(pid)}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes and not left, left
 
 
 def test_the_servers_python_daemon_preloads_without_starting_a_thread():
