@@ -15,6 +15,7 @@ meets a warm server too.
 
     .venv/bin/python -m spark_jobs.connect_server --port 15002 --master 'local[*]'
     LOGPLAT_SPARK_MASTER=sc://127.0.0.1:15002 ...   # the platform, logctl --engine spark, the jobs
+    .venv/bin/python -m spark_jobs.connect_server --port 0 -- dagster dev ...   # for as long as it runs
 
 The server is ``spark-submit`` of Spark's own ``SparkConnectServer`` class from the installed
 ``pyspark`` (no separate Spark distribution), with the jobs' local defaults and this
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,7 +39,7 @@ from typing import Iterator, Sequence
 
 from .errors import SparkSetupError
 from .session import CONNECT_DEFAULT_PORT as DEFAULT_PORT
-from .session import LOCAL_DEFAULTS, before_jvm_start, check_connect_server
+from .session import LOCAL_DEFAULTS, MASTER_ENV, before_jvm_start, check_connect_server
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 120.0
@@ -171,32 +173,60 @@ def local_connect_server(port: int = DEFAULT_PORT, master: str = "local[*]", log
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run a Spark Connect server for the platform's jobs until "
-                                                 "interrupted.")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser = argparse.ArgumentParser(
+        description="Run a Spark Connect server for the platform's jobs until interrupted, or (with a command "
+                    "after --) for as long as that command runs, with LOGPLAT_SPARK_MASTER pointing at it.")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 picks a free one")
     parser.add_argument("--master", default="local[*]", help="the server's Spark master (default local[*])")
     parser.add_argument("--log", type=Path, default=None, help="append the server's output to this file")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- and a command to run with the server")
     args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if command and shutil.which(command[0]) is None:  # before a server is started for nothing
+        print(f"error: command not found: {command[0]}", file=sys.stderr)
+        return 1
     try:
-        server = start_server(args.port, args.master, args.log)
+        server = start_server(args.port or free_port(), args.master, args.log)
     except SparkSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"Spark Connect server on {server.url} (master {args.master}); "
-          f"export LOGPLAT_SPARK_MASTER={server.url}; Ctrl-C stops it", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a plain kill stops the server too
+    print(f"Spark Connect server on {server.url} (master {args.master}"
+          f"{f'; its output: {args.log}' if args.log else ''}); " +
+          (f"{' '.join(command)} runs with {MASTER_ENV}={server.url}" if command else
+           f"export {MASTER_ENV}={server.url}; Ctrl-C stops it"), flush=True)
+    try:
+        return _run_with(server, command) if command else _serve(server, args.log)
+    finally:
+        stop_server(server)
+
+
+def _serve(server: ConnectServer, log: Path | None) -> int:
+    """Until interrupted (Ctrl-C or a plain kill), saying when the warm-up is done."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         started = time.monotonic()
         warm = server.wait_warm()
         print(f"warmed up in {time.monotonic() - started:.1f} s" if warm else
-              "the warm-up did not finish: the first client pays the warm-up" +
-              (f" (see {args.log})" if args.log else ""), flush=True)
+              "the warm-up did not finish: the first client pays the warm-up" + (f" (see {log})" if log else ""),
+              flush=True)
         server.process.wait()
     except KeyboardInterrupt:
         pass
-    finally:
-        stop_server(server)
     return 0
+
+
+def _run_with(server: ConnectServer, command: list[str]) -> int:
+    """``command`` with the server as its Spark, to its end; its exit status. A Ctrl-C reaches
+    the command from the terminal and it decides when to end; a plain kill is passed on to it."""
+    try:
+        child = subprocess.Popen(command, env=dict(os.environ, **{MASTER_ENV: server.url}))
+    except OSError as exc:
+        print(f"error: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # after the fork: the command keeps its own handling
+    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    status = child.wait()
+    return status if status >= 0 else 128 - status
 
 
 if __name__ == "__main__":

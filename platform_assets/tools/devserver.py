@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+from spark_jobs.connect_server import free_port
 
 from .instance_setup import InstanceSetupError, prepare_instance
 
@@ -31,12 +32,6 @@ T = TypeVar("T")
 
 class DevServerError(RuntimeError):
     """The webserver, the daemon or a GraphQL call failed; the message quotes the process logs."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what: str, fn: Callable[[], T | None], *, timeout_s: float, interval_s: float = 1.0,

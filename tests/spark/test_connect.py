@@ -334,6 +334,36 @@ def test_a_busy_port_is_refused_in_one_line_before_any_server_starts(tmp_path):
     assert not (tmp_path / "server.log").exists()
 
 
+@pytest.mark.slow
+def test_a_server_that_lives_as_long_as_a_command(tmp_path):
+    """``scripts/ui.sh`` runs ``dagster dev`` this way: the command gets the server's URL, its exit
+    status is the wrapper's, and the server (its warm-up, its JVM) is gone when it ends."""
+    try:
+        check_java()
+    except SparkSetupError as exc:
+        pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
+    command = ("import os, sys; from spark_jobs.session import check_connect_server; "
+               "url = os.environ['LOGPLAT_SPARK_MASTER']; check_connect_server(url); print('CHILD', url); sys.exit(3)")
+    proc = subprocess.run([sys.executable, "-m", "spark_jobs.connect_server", "--port", "0", "--master", "local[1]",
+                           "--log", str(tmp_path / "server.log"), "--", sys.executable, "-c", command],
+                          capture_output=True, text=True, cwd=REPO, timeout=CLIENT_TIMEOUT_S)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    announced, child = proc.stdout.splitlines()
+    url = child.split()[1]
+    assert announced.startswith(f"Spark Connect server on {url} (master local[1]; its output: ")
+    assert announced.endswith(f" runs with LOGPLAT_SPARK_MASTER={url}")
+    port = url.rsplit(":", 1)[1]
+    assert not [cmd for _, cmd in _process_tree(1).values() if f"spark.connect.grpc.binding.port={port}" in cmd
+                or f"spark_jobs.warm_up {url}" in cmd]
+    with pytest.raises(SparkSetupError, match="no Spark Connect server answers"):
+        session.check_connect_server(url, timeout_s=1)
+
+    missing = subprocess.run([sys.executable, "-m", "spark_jobs.connect_server", "--port", "0", "--",
+                              "no-such-command-here"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr.splitlines() == ["error: command not found: no-such-command-here"]
+
+
 def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path):
     port = free_port()  # nothing listens there
     random_topic(tmp_path / "logs", "cc", seed=7)
