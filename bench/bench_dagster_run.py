@@ -112,7 +112,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "bench"))
     from bench_spark import generate
-    from spark_jobs.connect_server import free_port, local_connect_server
+    from spark_jobs.connect_server import free_port, start_server, stop_server
 
     base = Path(tempfile.mkdtemp(prefix="bench-dagster-run-"))
     try:
@@ -120,8 +120,13 @@ def main() -> int:
             master = args.master
             if args.connect:
                 t0 = time.perf_counter()
-                master = stack.enter_context(local_connect_server(free_port(), args.master, wait_warm=True))
-                print(f"a Spark Connect server over {args.master}, up and warmed up in {time.perf_counter() - t0:.1f} s")
+                server = start_server(free_port(), args.master)
+                stack.callback(stop_server, server)
+                up_s = time.perf_counter() - t0
+                warm = server.wait_warm()
+                master = server.url
+                print(f"a Spark Connect server over {args.master}, up in {up_s:.1f} s, "
+                      f"{'warmed up' if warm else 'its warm-up FAILED'} {time.perf_counter() - t0 - up_s:.1f} s later")
             for mb in args.partition_mb:
                 shutil.rmtree(base / "src", ignore_errors=True)
                 size = int(mb * 2**20)

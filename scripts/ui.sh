@@ -12,4 +12,4 @@ ui=(dagster dev -w "$ROOT/workspace.yaml" -h 127.0.0.1 -p "${PORT:-3000}" "$@")
 if [ -n "${LOGPLAT_SPARK_MASTER:-}" ]; then
     exec "${ui[@]}"
 fi
-exec python -m spark_jobs.connect_server --port 0 --log "$(mktemp -d -t logplat-ui-XXXXXX)/spark-connect.log" -- "${ui[@]}"
+exec python -m spark_jobs.connect_server --port 0 --log "$DAGSTER_HOME/spark-connect.log" -- "${ui[@]}"

@@ -32,10 +32,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
+
+from storage_engine.usage import OneLineParser, UsageError, bounded_int
 
 from .errors import SparkSetupError
 from .session import CONNECT_DEFAULT_PORT as DEFAULT_PORT
@@ -85,18 +89,20 @@ def _listening(port: int) -> bool:
 
 @dataclass
 class ConnectServer:
-    """A running server (``spark-submit`` in a process group of its own) and its warm-up."""
+    """A running server (``spark-submit`` in a process group of its own) and its warm-up client
+    (``spark_jobs.warm_up``, in another), which writes its throwaway logs under ``scratch``."""
 
     process: subprocess.Popen
     url: str
-    warm_up: subprocess.Popen | None = None
+    warm_up_process: subprocess.Popen | None = None
+    scratch: Path | None = None
 
     def wait_warm(self, timeout_s: float = WARM_UP_TIMEOUT_S) -> bool:
-        """Wait for the warm-up (``warm_up``) to end; whether it ran and succeeded."""
-        if self.warm_up is None:
+        """Wait for the warm-up to end; whether it ran and succeeded."""
+        if self.warm_up_process is None:
             return False
         try:
-            return self.warm_up.wait(timeout=timeout_s) == 0
+            return self.warm_up_process.wait(timeout=timeout_s) == 0
         except subprocess.TimeoutExpired:
             return False
 
@@ -104,11 +110,17 @@ class ConnectServer:
 def start_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: Path | None = None,
                  timeout_s: float = START_TIMEOUT_S, *, warm_up: bool = True) -> ConnectServer:
     """Start the server and wait until it accepts connections, then (``warm_up``) start warming
-    it in the background (``spark_jobs.warm_up``, its output in the log); :class:`SparkSetupError`
-    when the port is taken, Java is missing, or it does not come up (its log, when given, says why)."""
+    it in the background (its output in the log too); :class:`SparkSetupError` when the log
+    cannot be written, the port is taken, Java is missing, or the server does not come up (its
+    log, when given, says why)."""
     before_jvm_start()
     if _listening(port):
         raise SparkSetupError(f"port {port} is already in use: stop what listens there or choose another --port")
+    if log_path is not None:
+        try:
+            open(log_path, "ab").close()
+        except OSError as exc:
+            raise SparkSetupError(f"cannot write the server's log {log_path}: {exc.strerror or exc}") from None
     env = dict(os.environ, SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("SPARK_CONF_DIR", None)
@@ -121,14 +133,23 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: P
                 raise SparkSetupError(f"the Spark Connect server did not start on port {port}{where}")
             time.sleep(0.2)
         if warm_up:
-            # the engine this module belongs to, as the run workers import it
-            path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p)
-            server.warm_up = _spawn([sys.executable, "-m", "spark_jobs.warm_up", server.url],
-                                    dict(env, PYTHONPATH=path), log_path)
+            _start_warm_up(server, env, log_path)
     except BaseException:  # its own process group: Ctrl-C while it starts would not reach it
         stop_server(server)
         raise
     return server
+
+
+def _start_warm_up(server: ConnectServer, env: dict[str, str], log_path: Path | None) -> None:
+    """The warm-up client on the engine this module belongs to (as the run workers import it).
+    Its logs go under a directory this process removes once the server is stopped: a job the
+    warm-up abandoned when it was stopped may still write there until then."""
+    server.scratch = Path(tempfile.mkdtemp(prefix="logplat-warm-up-"))
+    path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p)
+    server.warm_up_process = _spawn([sys.executable, "-m", "spark_jobs.warm_up", server.url, "--dir",
+                                     str(server.scratch)], dict(env, PYTHONPATH=path), log_path)
+    # reaped as soon as it ends, not left a zombie for as long as the server runs
+    threading.Thread(target=server.warm_up_process.wait, name="warm-up reaper", daemon=True).start()
 
 
 def _spawn(command: list[str], env: dict[str, str], log_path: Path | None) -> subprocess.Popen:
@@ -143,19 +164,23 @@ def _spawn(command: list[str], env: dict[str, str], log_path: Path | None) -> su
 
 
 def stop_server(server: ConnectServer) -> None:
-    """Stop the warm-up, if it still runs (it removes its log on SIGTERM), then the server's
-    whole process group (the launcher and its JVM)."""
-    for proc, grace_s in ((server.warm_up, 15), (server.process, 30)):
-        if proc is None:
-            continue
+    """Stop the warm-up and the server's whole process group (the launcher and its JVM), then
+    remove the warm-up's directory. Both are sent SIGTERM before anything is waited for, so an
+    interruption of the waits still leaves both stopping; SIGKILL after their grace."""
+    running = [(proc, grace_s) for proc, grace_s in ((server.warm_up_process, 15), (server.process, 30))
+               if proc is not None]
+    for proc, _ in running:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
+    for proc, grace_s in running:
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    if server.scratch is not None:
+        shutil.rmtree(server.scratch, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -172,24 +197,50 @@ def local_connect_server(port: int = DEFAULT_PORT, master: str = "local[*]", log
         stop_server(server)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, a kill, a closed terminal
+
+
+class Stopped(BaseException):
+    """A stop signal arrived while the server was starting or serving (a ``BaseException``, as
+    ``KeyboardInterrupt``, so that no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise Stopped(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Run a Spark Connect server for the platform's jobs until interrupted, or (with a command "
-                    "after --) for as long as that command runs, with LOGPLAT_SPARK_MASTER pointing at it.")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 picks a free one")
+    parser = OneLineParser(
+        prog="python -m spark_jobs.connect_server",
+        description="Run a Spark Connect server for the platform's jobs until stopped, or (with a command "
+                    f"after --) for as long as that command runs, with {MASTER_ENV} pointing at it.")
+    parser.add_argument("--port", type=bounded_int("a port", 0, 65535), default=DEFAULT_PORT,
+                        help=f"default {DEFAULT_PORT}; 0 picks a free one")
     parser.add_argument("--master", default="local[*]", help="the server's Spark master (default local[*])")
     parser.add_argument("--log", type=Path, default=None, help="append the server's output to this file")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- and a command to run with the server")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if command and shutil.which(command[0]) is None:  # before a server is started for nothing
         print(f"error: command not found: {command[0]}", file=sys.stderr)
         return 1
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_stopped)
     try:
         server = start_server(args.port or free_port(), args.master, args.log)
     except SparkSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except Stopped as stop:  # start_server has stopped what it started
+        return 128 + stop.signum
     print(f"Spark Connect server on {server.url} (master {args.master}"
           f"{f'; its output: {args.log}' if args.log else ''}); " +
           (f"{' '.join(command)} runs with {MASTER_ENV}={server.url}" if command else
@@ -197,34 +248,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_with(server, command) if command else _serve(server, args.log)
     finally:
+        for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the stopping short
+            signal.signal(signum, signal.SIG_IGN)
         stop_server(server)
 
 
 def _serve(server: ConnectServer, log: Path | None) -> int:
-    """Until interrupted (Ctrl-C or a plain kill), saying when the warm-up is done."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    """Until a stop signal, saying when the warm-up is done."""
     try:
         started = time.monotonic()
         warm = server.wait_warm()
         print(f"warmed up in {time.monotonic() - started:.1f} s" if warm else
               "the warm-up did not finish: the first client pays the warm-up" + (f" (see {log})" if log else ""),
               flush=True)
-        server.process.wait()
-    except KeyboardInterrupt:
-        pass
-    return 0
+        status = server.process.wait()
+    except Stopped:
+        return 0
+    print(f"error: the Spark Connect server exited by itself with status {status}"
+          + (f" (see {log})" if log else ""), file=sys.stderr)
+    return 1
 
 
 def _run_with(server: ConnectServer, command: list[str]) -> int:
-    """``command`` with the server as its Spark, to its end; its exit status. A Ctrl-C reaches
-    the command from the terminal and it decides when to end; a plain kill is passed on to it."""
+    """``command`` with the server as its Spark, to its end; its exit status. Ctrl-C reaches the
+    command from the terminal and it decides when to end; a kill or a hang-up sent to this
+    process is passed on to it."""
+    child: subprocess.Popen | None = None
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT:  # the terminal sent it to the command too
+            return
+        if child is None:
+            pending.append(signum)
+        else:
+            child.send_signal(signum)
+
+    for signum in STOP_SIGNALS:  # caught, not ignored: the command starts with the default handling
+        signal.signal(signum, forward)
     try:
         child = subprocess.Popen(command, env=dict(os.environ, **{MASTER_ENV: server.url}))
     except OSError as exc:
         print(f"error: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # after the fork: the command keeps its own handling
-    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    for signum in pending:
+        child.send_signal(signum)
     status = child.wait()
     return status if status >= 0 else 128 - status
 

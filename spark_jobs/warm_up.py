@@ -10,14 +10,15 @@ in a process of its own: a client of the engine's shared session (``session.conn
 the one every run worker joins, so its Python workers are the ones warmed) cleans and applies
 retention to a small log of its own, in a temporary directory removed afterwards, a few times
 over. It writes nothing anywhere else, and a failure only means the first real client pays the
-warm-up as before, so it is reported in the server's log and nothing else changes.
+warm-up as before, so it is reported in the server's log and nothing else changes. Stopped (a
+kill) or past its deadline, it cancels its jobs on the server, which they share with run workers.
 
-    python -m spark_jobs.warm_up sc://127.0.0.1:15002
+    python -m spark_jobs.warm_up sc://127.0.0.1:15002 [--dir DIR] [--rounds 3]
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import signal
 import sys
 import tempfile
@@ -27,20 +28,27 @@ from typing import Sequence
 
 from storage_engine.manager import LogManager
 from storage_engine.record import Record
+from storage_engine.usage import OneLineParser, UsageError, bounded_int
 
 from .compaction import compact_partitions
 from .retention import retention_partitions
-from .session import build_spark_session
+from .session import build_spark_session, is_remote
 
 TOPIC = "logplat-warm-up"
 PARTITIONS = 2
 ROUNDS = 3
+DEADLINE_S = 300  # a warm-up that takes longer is of no use: the first run worker has come
+JOB_TAG = "logplat-warm-up"  # the warm-up's operations on the server, cancelled when it is stopped
 _NOW_MS = 1_700_000_000_000
+
+
+class WarmUpStopped(BaseException):
+    """A kill, or the deadline, ended the warm-up (not an ``Exception``: nothing swallows it)."""
 
 
 def write_log(root: Path) -> list[tuple[str, int]]:
     """A small ``compact,delete`` topic in ``root`` whose partitions both jobs have work in:
-    several segments, every key written twice, the oldest segments past retention."""
+    several segments, each of ten keys written twelve times, the oldest segments past retention."""
     with LogManager([root]) as manager:
         manager.create_topic(TOPIC, PARTITIONS, {"cleanup.policy": "compact,delete", "segment.bytes": "2048",
                                                   "retention.ms": "60000", "file.delete.delay.ms": "0"})
@@ -52,32 +60,59 @@ def write_log(root: Path) -> list[tuple[str, int]]:
     return [(TOPIC, p) for p in range(PARTITIONS)]
 
 
-def warm_up(url: str, rounds: int = ROUNDS) -> float:
-    """Run the compaction and retention jobs ``rounds`` times over a throwaway log through the
-    server at ``url``; returns the seconds it took."""
+def warm_up(url: str, rounds: int = ROUNDS, directory: Path | None = None) -> float:
+    """Run the compaction and retention jobs ``rounds`` times over a throwaway log (in a new
+    directory under ``directory``, default the system's temporary one) through the server at
+    ``url``; returns the seconds it took."""
     started = time.monotonic()
     spark = build_spark_session(url)
-    for round_ in range(rounds):
-        with tempfile.TemporaryDirectory(prefix="logplat-warm-up-") as directory:
-            partitions = write_log(Path(directory))
-            now_ms = _NOW_MS + round_
-            compact_partitions(spark, [directory], partitions, now_ms=now_ms, force=True)
-            retention_partitions(spark, [directory], partitions, now_ms=now_ms)
+    spark.addTag(JOB_TAG)
+    try:
+        for round_ in range(rounds):
+            with tempfile.TemporaryDirectory(prefix="logplat-warm-up-", dir=directory) as root:
+                partitions = write_log(Path(root))
+                now_ms = _NOW_MS + round_
+                compact_partitions(spark, [root], partitions, now_ms=now_ms, force=True)
+                retention_partitions(spark, [root], partitions, now_ms=now_ms)
+    except BaseException:
+        with contextlib.suppress(Exception):  # best effort: the server may be going away too
+            spark.interruptTag(JOB_TAG)
+        raise
     return time.monotonic() - started
 
 
+def _stop(signum: int, _frame: object) -> None:
+    raise WarmUpStopped(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Warm a Spark Connect server for the platform's run workers.")
-    parser.add_argument("url", help="the server, sc://host:port")
-    parser.add_argument("--rounds", type=int, default=ROUNDS)
-    args = parser.parse_args(argv)
-    # stopped with the server: unwind, so the temporary log is removed
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    parser = OneLineParser(prog="python -m spark_jobs.warm_up",
+                           description="Warm a Spark Connect server for the platform's run workers.")
+    parser.add_argument("url", help="the server, sc://host:port (it reads the logs at this host's paths)")
+    parser.add_argument("--rounds", type=bounded_int("a number of rounds", 1, 100), default=ROUNDS)
+    parser.add_argument("--dir", type=Path, default=None, help="where the throwaway logs go (default: $TMPDIR)")
     try:
-        seconds = warm_up(args.url, args.rounds)
-    except Exception as exc:  # best effort: pyspark raises many classes, and any failure costs only time
-        print(f"warm-up failed (the first run worker pays the warm-up instead): {exc}", file=sys.stderr)
+        args = parser.parse_args(argv)
+        if not is_remote(args.url):
+            raise UsageError(f"{parser.prog}: the url must name a Spark Connect server (sc://...), got {args.url!r}")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
+    signal.signal(signal.SIGTERM, _stop)  # stopped with the server
+    signal.signal(signal.SIGALRM, _stop)
+    signal.alarm(DEADLINE_S)
+    try:
+        seconds = warm_up(args.url, args.rounds, args.dir)
+    except WarmUpStopped as stop:
+        status = stop.args[0]
+        print(f"warm-up stopped ({'deadline' if status == 128 + signal.SIGALRM else 'killed'})", file=sys.stderr)
+        return status
+    except Exception as exc:  # best effort: pyspark raises many classes, and any failure costs only time
+        print("warm-up failed (the first run worker pays the warm-up instead): " + " ".join(str(exc).split()),
+              file=sys.stderr)
+        return 1
+    finally:
+        signal.alarm(0)
     print(f"warm-up: {args.rounds} rounds of the compaction and retention jobs in {seconds:.1f} s", flush=True)
     return 0
 

@@ -13,7 +13,7 @@ import base64
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, NoReturn, Protocol, Sequence, TextIO
+from typing import Any, Callable, Mapping, Protocol, Sequence, TextIO
 
 from .cleaner import CompactionReport
 from .config import MAX_TIMESTAMP_MS, broker_props_from_env
@@ -23,6 +23,7 @@ from .dump import dump_file
 from .erasure import UNBOUNDED, erasure_report
 from .record import CompressionType
 from .segment import now_ms
+from .usage import OneLineParser, UsageError, bounded_int
 from .append_validation import ProducerRecord, build_batch
 from .verify import verify_partition
 
@@ -32,38 +33,10 @@ PRODUCE_BATCH_RECORDS = 1000
 #: deltas stay inside Kafka's int64/varlong fields.
 
 
-class UsageError(LogError):
-    """Input the user typed (or piped) is malformed."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors are ``UsageError``: one line on stderr and exit status 1, as
-    for every other bad input (argparse itself prints the usage and exits 2)."""
-
-    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
-    """An argparse ``type`` for an integer within ``[low, high]``; the error names the range."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{what} must be between {low} and {high}, got {value}")
-        return value
-
-    parse.__name__ = what
-    return parse
-
-
-_CLOCK = _bounded_int("a time in ms since the epoch", 0, MAX_TIMESTAMP_MS)
-_PARTITION = _bounded_int("a partition number", 0, 2**31 - 1)
-_OFFSET = _bounded_int("an offset", 0, 2**63 - 1)
-_COUNT = _bounded_int("a count", 1, 2**31 - 1)
+_CLOCK = bounded_int("a time in ms since the epoch", 0, MAX_TIMESTAMP_MS)
+_PARTITION = bounded_int("a partition number", 0, 2**31 - 1)
+_OFFSET = bounded_int("an offset", 0, 2**63 - 1)
+_COUNT = bounded_int("a count", 1, 2**31 - 1)
 
 
 # ---------------------------------------------------------------------- encoding of keys/values
@@ -455,7 +428,7 @@ def cmd_delete_records(args: argparse.Namespace, manager: LogManager) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="logctl", description="Kafka-format log dirs: topics, data, maintenance.")
+    parser = OneLineParser(prog="logctl", description="Kafka-format log dirs: topics, data, maintenance.")
     parser.add_argument("--log-dirs", default=None,
                         help="comma-separated log directories (default: $LOGPLAT_LOG_DIRS, else ./data/logs)")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -32,6 +32,7 @@ from spark_jobs.connect_server import free_port, local_connect_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.session import MASTER_ENV
 from storage_engine.manager import LogManager, log_dirs_from_env
+from storage_engine.usage import OneLineParser, UsageError
 
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import InstanceSetupError, prepare_instance
@@ -119,13 +120,17 @@ def run_times(runs: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m platform_assets.tools.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the workload's record counts")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the sensors' runs")
     parser.add_argument("--no-connect-server", dest="connect_server", action="store_false",
                         help=f"no Spark Connect server: each run worker starts its own Spark (as when {MASTER_ENV} "
                              "names a master)")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     # a kill or a closed terminal unwinds like Ctrl-C, so the servers started here are stopped
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: sys.exit(1))

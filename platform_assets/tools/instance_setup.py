@@ -23,7 +23,6 @@ line on stderr when the instance cannot be used).
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import io
 import os
@@ -34,6 +33,8 @@ from contextlib import closing, contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+
+from storage_engine.usage import OneLineParser, UsageError
 
 #: the folders a SQLite instance keeps its databases in (``storage: sqlite: base_dir``)
 STORAGE_FOLDERS = ("history", "schedules")
@@ -216,11 +217,15 @@ def prepare_instance(dagster_home: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m platform_assets.tools.instance_setup",
+    parser = OneLineParser(prog="python -m platform_assets.tools.instance_setup",
                                      description="Create, check and migrate the Dagster instance before it is used.")
     parser.add_argument("dagster_home", nargs="?", default=os.environ.get("DAGSTER_HOME"),
                         help="the instance folder (default: $DAGSTER_HOME)")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if not args.dagster_home:
         print("error: no DAGSTER_HOME: set it or pass the instance folder", file=sys.stderr)
         return 1

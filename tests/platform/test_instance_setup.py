@@ -9,6 +9,7 @@ table of a new SQLite instance), made for real on real instances: a second row i
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -146,3 +147,15 @@ def test_the_webserver_and_daemon_start_on_five_brand_new_instances_in_a_row(tmp
             assert server.client().location_errors() == ["ok"]
             assert server.client().daemons_healthy()  # start() waited for the daemon's heartbeat
         assert diagnose(home).action == "ok", attempt
+
+
+@pytest.mark.parametrize("module, args, error", [
+    ("platform_assets.tools.instance_setup", ["a", "b"], "unrecognized arguments: b"),
+    ("platform_assets.tools.demo", ["--scale", "abc"], "argument --scale: invalid float value: 'abc'"),
+])
+def test_bad_usage_of_the_tools_is_one_line(tmp_path, module, args, error):
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"error: python -m {module}: {error}"]
+    assert list(tmp_path.iterdir()) == []

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -219,6 +220,12 @@ def _process_tree(root: int) -> dict[int, tuple[int, str]]:
     return {pid: processes[pid] for pid in tree - {root}}
 
 
+def _servers_on(port: int) -> list[str]:
+    """The command lines of a server on ``port`` and of its warm-up, while any runs."""
+    return [cmd for _, cmd in _process_tree(1).values()
+            if f"spark.connect.grpc.binding.port={port}" in cmd or f"spark_jobs.warm_up sc://127.0.0.1:{port}" in cmd]
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie no longer does)."""
     try:
@@ -230,31 +237,36 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_a_new_servers_warm_up_starts_the_workers_its_first_client_meets(tmp_path, monkeypatch):
     """Right after it listens the server is warmed by a client of the engine's shared session,
-    which cleans a throwaway log: stopped half-way (as ``stop_server`` stops it) it removes that
-    log; run to the end, it leaves the session's Python daemon running, and a run worker's first
-    jobs are forked from it instead of starting one (and the JIT) themselves."""
+    which cleans throwaway logs: killed half-way it says so in its status; run to the end, it
+    leaves the session's Python daemon running, and a run worker's first jobs are forked from it
+    instead of starting one (and the JIT) themselves. Nothing of either warm-up, nor of the
+    client's engine zip, is left once the server is stopped."""
     try:
         check_java()
     except SparkSetupError as exc:
         pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
-    scratch = tmp_path / "tmp"  # where the warm-ups' throwaway logs go
+    scratch = tmp_path / "tmp"  # the temporary directory of the server's warm-up and of the client
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     log = tmp_path / "server.log"
     server = start_server(free_port(), "local[1]", log)
     try:
+        assert server.scratch is not None and server.scratch.parent == scratch
         deadline = time.monotonic() + 120
-        while not list(scratch.glob("logplat-warm-up-*")) and server.warm_up.poll() is None:
-            assert time.monotonic() < deadline, "the warm-up wrote no log"
+        while not list(server.scratch.iterdir()):
+            assert server.warm_up_process.poll() is None and time.monotonic() < deadline, "the warm-up wrote no log"
             time.sleep(0.05)
-        os.killpg(server.warm_up.pid, signal.SIGTERM)
-        assert server.warm_up.wait(timeout=30) == 1 and list(scratch.iterdir()) == []
+        os.killpg(server.warm_up_process.pid, signal.SIGTERM)
+        assert server.warm_up_process.wait(timeout=30) == 128 + signal.SIGTERM
 
-        warm = subprocess.run([sys.executable, "-m", "spark_jobs.warm_up", server.url], capture_output=True,
-                              text=True, cwd=REPO, timeout=CLIENT_TIMEOUT_S)
+        by_hand = tmp_path / "by-hand"
+        by_hand.mkdir()
+        warm = subprocess.run([sys.executable, "-m", "spark_jobs.warm_up", server.url, "--dir", str(by_hand)],
+                              capture_output=True, text=True, cwd=REPO, timeout=CLIENT_TIMEOUT_S)
         assert warm.returncode == 0, warm.stderr[-3000:]
         assert warm.stdout.startswith("warm-up: 3 rounds of the compaction and retention jobs in ")
-        assert list(scratch.iterdir()) == []
+        assert list(by_hand.iterdir()) == []
         forked = {pid: parent for pid, (parent, cmd) in _process_tree(server.process.pid).items()
                   if "spark_jobs.worker_daemon" in cmd}  # the daemon and the workers it forked
         daemons = [pid for pid, parent in forked.items() if parent not in forked]
@@ -262,10 +274,10 @@ def test_a_new_servers_warm_up_starts_the_workers_its_first_client_meets(tmp_pat
 
         first_client = run_client(tmp_path, SESSION_CLIENT, [server.url, "keep"])
         assert first_client["daemons"] == daemons
-        assert list(scratch.iterdir()) == []  # a client leaves no copy of the engine zip it uploaded
         processes = _process_tree(server.process.pid)
     finally:
         stop_server(server)
+    assert list(scratch.iterdir()) == []
     deadline = time.monotonic() + 60  # the Python daemon and its workers end once the JVM has gone
     while (left := {pid: cmd for pid, (_, cmd) in processes.items() if _alive(pid)}) \
             and time.monotonic() < deadline:
@@ -352,9 +364,7 @@ def test_a_server_that_lives_as_long_as_a_command(tmp_path):
     url = child.split()[1]
     assert announced.startswith(f"Spark Connect server on {url} (master local[1]; its output: ")
     assert announced.endswith(f" runs with LOGPLAT_SPARK_MASTER={url}")
-    port = url.rsplit(":", 1)[1]
-    assert not [cmd for _, cmd in _process_tree(1).values() if f"spark.connect.grpc.binding.port={port}" in cmd
-                or f"spark_jobs.warm_up {url}" in cmd]
+    assert _servers_on(int(url.rsplit(":", 1)[1])) == []
     with pytest.raises(SparkSetupError, match="no Spark Connect server answers"):
         session.check_connect_server(url, timeout_s=1)
 
@@ -362,6 +372,59 @@ def test_a_server_that_lives_as_long_as_a_command(tmp_path):
                               "no-such-command-here"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr.splitlines() == ["error: command not found: no-such-command-here"]
+
+
+@pytest.mark.slow
+def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command(tmp_path):
+    """A kill while the JVM starts leaves nothing running and prints no traceback; a kill while
+    the command runs goes to the command, whose status the wrapper returns, and then the server
+    is stopped."""
+    try:
+        check_java()
+    except SparkSetupError as exc:
+        pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
+    port = free_port()
+    starting = subprocess.Popen([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port),
+                                 "--master", "local[1]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not _servers_on(port):  # the JVM is on its way, not yet listening
+        assert time.monotonic() < deadline and starting.poll() is None
+        time.sleep(0.05)
+    starting.send_signal(signal.SIGTERM)
+    out, err = starting.communicate(timeout=120)
+    assert starting.returncode == 128 + signal.SIGTERM and out == "" and err == ""
+    assert _servers_on(port) == []
+
+    port = free_port()
+    command = "import sys, time; print('READY', flush=True); time.sleep(600)"
+    running = subprocess.Popen([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port), "--master",
+                                "local[1]", "--", sys.executable, "-c", command], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+    assert running.stdout.readline().startswith(f"Spark Connect server on sc://127.0.0.1:{port} ")
+    assert running.stdout.readline() == "READY\n"
+    running.send_signal(signal.SIGTERM)
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-3000:]
+    assert _servers_on(port) == []
+
+
+@pytest.mark.parametrize("args, error", [
+    (["spark_jobs.connect_server", "--port", "abc"], "argument --port: a port must be an integer, got 'abc'"),
+    (["spark_jobs.connect_server", "--port", "70000"], "argument --port: a port must be between 0 and 65535, got 70000"),
+    (["spark_jobs.connect_server", "--port", "0", "--log", "{tmp}/no-such-dir/server.log"],
+     "cannot write the server's log {tmp}/no-such-dir/server.log: No such file or directory"),
+    (["spark_jobs.warm_up", "local[2]"], "the url must name a Spark Connect server (sc://...), got 'local[2]'"),
+    (["spark_jobs.warm_up", "sc://127.0.0.1:1", "--rounds", "0"],
+     "argument --rounds: a number of rounds must be between 1 and 100, got 0"),
+])
+def test_bad_usage_of_the_server_and_its_warm_up_is_one_line(tmp_path, args, error):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    line, = proc.stderr.splitlines()
+    assert line.startswith("error: ") and line.endswith(error.replace("{tmp}", str(tmp_path)))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path):

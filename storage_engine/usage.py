@@ -1,0 +1,37 @@
+"""Command-line usage shared by every entry point (``logctl``, the Spark Connect server, the
+main job's tools): bad usage is one line on stderr and exit status 1, as every other bad input,
+where argparse itself prints the usage and exits 2."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable, NoReturn
+
+from .errors import LogError
+
+
+class UsageError(LogError):
+    """Input the user typed (or piped) is malformed."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are :class:`UsageError`, for the caller to print as one line."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer within ``[low, high]``; the error names the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} must be between {low} and {high}, got {value}")
+        return value
+
+    parse.__name__ = what
+    return parse
