@@ -10,8 +10,9 @@ in a process of its own: a client of the engine's shared session (``session.conn
 the one every run worker joins, so its Python workers are the ones warmed) cleans and applies
 retention to a small log of its own, in a temporary directory removed afterwards, a few times
 over. It writes nothing anywhere else, and a failure only means the first real client pays the
-warm-up as before, so it is reported in the server's log and nothing else changes. Stopped (a
-kill) or past its deadline, it cancels its jobs on the server, which they share with run workers.
+warm-up as before, so it is reported in the server's log and nothing else changes. Past its
+deadline it cancels its jobs on the server, which it shares with run workers; killed (it is
+stopped with the server) it leaves at once.
 
     python -m spark_jobs.warm_up sc://127.0.0.1:15002 [--dir DIR] [--rounds 3]
 """
@@ -19,6 +20,7 @@ kill) or past its deadline, it cancels its jobs on the server, which they share 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import tempfile
@@ -74,9 +76,10 @@ def warm_up(url: str, rounds: int = ROUNDS, directory: Path | None = None) -> fl
                 now_ms = _NOW_MS + round_
                 compact_partitions(spark, [root], partitions, now_ms=now_ms, force=True)
                 retention_partitions(spark, [root], partitions, now_ms=now_ms)
-    except BaseException:
-        with contextlib.suppress(Exception):  # best effort: the server may be going away too
-            spark.interruptTag(JOB_TAG)
+    except WarmUpStopped as stop:
+        if stop.args[0] == 128 + signal.SIGALRM:  # past the deadline: the server goes on, the run workers come
+            with contextlib.suppress(Exception):
+                spark.interruptTag(JOB_TAG)
         raise
     return time.monotonic() - started
 
@@ -105,8 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds = warm_up(args.url, args.rounds, args.dir)
     except WarmUpStopped as stop:
         status = stop.args[0]
-        print(f"warm-up stopped ({'deadline' if status == 128 + signal.SIGALRM else 'killed'})", file=sys.stderr)
-        return status
+        print(f"warm-up stopped ({'deadline' if status == 128 + signal.SIGALRM else 'killed'})", file=sys.stderr,
+              flush=True)
+        # no interpreter teardown: closing the Spark Connect client waits on a server that may be
+        # stopping too (it is killed with the server), and hung for the whole grace period
+        os._exit(status)
     except Exception as exc:  # best effort: pyspark raises many classes, and any failure costs only time
         print("warm-up failed (the first run worker pays the warm-up instead): " + " ".join(str(exc).split()),
               file=sys.stderr)
