@@ -44,11 +44,11 @@ from storage_engine.usage import OneLineParser, UsageError, bounded_int
 from .errors import SparkSetupError
 from .session import CONNECT_DEFAULT_PORT as DEFAULT_PORT
 from .session import LOCAL_DEFAULTS, MASTER_ENV, before_jvm_start, check_connect_server
+from .warm_up import DEADLINE_S as WARM_UP_DEADLINE_S
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 120.0
 SESSION_TIMEOUT = "7d"
-WARM_UP_TIMEOUT_S = 300.0
 
 
 def spark_home() -> Path:
@@ -97,8 +97,8 @@ class ConnectServer:
     warm_up_process: subprocess.Popen | None = None
     scratch: Path | None = None
 
-    def wait_warm(self, timeout_s: float = WARM_UP_TIMEOUT_S) -> bool:
-        """Wait for the warm-up to end; whether it ran and succeeded."""
+    def wait_warm(self, timeout_s: float = WARM_UP_DEADLINE_S + 30) -> bool:
+        """Wait for the warm-up to end (it ends itself at its deadline); whether it ran and succeeded."""
         if self.warm_up_process is None:
             return False
         try:

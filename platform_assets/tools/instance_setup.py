@@ -218,7 +218,7 @@ def prepare_instance(dagster_home: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m platform_assets.tools.instance_setup",
-                                     description="Create, check and migrate the Dagster instance before it is used.")
+                           description="Create, check and migrate the Dagster instance before it is used.")
     parser.add_argument("dagster_home", nargs="?", default=os.environ.get("DAGSTER_HOME"),
                         help="the instance folder (default: $DAGSTER_HOME)")
     try:
