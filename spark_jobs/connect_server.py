@@ -48,6 +48,7 @@ from .warm_up import DEADLINE_S as WARM_UP_DEADLINE_S
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 120.0
+LOG_ROLL_BYTES = 8 * 2**20  # a server start writes ~70 KB; ui.sh appends to one log for as long as DAGSTER_HOME lives
 SESSION_TIMEOUT = "7d"
 
 
@@ -112,12 +113,15 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: P
     """Start the server and wait until it accepts connections, then (``warm_up``) start warming
     it in the background (its output in the log too); :class:`SparkSetupError` when the log
     cannot be written, the port is taken, Java is missing, or the server does not come up (its
-    log, when given, says why)."""
+    log, when given, says why). A log past ``LOG_ROLL_BYTES`` is first renamed to ``<log>.1``
+    (replacing the one before), as log4j's rolling appender would, so it never grows unbounded."""
     before_jvm_start()
     if _listening(port):
         raise SparkSetupError(f"port {port} is already in use: stop what listens there or choose another --port")
     if log_path is not None:
         try:
+            if log_path.is_file() and log_path.stat().st_size > LOG_ROLL_BYTES:
+                os.replace(log_path, log_path.with_name(log_path.name + ".1"))
             open(log_path, "ab").close()
         except OSError as exc:
             raise SparkSetupError(f"cannot write the server's log {log_path}: {exc.strerror or exc}") from None

@@ -30,7 +30,7 @@ from spark_jobs.compaction import COMPACTED, SKIPPED
 from spark_jobs.connect_server import free_port, local_connect_server, start_server, stop_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING
-from spark_jobs import session
+from spark_jobs import connect_server, session
 from spark_jobs.session import check_java, engine_fingerprint, session_config, shared_session_id, with_session_id
 from storage_engine.manager import LogManager
 from tests.helpers.cleaner import NOW
@@ -356,6 +356,10 @@ def test_a_server_that_lives_as_long_as_a_command(tmp_path):
         pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
     command = ("import os, sys; from spark_jobs.session import check_connect_server; "
                "url = os.environ['LOGPLAT_SPARK_MASTER']; check_connect_server(url); print('CHILD', url); sys.exit(3)")
+    # a log past its limit rolls over to server.log.1 before the server writes
+    old_output = b"an earlier start\n" * (connect_server.LOG_ROLL_BYTES // 17 + 1)
+    (tmp_path / "server.log").write_bytes(old_output)
+    (tmp_path / "server.log.1").write_bytes(b"the oldest start\n")
     proc = subprocess.run([sys.executable, "-m", "spark_jobs.connect_server", "--port", "0", "--master", "local[1]",
                            "--log", str(tmp_path / "server.log"), "--", sys.executable, "-c", command],
                           capture_output=True, text=True, cwd=REPO, timeout=CLIENT_TIMEOUT_S)
@@ -365,6 +369,9 @@ def test_a_server_that_lives_as_long_as_a_command(tmp_path):
     assert announced.startswith(f"Spark Connect server on {url} (master local[1]; its output: ")
     assert announced.endswith(f" runs with LOGPLAT_SPARK_MASTER={url}")
     assert _servers_on(int(url.rsplit(":", 1)[1])) == []
+    assert (tmp_path / "server.log.1").read_bytes() == old_output
+    assert b"SparkConnectServer" in (tmp_path / "server.log").read_bytes()
+    assert (tmp_path / "server.log").stat().st_size < connect_server.LOG_ROLL_BYTES
     with pytest.raises(SparkSetupError, match="no Spark Connect server answers"):
         session.check_connect_server(url, timeout_s=1)
 
