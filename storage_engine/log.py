@@ -12,7 +12,7 @@ import bisect
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 from .checkpoint import fsync_dir
 from .config import LogConfig
@@ -384,9 +384,11 @@ class Log(LogReads):
             self.log_start_offset = new_offset
             self.bump_generation()
 
-    def remove_segments(self, doomed: Sequence[LogSegment]) -> list[Path]:
+    def remove_segments(self, doomed: Sequence[LogSegment], replaced_bases: Collection[int] = ()) -> list[Path]:
         """Rename segments to ``.deleted`` (``.log`` first) and drop them from the list (lock held).
 
+        Their producer snapshots go too, except at ``replaced_bases``, where a replacement segment
+        starts (Kafka's ``deletedNotReplaced``: the state at that offset is still true).
         Returns the renamed files; they are removed after ``file.delete.delay.ms`` so readers
         that opened them a moment ago can finish.
         """
@@ -400,7 +402,7 @@ class Log(LogReads):
             seg.change_file_suffix(DELETED_SUFFIX)
             pending.extend(seg.existing_files())
             crash_point(f"remove-segments.after-rename-{i}")
-        self._producers.delete_snapshots(seg.base_offset for seg in doomed)
+        self._producers.delete_snapshots(seg.base_offset for seg in doomed if seg.base_offset not in replaced_bases)
         gone = {id(s) for s in doomed}
         self.segments = [s for s in self.segments if id(s) not in gone]
         self._bases = [s.base_offset for s in self.segments]
@@ -437,7 +439,8 @@ class Log(LogReads):
 
         The replacements become ``.swap`` in descending base order (the commit point is the last
         of these renames: from then on a load completes the swap, see ``temp_files``), the
-        directory is fsynced, the old segments are renamed ``.deleted``, the ``.swap`` files take
+        directory is fsynced, the old segments are renamed ``.deleted`` (with the producer snapshots
+        no replacement starts at), the ``.swap`` files take
         their final names in ascending order, the directory is fsynced again, and the new list is
         published. A kill at any step reloads to the log before or after, never a mix.
         """
@@ -451,7 +454,7 @@ class Log(LogReads):
         # Make the .swap names durable before any old file is renamed away.
         fsync_dir(self.dir)
         crash_point("compaction.after-swap-prepared")
-        pending = self.remove_segments(old_segments)
+        pending = self.remove_segments(old_segments, {seg.base_offset for seg in new_segments})
         crash_point("compaction.after-old-deleted")
         n = 0
         for seg in sorted(new_segments, key=lambda s: s.base_offset):

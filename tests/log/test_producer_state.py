@@ -119,6 +119,34 @@ def test_retention_deletes_the_snapshots_of_the_segments_it_deletes_and_their_nu
         assert log.last_records_of_active_producers() == {7: (19, 0)}
 
 
+def test_the_cleaners_swap_keeps_the_snapshots_where_its_replacements_start(tmp_path):
+    """Kafka's ``replaceSegments`` deletes the snapshots of the segments it deleted and did not
+    replace: a segment cleaned alone keeps its base and the producer state at that offset; a
+    group of segments keeps the first one's base, and the others' snapshots go."""
+    for name, segment_bytes in (("alone", 1024), ("grouped", 1 << 30)):
+        root = tmp_path / name
+        with open_topic(root, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01", file_delete_delay_ms=0,
+                        segment_bytes=segment_bytes) as m:
+            log = m.get_log("t", 0)
+            for i in range(12):
+                _produce(log, 7, 0, i, ("k", "v" * 300))  # ~370 bytes a batch: two rolled segments never fit 1024
+                if i % 2 == 1:
+                    log.roll(now=NOW)
+            assert _snapshots(root) == [2, 4, 6, 8, 10, 12]
+            report = m.compact("t", 0, now_ms=NOW)
+            assert report.segments_recopied == 6
+            if name == "alone":
+                assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8, 10, 12]
+                assert _snapshots(root) == [2, 4, 6, 8, 10, 12]
+            else:
+                assert [s.base_offset for s in log.segments] == [0, 12]
+                assert _snapshots(root) == [12]
+            assert log.last_records_of_active_producers() == {7: (11, 0)}
+        with LogManager([root]) as m:  # the next open keeps them all: a segment starts at each
+            assert _snapshots(root) == ([2, 4, 6, 8, 10, 12] if name == "alone" else [12])
+            assert m.get_log("t", 0).last_records_of_active_producers() == {7: (11, 0)}
+
+
 def test_a_kill_while_a_snapshot_is_written_leaves_a_loadable_log(tmp_path):
     with open_topic(tmp_path) as m:
         log = m.get_log("t", 0)
