@@ -304,10 +304,6 @@ class CompactionJobResult:
     duration_s: float = 0.0
     outcomes: list[PartitionOutcome] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
-        return {"now_ms": self.now_ms, "duration_s": round(self.duration_s, 6),
-                "partitions": [o.to_dict() for o in self.outcomes]}
-
 
 @dataclass
 class _Planned:

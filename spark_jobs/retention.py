@@ -12,8 +12,10 @@ crash-safe protocol: log start offset checkpoint first, then ``.deleted`` rename
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -69,31 +71,41 @@ class RetentionJobResult:
     def bytes_freed(self) -> int:
         return sum(o.bytes_freed for o in self.outcomes)
 
-    @property
-    def bytes_to_free(self) -> int:
-        return sum(o.plan.get("bytes_to_free", 0) for o in self.outcomes)
-
-    def to_dict(self) -> dict:
-        return {"now_ms": self.now_ms, "dry_run": self.dry_run, "duration_s": round(self.duration_s, 6),
-                "bytes_to_free": self.bytes_to_free, "bytes_freed": self.bytes_freed,
-                "partitions": [o.to_dict() for o in self.outcomes]}
 
 
 # ------------------------------------------------------------------------------------------
 # executor side
 
 
-def retain_partition(item: RetentionItem, now_ms: int, dry_run: bool,
-                     checkpoints: tuple[dict, dict] | None = None) -> RetentionOutcome:
-    """Plan (and apply) retention of one partition with the engine; problems become outcomes,
-    each with the seconds it took."""
+def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> list[RetentionOutcome]:
+    """One task's partitions, through one ``LogManager`` per log dir (as ``clean_whole_tasks``),
+    each log dir's checkpoints read once for all their plans: a manager per partition reread
+    and rewrote the log dir's checkpoints for every one of them (11.9 s against the engine's
+    6.8 s for 2,000 partitions)."""
+    out: list[RetentionOutcome] = []
+    for (log_dir, props), group in groupby(sorted(items, key=_where), key=_where):
+        checkpoints = log_dir_checkpoints(Path(log_dir))
+        with contextlib.ExitStack() as stack:
+            manager = None if dry_run else stack.enter_context(LogManager([Path(log_dir)], dict(props)))
+            out.extend(retain_partition(manager, item, now_ms, checkpoints) for item in group)
+    return out
+
+
+def _where(item: RetentionItem) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return item.log_dir, item.broker_props
+
+
+def retain_partition(manager: LogManager | None, item: RetentionItem, now_ms: int,
+                     checkpoints: tuple[dict, dict]) -> RetentionOutcome:
+    """Plan (and apply, through ``manager``; only plan without one) retention of one partition
+    with the engine; problems become outcomes, each with the seconds it took."""
     started = time.monotonic()
-    outcome = _retain(item, now_ms, dry_run, checkpoints)
+    outcome = _retain(manager, item, now_ms, checkpoints)
     outcome.duration_s = time.monotonic() - started
     return outcome
 
 
-def _retain(item: RetentionItem, now_ms: int, dry_run: bool, checkpoints: tuple[dict, dict] | None
+def _retain(manager: LogManager | None, item: RetentionItem, now_ms: int, checkpoints: tuple[dict, dict]
             ) -> RetentionOutcome:
     try:
         stats = stats_of(Path(item.log_dir), item.topic, item.partition, checkpoints)
@@ -102,9 +114,8 @@ def _retain(item: RetentionItem, now_ms: int, dry_run: bool, checkpoints: tuple[
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", {})
     if not plan.deletions:
         return RetentionOutcome(item.topic, item.partition, NOTHING, None, plan.to_dict())
-    if dry_run:
+    if manager is None:
         return RetentionOutcome(item.topic, item.partition, PLANNED, None, plan.to_dict())
-    manager = LogManager([Path(item.log_dir)], dict(item.broker_props))
     try:
         log = manager.get_log(item.topic, item.partition)
         result = apply_retention(log, plan, now_ms)
@@ -113,21 +124,8 @@ def _retain(item: RetentionItem, now_ms: int, dry_run: bool, checkpoints: tuple[
         return RetentionOutcome(item.topic, item.partition, CHANGED, str(exc), plan.to_dict())
     except (LogError, OSError) as exc:
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", plan.to_dict())
-    finally:
-        manager.close()
     return RetentionOutcome(item.topic, item.partition, DELETED, None, plan.to_dict(), result.deleted_segments,
                             result.bytes_freed, result.new_log_start_offset)
-
-
-def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> list[RetentionOutcome]:
-    """One task's partitions, each log dir's checkpoints read once for all of them."""
-    checkpoints: dict[str, tuple[dict, dict]] = {}
-    out = []
-    for item in items:
-        if item.log_dir not in checkpoints:
-            checkpoints[item.log_dir] = log_dir_checkpoints(Path(item.log_dir))
-        out.append(retain_partition(item, now_ms, dry_run, checkpoints[item.log_dir]))
-    return out
 
 
 # ------------------------------------------------------------------------------------------

@@ -156,6 +156,22 @@ def test_checkpoint_file_update(tmp_path: Path) -> None:
     assert (tmp_path / ".logplat-checkpoints.lock").exists()
 
 
+def test_a_read_sees_what_others_wrote_since_and_hands_out_its_own_copy(tmp_path: Path) -> None:
+    """Reads reuse the last parse only while the file holds the same bytes."""
+    cp = CheckpointFile(tmp_path, RECOVERY_POINT_CHECKPOINT)
+    cp.update({("t", 0): 5})
+    mine = cp.read()
+    mine[("t", 0)] = 99  # the caller's copy
+    assert cp.read() == {("t", 0): 5}
+    write_checkpoint(cp.path, {("t", 0): 6, ("t", 1): 1})  # another process's rename
+    assert cp.read() == {("t", 0): 6, ("t", 1): 1}
+    cp.path.write_bytes(b"0\n3\nt 0 1\n")
+    with pytest.raises(CheckpointError, match="Expected 3 entries"):
+        cp.read()
+    cp.path.unlink()
+    assert cp.read() == {}
+
+
 def test_update_refuses_to_overwrite_a_corrupt_file(tmp_path: Path) -> None:
     cp = CheckpointFile(tmp_path, RECOVERY_POINT_CHECKPOINT)
     cp.path.write_bytes(b"0\n3\nt 0 1\n")
