@@ -6,7 +6,8 @@ one ``sweep__<topic>`` schedule per topic, all on the same cron. At each tick a 
 topic's cheap state and, when any partition has deletable segments or is due for compaction,
 requests **one** run over the contiguous range of partitions from the first to the last that
 needs work (``BackfillPolicy.single_run()``: one Spark job), with ``force_compaction=False``, so
-only what Kafka's rules select is cleaned. A topic with nothing to do is skipped, which keeps the
+only what Kafka's rules select is cleaned, unless a partition is there for its erasure deadline
+alone (``forced_by_deadline``, as the compaction sensor asks). A topic with nothing to do is skipped, which keeps the
 run list and the event log free of empty runs. The sweep is the backstop for the sensors: it
 catches partitions a sensor left for a later tick (its per-tick bound) or missed because it was
 stopped.
@@ -27,6 +28,7 @@ from .jobs import TOPIC_TAG, TRIGGER_TAG
 from .partitions import partition_key, partitions_def_name
 from .resources import LogStoreResource
 from .sensors import RANGE_END_TAG, RANGE_START_TAG, current_states, default_status
+from ..logic.log_state import forced_by_deadline
 from ..logic.settings import PlatformSettings
 
 MINUTE_MS = 60_000
@@ -61,14 +63,15 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
     def _sweep(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
         states = current_states(log_store, settings, [topic.name])
-        due = sorted(s.partition for s in states
-                     if partition_key(s.partition) in keys and (s.deletable_segments or s.compaction_due))
+        due = sorted((s for s in states
+                      if partition_key(s.partition) in keys and (s.deletable_segments or s.compaction_due)),
+                     key=lambda s: s.partition)
         if not due:
             return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))")
         return dg.RunRequest(
-            run_config=cleanup_run_config(topic, force_compaction=False),
-            tags={TOPIC_TAG: topic.name, RANGE_START_TAG: partition_key(due[0]), RANGE_END_TAG: partition_key(due[-1]),
-                  TRIGGER_TAG: "sweep"},
+            run_config=cleanup_run_config(topic, force_compaction=forced_by_deadline(due)),
+            tags={TOPIC_TAG: topic.name, RANGE_START_TAG: partition_key(due[0].partition),
+                  RANGE_END_TAG: partition_key(due[-1].partition), TRIGGER_TAG: "sweep"},
         )
 
     return _sweep

@@ -52,6 +52,7 @@ from ..logic.log_state import (
     deadline_urgent,
     due_for_compaction,
     due_for_retention,
+    forced_by_deadline,
     retention_token,
     run_key,
 )
@@ -321,12 +322,6 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
     return _sensor
 
 
-def _deadline_forced(run: Sequence[PartitionState]) -> bool:
-    """A run holding a partition asked for by its erasure deadline alone (not ``due`` for the
-    engine yet) is forced: the engine cleans it although Kafka's rule would wait."""
-    return any(deadline_urgent(s) and not s.candidacy.due for s in run)  # type: ignore[union-attr]
-
-
 def _compaction_reason(run: Sequence[PartitionState]) -> str:
     if len(run) == 1 and run[0].candidacy is not None:
         c = run[0].candidacy
@@ -385,7 +380,7 @@ def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAsset
             "Requests compaction of the partitions whose erasure deadline (max.compaction.lag.ms) is half used or "
             "missed, earliest deadline first, then those whose dirty ratio exceeds min.cleanable.dirty.ratio, dirtiest "
             "first; consecutive partitions of a topic share a run.",
-            compacted, due_for_compaction, compaction_token, _compaction_reason, _deadline_forced,
+            compacted, due_for_compaction, compaction_token, _compaction_reason, forced_by_deadline,
         ), jobs, settings))
     if topics:
         sensors.append(_build_run_sensor(_RunSensorSpec(

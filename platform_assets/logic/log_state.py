@@ -145,6 +145,14 @@ def deadline_urgent(state: PartitionState) -> bool:
     return c is not None and c.deadline is not None and c.deadline.urgent and c.cleanable_bytes > 0
 
 
+def forced_by_deadline(run: Sequence[PartitionState]) -> bool:
+    """Whether a run must clean its partitions even where the engine would not: it holds one
+    asked for by its erasure deadline alone (:func:`deadline_urgent`, not ``due`` for the engine
+    yet), which an unforced run would skip, and ask for again at every tick. The compaction
+    sensor and the sweep both ask with it."""
+    return any(deadline_urgent(s) and not s.candidacy.due for s in run)  # type: ignore[union-attr]
+
+
 def due_for_compaction(states: Sequence[PartitionState]) -> list[PartitionState]:
     """The partitions to compact, earliest deadline first: those whose erasure deadline is
     urgent or missed (:func:`deadline_urgent`), least time left first, then the others Kafka's

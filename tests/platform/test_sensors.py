@@ -263,6 +263,24 @@ def test_log_health_is_an_error_when_max_compaction_lag_is_overdue(tmp_path, ins
     assert "the oldest uncleaned record, offset 0, written " in result.description
 
 
+def test_the_sweep_forces_a_run_its_erasure_deadline_alone_asks_for(tmp_path, instance):
+    """Two thirds of max.compaction.lag.ms used, the dirty ratio not above min.cleanable.dirty.ratio: the
+    engine would skip the partition (a ratio never exceeds 1), so an unforced sweep would clean
+    nothing, tick after tick."""
+    root = tmp_path / "logs"
+    written = int(time.time() * 1000) - 400_000  # two thirds of the lag used, not yet missed
+    with LogManager([root]) as manager:
+        manager.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
+                                          "min.cleanable.dirty.ratio": "1", "max.compaction.lag.ms": "600000"})
+        append_each(manager.get_log("users", 0),
+                    [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, written + i) for i in range(120)])
+    defs, settings = definitions_for(root)
+    discover(defs, settings, instance)
+    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
+    (request,) = defs.get_repository_def().get_schedule_def("sweep__users").evaluate_tick(context).run_requests
+    assert request.run_config["ops"]["logs__users"]["config"]["force_compaction"] is True
+
+
 def test_log_health_can_be_executed_from_the_ui(logs, instance):
     """The check on its own (the UI's "Execute" button; Dagster runs a check selected without its
     asset unpartitioned) records every partition's verdict, as the sensor would."""
