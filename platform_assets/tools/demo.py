@@ -31,6 +31,7 @@ from pathlib import Path
 from spark_jobs.connect_server import free_port, local_connect_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.session import MASTER_ENV
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager, log_dirs_from_env
 from storage_engine.usage import OneLineParser, UsageError
 
@@ -134,13 +135,21 @@ def main(argv: list[str] | None = None) -> int:
     # a kill or a closed terminal unwinds like Ctrl-C, so the servers started here are stopped
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: sys.exit(1))
-    with contextlib.ExitStack() as stack:
-        return _run(args, stack)
+    try:
+        with contextlib.ExitStack() as stack:
+            return _run(args, stack)
+    except KeyboardInterrupt:  # the servers are stopped by then
+        print("error: interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     """The main job's steps; what it starts (the Spark Connect server) is stopped by ``stack``."""
-    log_dirs = [str(p.resolve()) for p in log_dirs_from_env()]
+    try:
+        log_dirs = [str(p.resolve()) for p in log_dirs_from_env()]
+    except LogError as exc:
+        print(f"error: LOGPLAT_LOG_DIRS: {exc}", file=sys.stderr)
+        return 1
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or REPO / "dagster_home").resolve()
     print(f"log dirs: {','.join(log_dirs)}\nDAGSTER_HOME: {dagster_home}\n")
 
@@ -164,8 +173,12 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     env = {"LOGPLAT_LOG_DIRS": ",".join(log_dirs), "LOGPLAT_AUTOMATION": "stopped", "LOGPLAT_SENSOR_INTERVAL_S": "10",
            **({MASTER_ENV: master} if master else {})}
     started = time.time()
-    with LogManager(log_dirs) as manager:
-        written = produce(manager, realistic_workload(args.scale), now_ms=int(started * 1000))
+    try:
+        with LogManager(log_dirs) as manager:
+            written = produce(manager, realistic_workload(args.scale), now_ms=int(started * 1000))
+    except (LogError, OSError) as exc:
+        print(f"error: the workload could not be written: {exc}", file=sys.stderr)
+        return 1
     print(f"workload: {sum(w.records for w in written):,} records ({sum(w.tombstones for w in written):,} tombstones, "
           f"{_mb(sum(w.bytes for w in written))} MB) into {len(written)} partitions of "
           f"{len({w.topic for w in written})} topics")
@@ -211,6 +224,9 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         runs = [r for r in client.runs(created_after=started) if r["tags"].get("logplat/trigger")]
         failed = [r["runId"] for r in runs if r["status"] == "FAILURE"]
         recorded = recorded_by_dagster(client, topics, started * 1000 - 1)
+    except DevServerError as exc:  # the webserver stopped answering
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         server.stop()
     after = snapshot(log_dirs)

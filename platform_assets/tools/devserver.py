@@ -143,6 +143,8 @@ class GraphQL:
                 body = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             raise DevServerError(f"GraphQL HTTP {exc.code}: {exc.read()[:2000]!r}") from None
+        except (OSError, ValueError) as exc:  # the webserver gone or hung, or not answering JSON
+            raise DevServerError(f"GraphQL request to {self.url} failed: {type(exc).__name__}: {exc}") from None
         if body.get("errors"):
             raise DevServerError(f"GraphQL errors: {body['errors']}")
         return body["data"]

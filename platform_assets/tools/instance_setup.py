@@ -136,7 +136,10 @@ def diagnose(dagster_home: Path) -> Diagnosis:
 
 @contextmanager
 def _setup_lock(dagster_home: Path) -> Iterator[None]:
-    fd = os.open(dagster_home / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fd = os.open(dagster_home / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:  # a read-only folder, or a symbolic link where the lock belongs
+        raise InstanceSetupError(f"cannot open the instance's lock {dagster_home / LOCK_FILE}: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -151,7 +154,10 @@ def _move_storage_aside(dagster_home: Path) -> list[Path]:
         src = dagster_home / folder
         if src.exists():
             dst = dagster_home / f"{folder}.broken-{stamp}"
-            os.rename(src, dst)
+            try:
+                os.rename(src, dst)
+            except OSError as exc:
+                raise InstanceSetupError(f"cannot move the half-initialised {src} aside: {exc.strerror}") from None
             moved.append(dst)
     return moved
 

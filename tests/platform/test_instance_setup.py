@@ -20,7 +20,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from platform_assets.tools.devserver import DevServer
+from platform_assets.tools.devserver import DevServer, DevServerError, GraphQL
+from spark_jobs.connect_server import free_port
 from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
 from tests.helpers.paths import REPO
 
@@ -159,3 +160,30 @@ def test_bad_usage_of_the_tools_is_one_line(tmp_path, module, args, error):
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"error: python -m {module}: {error}"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_symbolic_link_at_the_lock_is_refused_in_one_line(tmp_path, capsys):
+    home = new_home(tmp_path)
+    outside = tmp_path / "outside"
+    outside.write_text("not ours")
+    (home / ".logplat-instance-setup.lock").symlink_to(outside)
+    assert main([str(home)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: cannot open the instance's lock {home / '.logplat-instance-setup.lock'}: Too many levels of "
+        "symbolic links"]
+    assert outside.read_text() == "not ours" and sorted(p.name for p in home.iterdir()) == [
+        ".logplat-instance-setup.lock", "dagster.yaml"]
+
+
+def test_the_main_job_says_in_one_line_what_it_cannot_use(tmp_path):
+    """No log directory in LOGPLAT_LOG_DIRS: an error line, nothing created; a webserver that
+    stopped answering is an error the job reports, not a traceback."""
+    proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.demo"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
+                                                          "LOGPLAT_LOG_DIRS": " , ",
+                                                          "DAGSTER_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["error: LOGPLAT_LOG_DIRS: no log directory in ' , '"]
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(DevServerError, match=r"^GraphQL request to http://127.0.0.1:\d+ failed: URLError: "):
+        GraphQL(f"http://127.0.0.1:{free_port()}").query("{ version }")
