@@ -43,7 +43,7 @@ from storage_engine.usage import OneLineParser, UsageError, bounded_int
 
 from .errors import SparkSetupError
 from .session import CONNECT_DEFAULT_PORT as DEFAULT_PORT
-from .session import LOCAL_DEFAULTS, MASTER_ENV, before_jvm_start, check_connect_server
+from .session import LOCAL_DEFAULTS, MASTER_ENV, before_jvm_start, check_connect_server, check_master
 from .warm_up import DEADLINE_S as WARM_UP_DEADLINE_S
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -115,6 +115,7 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]", log_path: P
     cannot be written, the port is taken, Java is missing, or the server does not come up (its
     log, when given, says why). A log past ``LOG_ROLL_BYTES`` is first renamed to ``<log>.1``
     (replacing the one before), as log4j's rolling appender would, so it never grows unbounded."""
+    check_master(master)
     before_jvm_start()
     if _listening(port):
         raise SparkSetupError(f"port {port} is already in use: stop what listens there or choose another --port")

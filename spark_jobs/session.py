@@ -59,6 +59,10 @@ REMOTE_DEFAULTS: dict[str, str] = {
 CONNECT_SCHEME = "sc://"
 CONNECT_DEFAULT_PORT = 15002  # Spark Connect's own default
 CONNECT_PROBE_TIMEOUT_S = 5.0
+STANDALONE_SCHEME = "spark://"
+STANDALONE_DEFAULT_PORT = 7077
+_CLUSTER_SCHEMES = (STANDALONE_SCHEME, "k8s://", "mesos://")
+_LOCAL_MASTER = re.compile(r"local(\[(\*|[0-9]+)(,[0-9]+)?\])?|local-cluster\[[0-9]+, *[0-9]+, *[0-9]+\]")
 # How many closed shared sessions (released, or expired on the server) a client steps over
 # before it opens a session of its own; see ``connect_session``.
 SHARED_SESSION_GENERATIONS = 64
@@ -85,14 +89,34 @@ def is_remote(master: str) -> bool:
 def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:
     """:class:`SparkSetupError` unless something accepts connections at the ``sc://host:port`` of
     ``url``: the Spark Connect client would otherwise retry for minutes before it says so."""
-    address = url[len(CONNECT_SCHEME):].split("/", 1)[0]
+    reason = _unanswered(url[len(CONNECT_SCHEME):].split("/", 1)[0], CONNECT_DEFAULT_PORT, timeout_s)
+    if reason is not None:
+        raise SparkSetupError(f"no Spark Connect server answers at {url}: {reason}")
+
+
+def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:
+    """:class:`SparkSetupError` unless ``master`` is one Spark accepts (``local[N]``, ``spark://``,
+    ``yarn``, ``k8s://``) and, for a standalone ``spark://`` master, one of its hosts accepts
+    connections: Spark would start a JVM first, then fail with pages of Java (a standalone master
+    after a minute of retries)."""
+    if not (_LOCAL_MASTER.fullmatch(master) or master == "yarn" or master.startswith(_CLUSTER_SCHEMES)):
+        raise SparkSetupError(f"not a Spark master: {master!r} (local[N], spark://host:port, yarn, k8s://..., "
+                              f"or {CONNECT_SCHEME}host:port for a Spark Connect server)")
+    if master.startswith(STANDALONE_SCHEME):
+        reasons = [_unanswered(address, STANDALONE_DEFAULT_PORT, timeout_s)
+                   for address in master[len(STANDALONE_SCHEME):].split(",")]
+        if all(reasons):
+            raise SparkSetupError(f"no Spark master answers at {master}: {reasons[0]}")
+
+
+def _unanswered(address: str, default_port: int, timeout_s: float) -> str | None:
+    """Why nothing accepts connections at ``host[:port]``; None when something does."""
     host, _, port = address.rpartition(":") if ":" in address else (address, "", "")
     try:
-        with socket.create_connection((host or "localhost", int(port or CONNECT_DEFAULT_PORT)), timeout=timeout_s):
-            pass
+        with socket.create_connection((host or "localhost", int(port or default_port)), timeout=timeout_s):
+            return None
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise SparkSetupError(f"no Spark Connect server answers at {url}: {reason}") from None
+        return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
 
 
 def is_connect(spark) -> bool:
@@ -267,20 +291,27 @@ def build_spark_session(
 
     ``conf`` overrides the defaults. ``ship_engine`` (default: on for non-local masters and
     Spark Connect servers) adds the engine as a zip to the session. Raises
-    :class:`SparkSetupError` when Java is missing or too old, before any JVM is started (a
-    Spark Connect client needs no Java, but a server that answers).
+    :class:`SparkSetupError` when Java is missing or too old, or the master is not one or does
+    not answer, before any JVM is started (a Spark Connect client needs no Java, but a server
+    that answers), and when Spark cannot start the session all the same.
     """
     master = spark_master(master)
     if is_remote(master):
         check_connect_server(master)
         return prepare_session(connect_session(master, session_config(master, conf)), ship_engine=ship_engine)
+    check_master(master)
     before_jvm_start()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
     for key, value in session_config(master, {"spark.app.name": app_name, **dict(conf or {})}).items():
         builder = builder.config(key, str(value))
-    return prepare_session(builder.getOrCreate(), ship_engine=ship_engine)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # Py4J and PySpark errors, after the JVM printed its own reasons
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkSetupError(f"Spark could not start a session on {master}: {first}") from None
+    return prepare_session(spark, ship_engine=ship_engine)
 
 
 def before_jvm_start() -> None:

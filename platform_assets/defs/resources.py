@@ -1,11 +1,11 @@
 """Resources: where the logs are, and the Spark session the cleaning runs use.
 
 ``pyspark`` is dagster-pyspark's ``LazyPySparkResource``: a run that needs no Spark (a sensor, a
-check-only run) never starts a JVM. Our subclass only adds what the Spark jobs need from any
-session, whoever built it: Java 17 checked before the JVM starts (a clear error instead of a
-Py4J stack), the workers running this interpreter (``PYSPARK_PYTHON``: the engine they import is
-the one the driver planned with), the engine shipped to a non-local master, and the
-``kafka-log`` data source registered. ``spark.master`` comes from ``LOGPLAT_SPARK_MASTER``; an
+check-only run) never starts a JVM. Our subclass builds the session with the jobs' own
+``build_spark_session``: the master checked and Java 17 checked before the JVM starts (a clear
+error instead of a Py4J stack), the workers running this interpreter (``PYSPARK_PYTHON``: the
+engine they import is the one the driver planned with), the engine shipped to a non-local
+master, and the ``kafka-log`` data source registered. ``spark.master`` comes from ``LOGPLAT_SPARK_MASTER``; an
 ``sc://`` value makes the session a Spark Connect client (``spark.remote``): no JVM in the run
 worker, the server's warm driver does the work, and every run worker joins the one server session
 of its engine (``connect_session``), whose Python workers are warm.
@@ -16,20 +16,12 @@ In-process tests get the test session back: ``getOrCreate`` returns the active s
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Iterator
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
-from pydantic import PrivateAttr
 
-from spark_jobs.session import (
-    before_jvm_start,
-    check_connect_server,
-    connect_session,
-    is_remote,
-    prepare_session,
-    session_config,
-)
+from spark_jobs.session import build_spark_session, is_remote, session_config
 from storage_engine.manager import LogManager
 
 from ..logic.settings import PlatformSettings
@@ -52,27 +44,18 @@ class LogStoreResource(dg.ConfigurableResource):
 
 
 class LogSparkResource(LazyPySparkResource):
-    """``LazyPySparkResource`` whose session is ready for the engine's Spark jobs."""
-
-    _prepared: bool = PrivateAttr(default=False)
+    """``LazyPySparkResource`` whose session is the jobs' own (``build_spark_session``) from
+    its ``spark_config``, so a run worker's session is built as ``logctl``'s is."""
 
     @classmethod
     def _is_dagster_maintained(cls) -> bool:
         return False
 
-    @property
-    def spark_session(self) -> Any:
-        if self._prepared:
-            return super().spark_session
-        remote = self.spark_config.get("spark.remote", "")
-        if is_remote(remote):
-            check_connect_server(remote)
-            self._spark_session = connect_session(remote, self.spark_config)
-        else:
-            before_jvm_start()
-        spark = prepare_session(super().spark_session)
-        self._prepared = True
-        return spark
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            conf = {k: str(v) for k, v in self.spark_config.items()}
+            master = conf.pop("spark.remote", None) or conf.pop("spark.master", None)
+            self._spark_session = build_spark_session(master, conf=conf)
 
 
 def spark_config(master: str) -> dict[str, str]:

@@ -434,7 +434,15 @@ def test_bad_usage_of_the_server_and_its_warm_up_is_one_line(tmp_path, args, err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path):
+@pytest.mark.parametrize("master, error", [
+    ("sc://127.0.0.1:{port}", "no Spark Connect server answers at sc://127.0.0.1:{port}: Connection refused"),
+    ("spark://127.0.0.1:{port}", "no Spark master answers at spark://127.0.0.1:{port}: Connection refused"),
+    ("bogus", "not a Spark master: 'bogus' (local[N], spark://host:port, yarn, k8s://..., or sc://host:port for a "
+              "Spark Connect server)"),
+], ids=["connect", "standalone", "not-a-master"])
+def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path, master, error):
+    """Checked before any JVM starts: Spark would print pages of Java, a standalone master after
+    a minute of retries, and a Connect client retries for minutes."""
     port = free_port()  # nothing listens there
     random_topic(tmp_path / "logs", "cc", seed=7)
     before = sorted(p.name for p in (tmp_path / "logs" / "cc-0").iterdir())
@@ -442,9 +450,8 @@ def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_pat
     proc = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "--log-dirs", str(tmp_path / "logs"),
                            "compact", "--engine", "spark", "--topic", "cc"],
                           capture_output=True, text=True, cwd=REPO, timeout=120,
-                          env={**os.environ, "LOGPLAT_SPARK_MASTER": f"sc://127.0.0.1:{port}"})
+                          env={**os.environ, "LOGPLAT_SPARK_MASTER": master.format(port=port)})
     assert time.monotonic() - started < 60
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"error: no Spark Connect server answers at sc://127.0.0.1:{port}: "
-                                                f"Connection refused"]
+    assert proc.stderr.strip().splitlines() == [f"error: {error.format(port=port)}"]
     assert sorted(p.name for p in (tmp_path / "logs" / "cc-0").iterdir()) == before
