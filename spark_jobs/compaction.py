@@ -484,8 +484,13 @@ def _plan_partition(manager: LogManager, cleaner: Cleaner, topic: str, partition
         manager.after_cleaning(log, report, now_ms, cleaner)
         report.duration_s = time.monotonic() - t0
         return PartitionOutcome(topic, partition, SKIPPED, report.skipped, report), None
-    rnd = cleaner.plan_round(log, prepared, prepared.ltc.first_uncleanable_offset, now_ms)
-    groups = prepared.groups(rnd)
+    try:
+        rnd = cleaner.plan_round(log, prepared, prepared.ltc.first_uncleanable_offset, now_ms)
+        groups = prepared.groups(rnd)
+    except BaseException:  # the job's close() only knows the partitions planned
+        prepared.close()
+        lock.release()
+        raise
     plan = _Planned(topic, partition, log, lock, report, prepared, rnd, [s for g in groups for s in g], len(groups),
                     time.monotonic() - t0)
     return None, plan

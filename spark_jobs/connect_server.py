@@ -163,6 +163,8 @@ def _spawn(command: list[str], env: dict[str, str], log_path: Path | None) -> su
     try:
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
+    except OSError as exc:
+        raise SparkSetupError(f"cannot run {command[0]}: {exc.strerror or exc}") from None
     finally:
         if log_path is not None:
             log.close()
@@ -246,12 +248,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Stopped as stop:  # start_server has stopped what it started
         return 128 + stop.signum
-    print(f"Spark Connect server on {server.url} (master {args.master}"
-          f"{f'; its output: {args.log}' if args.log else ''}); " +
-          (f"{' '.join(command)} runs with {MASTER_ENV}={server.url}" if command else
-           f"export {MASTER_ENV}={server.url}; Ctrl-C stops it"), flush=True)
-    try:
+    try:  # from here on a stop signal, wherever it lands, stops the server
+        print(f"Spark Connect server on {server.url} (master {args.master}"
+              f"{f'; its output: {args.log}' if args.log else ''}); " +
+              (f"{' '.join(command)} runs with {MASTER_ENV}={server.url}" if command else
+               f"export {MASTER_ENV}={server.url}; Ctrl-C stops it"), flush=True)
         return _run_with(server, command) if command else _serve(server, args.log)
+    except Stopped as stop:  # before the command or the wait took over the signals
+        return 128 + stop.signum
     finally:
         for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the stopping short
             signal.signal(signum, signal.SIG_IGN)

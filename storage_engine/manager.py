@@ -68,7 +68,8 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
     return dirs
 
 
-def _duplicate(first: PartitionLocation, second: Path) -> LogError:
+def duplicate_partition(first: PartitionLocation, second: Path) -> LogError:
+    """A partition found in two log dirs: Kafka refuses to start (``Duplicate log directories``)."""
     return LogError(f"Duplicate log directories for {first.topic}-{first.partition}: {first.path} and {second}")
 
 
@@ -147,7 +148,7 @@ class LogManager:
             for loc in self._scan_dir(d):
                 key = (loc.topic, loc.partition)
                 if key in found:
-                    raise _duplicate(found[key], loc.path)
+                    raise duplicate_partition(found[key], loc.path)
                 found[key] = loc
         return found
 
@@ -366,7 +367,7 @@ class LogManager:
                 continue
             check_dir_entries(path)  # raises, naming a symlink (the directory or inside it)
             if found is not None:
-                raise _duplicate(found, path)
+                raise duplicate_partition(found, path)
             found = PartitionLocation(topic, partition, d, path)
         return found
 

@@ -26,7 +26,7 @@ from .checkpoint import (
 from .errors import CheckpointError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir
-from .nofollow import open_nofollow
+from .nofollow import check_not_symlink, open_nofollow
 from .record.file_records import read_headers
 
 
@@ -117,18 +117,22 @@ def read_partition_stats(
     cleaner_checkpoint: int | None = None,
     topic_partition: tuple[str, int] | None = None,
 ) -> PartitionStats:
-    """Stats of one partition directory (``<topic>-<n>``), from metadata only."""
+    """Stats of one partition directory (``<topic>-<n>``), from metadata only. A symbolic link,
+    as the directory or in it, is refused as every engine command refuses it."""
     directory = directory if isinstance(directory, Path) else Path(directory)
     parsed = topic_partition or parse_partition_dir(directory.name)
     if parsed is None:
         raise ValueError(f"{directory} is not a partition directory (<topic>-<partition>)")
     entries = []
     time_indexes = set()
+    check_not_symlink(directory)  # raises, naming the link: nothing is read through it
     with os.scandir(directory) as it:
         for entry in it:
             name = entry.name
+            if entry.is_symlink():
+                check_not_symlink(entry.path)
             if len(name) == 24 and name.endswith(LOG_SUFFIX) and name[:20].isdigit():
-                st = entry.stat()
+                st = entry.stat(follow_symlinks=False)
                 entries.append((int(name[:20]), st.st_size, int(st.st_mtime * 1000)))
             elif len(name) == 30 and name.endswith(TIME_INDEX_SUFFIX):
                 time_indexes.add(name[:20])

@@ -40,8 +40,9 @@ from pathlib import Path
 from typing import Collection
 
 from storage_engine.config import LogConfig
-from storage_engine.manager import LogManager
+from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition
 from storage_engine.naming import parse_partition_dir
+from storage_engine.nofollow import check_not_symlink
 from storage_engine.stats import log_dir_checkpoints, read_partition_stats
 
 from .log_state import PartitionState, TopicPartition, state_of
@@ -97,6 +98,7 @@ class StateCache:
         wanted = None if topics is None else set(topics)
         configs: dict[str, LogConfig] = {}
         found: list[tuple[str, TopicPartition, tuple, tuple, _Entry | None]] = []
+        where: dict[TopicPartition, PartitionLocation] = {}
         for log_dir in manager.log_dirs:
             if not log_dir.path.is_dir():
                 continue
@@ -104,8 +106,15 @@ class StateCache:
             with os.scandir(log_dir.path) as it:
                 for entry in it:
                     tp = parse_partition_dir(entry.name)
-                    if tp is None or (wanted is not None and tp[0] not in wanted) or not entry.is_dir(follow_symlinks=False):
+                    if tp is None or (wanted is not None and tp[0] not in wanted):
                         continue
+                    if entry.is_symlink():  # the engine refuses it, so the tick does too, naming it
+                        check_not_symlink(entry.path)
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                    if tp in where:
+                        raise duplicate_partition(where[tp], Path(entry.path))
+                    where[tp] = PartitionLocation(tp[0], tp[1], log_dir, Path(entry.path))
                     previous = self._entries.get(entry.path)
                     dir_mtime = entry.stat().st_mtime_ns
                     active = _active_signature(entry.path, previous.state) if previous else ()

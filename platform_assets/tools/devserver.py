@@ -66,10 +66,10 @@ class DevServer:
     def _spawn(self, name: str, args: Sequence[str]) -> None:
         env = {**os.environ, **self.env, "DAGSTER_HOME": str(self.dagster_home)}
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        out = open(self.log_dir / f"{name}.log", "ab")
-        self._procs[name] = subprocess.Popen([sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                             cwd=self.workspace.parent, start_new_session=True)
-        out.close()
+        with open(self.log_dir / f"{name}.log", "ab") as out:  # the child keeps its own descriptor
+            self._procs[name] = subprocess.Popen([sys.executable, *args], env=env, stdout=out,
+                                                 stderr=subprocess.STDOUT, cwd=self.workspace.parent,
+                                                 start_new_session=True)
 
     def logs(self, lines: int = 40) -> str:
         parts = []

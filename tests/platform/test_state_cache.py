@@ -4,6 +4,7 @@ and config are unchanged and it is younger than the TTL; otherwise it is what a 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -108,3 +109,28 @@ def test_a_config_change_recomputes_and_gone_partitions_are_forgotten(logs):
         os.unlink(logs / "t-2" / name)
     os.rmdir(logs / "t-2")
     assert [s.partition for s in read(states_cache, logs)] == [0, 1]
+
+
+@pytest.mark.parametrize("where", ["partition dir", "segment", "second log dir"])
+def test_what_the_engine_refuses_the_cache_refuses_naming_it(logs, tmp_path, where):
+    """A symbolic link (the partition dir, or a segment in it) or a partition in two log dirs
+    fails the read with the engine's own error, instead of being skipped or followed."""
+    from storage_engine.errors import LogError
+
+    outside = tmp_path / "outside"
+    shutil.copytree(logs / "t-1", outside)
+    dirs = [logs]
+    if where == "partition dir":
+        shutil.rmtree(logs / "t-1")
+        (logs / "t-1").symlink_to(outside)
+        error = f"^{logs / 't-1'} is a symbolic link: refusing"
+    elif where == "segment":
+        (logs / "t-1" / "00000000000000099999.log").symlink_to(outside / "00000000000000000000.log")
+        error = f"^{logs / 't-1' / '00000000000000099999.log'} is a symbolic link: refusing"
+    else:
+        (tmp_path / "more").mkdir()
+        shutil.copytree(outside, tmp_path / "more" / "t-1")
+        dirs.append(tmp_path / "more")
+        error = "Duplicate log directories for t-1"
+    with LogManager(dirs, read_only=True) as manager, pytest.raises(LogError, match=error):
+        cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1)
