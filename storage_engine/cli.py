@@ -547,7 +547,8 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         if args.command in NEEDS_NO_LOG_DIRS:
             status = COMMANDS[args.command](args, None)
         else:
-            read_only = args.command in READ_ONLY or (args.command == "topic" and args.topic_command in ("list", "describe"))
+            read_only = (args.command in READ_ONLY or getattr(args, "dry_run", False)
+                         or (args.command == "topic" and args.topic_command in ("list", "describe")))
             with LogManager(log_dirs_from_env(args.log_dirs), broker_props_from_env(), read_only=read_only) as manager:
                 status = COMMANDS[args.command](args, manager)
         for text in args.report:

@@ -83,6 +83,31 @@ def test_retention_dry_run_names_the_new_log_start_offset(logctl):
     assert "would delete 1 segment" in out and "None" not in out, out
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("command", [["retention", "--dry-run", "--now-ms", "100000"],
+                                     ["compact", "--dry-run", "--now-ms", "100000"]])
+def test_a_dry_run_changes_nothing_even_where_recovery_would(logctl, tmp_path, command):
+    """After an unclean shutdown with a torn batch at the end, a dry run reports what it would
+    do without recovering anything (a writable open would truncate the tail and write the
+    clean-shutdown marker); nor does it create a log dir that is not there."""
+    assert logctl("topic", "create", "r", "--partitions", "1", "--config", "retention.ms=1000")[0] == 0
+    for name in ("r", "t"):
+        assert logctl("produce", name, "--partition", "0", "--now-ms", "1000", stdin=RECORD * 3)[0] == 0
+        with open(logctl.root / f"{name}-0" / "00000000000000000000.log", "ab") as f:
+            f.write(b"\0\0\0\0\0\0\0\x05\0\0")  # a torn batch header
+    (logctl.root / ".kafka_cleanshutdown").unlink()
+    before = _tree(logctl.root)
+    code, out, err = logctl(*command)
+    assert code == 0, err
+    assert _tree(logctl.root) == before
+    missing = tmp_path / "no-such-dir"
+    code, out, err = logctl("--log-dirs", str(missing), *command)
+    assert (code, err) == (0, "") and not missing.exists()
+
+
 def test_consume_prints_the_good_records_before_a_corrupt_batch(logctl):
     for _ in range(3):
         assert logctl("produce", "t", "--partition", "0", "--batch-size", "1", stdin=RECORD * 2)[0] == 0
