@@ -60,12 +60,13 @@ class LogReads:
                 start_pos = 0
             end = self._tail_position if seg is self.active_segment else None
             for raw in seg.batches(start_pos, end):
-                if raw.header.base_offset >= self._leo:
-                    return
+                # the order first: a damaged base offset past the log end is a gap, not the end
                 problem = self.offset_order_error(expected, raw.header.base_offset,
                                                   f"{seg.log_path} at position {raw.position}", first=first)
                 if problem:
                     raise problem
+                if raw.header.base_offset >= self._leo:
+                    return
                 first = False
                 expected = raw.header.next_offset
                 yield raw

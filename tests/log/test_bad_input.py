@@ -121,6 +121,22 @@ def test_consume_prints_the_good_records_before_a_corrupt_batch(logctl):
     assert "CRC" in err or "crc" in err
 
 
+def test_consume_stops_with_an_error_at_a_base_offset_damaged_past_the_log_end(logctl):
+    """Offsets 12 to 999 held by no batch: the records before are printed, then the gap is an
+    error (it ended the output silently, exit 0, as if the log ended there)."""
+    assert logctl("topic", "create", "g", "--partitions", "1", "--config", "segment.bytes=400")[0] == 0
+    assert logctl("produce", "g", "--partition", "0", "--batch-size", "3", stdin=RECORD * 30)[0] == 0
+    with open(logctl.root / "g-0" / "00000000000000000012.log", "r+b") as f:
+        f.write((1000).to_bytes(8, "big"))  # the first batch's base offset (outside its CRC)
+    code, out, err = logctl("consume", "g", "--partition", "0")
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == list(range(12))
+    one_line_error(code, err)
+    assert "offsets 12 to 999 are missing" in err
+    code, out, err = logctl("consume", "g", "--partition", "0", "--from-offset", "12")
+    assert out == ""
+    one_line_error(code, err)
+
+
 def test_the_real_logctl_gives_one_line_errors(tmp_path):
     logctl = Path(sys.executable).with_name("logctl")
     proc = subprocess.run([str(logctl), "--log-dirs", str(tmp_path / "logs"), "produce", "t", "--partition", "x"],
