@@ -1,7 +1,7 @@
 """The code location: ``platform_assets.definitions:defs`` (see ``workspace.yaml``).
 
 Built from the environment when it loads (``settings.py``): one asset, job and sweep schedule
-per topic found in the log dirs, the three sensors, and the resources.
+per topic found in the log dirs, the four sensors, and the resources.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ the distribution (``distribute.py``). A job moves work, not keys:
      A record can only be superseded by a later one, so that map decides each record of the
      span as the partition's whole map would; the last span needs only its own keys, and no
      merge waits on the driver. (One round reaches the first uncleanable offset, where the local
-     cleaner's bounded map may need several passes to get there.) Output goes to a per-attempt
-     staging directory (``staging.remote_staging_dir``), so retried or speculative attempts
-     never collide.
+     cleaner's bounded map may need several passes to get there.) Output goes to the job's
+     staging directory (``staging.remote_staging_dir``), a subdirectory per task attempt, so
+     retried or speculative attempts never collide.
 
   The maps travel as files in the partition's staging directory (``cleaner.map_file``), which
   every host sees (the jobs need the log dirs on a shared mount), not through Spark's RPC.

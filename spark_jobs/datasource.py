@@ -26,7 +26,6 @@ such files for ``file.delete.delay.ms`` precisely for in-flight readers).
 from __future__ import annotations
 
 import json
-import os
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -37,7 +37,8 @@ DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17
 APP_NAME = "logplat"
 
-# Local settings: small shuffles (jobs shuffle keys of a few partitions, not terabytes), no UI
+# Local settings: few shuffle partitions (the jobs move whole partitions and key-map files, never
+# shuffle records; a shuffle is only ever a small one, as a data-source query's), no UI
 # unless asked for, UTC everywhere (Kafka timestamps are UTC milliseconds).
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",

@@ -93,9 +93,11 @@ def _problems(problems: Sequence[str]) -> dict[str, Any]:
 
 
 def evaluate_checks(partition: int, after: PartitionState, duplicates: Duplicates, verification: Verification,
-                    digests: tuple[Digest, Digest] | None) -> list[CheckOutcome]:
+                    digests: tuple[Digest, Digest] | None, read_error: str | None = None) -> list[CheckOutcome]:
     """One partition's check outcomes; ``digests`` is (before, after), or ``None`` when there is
-    no before (checks run on their own), which leaves the latest-value check out."""
+    no before (checks run on their own), which leaves the latest-value check out. A read that
+    stopped at a damaged batch (``read_error``) fails the comparison: its digests cover only
+    what came before the damage."""
     cleaned = (f"[{after.log_start_offset}, {after.cleaner_checkpoint})" if after.cleaner_checkpoint is not None
                else "none (never cleaned)")
     out = [
@@ -110,7 +112,11 @@ def evaluate_checks(partition: int, after: PartitionState, duplicates: Duplicate
                      f"{len(verification.index_problems)} index problem(s)",
                      _problems(verification.index_problems)),
     ]
-    if digests is not None:
+    if digests is not None and read_error is not None:
+        out.append(CheckOutcome(LATEST_VALUES, partition, False,
+                                f"not compared: reading the log stopped at a damaged batch: {read_error}",
+                                {"read_error": read_error}))
+    elif digests is not None:
         before, after_digest = digests
         out.append(CheckOutcome(
             LATEST_VALUES, partition, before == after_digest,

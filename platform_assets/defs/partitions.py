@@ -9,7 +9,8 @@ partition directory copied in late, or discovered out of order), :func:`plan_key
 the keys after the gap and adds them back in order over two ticks. Deleting a key never touches
 its materializations: Dagster keeps events by key, and they reappear with the key.
 
-Keys that are not partition numbers (added by hand) are left where they are and ignored.
+A key that is not a partition on disk (one added by hand, a typo) is deleted unless it has a
+history; see :func:`plan_key_update`.
 """
 
 from __future__ import annotations

@@ -37,8 +37,10 @@ class LogStoreResource(dg.ConfigurableResource):
 
     @contextmanager
     def manager(self, *, read_only: bool = True) -> Iterator[LogManager]:
-        """A ``LogManager`` over the log dirs; read-only unless a caller must write (sensors and
-        checks never do: a read-only manager repairs nothing and leaves no session file)."""
+        """A ``LogManager`` over the log dirs; read-only unless a caller must write (the checks
+        and the sensors that read states never do: a read-only manager repairs nothing and
+        leaves no session file; ``deleted_files_sensor`` removes expired ``.deleted`` files
+        through one: that sweep takes no partition lock and changes no log)."""
         with LogManager(self.log_dirs, self.broker_properties, read_only=read_only) as manager:
             yield manager
 

@@ -14,12 +14,14 @@
   most ``LOGPLAT_MAX_PARTITIONS_PER_TICK`` partitions per tick.
 * ``retention_sensor`` requests retention of the partitions with deletable segments, most bytes
   first, with the same bound.
+* ``deleted_files_sensor`` removes ``.deleted`` files once ``file.delete.delay.ms`` has passed,
+  as Kafka's scheduler does, and records what it freed as observations.
 
 The chosen partitions of a topic that are consecutive share one run (a single-run range: one
 process, one Spark session, one Spark job), since runs of one topic never overlap anyway
 (``dagster_home/dagster.yaml``); a lone partition gets a partitioned run of its own.
 
-All three read only the engine's cheap stats (file metadata, checkpoints, index tails, batch
+The three that decide read only the engine's cheap stats (file metadata, checkpoints, index tails, batch
 headers: never record bytes) through a read-only ``LogManager``, and recompute a partition's state
 only when its files changed or it aged past the retention check interval (``state_cache``). Run keys come from the state of
 the partitions they cover (``log_state``), and each run records its partitions' states in the

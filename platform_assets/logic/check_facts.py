@@ -74,6 +74,7 @@ class Duplicates:
 class PartitionFacts:
     digest: Digest = Digest()
     duplicates: Duplicates = Duplicates()
+    error: str | None = None  # the read stopped early: the facts cover what came before
 
 
 @dataclass(frozen=True)
@@ -196,4 +197,4 @@ def summarize(facts: Mapping[int, KeyFacts], *, from_offsets: Mapping[int, int] 
               ) -> dict[int, PartitionFacts]:
     """Per-partition digest of the live keys (only keys whose latest offset is at least
     ``from_offsets[p]`` when given) and duplicates in the cleaned range."""
-    return {p: PartitionFacts(f.digest((from_offsets or {}).get(p, 0)), f.duplicates) for p, f in facts.items()}
+    return {p: PartitionFacts(f.digest((from_offsets or {}).get(p, 0)), f.duplicates, f.error) for p, f in facts.items()}

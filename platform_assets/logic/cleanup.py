@@ -241,7 +241,8 @@ def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict
     for p, state in sorted(states.items()):
         facts = after[p]
         digests = None if before is None else (before[p].digest, facts.digest)
-        outcomes.extend(evaluate_checks(p, state, facts.duplicates, read[p].verification, digests))
+        error = next((f.error for f in (before[p] if before else None, facts) if f is not None and f.error), None)
+        outcomes.extend(evaluate_checks(p, state, facts.duplicates, read[p].verification, digests, error))
     return outcomes
 
 

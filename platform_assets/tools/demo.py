@@ -4,7 +4,7 @@
    ``compact,delete`` profile store, a ``delete`` event stream; many segments, duplicates,
    tombstones, expired segments) into ``$LOGPLAT_LOG_DIRS`` (default ``./data/logs``);
 2. starts a Dagster webserver and daemon on 127.0.0.1 with ``DAGSTER_HOME`` (default
-   ``./dagster_home``) and turns the three sensors on through GraphQL; unless
+   ``./dagster_home``) and turns the four sensors on through GraphQL; unless
    ``LOGPLAT_SPARK_MASTER`` names a master or server, also a local Spark Connect server
    (``spark_jobs/connect_server.py``) that every run worker opens a client session on: one warm
    driver for all runs instead of a JVM started by each (``--no-connect-server``: the latter);

@@ -43,6 +43,17 @@ def test_duplicates_are_counted_in_the_cleaned_range_only(tmp_path):
     assert (facts.duplicates.keys, facts.duplicates.records) == (1, 2)  # a twice below offset 3
 
 
+def test_a_read_stopped_by_a_damaged_batch_says_so(tmp_path):
+    _log(tmp_path, [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[-3] ^= 0xFF  # a record byte of the last batch: its CRC no longer matches
+    segment.write_bytes(bytes(data))
+    facts = _facts(tmp_path)
+    assert facts.error is not None and "stored crc" in facts.error and list(facts.offsets) == [0, 1]
+    assert summarize({0: facts})[0].error == facts.error
+
+
 def test_spark_tasks_read_every_partition_asked_for(spark, tmp_path):
     manager = open_topic(tmp_path, "t", 3, cleanup_policy="compact")
     for p in range(3):

@@ -136,6 +136,11 @@ def test_check_verdicts():
     assert next(o for o in broken if o.name == KEYS_UNIQUE).metadata["extra_records"] == 2
     alone = evaluate_checks(0, _state(), Duplicates(), Verification(10, (), ()), None)
     assert LATEST_VALUES not in {o.name for o in alone}
+    # equal digests of a read that stopped at a damaged batch prove nothing about the rest
+    stopped = evaluate_checks(0, _state(), Duplicates(), Verification(10, (), ()), (Digest(3, 7), Digest(3, 7)),
+                              "CRC mismatch at position 400")
+    latest = next(o for o in stopped if o.name == LATEST_VALUES)
+    assert not latest.passed and latest.description.endswith("stopped at a damaged batch: CRC mismatch at position 400")
 
 
 def _candidate(partition: int, ratio: float, time_left_ms: int | None = None, lag_ms: int = 60_000) -> PartitionState:
