@@ -64,7 +64,7 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
         states = current_states(log_store, settings, [topic.name])
         due = sorted((s for s in states
-                      if partition_key(s.partition) in keys and (s.deletable_segments or s.compaction_due)),
+                      if partition_key(s.partition) in keys and s.needs_cleaning),
                      key=lambda s: s.partition)
         if not due:
             return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))")

@@ -81,6 +81,12 @@ class PartitionState:
         return bool(self.candidacy and self.candidacy.due) or deadline_urgent(self)
 
     @property
+    def needs_cleaning(self) -> bool:
+        """Work for a run: due for compaction, or segments retention would delete (what the
+        sweep asks for and the main job waits on)."""
+        return self.compaction_due or bool(self.deletable_segments)
+
+    @property
     def deletable_segments(self) -> int:
         return len(self.retention.deletions) if self.retention else 0
 

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from spark_jobs.session import spark_master
+from spark_jobs.session import DEFAULT_MASTER, spark_master
 from storage_engine.config import broker_props_from_env
 from storage_engine.config import LONG_MAX
 from storage_engine.manager import log_dirs_from_env
@@ -64,7 +64,7 @@ class PlatformSettings:
 
     log_dirs: tuple[str, ...]
     broker_props: Mapping[str, str] = field(default_factory=dict)
-    spark_master: str = "local[*]"
+    spark_master: str = DEFAULT_MASTER
     automation: str = "running"
     sensor_interval_s: int = 30
     max_partitions_per_tick: int = 16
@@ -81,7 +81,7 @@ class PlatformSettings:
         return cls(
             log_dirs=tuple(str(p) for p in log_dirs_from_env(env.get("LOGPLAT_LOG_DIRS"))),
             broker_props=broker_props_from_env(),
-            spark_master=spark_master(env.get("LOGPLAT_SPARK_MASTER")),
+            spark_master=spark_master(),  # LOGPLAT_SPARK_MASTER, else the default
             automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),
             sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
             max_partitions_per_tick=_positive_int(env, "LOGPLAT_MAX_PARTITIONS_PER_TICK", 16),

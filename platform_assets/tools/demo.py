@@ -37,6 +37,7 @@ from storage_engine.usage import OneLineParser, UsageError
 
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import InstanceSetupError, prepare_instance
+from ..defs.sensors import IN_FLIGHT as RUNS_IN_FLIGHT
 from ..logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from ..logic.log_state import PartitionState, read_states
 from ..logic.metadata import effective_checkpoint
@@ -44,7 +45,7 @@ from .workload import produce, realistic_workload
 
 REPO = Path(__file__).resolve().parents[2]  # platform_assets/tools/demo.py -> the repository
 SENSORS = ("log_state_sensor", "deleted_files_sensor", "compaction_sensor", "retention_sensor")
-IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+IN_FLIGHT = tuple(status.value for status in RUNS_IN_FLIGHT)  # as GraphQL names them
 
 
 def snapshot(log_dirs: list[str]) -> dict[tuple[str, int], tuple[PartitionState, int]]:
@@ -56,7 +57,7 @@ def snapshot(log_dirs: list[str]) -> dict[tuple[str, int], tuple[PartitionState,
 
 def pending_work(log_dirs: list[str]) -> list[str]:
     """Partitions the sensors would still act on."""
-    return [f"{s.topic}-{s.partition}" for s, _ in snapshot(log_dirs).values() if s.compaction_due or s.deletable_segments]
+    return [f"{s.topic}-{s.partition}" for s, _ in snapshot(log_dirs).values() if s.needs_cleaning]
 
 
 def _mb(n: int) -> str:
