@@ -41,7 +41,7 @@ CHILD = textwrap.dedent("""
     import dagster as dg
     from platform_assets.definitions import build_definitions
     from platform_assets.defs.partitions import topic_partitions_def
-    from platform_assets.logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
+    from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
     from platform_assets.logic.settings import PlatformSettings
     import_s = time.perf_counter() - t_import
 

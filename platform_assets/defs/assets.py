@@ -25,7 +25,7 @@ import dagster as dg
 
 from ..logic.catalog import Topic
 from .checks import check_specs, log_asset_key
-from ..logic.cleanup import CleanupConfig, audit_partitions, clean_partitions
+from .cleanup import CleanupConfig, audit_partitions, clean_partitions
 from .partitions import topic_partitions_def
 from .resources import LogSparkResource, LogStoreResource
 

@@ -25,7 +25,8 @@ import dagster as dg
 from .assets import cleanup_run_config
 from ..logic.catalog import Topic
 from .jobs import TOPIC_TAG, TRIGGER_TAG
-from .partitions import partition_key, partitions_def_name
+from ..logic.partition_keys import partition_key
+from .partitions import partitions_def_name
 from .resources import LogStoreResource
 from .sensors import RANGE_END_TAG, RANGE_START_TAG, current_states, default_status
 from ..logic.log_state import forced_by_deadline

@@ -59,14 +59,8 @@ from ..logic.log_state import (
     run_key,
 )
 from ..logic.metadata import observation_metadata
-from .partitions import (
-    key_update_requests,
-    keys_not_on_disk,
-    partition_key,
-    partition_number,
-    partitions_def_name,
-    plan_key_update,
-)
+from ..logic.partition_keys import keys_not_on_disk, partition_key, partition_number, plan_key_update
+from .partitions import key_update_requests, partitions_def_name
 from .resources import LogStoreResource
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE

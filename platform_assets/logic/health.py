@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from ..defs.checks import HEALTH_CHECK, CheckOutcome
+from .check_outcomes import HEALTH_CHECK, CheckOutcome
 from .log_state import PartitionState, deadline_urgent
 from .metadata import deadline_metadata
 from .units import duration_text, iso_time, size_text

@@ -19,7 +19,7 @@ from .log_state import PartitionState
 from .units import megabytes
 
 if TYPE_CHECKING:
-    from .cleanup import PartitionCleanup
+    from .partition_cleanup import PartitionCleanup
 
 
 def _some(values: dict[str, Any]) -> dict[str, Any]:

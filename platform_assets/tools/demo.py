@@ -38,7 +38,7 @@ from storage_engine.usage import OneLineParser, UsageError
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import InstanceSetupError, prepare_instance
 from ..defs.sensors import IN_FLIGHT as RUNS_IN_FLIGHT
-from ..logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
+from ..defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from ..logic.log_state import PartitionState, read_states
 from ..logic.metadata import effective_checkpoint
 from .workload import produce, realistic_workload
@@ -106,7 +106,7 @@ def recorded_by_dagster(client, topics: list[str], since_ms: float) -> dict[tupl
 
 def run_times(runs: list[dict]) -> str:
     """Where the finished runs' time went: each run's wall time (from its start event to its end)
-    and, on average, the parts its timing tags record (see ``logic/cleanup.py``)."""
+    and, on average, the parts its timing tags record (see ``defs/cleanup.py``)."""
     timed = [r for r in runs if r.get("startTime") and r.get("endTime")]
     if not timed:
         return "no run finished"

@@ -20,7 +20,6 @@ import pytest
 from tests.helpers.cleaner import (
     MIB,
     NOW,
-    RETENTION,
     checkpoint,
     compact,
     compacted,
@@ -34,7 +33,6 @@ from tests.helpers.cleaner import (
     small_map_cleaner,
     temp_files,
 )
-from tests.helpers.engine import open_topic
 from storage_engine.cleaner import (
     STAGING_SUFFIX,
     BatchFilter,

@@ -11,8 +11,6 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.engine import fixture_log_dirs
 
 from storage_engine.manager import LogManager

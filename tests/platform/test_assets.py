@@ -17,8 +17,8 @@ from tests.helpers.platform import (
     tick,
 )
 
-from platform_assets.logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
-from platform_assets.defs.checks import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
+from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
+from platform_assets.logic.check_outcomes import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
 from platform_assets.tools.workload import produce
 from storage_engine.manager import LogManager
 

@@ -98,7 +98,7 @@ def test_the_main_job_finds_the_workspace_and_instance_config_it_starts_dagster_
 
 def test_the_main_job_says_where_the_runs_time_went():
     """The summary the main job prints from the runs' start and end times and timing tags."""
-    from platform_assets.logic.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
+    from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
     from platform_assets.tools.demo import run_times
 
     tags = {SPARK_SESSION_SECONDS_TAG: "0.5", SPARK_JOB_SECONDS_TAG: "0.3", CHECK_READ_SECONDS_TAG: "1.0"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 from tests.helpers.engine import append_each

@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 import zlib
 
-import kafka.codec
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 

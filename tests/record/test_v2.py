@@ -12,7 +12,6 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage_engine.errors import CorruptRecordError
 from storage_engine.record import (
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
@@ -274,7 +273,7 @@ record_st = st.tuples(
     st.integers(0, 2**41),
 )
 def test_round_trip(specs, codec: CompressionType, base_offset: int, first_ts: int) -> None:
-    records, offset, ts = [], base_offset, first_ts
+    records, offset = [], base_offset
     for gap, ts_delta, key, value, headers in specs:
         records.append(Record(offset, max(0, first_ts + ts_delta), key, value, headers))
         offset += gap

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from platform_assets.defs.checks import KEYS_UNIQUE, LATEST_VALUES
+from platform_assets.logic.check_outcomes import KEYS_UNIQUE, LATEST_VALUES
 from spark_jobs.compaction import COMPACTED, SKIPPED
 from spark_jobs.connect_server import free_port, local_connect_server, start_server, stop_server
 from spark_jobs.errors import SparkSetupError

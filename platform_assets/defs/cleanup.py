@@ -18,34 +18,26 @@ is still recorded, then the run fails naming it.
 from __future__ import annotations
 
 import time
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import dagster as dg
 from pydantic import Field
 
-from spark_jobs.compaction import PartitionOutcome, compact_partitions
-from spark_jobs.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, FAILED, NOTHING
-from spark_jobs.retention import RetentionOutcome, retention_partitions
+from spark_jobs.compaction import compact_partitions
+from spark_jobs.outcomes import COMPACTED, FAILED
+from spark_jobs.retention import retention_partitions
 from storage_engine.config import MAX_TIMESTAMP_MS
 
-from . import check_facts
-from .catalog import Topic
-from ..defs.checks import (
-    HEALTH_CHECK,
-    LATEST_VALUES,
-    CheckOutcome,
-    evaluate_checks,
-    evaluations,
-    log_asset_key,
-    run_materializations,
-)
-from .health import health_outcome
-from .log_state import PartitionState, read_states, short_hash
-from .metadata import cleanup_metadata
-from ..defs.partitions import partition_key, partition_number
-from ..defs.resources import LogSparkResource, LogStoreResource
+from ..logic import check_facts
+from ..logic.catalog import Topic
+from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks
+from ..logic.health import health_outcome
+from ..logic.log_state import PartitionState, read_states
+from ..logic.metadata import cleanup_metadata
+from ..logic.partition_cleanup import PartitionCleanup, run_data_version
+from ..logic.partition_keys import partition_key, partition_number
+from .checks import evaluations, log_asset_key, run_materializations
+from .resources import LogSparkResource, LogStoreResource
 
 # Where a run's time went, once per run as run tags (a materialization's metadata would repeat
 # them on every partition of a range): the fixed cost of getting a session, the cleaning jobs,
@@ -70,114 +62,6 @@ class CleanupConfig(dg.Config):
         description="The clock retention, compaction lags and tombstone horizons judge by, in ms since the epoch, "
         f"0 to {MAX_TIMESTAMP_MS} (default: the wall clock when the run starts).",
     )
-
-
-@dataclass
-class PartitionCleanup:
-    """One partition's run: its state before and after, and what the jobs reported."""
-
-    partition: int
-    before: PartitionState
-    leo_before: int
-    after: PartitionState | None = None
-    leo_after: int = 0
-    compaction: PartitionOutcome | None = None
-    retention: RetentionOutcome | None = None
-
-    @property
-    def key(self) -> str:
-        return partition_key(self.partition)
-
-    @property
-    def status(self) -> str:
-        """The most telling of what the jobs reported: a failure or a change under the job first,
-        then what was done (a compaction, a retention deletion), then why nothing was."""
-        statuses = {o.status for o in (self.compaction, self.retention) if o is not None}
-        if self._retention_done.get("deleted_segments"):
-            statuses.add(DELETED)
-        return str(next((s for s in BY_IMPORTANCE if s in statuses), NOTHING))
-
-    @property
-    def reason(self) -> str | None:
-        for outcome in (self.compaction, self.retention):
-            if outcome is not None and outcome.reason:
-                return outcome.reason
-        return None
-
-    def _report(self) -> dict[str, Any]:
-        return self.compaction.report.to_dict() if self.compaction is not None else {}
-
-    def counter(self, name: str) -> int | None:
-        return self._report().get(name) if self.compaction is not None else None
-
-    def report_value(self, name: str) -> float | None:
-        if self.compaction is None or self.compaction.status != COMPACTED:
-            return None
-        return self._report().get(name)
-
-    @property
-    def _retention_done(self) -> dict[str, Any]:
-        """What retention did: the retention job's outcome, or the compaction's ``retention``."""
-        if self.retention is not None:
-            return {"deleted_segments": self.retention.deleted_segments, "bytes_freed": self.retention.bytes_freed}
-        return self._report().get("retention") or {}
-
-    @property
-    def bytes_reclaimed(self) -> int:
-        report = self._report()
-        compacted = report.get("bytes_read", 0) - report.get("bytes_written", 0) if report else 0
-        return max(compacted, 0) + int(self._retention_done.get("bytes_freed") or 0)
-
-    @property
-    def records_removed(self) -> int | None:
-        if self.compaction is None:
-            return None
-        report = self._report()
-        return report.get("records_read", 0) - report.get("records_written", 0)
-
-    @property
-    def retention_rules(self) -> str | None:
-        """Which retention rules deleted this run's segments, with counts (``retention.ms: 3``)."""
-        if self.retention is None or not self.retention.deleted_segments:
-            return None
-        deleted = set(self.retention.deleted_segments)
-        rules = Counter(d["reason"] for d in self.retention.plan.get("segments_to_delete", ())
-                        if d["base_offset"] in deleted)
-        return ", ".join(f"{rule}: {n}" for rule, n in sorted(rules.items()))
-
-    @property
-    def segments_deleted(self) -> int:
-        """Segments gone: merged by a compaction (whose before/after count includes the retention
-        it applies), else deleted by retention."""
-        by_job = len(self.retention.deleted_segments) if self.retention is not None else 0
-        if self.compaction is None:
-            return by_job
-        report = self._report()
-        if self.compaction.status == COMPACTED:
-            return by_job + max(report.get("segments_before", 0) - report.get("segments_after", 0), 0)
-        return by_job + len((report.get("retention") or {}).get("deleted_segments") or [])
-
-    @property
-    def duration_s(self) -> float:
-        """This partition's own seconds in the jobs (a range run's partitions share the jobs'
-        wall time, which the run records once: ``spark_job_seconds``)."""
-        own = self.compaction.report.duration_s if self.compaction is not None else 0.0
-        return own + (self.retention.duration_s if self.retention is not None else 0.0)
-
-    @property
-    def data_version(self) -> str:
-        """Names the log's state after the run: equal versions mean equal logs."""
-        assert self.after is not None
-        return short_hash(self.after.state_hash, self.leo_after)
-
-
-def run_data_version(cleanups: Sequence[PartitionCleanup]) -> str:
-    """A run's data version: its partition's own version, or one naming every partition's
-    version for a range (Dagster gives every partition of a run the same data version tag;
-    each partition's own version is in its ``log_state_version`` metadata)."""
-    if len(cleanups) == 1:
-        return cleanups[0].data_version
-    return short_hash(*(c.data_version for c in sorted(cleanups, key=lambda c: c.partition)))
 
 
 def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int], now_ms: int
