@@ -16,7 +16,8 @@ cleanly":
 * the last process to close (it can upgrade to an exclusive lock and finds no other session
   file) writes the marker.
 A process killed at any point releases its ``flock`` with its file descriptors; its session
-file stays behind and so the next first opener recovers.
+file stays behind and so the next first opener recovers. A process in which a partition failed
+to load or recover leaves its session file behind on purpose, for the same outcome.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class LogDir:
         self.first_opener = False
         self.had_clean_shutdown = True
         self._read_only = False
+        self._load_failed = False
 
     def open_session(self, read_only: bool = False) -> None:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
@@ -101,12 +103,21 @@ class LogDir:
         if self._fd is not None and self.first_opener:
             fcntl.flock(self._fd, fcntl.LOCK_SH)
 
+    def record_load_failure(self) -> None:
+        """A partition of this dir failed to load or recover in this process, so the process
+        cannot vouch for the dir: Kafka writes the marker only for dirs that had a clean shutdown
+        or whose logs all finished loading (``LogManager.shutdown``, ``loadLogsCompletedFlags``).
+        ``close_session`` then leaves the session file behind, as a process that died does: no
+        later closer writes the marker, and the next first opener recovers every partition."""
+        self._load_failed = True
+
     def _session_files(self) -> list[Path]:
         with os.scandir(self.path) as it:
             return [Path(e.path) for e in it if SESSION_FILE.fullmatch(e.name) and not e.is_dir(follow_symlinks=False)]
 
     def close_session(self) -> None:
-        """Leave the session; the last process out writes the clean-shutdown marker."""
+        """Leave the session; the last process out writes the clean-shutdown marker, unless a
+        partition failed to load here (``record_load_failure``)."""
         if self._fd is None:
             return
         if self._read_only:
@@ -114,9 +125,9 @@ class LogDir:
             os.close(self._fd)
             self._fd = None
             return
-        if self._session_file is not None:
+        if self._session_file is not None and not self._load_failed:
             self._session_file.unlink(missing_ok=True)
-            self._session_file = None
+        self._session_file = None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if not self._session_files():

@@ -120,9 +120,19 @@ class LogManager:
     def _recover_dir(self, log_dir: LogDir) -> None:
         """After an unclean shutdown, recover every partition of the dir, as a broker does at startup."""
         for loc in self._scan_dir(log_dir):
-            log = Log(loc.path, self.topic_config(loc.topic), log_dir, topic=loc.topic, partition=loc.partition,
-                      had_clean_shutdown=False)
-            log.close()
+            self._load_log(loc, had_clean_shutdown=False).close()
+
+    def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True) -> Log:
+        """Open (load, and after an unclean shutdown recover) one partition. When that fails, this
+        process has not loaded every partition it opened, so it must not write the log dir's
+        clean-shutdown marker (``LogDir.record_load_failure``): the partitions it never reached
+        would count as recovered."""
+        try:
+            return Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic,
+                       partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
+        except BaseException:
+            loc.log_dir.record_load_failure()
+            raise
 
     # ------------------------------------------------------------------ discovery
 
@@ -373,8 +383,7 @@ class LogManager:
 
     def _open_log(self, loc: PartitionLocation) -> Log:
         check_under(loc.path, loc.log_dir.path)
-        log = Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic, partition=loc.partition,
-                  read_only=self.read_only)
+        log = self._load_log(loc)
         self._logs[(loc.topic, loc.partition)] = log
         return log
 
