@@ -126,12 +126,16 @@ class LogManager:
         """Open (load, and after an unclean shutdown recover) one partition. When that fails, this
         process has not loaded every partition it opened, so it must not write the log dir's
         clean-shutdown marker (``LogDir.record_load_failure``): the partitions it never reached
-        would count as recovered."""
+        would count as recovered. A topic config that does not validate leaves the partition
+        untouched, which counts against the marker only when the partition needed recovery."""
+        config = None
         try:
-            return Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic,
-                       partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
+            config = self.topic_config(loc.topic)
+            return Log(loc.path, config, loc.log_dir, topic=loc.topic, partition=loc.partition,
+                       had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
         except BaseException:
-            loc.log_dir.record_load_failure()
+            if config is not None or not had_clean_shutdown:
+                loc.log_dir.record_load_failure()
             raise
 
     # ------------------------------------------------------------------ discovery
