@@ -30,7 +30,10 @@ looks; any temporary file it finds was left by a process that died. In order:
    bad or torn batch the segment is truncated and every later segment deleted.
    Whatever the shutdown, the active segment's unindexed tail is revalidated too: with
    several processes a writer can die while others keep the log dir open, so the log dir's
-   clean-shutdown marker alone cannot vouch for every partition.
+   clean-shutdown marker alone cannot vouch for every partition. A torn batch or a header no
+   batch can have (zeros, a size below the batch overhead) is cut there; a complete batch
+   failing its CRC after a clean shutdown is only reported. A read-only view reads up to such
+   a header and names what recovery would do there.
 8. A log start offset checkpoint beyond the log end is ignored (Kafka deletes every segment
    instead); a log with no segment gets an empty one at ``max(log start, recovery point)``.
 9. ``log start offset = max(checkpointed value, first segment's base offset)``; the recovery
@@ -153,10 +156,32 @@ class LogLoader:
         if not segments:
             base = self._empty_log_base()
             return LoadResult([], base, base, base, [], self.warnings)
+        self._note_invalid_headers(segments)
         self._ignore_log_start_beyond_end(segments, self.warnings)
         leo = segments[-1].read_next_offset()
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         return LoadResult(segments, log_start, min(self.recovery_point, leo), leo, [], self.warnings)
+
+    def _note_invalid_headers(self, segments: list[LogSegment]) -> None:
+        """Read-only: a header no batch can have (a size below the minimum batch overhead, a bad
+        magic) ends the batches a view reads in its segment; name it with what recovery does
+        there. Kafka's ``LogSegment.recover`` truncates at it (``CorruptRecordException``) and
+        ``LogLoader.recoverLog`` deletes the later segments, for segments from the one holding
+        the recovery point on; the active segment's tail is cut after any shutdown (``_recover``)."""
+        first_recovered = max((s.base_offset for s in segments if s.base_offset <= self.recovery_point),
+                              default=segments[0].base_offset)
+        for i, seg in enumerate(segments):
+            invalid = seg.read_end().invalid
+            if invalid is None:
+                continue
+            if seg.base_offset < first_recovered:
+                self.warnings.append(f"{invalid}: below the recovery point, so a writable open leaves it; "
+                                     f"reads stop there")
+                continue
+            later = len(segments) - i - 1
+            when = " after an unclean shutdown" if later else ""  # the active tail: after any shutdown
+            self.warnings.append(f"{invalid}: a writable open{when} truncates {seg.log_path.name} there"
+                                 + (f" and deletes the {later} later segment(s)" if later else ""))
 
     def _empty_log_base(self) -> int:
         """Where a log without segments (re)starts: see ``load``."""
@@ -292,7 +317,8 @@ class LogLoader:
                     f"truncated because the log dir was shut down cleanly"
                 )
                 return segments
-            self.actions.append(f"{segments[-1].log_path.name} ends in a torn write at position {position}")
+            what = "a torn write" if state == "partial" else "a header no batch can have"
+            self.actions.append(f"{segments[-1].log_path.name} ends in {what} at position {position}")
         else:
             start = 0
             for i, seg in enumerate(segments):
@@ -314,13 +340,20 @@ class LogLoader:
 
     @staticmethod
     def _tail_state(seg: LogSegment) -> tuple[str, int]:
-        """Check the batches after the last index entry: ("ok" | "partial" | "corrupt", position)."""
+        """Check the batches after the last index entry: ("ok" | "partial" | "invalid" | "corrupt",
+        position). "invalid" is a header no batch can have (a size below the minimum batch
+        overhead, a bad magic: not a batch at all, like the zeros a crash can leave), which
+        recovery truncates as Kafka's ``LogSegment.recover`` does; "corrupt" is a complete batch
+        failing its CRC or structure checks."""
         start = seg.offset_index.lookup(2**63 - 1).position if seg.offset_index.entries else 0
         end = start
         try:
             for raw in seg.batches(start, seg.refresh_size()):
-                verify_batch(raw, path=str(seg.log_path))
+                try:
+                    verify_batch(raw, path=str(seg.log_path))
+                except CorruptRecordError:
+                    return "corrupt", end
                 end = raw.position + raw.header.size_in_bytes
         except CorruptRecordError:
-            return "corrupt", end
+            return "invalid", end
         return ("ok" if end == seg.size else "partial"), end

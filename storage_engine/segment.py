@@ -60,6 +60,15 @@ class AppendMark:
 
 
 @dataclass(frozen=True)
+class SegmentEnd:
+    """``LogSegment.read_end``: the offset after the last valid batch, and what stopped the scan
+    short of the end of the file when a header no batch can have did."""
+
+    next_offset: int
+    invalid: CorruptRecordError | None
+
+
+@dataclass(frozen=True)
 class RollDecision:
     """Why a segment must roll before an append, or ``reason=None`` when it need not."""
 
@@ -186,16 +195,33 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last complete batch (the base offset for an empty segment)."""
+        return self.read_end().next_offset
+
+    def read_end(self) -> "SegmentEnd":
+        """Where the segment's valid batches end, read from its last index entry on: the offset
+        after the last complete batch, and the error of a header no batch can have (a size
+        below the minimum, a bad magic: Kafka's ``CorruptRecordException``) if one stops the
+        scan before the end. Recovery truncates there (``recover``); until then the batches
+        before it are the segment."""
         self._checked_indexes()
         start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
-        nxt = self.base_offset
-        for raw in self.batches(start):
-            nxt = raw.header.next_offset
-        if nxt == self.base_offset and start > 0:
-            # the last indexed batch is torn: the complete ones before it end the segment
-            for raw in self.batches(0, start):
+        nxt, invalid = self._last_next_offset(start, None)
+        if nxt is None and start > 0:
+            # the last indexed batch is torn or invalid: the complete ones before it end the segment
+            nxt, earlier = self._last_next_offset(0, start)
+            invalid = earlier or invalid
+        return SegmentEnd(self.base_offset if nxt is None else nxt, invalid)
+
+    def _last_next_offset(self, start: int, end: int | None) -> tuple[int | None, CorruptRecordError | None]:
+        """The next offset of the last complete batch in ``[start, end)`` (None without one), and
+        the error of an invalid header that ended the scan."""
+        nxt = None
+        try:
+            for raw in self.batches(start, end):
                 nxt = raw.header.next_offset
-        return nxt
+        except CorruptRecordError as exc:
+            return nxt, exc
+        return nxt, None
 
     def first_batch(self) -> RawBatch | None:
         return next(iter(self.batches(0)), None)

@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from storage_engine.naming import segment_file
 
 CLEAN = ".kafka_cleanshutdown"
@@ -58,3 +60,44 @@ def test_a_command_that_could_not_load_every_partition_writes_no_clean_shutdown_
     assert t1_log.stat().st_size == 2 * BATCH  # the next open recovered t-1: corrupt tail cut
     assert (root / CLEAN).exists()
     assert _consumed(logctl, "t", 1) == list(range(30))
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _zeros(part: Path) -> None:
+    with open(segment_file(part, 24, ".log"), "ab") as f:
+        f.write(b"\0" * 4096)
+
+
+def _short_size_field(part: Path) -> None:
+    """A complete v2 batch header whose size field (30) is below the 49 every v2 batch needs."""
+    log_file = segment_file(part, 24, ".log")
+    header = bytearray(log_file.read_bytes()[-BATCH:])
+    header[8:12] = (30).to_bytes(4, "big")
+    with open(log_file, "ab") as f:
+        f.write(bytes(header))
+
+
+@pytest.mark.parametrize("clean", [False, True])
+@pytest.mark.parametrize("damage", [_zeros, _short_size_field])
+def test_an_invalid_batch_header_at_the_tail_is_reported_read_only_and_truncated_by_recovery(logctl, damage, clean):
+    """Not a batch at all, so not the complete batch with a bad CRC that a clean shutdown keeps:
+    a writable open cuts it after any shutdown (before, every command failed on it)."""
+    root = _build(logctl)
+    damage(root / "t-0")
+    if not clean:
+        (root / CLEAN).unlink()
+    before = _tree(root)
+    code, out, err = logctl("verify", "--topic", "t")
+    assert code == 1 and "Traceback" not in err
+    assert "a writable open truncates 00000000000000000024.log there" in out, out
+    assert _consumed(logctl, "t", 0) == list(range(30))
+    assert _tree(root) == before  # read-only views changed nothing
+    code, _, err = logctl("delete-records", "t", "--partition", "0", "--before-offset", "0")  # a writable open
+    assert code == 0, err
+    assert segment_file(root / "t-0", 24, ".log").stat().st_size == 2 * BATCH
+    assert logctl("verify")[0] == 0
+    assert logctl("produce", "t", "--partition", "0", stdin='{"key": "a", "value": "b"}\n')[0] == 0
+    assert _consumed(logctl, "t", 0) == list(range(31))
