@@ -80,6 +80,11 @@ class OffsetOutOfRangeError(LogError):
     """A read, a delete-records or a truncation asked for an offset the log does not hold."""
 
 
+class InvalidSegmentNameError(LogError):
+    """A file in a partition directory is named like a segment file, but its offset is not one
+    Kafka can have (above Long.MAX_VALUE); the load refuses before it writes anything."""
+
+
 class CorruptIndexError(LogError):
     """An index file fails its sanity check; the loader rebuilds it from the log."""
 

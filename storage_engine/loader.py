@@ -150,7 +150,7 @@ class LogLoader:
         for name, why in plan.remove:
             if not name.endswith(DELETED_SUFFIX):
                 self.warnings.append(f"{self.dir / name}: a writable open would remove it ({why})")
-        names = sorted(os.listdir(self.dir))
+        names = self._list_dir()
         bases = sorted(offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n))
         segments = self._without_strays([LogSegment(self.dir, b, self.config, writable=False) for b in bases])
         if not segments:
@@ -224,8 +224,17 @@ class LogLoader:
 
     # -------------------------------------------------------------- steps 1 to 3
 
-    def _temp_file_plan(self) -> TempFilePlan:
+    def _list_dir(self) -> list[str]:
+        """The directory's file names, sorted, every segment-like one's offset checked (it must
+        fit a Long, as Kafka's loader parses it): a load refuses such a name before it writes."""
         names = sorted(os.listdir(self.dir))
+        for name in names:
+            if is_segment_file(name):
+                offset_from_file_name(name, self.dir)
+        return names
+
+    def _temp_file_plan(self) -> TempFilePlan:
+        names = self._list_dir()
         nexts = {n: self._swap_next_offset(n) for n in names
                  if is_segment_file(n) and n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
         return plan_temp_files(names, nexts)
@@ -257,7 +266,7 @@ class LogLoader:
     # -------------------------------------------------------------- steps 4 and 5
 
     def _load_segment_files(self) -> list[LogSegment]:
-        names = sorted(os.listdir(self.dir))
+        names = self._list_dir()
         logs = {offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n)}
         for name in names:
             if is_segment_file(name) and name.endswith(_INDEX_SUFFIXES):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import InvalidTopicError
+from .config import LONG_MAX
+from .errors import InvalidSegmentNameError, InvalidTopicError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -122,13 +123,25 @@ def segment_file(dir: Path, base_offset: int, suffix: str) -> Path:
     return Path(dir) / (filename_prefix_from_offset(base_offset) + suffix)
 
 
-def offset_from_file_name(name: str) -> int:
-    """The base offset encoded before the first ``.`` of a segment file name."""
+def offset_from_file_name(name: str, directory: Path | None = None) -> int:
+    """The base offset encoded before the first ``.`` of a segment file name.
+
+    Kafka's ``LogFileUtils.offsetFromFileName`` parses it as a Long, so a load fails on a
+    larger number; so does this (``InvalidSegmentNameError``, naming the file, in
+    ``directory`` when given), before the offset reaches a file format that has 64 bits for it.
+    """
     dot = name.find(".")
     stem = name[:dot] if dot >= 0 else ""
     if not _DIGITS.fullmatch(stem):
         raise ValueError(f"file name {name!r} does not start with a numeric offset followed by '.'")
-    return int(stem)
+    offset = int(stem)
+    if offset > LONG_MAX:
+        where = Path(directory) / name if directory is not None else name
+        raise InvalidSegmentNameError(
+            f"{where}: the offset in the file name is above {LONG_MAX}, the largest offset Kafka allows; "
+            f"move the file out of the partition directory"
+        )
+    return offset
 
 
 def is_log_file(name: str) -> bool:

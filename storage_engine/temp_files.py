@@ -19,7 +19,9 @@ from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, off
 
 
 def is_segment_file(name: str) -> bool:
-    return name.split(".", 1)[0].isdigit() and "." in name
+    """Named ``<decimal offset>.<suffix>`` (ASCII digits only, as ``offset_from_file_name`` reads them)."""
+    stem = name.split(".", 1)[0]
+    return stem.isascii() and stem.isdigit() and "." in name
 
 
 @dataclass

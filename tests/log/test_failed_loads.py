@@ -101,3 +101,24 @@ def test_an_invalid_batch_header_at_the_tail_is_reported_read_only_and_truncated
     assert logctl("verify")[0] == 0
     assert logctl("produce", "t", "--partition", "0", stdin='{"key": "a", "value": "b"}\n')[0] == 0
     assert _consumed(logctl, "t", 0) == list(range(31))
+
+
+@pytest.mark.parametrize("name", ["99999999999999999999.log", "9223372036854775808.log", "9" * 200 + ".snapshot",
+                                  "99999999999999999999.index"])
+@pytest.mark.parametrize("clean", [False, True])
+def test_a_segment_file_name_beyond_a_long_is_refused_before_anything_is_written(logctl, name, clean):
+    """Kafka's LogLoader parses the offset as a Long and fails; nothing is created for it."""
+    root = _build(logctl)
+    (root / "t-0" / name).touch()
+    if not clean:
+        (root / CLEAN).unlink()
+    partition, checkpoint = _tree(root / "t-0"), (root / "recovery-point-offset-checkpoint").read_bytes()
+    for command in (["produce", "t", "--partition", "0"], ["consume", "t", "--partition", "0"],
+                    ["delete-records", "t", "--partition", "0", "--before-offset", "0"]):
+        code, _, err = logctl(*command, stdin='{"key": "a", "value": "b"}\n')
+        assert code == 1 and err.count("\n") == 1 and str(root / "t-0" / name) in err, err
+        assert "above 9223372036854775807" in err
+    code, out, _ = logctl("verify", "--topic", "t")
+    assert code == 1 and str(root / "t-0" / name) in out
+    assert _tree(root / "t-0") == partition
+    assert (root / "recovery-point-offset-checkpoint").read_bytes() == checkpoint
