@@ -85,6 +85,11 @@ class InvalidSegmentNameError(LogError):
     Kafka can have (above Long.MAX_VALUE); the load refuses before it writes anything."""
 
 
+class OffsetOverflowError(LogError):
+    """An append would assign an offset whose next offset passes Long.MAX_VALUE (Kafka's
+    offsets are longs); nothing was appended."""
+
+
 class CorruptIndexError(LogError):
     """An index file fails its sanity check; the loader rebuilds it from the log."""
 

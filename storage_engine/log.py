@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Collection, Sequence
 
 from .checkpoint import fsync_dir
-from .config import LogConfig
-from .errors import AppendFailedError, LogError, OffsetOutOfRangeError
+from .config import LONG_MAX, LogConfig
+from .errors import AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError
 from .loader import LogLoader
 from .log_reads import LogReads
 from .partition_lock import PartitionLock
@@ -214,6 +214,7 @@ class Log(LogReads):
         self._require_writable()
         with self.lock.hold():
             self._sync_locked()
+            self._check_offsets_fit(self._leo + len(records))
             batch = build_batch(
                 records, base_offset=self._leo, config=self.config, compression=compression, now_ms=now, tp=self.tp
             )
@@ -238,6 +239,7 @@ class Log(LogReads):
         self._require_writable()
         with self.lock.hold():
             self._sync_locked()
+            self._check_offsets_fit(self._leo + sum(len(records) for records in batches))
             mark = self._tail_mark()
             try:
                 infos = [
@@ -285,7 +287,18 @@ class Log(LogReads):
         with self.lock.hold():
             self._sync_locked()
             batch = validate_producer_batch(data, base_offset=self._leo, config=self.config, now_ms=now, tp=self.tp)
+            self._check_offsets_fit(batch.last_offset + 1)
             return self._append_validated(batch, now)
+
+    def _check_offsets_fit(self, next_offset: int) -> None:
+        """Refuse, before anything is written, an append after which the log end offset would
+        be ``next_offset`` > Long.MAX_VALUE: Kafka's offsets are longs, and the recovery point
+        checkpoint (which reaches the log end offset) could not be read back."""
+        if next_offset > LONG_MAX:
+            raise OffsetOverflowError(
+                f"{self.tp}: appending at log end offset {self._leo} would pass offset {LONG_MAX}, the largest "
+                f"Kafka allows (next offset {next_offset}); nothing was appended"
+            )
 
     def _append_validated(self, batch: ValidatedBatch, now: int) -> AppendInfo:
         segment = self.active_segment

@@ -122,3 +122,19 @@ def test_a_segment_file_name_beyond_a_long_is_refused_before_anything_is_written
     assert code == 1 and str(root / "t-0" / name) in out
     assert _tree(root / "t-0") == partition
     assert (root / "recovery-point-offset-checkpoint").read_bytes() == checkpoint
+
+
+def test_an_append_past_the_largest_offset_is_refused_before_anything_is_written(logctl):
+    """A stray segment at Long.MAX_VALUE makes that the log end offset; one more record would
+    need offset 2^63 - 1 and a log end offset (and recovery point) of 2^63, which no checkpoint
+    reader accepts: the whole log dir would no longer open."""
+    root = _build(logctl)
+    (root / "t-0" / "09223372036854775807.log").touch()
+    assert logctl("topic", "describe", "t")[0] == 0  # loads (read-only), as Kafka's loader would
+    before = _tree(root / "t-0")
+    code, _, err = logctl("produce", "t", "--partition", "0", stdin='{"key": "a", "value": "b"}\n')
+    assert code == 1 and err.count("\n") == 1 and "9223372036854775807" in err and "nothing was appended" in err, err
+    after = _tree(root / "t-0")
+    assert after["09223372036854775807.log"] == b"" and after["00000000000000000024.log"] == before["00000000000000000024.log"]
+    assert logctl("verify", "--topic", "c")[0] == 0  # the log dir still opens
+    assert logctl("produce", "t", "--partition", "1", stdin='{"key": "a", "value": "b"}\n')[0] == 0
