@@ -118,9 +118,15 @@ class LogManager:
             raise
 
     def _recover_dir(self, log_dir: LogDir) -> None:
-        """After an unclean shutdown, recover every partition of the dir, as a broker does at startup."""
-        for loc in self._scan_dir(log_dir):
-            self._load_log(loc, had_clean_shutdown=False).close()
+        """After an unclean shutdown, recover every partition of the dir, as a broker does at
+        startup; a scan that fails part-way (a symlink refused) leaves the rest unrecovered, so
+        it withholds the clean-shutdown marker as a failed load does."""
+        try:
+            for loc in self._scan_dir(log_dir):
+                self._load_log(loc, had_clean_shutdown=False).close()
+        except BaseException:
+            log_dir.record_load_failure()
+            raise
 
     def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True) -> Log:
         """Open (load, and after an unclean shutdown recover) one partition. When that fails, this

@@ -45,6 +45,22 @@ def _consumed(logctl, topic: str, partition: int) -> list[int]:
     return [json.loads(line)["offset"] for line in out.splitlines()]
 
 
+def test_a_recovery_scan_stopped_by_a_symlink_writes_no_clean_shutdown_marker(logctl, tmp_path):
+    root = _build(logctl)
+    t1_log = _corrupt_tail(root / "t-1")
+    shutil.copytree(root / "c-0", tmp_path / "elsewhere")
+    (root / "a-0").symlink_to(tmp_path / "elsewhere")  # scanned first: the scan stops there
+    (root / CLEAN).unlink()
+    code, _, err = logctl("consume", "t", "--partition", "0")
+    assert code == 0, err  # a read-only command recovers nothing
+    code, _, err = logctl("delete-records", "c", "--partition", "0", "--before-offset", "1")
+    assert code == 1 and "symbolic link" in err, err
+    assert not (root / CLEAN).exists()
+    (root / "a-0").unlink()
+    assert logctl("delete-records", "c", "--partition", "0", "--before-offset", "1")[0] == 0
+    assert t1_log.stat().st_size == 2 * BATCH  # the next open recovered t-1
+
+
 def test_a_command_that_could_not_load_every_partition_writes_no_clean_shutdown_marker(logctl):
     root = _build(logctl)
     t1_log = _corrupt_tail(root / "t-1")
