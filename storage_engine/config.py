@@ -239,6 +239,13 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
 TOPIC_CONFIG_KEYS: tuple[str, ...] = tuple(TOPIC_CONFIGS)
 
 
+def check_config_key(key: str) -> None:
+    """Kafka refuses a topic config name it does not know, to delete as to set
+    (``kafka-configs --delete-config``: ``Invalid config(s)``)."""
+    if key not in TOPIC_CONFIGS:
+        raise _unknown_key_error(key, None)
+
+
 def _unknown_key_error(key: str, value: object) -> ConfigError:
     return ConfigError(
         key,

@@ -31,6 +31,7 @@ from .config import (
     LogConfig,
     build_cleaner_config,
     build_log_config,
+    check_config_key,
     creation_overrides,
     max_partitions_per_topic,
     validate_topic_overrides,
@@ -262,6 +263,7 @@ class LogManager:
                 name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
             merged = dict(meta.configs)
             for key in delete_configs:
+                check_config_key(key)
                 merged.pop(key, None)
             merged.update({k: str(v) for k, v in set_configs.items()})
             build_log_config(self.broker_props, validate_topic_overrides(merged))

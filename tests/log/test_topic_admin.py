@@ -198,6 +198,15 @@ def test_a_killed_metadata_write_leaves_no_temporary_file_behind(logctl):
     assert sorted(p.name for p in topics.iterdir()) == ["t.json"]
 
 
+def test_deleting_a_config_kafka_does_not_know_is_an_error(logctl):
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    before = (logctl.root / ".logplat-topics" / "t.json").read_bytes()
+    code, _, err = logctl("topic", "alter", "t", "--config", "retention.ms=5", "--delete-config", "nope")
+    assert code == 1 and err.startswith("error: Invalid value None for configuration nope: Unknown topic config name: "
+                                        "nope. Valid names: ") and err.count("\n") == 1, err
+    assert (logctl.root / ".logplat-topics" / "t.json").read_bytes() == before
+
+
 @pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
 def test_kafkas_internal_topics_are_created_compacted(tmp_path, internal):
     """Kafka's broker creates its internal topics with cleanup.policy=compact; so does topic create."""
