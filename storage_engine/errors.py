@@ -114,6 +114,11 @@ class UnsafePathError(LogError):
     """A path under a log dir is a symbolic link or resolves outside the log dir; nothing was followed."""
 
 
+class NotRegularFileError(LogError):
+    """A path under a log dir where the engine expects a file is a FIFO, a socket, a device or
+    a directory; it was refused at open, before a byte was read or written."""
+
+
 class AppendFailedError(LogError):
     """A produce call failed part way (a full disk, a file size limit, a read-only directory);
     everything it had written was undone, so none of its records is in the log."""

@@ -39,7 +39,7 @@ from .checkpoint import (
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
-from .nofollow import check_not_symlink, open_nofollow
+from .nofollow import check_regular_or_missing, open_nofollow
 
 SESSION_LOCK = ".logplat-session.lock"
 SESSION_FILE = re.compile(r"\.logplat-session\.[0-9]+\.[0-9]+")
@@ -65,12 +65,13 @@ class LogDir:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
 
         A read-only session (verify, consumers) only waits for a first opener's recovery to
-        finish; it neither consumes nor writes the marker, and leaves no session file. A symlink
-        in place of any of the dir's own files is refused first, before anything is written.
+        finish; it neither consumes nor writes the marker, and leaves no session file. A symlink,
+        FIFO or directory in place of any of the dir's own files is refused first, before
+        anything is written.
         """
         for name in (SESSION_LOCK, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
                      LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
-            check_not_symlink(self.path / name)
+            check_regular_or_missing(self.path / name)
         if read_only:
             try:
                 self._fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)

@@ -6,15 +6,21 @@ command truncate or rename files anywhere on the machine. Every open under a log
 through this module: files are opened with ``O_NOFOLLOW`` (directories with ``O_DIRECTORY |
 O_NOFOLLOW``) and a symlink is refused with an error naming it. Kafka has no such check (its
 ``LocalLog`` opens whatever the directory holds); this is a deliberate difference.
+
+For the same reason a path where a file belongs may hold a FIFO, a socket, a device or a
+directory. A blocking open of a FIFO waits for a writer forever, and reading a directory fails
+with an ``EISDIR`` that names no path, so every open here is non-blocking and is refused unless
+``fstat`` shows a regular file (a directory for ``open_dir_nofollow``), naming the path.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
-from .errors import UnsafePathError
+from .errors import NotRegularFileError, UnsafePathError
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -23,14 +29,50 @@ def _refuse(path: Path | str) -> UnsafePathError:
     return UnsafePathError(f"{path} is a symbolic link: refusing to follow it out of the log dir")
 
 
-def open_nofollow(path: Path | str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` that refuses a symlink as the last component (``ELOOP``) with a clear error."""
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _not_regular(path: Path | str, mode: int | None, wanted: str) -> NotRegularFileError:
+    kind = next((name for test, name in _KINDS if mode is not None and test(mode)), "not a regular file")
+    return NotRegularFileError(f"{path} is {kind}, where {wanted} belongs: refusing to open it")
+
+
+def _lstat_mode(path: Path | str) -> int | None:
     try:
-        return os.open(path, flags | _NOFOLLOW, mode)
+        return os.lstat(path).st_mode
+    except OSError:
+        return None
+
+
+def open_nofollow(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that refuses a symlink as the last component (``ELOOP``), and anything but a
+    regular file (a directory when ``flags`` hold ``O_DIRECTORY``), with an error naming the path.
+
+    ``O_NONBLOCK`` lets the open of a FIFO return at once (``ENXIO`` for writing without a
+    reader, and for a socket); the kind is then checked with ``fstat`` on the descriptor, so a
+    file swapped in after a check cannot slip through, and the flag is cleared again.
+    """
+    wants_dir = bool(flags & os.O_DIRECTORY)
+    wanted = "a directory" if wants_dir else "a regular file"
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _refuse(path) from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO):  # a directory opened for writing; a FIFO or socket
+            raise _not_regular(path, _lstat_mode(path), wanted) from None
         raise
+    try:
+        kind = os.fstat(fd).st_mode
+        if not (stat.S_ISDIR(kind) if wants_dir else stat.S_ISREG(kind)):
+            raise _not_regular(path, kind, wanted)
+        if not flags & os.O_NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def open_dir_nofollow(path: Path | str) -> int:
@@ -56,14 +98,30 @@ def check_not_symlink(path: Path | str) -> None:
         raise _refuse(path)
 
 
+def check_regular_or_missing(path: Path | str) -> None:
+    """Refuse ``path`` if it is a symlink, or exists and is not a regular file: a log dir's own
+    files (locks, checkpoints, the shutdown marker) are checked so before a command writes."""
+    mode = _lstat_mode(path)
+    if mode is None:
+        return
+    if stat.S_ISLNK(mode):
+        raise _refuse(path)
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode, "a regular file")
+
+
 def check_dir_entries(directory: Path | str) -> None:
-    """Refuse a directory that is a symlink or holds one (a partition dir and its files)."""
+    """Refuse a directory that is a symlink or holds one (a partition dir and its files), or
+    holds a FIFO, a socket or a device: refused here, before a command repairs or writes
+    anything in the directory, rather than at the open that reaches it part way through."""
     check_not_symlink(directory)
     try:
         with os.scandir(directory) as it:
             for entry in it:
                 if entry.is_symlink():
                     raise _refuse(entry.path)
+                if not entry.is_file(follow_symlinks=False) and not entry.is_dir(follow_symlinks=False):
+                    raise _not_regular(entry.path, _lstat_mode(entry.path), "a regular file")
     except FileNotFoundError:
         return
 

@@ -27,9 +27,10 @@ from pathlib import Path
 from crc32c import crc32c
 
 from .checkpoint import TMP_SUFFIX, fsync_dir
-from .errors import LogError
+from .errors import LogError, NotRegularFileError, UnsafePathError
 from .faults import crash_point
 from .naming import SNAPSHOT_SUFFIX, filename_prefix_from_offset
+from .nofollow import open_nofollow
 
 SNAPSHOT_VERSION = 1
 _HEAD = struct.Struct(">hIi")  # version, crc, entry count
@@ -106,9 +107,11 @@ def list_snapshots(directory: Path) -> dict[int, Path]:
 def read_snapshot(path: Path) -> list[SnapshotEntry]:
     """Read one snapshot file without following a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_nofollow(path, os.O_RDONLY)
     except OSError as exc:
         raise CorruptSnapshotError(f"producer snapshot {path}: cannot be read: {exc.strerror}") from None
+    except (UnsafePathError, NotRegularFileError) as exc:  # not ours: dropped like a corrupt snapshot
+        raise CorruptSnapshotError(f"producer snapshot {path}: cannot be read: {exc}") from None
     with os.fdopen(fd, "rb") as f:
         return decode_snapshot(f.read(), path)
 
@@ -120,7 +123,7 @@ def write_snapshot(directory: Path, offset: int, entries: list[SnapshotEntry]) -
     final = snapshot_path(directory, offset)
     tmp = final.with_name(final.name + TMP_SUFFIX)
     tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         try:
             view = memoryview(encode_snapshot(entries))

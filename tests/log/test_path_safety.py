@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
 
 def tree(root: Path) -> dict[str, bytes | str]:
-    """Every entry under ``root``: file bytes, symlink targets, directories (not followed)."""
+    """Every entry under ``root``: file bytes, symlink targets, directories and FIFOs (not followed)."""
     out: dict[str, bytes | str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
@@ -29,6 +30,8 @@ def tree(root: Path) -> dict[str, bytes | str]:
                 out[rel] = "-> " + os.readlink(p)
             elif p.is_dir():
                 out[rel] = "dir"
+            elif p.is_fifo():
+                out[rel] = "fifo"
             else:
                 out[rel] = p.read_bytes()
     return out
@@ -240,3 +243,67 @@ def test_the_sensors_state_read_does_not_follow_a_symlinked_partition_dir(logctl
     with LogManager([logctl.root], read_only=True) as manager:
         with pytest.raises(UnsafePathError, match=f"^{logctl.root / 't-0'} is a symbolic link"):
             StateCache().read(manager, now_ms=0, ttl_ms=0, refresh_share=1.0)
+
+
+class _Blocked(BaseException):
+    """Raised by the alarm below; not an ``OSError``, so ``logctl`` cannot report it as an error."""
+
+
+def _run_or_fail_if_blocked(logctl, *command: str, stdin: str = "") -> tuple[int, str, str]:
+    """Run a command that must never block: a FIFO opened for reading waits for a writer forever."""
+    def expire(signum, frame):
+        raise _Blocked(f"{' '.join(command)} blocked (on a FIFO?)")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(15)
+    try:
+        return logctl(*command, stdin=stdin)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+_PARTITION_FILES = ["00000000000000000050.log", "00000000000000000000.index", "00000000000000000000.timeindex",
+                    ".logplat.lock"]
+_LOG_DIR_FILES = ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint",
+                  ".logplat-checkpoints.lock", ".logplat-session.lock", ".kafka_cleanshutdown",
+                  ".logplat-topics/t.json"]
+_COMMANDS = [["verify"], ["consume", "t", "--partition", "0"], ["topic", "describe", "t"],
+             ["produce", "t", "--partition", "0"], ["retention", "--now-ms", "999999999999"],
+             ["delete-records", "t", "--partition", "0", "--before-offset", "1"], ["topic", "delete", "t"]]
+
+
+@pytest.mark.parametrize("name", [f"t-0/{n}" for n in _PARTITION_FILES] + _LOG_DIR_FILES)
+def test_a_fifo_where_a_file_belongs_is_refused_at_once(logctl, name):
+    """Every command refuses a FIFO in a log dir at once, naming it, before it writes anything
+    (it used to wait for a writer forever, or, for produce, append and then fail)."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    fifo = logctl.root / name
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    before = tree(logctl.root)
+    for command in _COMMANDS:
+        code, out, err = _run_or_fail_if_blocked(logctl, *command, stdin=RECORD)
+        assert code == 1, (command, out, err)
+        assert err.count("\n") == 1 and f"{fifo} is a FIFO" in err, (command, err)
+        assert tree(logctl.root) == before, command
+
+
+@pytest.mark.parametrize("name", ["t-0/00000000000000000050.log", "t-0/00000000000000000000.index",
+                                  "t-0/.logplat.lock", ".logplat-topics/t.json", "recovery-point-offset-checkpoint",
+                                  ".logplat-checkpoints.lock"])
+def test_a_directory_where_a_file_belongs_is_named(logctl, name):
+    """A directory in place of a segment, an index, a lock, a checkpoint or a topic's metadata is
+    refused with its path (reading one failed with a bare "[Errno 21] Is a directory")."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    directory = logctl.root / name
+    directory.unlink(missing_ok=True)
+    directory.mkdir()
+    before = tree(logctl.root)
+    for command in _COMMANDS[:-1]:  # topic delete opens no file of a partition: it may remove them
+        code, out, err = logctl(*command, stdin=RECORD)
+        assert code == 1, (command, out, err)
+        assert f"{directory} is a directory" in out + err and "Errno" not in out + err, (command, out, err)
+        assert tree(logctl.root) == before, command
