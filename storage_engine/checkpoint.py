@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .errors import CheckpointError
+from .errors import CheckpointError, InvalidTopicError
 from .naming import validate_topic_name
 from .nofollow import open_dir_nofollow, open_nofollow, read_bytes_nofollow
 
@@ -92,7 +92,13 @@ def _parse_int(text: str, lo: int, hi: int) -> int | None:
 
 
 def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPartition, int]:
-    """Parse checkpoint bytes with Kafka's rules; errors name the file and the offending line."""
+    """Parse checkpoint bytes with Kafka's rules; errors name the file and the offending line.
+
+    A line whose topic name Kafka would refuse (``../../etc 0 5``) is malformed here, as
+    Kafka's ``CheckpointReadBuffer`` refuses a line it cannot turn into a ``TopicPartition``:
+    accepted at read time, it was only refused when the file was rewritten, after the command
+    had appended, swapped or renamed on its strength.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -121,6 +127,7 @@ def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPa
         raise CheckpointError(f"Malformed entry count in checkpoint file {path}: {lines[1]!r}")
 
     entries: dict[TopicPartition, int] = {}
+    topics: set[str] = set()  # names already validated: a topic has a line per partition
     body = lines[2:]
     for number, line in enumerate(body, start=3):
         parts = line.split()
@@ -128,6 +135,12 @@ def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPa
         offset = _parse_int(parts[2], _LONG_MIN, _LONG_MAX) if len(parts) == 3 else None
         if partition is None or offset is None:
             raise CheckpointError(f"Malformed line {number} in checkpoint file {path}: {line!r}")
+        if parts[0] not in topics:
+            try:
+                validate_topic_name(parts[0])
+            except InvalidTopicError as exc:
+                raise CheckpointError(f"Malformed line {number} in checkpoint file {path}: {exc}") from None
+            topics.add(parts[0])
         entries[(parts[0], partition)] = offset
     if len(body) != expected:
         raise CheckpointError(

@@ -61,6 +61,11 @@ class LogDir:
         self._read_only = False
         self._load_failed = False
 
+    @property
+    def checkpoint_files(self) -> tuple[CheckpointFile, CheckpointFile, CheckpointFile]:
+        """The three checkpoint files a topic's partitions have entries in."""
+        return self.recovery_points, self.log_start_offsets, self.cleaner_offsets
+
     def open_session(self, read_only: bool = False) -> None:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
 

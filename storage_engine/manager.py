@@ -288,12 +288,17 @@ class LogManager:
         ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete`` (no longer a partition to anyone), drop
         the topic's checkpoint entries and its metadata file, then remove the renamed dirs. A
         kill at any point leaves the topic whole, or a state the next writable open finishes.
+        The checkpoint files it rewrites are parsed before the commit point, so a malformed one
+        refuses the delete with the disk unchanged, instead of failing after the renames.
         """
         self._require_writable()
         validate_topic_name(name)
         with self._metadata_lock():
             found = self._find_metadata(name)
             parts = self.partitions(name)  # raises for an unknown topic or one already being deleted
+            for d in self.log_dirs:
+                for checkpoint in d.checkpoint_files:
+                    checkpoint.read()  # raises CheckpointError, naming the file and the line
             holder = found[0] if found is not None else self.log_dirs[0]
             meta = found[1] if found is not None else TopicMetadata(name, max(parts) + 1, {}, uuid.uuid4().hex)
             write_metadata(TopicMetadata(meta.name, meta.partitions, meta.configs, meta.topic_id, True), holder.path)
@@ -310,7 +315,7 @@ class LogManager:
             fsync_dir(loc.log_dir.path)
             crash_point("topic-delete-renamed")
         for d in self.log_dirs:
-            for checkpoint in (d.recovery_points, d.log_start_offsets, d.cleaner_offsets):
+            for checkpoint in d.checkpoint_files:
                 stale = [tp for tp in checkpoint.read() if tp[0] == name]
                 if stale:
                     checkpoint.update(remove=stale)

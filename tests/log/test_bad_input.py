@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import REPO
+from tests.log.test_adversarial_cli import snapshot
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
@@ -142,3 +143,45 @@ def test_the_real_logctl_gives_one_line_errors(tmp_path):
     proc = subprocess.run([str(logctl), "--log-dirs", str(tmp_path / "logs"), "produce", "t", "--partition", "x"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--partition" in proc.stderr, proc.stderr
+
+
+def _with_extra_line(checkpoint: Path, line: str) -> None:
+    """Add ``line`` to a checkpoint file in Kafka's format (the entry count follows)."""
+    entries = checkpoint.read_text().splitlines()[2:] if checkpoint.exists() else []
+    entries.append(line)
+    checkpoint.write_text("\n".join(["0", str(len(entries)), *entries]) + "\n")
+
+
+@pytest.mark.parametrize("checkpoint", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                                        "cleaner-offset-checkpoint"])
+@pytest.mark.parametrize("command", [["produce", "t", "--partition", "0"], ["compact", "--now-ms", "99999999999999"],
+                                     ["topic", "delete", "t"]])
+def test_a_checkpoint_line_with_an_illegal_topic_is_refused_before_anything_changes(logctl, checkpoint, command):
+    """``../../etc 0 5`` used to be accepted when read and refused only when the file was
+    rewritten: produce had appended, compact had swapped, topic delete had renamed the
+    partition dirs (and unlisted the topic) before the command failed."""
+    assert logctl("topic", "alter", "t", "--config", "segment.bytes=200")[0] == 0
+    for _ in range(6):  # several segments of one key: a compaction is due
+        assert logctl("produce", "t", "--partition", "0", "--now-ms", "1000", stdin=RECORD * 2)[0] == 0
+    assert logctl("delete-records", "t", "--partition", "0", "--before-offset", "1")[0] == 0
+    path = logctl.root / checkpoint
+    _with_extra_line(path, "../../etc 0 5")
+    before = snapshot(logctl.root)
+    code, _, err = logctl(*command, stdin=RECORD)
+    one_line_error(code, err)
+    assert f"in checkpoint file {path}" in err and "Malformed line" in err and "'../../etc' is illegal" in err, err
+    assert snapshot(logctl.root) == before
+    assert "t" in logctl("topic", "list")[1].split()
+
+
+@pytest.mark.parametrize("content", [b"garbage\n", b"0\n1\nt 0\n", b"0\n1\na b 0 1\n"])
+def test_topic_delete_with_a_malformed_checkpoint_changes_nothing(logctl, content):
+    """The checkpoints a delete rewrites are parsed before its commit point (it used to rename
+    the partition dirs and unlist the topic, then fail with "Malformed version line")."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    (logctl.root / "recovery-point-offset-checkpoint").write_bytes(content)
+    before = snapshot(logctl.root)
+    code, _, err = logctl("topic", "delete", "t")
+    one_line_error(code, err)
+    assert "recovery-point-offset-checkpoint" in err
+    assert snapshot(logctl.root) == before
