@@ -176,7 +176,7 @@ class LogManager:
     def _find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
         """The log dir holding the topic's metadata file and its (validated) content."""
         for d in self.log_dirs:
-            meta = read_metadata(d.path, topic)
+            meta = read_metadata(d.path, topic, self.max_partitions)
             if meta is not None:
                 return d, meta
         return None
@@ -188,7 +188,7 @@ class LogManager:
 
     def _deleting(self) -> set[str]:
         return {n for d in self.log_dirs for n in metadata_names(d.path)
-                if (m := read_metadata(d.path, n)) is not None and m.deleting}
+                if (m := read_metadata(d.path, n, self.max_partitions)) is not None and m.deleting}
 
     def topics(self) -> list[str]:
         names = {t for t, _ in self.partition_locations()}
@@ -328,7 +328,7 @@ class LogManager:
         for d in self.log_dirs:
             for name in metadata_names(d.path):
                 try:
-                    meta = read_metadata(d.path, name)
+                    meta = read_metadata(d.path, name, self.max_partitions)
                 except LogError:
                     continue  # refused when that topic is used, not for every other topic
                 if meta is not None and meta.deleting:

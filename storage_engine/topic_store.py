@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
+from .config import MAX_PARTITIONS_KEY
 from .errors import LogError
 from .naming import MAX_TOPIC_LENGTH, validate_topic_name
 from .nofollow import check_not_symlink, check_under, open_nofollow, read_bytes_nofollow
@@ -57,12 +58,16 @@ def metadata_path(log_dir: Path, topic: str) -> Path:
     return Path(log_dir) / TOPICS_DIR / f"{topic}{_SUFFIX}"
 
 
-def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
-    """Decode and validate a metadata file; every field is checked as CLI input would be."""
+def parse_metadata(data: bytes, path: Path, topic: str, max_partitions: int) -> TopicMetadata:
+    """Decode and validate a metadata file; every field is checked as CLI input would be, the
+    partition count against the bounds ``topic create`` enforces (a count of 99999999999 made
+    every command that lists a topic's partitions run for ever)."""
     try:
         body = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise TopicMetadataError(f"topic metadata file {path} is not JSON: {exc}") from None
+    except RecursionError:  # Python's decoder recurses once per nested array or object
+        raise TopicMetadataError(f"topic metadata file {path} is invalid: its JSON is nested too deeply") from None
 
     def bad(why: str) -> TopicMetadataError:
         return TopicMetadataError(f"topic metadata file {path} is invalid: {why}")
@@ -73,8 +78,9 @@ def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
     if name != topic:
         raise bad(f"its name {name!r} is not the topic {topic!r} its file name says")
     partitions = body.get("partitions")
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        raise bad(f"partitions must be a positive integer, got {partitions!r}")
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= max_partitions:
+        raise bad(f"partitions must be an integer from 1 to {max_partitions} ({MAX_PARTITIONS_KEY}), "
+                  f"got {partitions!r}")
     configs = body.get("configs", {})
     if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
         raise bad(f"configs must map strings to strings, got {configs!r}")
@@ -85,15 +91,16 @@ def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
     return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting)
 
 
-def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:
-    """The topic's metadata in this log dir, or None; symlinks are refused, not followed."""
+def read_metadata(log_dir: Path, topic: str, max_partitions: int) -> TopicMetadata | None:
+    """The topic's metadata in this log dir, or None; symlinks are refused, not followed.
+    ``max_partitions`` is ``logplat.max.partitions.per.topic``, the limit of ``topic create``."""
     path = metadata_path(log_dir, topic)
     check_not_symlink(path.parent)
     try:
         data = read_bytes_nofollow(path)
     except FileNotFoundError:
         return None
-    return parse_metadata(data, path, topic)
+    return parse_metadata(data, path, topic, max_partitions)
 
 
 def metadata_names(log_dir: Path) -> list[str]:

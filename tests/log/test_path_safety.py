@@ -307,3 +307,19 @@ def test_a_directory_where_a_file_belongs_is_named(logctl, name):
         assert code == 1, (command, out, err)
         assert f"{directory} is a directory" in out + err and "Errno" not in out + err, (command, out, err)
         assert tree(logctl.root) == before, command
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"name": "t", "partitions": 99999999999}',
+                                  '{"name": "t", "partitions": 1001}'])
+def test_hostile_metadata_is_a_one_line_error_naming_the_file(logctl, body):
+    """Nesting deeper than Python's decoder recurses was a RecursionError traceback; a partition
+    count past ``topic create``'s limit made verify, describe and delete run for ever."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    meta = logctl.root / ".logplat-topics" / "t.json"
+    meta.write_text(body)
+    before = tree(logctl.root)
+    for command in (["verify"], ["topic", "describe", "t"], ["topic", "delete", "t"], ["topic", "list"],
+                    ["produce", "t", "--partition", "0"]):
+        code, out, err = _run_or_fail_if_blocked(logctl, *command, stdin=RECORD)
+        assert code == 1 and err.count("\n") == 1 and str(meta) in err and "Traceback" not in err, (command, err)
+    assert tree(logctl.root) == before
