@@ -167,6 +167,8 @@ def _read_produce_input(stream: TextIO, encoding: str) -> list[ProducerRecord]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise UsageError(f"stdin line {lineno}: not JSON: {exc}") from exc
+        except RecursionError:  # Python's decoder recurses once per nested array or object
+            raise UsageError(f"stdin line {lineno}: its JSON is nested too deeply") from None
         if not isinstance(obj, dict):
             raise UsageError(f"stdin line {lineno}: expected a JSON object with key/value, got {type(obj).__name__}")
         unknown = set(obj) - {"key", "value", "timestamp", "headers"}

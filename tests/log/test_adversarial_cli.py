@@ -147,7 +147,8 @@ for line in ["not json", "[1, 2]", '"str"', "1", "null", '{"key": 1}', '{"value"
              '{"headers": [[1, "v"]]}', '{"headers": [["a", 1]]}', '{"headers": {"a": "b"}}',
              '{"headers": [["a", "b", "c"]]}', '{"key": "\\ud800"}', '{"value": "\\udfff"}',
              '{"headers": [["\\ud800", "v"]]}', '{"headers": [["h", "\\udc00"]]}', '{"key": "k"',
-             '{"key": "k", "value": "v"}\nnot json', '{"key": "k", "value": "v"}\n{"value": 5}']:
+             '{"key": "k", "value": "v"}\nnot json', '{"key": "k", "value": "v"}\n{"value": 5}',
+             '{"key": ' + "[" * 100_000 + "]" * 100_000 + "}"]:
     case("produce", "plain", "--partition", "0", stdin=line + "\n")
 for line in ['{"key": "!!"}', '{"value": "abc"}', '{"headers": [["h", "***"]]}', '{"key": "\\ud800"}']:
     case("produce", "plain", "--partition", "0", "--encoding", "base64", stdin=line + "\n")
