@@ -152,7 +152,10 @@ class LogLoader:
                 self.warnings.append(f"{self.dir / name}: a writable open would remove it ({why})")
         names = self._list_dir()
         bases = sorted(offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n))
-        segments = self._without_strays([LogSegment(self.dir, b, self.config, writable=False) for b in bases])
+        segments = [LogSegment(self.dir, b, self.config, writable=False) for b in bases]
+        for seg in segments:
+            self._read_past_a_corrupt_index(seg)
+        segments = self._without_strays(segments)
         if not segments:
             base = self._empty_log_base()
             return LoadResult([], base, base, base, [], self.warnings)
@@ -182,6 +185,16 @@ class LogLoader:
             when = " after an unclean shutdown" if later else ""  # the active tail: after any shutdown
             self.warnings.append(f"{invalid}: a writable open{when} truncates {seg.log_path.name} there"
                                  + (f" and deletes the {later} later segment(s)" if later else ""))
+
+    def _read_past_a_corrupt_index(self, seg: LogSegment) -> None:
+        """Read-only: an index that fails its sanity check is left out of the view, which then
+        reads the ``.log`` from its start, as the writable open rebuilds it (step 5); the
+        warning says so (``verify`` reports it for the partition)."""
+        try:
+            seg.sanity_check_indexes()
+        except CorruptIndexError as exc:
+            seg.forget_indexes()
+            self.warnings.append(f"{seg.log_path}: {exc} A writable open rebuilds both indexes from the log.")
 
     def _empty_log_base(self) -> int:
         """Where a log without segments (re)starts: see ``load``."""

@@ -422,6 +422,11 @@ class LogSegment:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
 
+    def forget_indexes(self) -> None:
+        """Read without either index (see ``AbstractIndex.forget``): lookups start at position 0."""
+        self.offset_index.forget()
+        self.time_index.forget()
+
     def flush(self) -> None:
         os.fsync(self._fd)
         self.offset_index.flush()

@@ -367,13 +367,18 @@ class AbstractIndex:
             self._fd = -1
             self._dirty = False
 
-    def delete(self) -> bool:
-        """Remove the file; True if there was one. The object is empty afterwards."""
+    def forget(self) -> None:
+        """Hold no entries and no file, leaving the file as it is: a read-only view of a segment
+        whose index a writable open would rebuild scans the ``.log`` instead of trusting it."""
         self._close_fd()
         self._rel = array("i")
         self._val = array(self._VAL_TYPECODE)
         self._length = None
         self._loaded = True
+
+    def delete(self) -> bool:
+        """Remove the file; True if there was one. The object is empty afterwards."""
+        self.forget()
         try:
             self._path.unlink()
         except FileNotFoundError:

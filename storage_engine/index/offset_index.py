@@ -7,7 +7,7 @@ from array import array
 from bisect import bisect_left
 from typing import Iterator
 
-from ..errors import LogError
+from ..errors import CorruptIndexError, LogError
 from .abstract import AbstractIndex, INT32_MAX, InvalidOffsetError, OffsetPosition, LITTLE_ENDIAN
 
 
@@ -74,5 +74,16 @@ class OffsetIndex(AbstractIndex):
         self._append_entry(rel, position)
 
     def sanity_check(self) -> None:
-        """Raise ``CorruptIndexError`` for a file that cannot be this segment's index."""
+        """Raise ``CorruptIndexError`` for a file that cannot be this segment's index.
+
+        Kafka's ``OffsetIndex.sanityCheck`` checks the length and the last offset only; a
+        negative position (garbage bytes) then made every read of the segment a ``pread`` at a
+        negative offset, failing with a bare "[Errno 22] Invalid argument".
+        """
         self._sanity_common()
+        if self._val and min(self._val) < 0:
+            slot = next(n for n, position in enumerate(self._val) if position < 0)
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self._path}) has entry {slot} at position "
+                f"{self._val[slot]}, which is negative."
+            )

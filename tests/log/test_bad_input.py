@@ -185,3 +185,24 @@ def test_topic_delete_with_a_malformed_checkpoint_changes_nothing(logctl, conten
     one_line_error(code, err)
     assert "recovery-point-offset-checkpoint" in err
     assert snapshot(logctl.root) == before
+
+
+def test_a_garbage_index_is_reported_by_verify_and_read_past(logctl):
+    """An index entry at a negative position made verify and describe fail with a bare
+    "[Errno 22] Invalid argument" (a pread at that position). The read-only view now leaves an
+    index that fails its sanity check out, verify names it and what a writable open does, and
+    that open rebuilds it."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD * 2)[0] == 0
+    index = logctl.root / "t-0" / "00000000000000000000.index"
+    index.write_bytes(b"\x00\x00\x00\x00\xff\xff\xff\xf0")  # offset 0 at position -16
+    before = snapshot(logctl.root)
+    code, out, err = logctl("verify")
+    assert code == 1 and "Errno" not in out + err, (out, err)
+    assert f"({index}) has entry 0 at position -16" in out and "writable open rebuilds" in out, out
+    code, out, err = logctl("topic", "describe", "t", "--json")
+    assert code == 0 and json.loads(out)["partitions"][0]["log_end_offset"] == 2, err
+    code, out, _ = logctl("consume", "t", "--partition", "0")
+    assert code == 0 and [json.loads(line)["offset"] for line in out.splitlines()] == [0, 1]
+    assert snapshot(logctl.root) == before  # read-only commands changed nothing
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    assert logctl("verify")[0] == 0
