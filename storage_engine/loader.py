@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import LogConfig
-from .errors import CorruptIndexError, CorruptRecordError, LogError, NeedsRecoveryError
+from .errors import CorruptIndexError, CorruptRecordError, InvalidSegmentNameError, LogError, NeedsRecoveryError
 from .naming import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -55,10 +55,12 @@ from .naming import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    is_misnamed_segment_file,
+    is_segment_file,
     offset_from_file_name,
 )
 from .cleaner.staging import remove_staging_if_idle
-from .temp_files import TempFilePlan, is_segment_file, plan_temp_files
+from .temp_files import TempFilePlan, plan_temp_files
 from .record import verify_batch
 from .segment import LogSegment
 
@@ -117,6 +119,7 @@ class LogLoader:
         self.warnings: list[str] = []
 
     def load(self) -> LoadResult:
+        self._check_file_names()
         if self.read_only:
             return self._load_read_only()
         self._remove_temp_files_and_complete_swaps()
@@ -150,7 +153,7 @@ class LogLoader:
         for name, why in plan.remove:
             if not name.endswith(DELETED_SUFFIX):
                 self.warnings.append(f"{self.dir / name}: a writable open would remove it ({why})")
-        names = self._list_dir()
+        names = sorted(os.listdir(self.dir))
         bases = sorted(offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n))
         segments = [LogSegment(self.dir, b, self.config, writable=False) for b in bases]
         for seg in segments:
@@ -185,6 +188,18 @@ class LogLoader:
             when = " after an unclean shutdown" if later else ""  # the active tail: after any shutdown
             self.warnings.append(f"{invalid}: a writable open{when} truncates {seg.log_path.name} there"
                                  + (f" and deletes the {later} later segment(s)" if later else ""))
+
+    def _check_file_names(self) -> None:
+        """Before anything changes, refuse a file named like a segment's that is not one, naming
+        it: a base offset of other than 20 digits (``5.log``: ignoring it would drop its records
+        unseen, and reading it as segment 5 looked for ``00000000000000000005.log``), or one above
+        Long.MAX_VALUE (Kafka's ``offsetFromFileName`` parses a Long, and the load fails)."""
+        for name in sorted(os.listdir(self.dir)):
+            if is_misnamed_segment_file(name):
+                raise InvalidSegmentNameError(f"{self.dir / name}: not a segment file name: a segment's files are "
+                                              f"named by its base offset in exactly 20 digits; rename or move the file")
+            if is_segment_file(name):
+                offset_from_file_name(name, self.dir)
 
     def _read_past_a_corrupt_index(self, seg: LogSegment) -> None:
         """Read-only: an index that fails its sanity check is left out of the view, which then
@@ -237,17 +252,8 @@ class LogLoader:
 
     # -------------------------------------------------------------- steps 1 to 3
 
-    def _list_dir(self) -> list[str]:
-        """The directory's file names, sorted, every segment-like one's offset checked (it must
-        fit a Long, as Kafka's loader parses it): a load refuses such a name before it writes."""
-        names = sorted(os.listdir(self.dir))
-        for name in names:
-            if is_segment_file(name):
-                offset_from_file_name(name, self.dir)
-        return names
-
     def _temp_file_plan(self) -> TempFilePlan:
-        names = self._list_dir()
+        names = sorted(os.listdir(self.dir))
         nexts = {n: self._swap_next_offset(n) for n in names
                  if is_segment_file(n) and n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
         return plan_temp_files(names, nexts)
@@ -279,7 +285,7 @@ class LogLoader:
     # -------------------------------------------------------------- steps 4 and 5
 
     def _load_segment_files(self) -> list[LogSegment]:
-        names = self._list_dir()
+        names = sorted(os.listdir(self.dir))
         logs = {offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n)}
         for name in names:
             if is_segment_file(name) and name.endswith(_INDEX_SUFFIXES):

@@ -144,6 +144,29 @@ def offset_from_file_name(name: str, directory: Path | None = None) -> int:
     return offset
 
 
+_SEGMENT_FILE_KINDS = {s.lstrip(".") for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+                                                SNAPSHOT_SUFFIX)}
+
+
+def is_segment_file(name: str) -> bool:
+    """True for a file of a segment: its base offset as exactly 20 digits, then ``.`` and a suffix.
+
+    ``LogFileUtils.filenamePrefixFromOffset`` writes 20 digits and every path is rebuilt from
+    the offset, so ``5.log`` is not the file of segment 5 (``00000000000000000005.log``).
+    """
+    stem = name[:OFFSET_DIGITS]
+    return name[OFFSET_DIGITS : OFFSET_DIGITS + 1] == "." and _DIGITS.fullmatch(stem) is not None
+
+
+def is_misnamed_segment_file(name: str) -> bool:
+    """True for a name like a segment file's with a base offset of other than 20 digits
+    (``5.log``, ``000000000000000000005.index.deleted``): Kafka would parse the offset and then
+    open the 20-digit name, a file that does not exist."""
+    stem, dot, rest = name.partition(".")
+    return (bool(dot) and len(stem) != OFFSET_DIGITS and _DIGITS.fullmatch(stem) is not None
+            and rest.split(".")[0] in _SEGMENT_FILE_KINDS)
+
+
 def is_log_file(name: str) -> bool:
     """True for a live segment's ``.log`` (not ``.log.deleted`` and friends)."""
     return name.endswith(LOG_SUFFIX)

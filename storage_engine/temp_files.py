@@ -15,13 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, offset_from_file_name
-
-
-def is_segment_file(name: str) -> bool:
-    """Named ``<decimal offset>.<suffix>`` (ASCII digits only, as ``offset_from_file_name`` reads them)."""
-    stem = name.split(".", 1)[0]
-    return stem.isascii() and stem.isdigit() and "." in name
+from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, is_segment_file, offset_from_file_name
 
 
 @dataclass

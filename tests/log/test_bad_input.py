@@ -206,3 +206,20 @@ def test_a_garbage_index_is_reported_by_verify_and_read_past(logctl):
     assert snapshot(logctl.root) == before  # read-only commands changed nothing
     assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
     assert logctl("verify")[0] == 0
+
+
+@pytest.mark.parametrize("name", ["5.log", "5.index", "000000000000000000005.log", "5.log.swap"])
+def test_a_segment_file_name_without_20_digits_is_refused_naming_it(logctl, name):
+    """``5.log`` was read as segment 5 and then opened as ``00000000000000000005.log``: "No such
+    file or directory" about a file nobody named. Kafka's segment names are exactly 20 digits;
+    another name of a segment's kind is refused, naming it, before anything changes."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    part = logctl.root / "t-0"
+    (part / name).write_bytes((part / "00000000000000000000.log").read_bytes())
+    before = snapshot(logctl.root)
+    for command in (["verify"], ["consume", "t", "--partition", "0"], ["topic", "describe", "t"],
+                    ["produce", "t", "--partition", "0"], ["retention", "--now-ms", "999999999999"]):
+        code, out, err = logctl(*command, stdin=RECORD)
+        assert code == 1, (command, out, err)
+        assert f"{part / name}: not a segment file name" in out + err and "No such file" not in out + err, (command, out, err)
+    assert snapshot(logctl.root) == before
