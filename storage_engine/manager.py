@@ -374,10 +374,15 @@ class LogManager:
         loc = self._locate(topic, partition)
         if loc is None:
             meta = self.topic_metadata(topic)
-            if meta is None or not 0 <= partition < meta.partitions or self.read_only:
+            if meta is None or not 0 <= partition < meta.partitions:
                 known = self.partitions(topic)
                 raise UnknownTopicOrPartitionError(
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
+                )
+            if self.read_only:  # the partition exists (the metadata says so); its directory does not
+                raise UnknownTopicOrPartitionError(
+                    f"The directory {partition_dir_name(topic, partition)} of partition {partition} of topic {topic} "
+                    f"is missing from log dirs {self.dir_list()}; a writable command recreates it empty"
                 )
             loc = self._create_partition_dir(topic, partition)
         return self._open_log(loc)

@@ -223,3 +223,18 @@ def test_a_segment_file_name_without_20_digits_is_refused_naming_it(logctl, name
         assert code == 1, (command, out, err)
         assert f"{part / name}: not a segment file name" in out + err and "No such file" not in out + err, (command, out, err)
     assert snapshot(logctl.root) == before
+
+
+def test_a_missing_partition_directory_is_named_as_missing(logctl):
+    """Partition 1 of a two-partition topic without its directory said "Partition 1 of topic u
+    does not exist (partitions: [0, 1])", contradicting itself; read-only commands now say the
+    directory is missing and what a writable command would do."""
+    assert logctl("topic", "create", "u", "--partitions", "2")[0] == 0
+    (logctl.root / "u-1").rename(logctl.root.parent / "u-1.away")
+    for command in (["consume", "u", "--partition", "1"], ["topic", "describe", "u"], ["verify", "--topic", "u"]):
+        code, out, err = logctl(*command)
+        assert code == 1 and "The directory u-1 of partition 1 of topic u is missing" in out + err, (command, out, err)
+        assert "does not exist" not in out + err
+    code, _, err = logctl("consume", "u", "--partition", "2")
+    one_line_error(code, err)
+    assert "Partition 2 of topic u does not exist (partitions: [0, 1])" in err
