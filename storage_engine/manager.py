@@ -36,7 +36,18 @@ from .config import (
     max_partitions_per_topic,
     validate_topic_overrides,
 )
-from .errors import InvalidTopicError, LogChangedError, LogError, TopicExistsError, UnknownTopicOrPartitionError
+from .errors import (
+    CheckpointError,
+    ConfigError,
+    InvalidSegmentNameError,
+    InvalidTopicError,
+    LogChangedError,
+    LogError,
+    NotRegularFileError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    UnsafePathError,
+)
 from .faults import crash_point
 from .log import Log
 from .logdir import LogDir
@@ -46,7 +57,7 @@ from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, scan_log_dir
-from .topic_store import TopicMetadata, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
+from .topic_store import TopicMetadata, TopicMetadataError, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
 
 INTERNAL_COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 DEFAULT_LOG_DIRS = "./data/logs"
@@ -67,6 +78,12 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
     if not dirs:
         raise LogError(f"no log directory in {raw!r}")
     return dirs
+
+
+#: What a load refuses before it changes anything: a file name, a path, a file's kind, a
+#: checkpoint or a topic config, each validated before the loader writes.
+_REFUSED_UNCHANGED = (InvalidSegmentNameError, UnsafePathError, NotRegularFileError, CheckpointError, ConfigError,
+                      TopicMetadataError)
 
 
 def duplicate_partition(first: PartitionLocation, second: Path) -> LogError:
@@ -133,15 +150,13 @@ class LogManager:
         """Open (load, and after an unclean shutdown recover) one partition. When that fails, this
         process has not loaded every partition it opened, so it must not write the log dir's
         clean-shutdown marker (``LogDir.record_load_failure``): the partitions it never reached
-        would count as recovered. A topic config that does not validate leaves the partition
-        untouched, which counts against the marker only when the partition needed recovery."""
-        config = None
+        would count as recovered. After a clean shutdown, a load that refused before it changed
+        anything (``_REFUSED_UNCHANGED``) leaves the dir as clean as it found it, and does not."""
         try:
-            config = self.topic_config(loc.topic)
-            return Log(loc.path, config, loc.log_dir, topic=loc.topic, partition=loc.partition,
-                       had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
-        except BaseException:
-            if config is not None or not had_clean_shutdown:
+            return Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic,
+                       partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
+        except BaseException as exc:
+            if not had_clean_shutdown or not isinstance(exc, _REFUSED_UNCHANGED):
                 loc.log_dir.record_load_failure()
             raise
 
@@ -176,7 +191,7 @@ class LogManager:
     def _find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
         """The log dir holding the topic's metadata file and its (validated) content."""
         for d in self.log_dirs:
-            meta = read_metadata(d.path, topic, self.max_partitions)
+            meta = read_metadata(d.path, topic)
             if meta is not None:
                 return d, meta
         return None
@@ -188,7 +203,7 @@ class LogManager:
 
     def _deleting(self) -> set[str]:
         return {n for d in self.log_dirs for n in metadata_names(d.path)
-                if (m := read_metadata(d.path, n, self.max_partitions)) is not None and m.deleting}
+                if (m := read_metadata(d.path, n)) is not None and m.deleting}
 
     def topics(self) -> list[str]:
         names = {t for t, _ in self.partition_locations()}
@@ -328,7 +343,7 @@ class LogManager:
         for d in self.log_dirs:
             for name in metadata_names(d.path):
                 try:
-                    meta = read_metadata(d.path, name, self.max_partitions)
+                    meta = read_metadata(d.path, name)
                 except LogError:
                     continue  # refused when that topic is used, not for every other topic
                 if meta is not None and meta.deleting:

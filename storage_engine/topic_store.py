@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
-from .config import MAX_PARTITIONS_KEY
+from .config import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
 from .errors import LogError
 from .naming import MAX_TOPIC_LENGTH, validate_topic_name
 from .nofollow import check_not_symlink, check_under, open_nofollow, read_bytes_nofollow
@@ -58,10 +58,11 @@ def metadata_path(log_dir: Path, topic: str) -> Path:
     return Path(log_dir) / TOPICS_DIR / f"{topic}{_SUFFIX}"
 
 
-def parse_metadata(data: bytes, path: Path, topic: str, max_partitions: int) -> TopicMetadata:
+def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
     """Decode and validate a metadata file; every field is checked as CLI input would be, the
-    partition count against the bounds ``topic create`` enforces (a count of 99999999999 made
-    every command that lists a topic's partitions run for ever)."""
+    partition count against the largest ``topic create`` can ever allow (a count of 99999999999
+    made every command that lists a topic's partitions run for ever; the configured limit is not
+    used, so lowering it never makes an existing topic unreadable)."""
     try:
         body = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -78,9 +79,9 @@ def parse_metadata(data: bytes, path: Path, topic: str, max_partitions: int) -> 
     if name != topic:
         raise bad(f"its name {name!r} is not the topic {topic!r} its file name says")
     partitions = body.get("partitions")
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= max_partitions:
-        raise bad(f"partitions must be an integer from 1 to {max_partitions} ({MAX_PARTITIONS_KEY}), "
-                  f"got {partitions!r}")
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS_CEILING:
+        raise bad(f"partitions must be an integer from 1 to {MAX_PARTITIONS_CEILING} (the most {MAX_PARTITIONS_KEY} "
+                  f"allows), got {partitions!r}")
     configs = body.get("configs", {})
     if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
         raise bad(f"configs must map strings to strings, got {configs!r}")
@@ -91,16 +92,15 @@ def parse_metadata(data: bytes, path: Path, topic: str, max_partitions: int) -> 
     return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting)
 
 
-def read_metadata(log_dir: Path, topic: str, max_partitions: int) -> TopicMetadata | None:
-    """The topic's metadata in this log dir, or None; symlinks are refused, not followed.
-    ``max_partitions`` is ``logplat.max.partitions.per.topic``, the limit of ``topic create``."""
+def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:
+    """The topic's metadata in this log dir, or None; symlinks are refused, not followed."""
     path = metadata_path(log_dir, topic)
     check_not_symlink(path.parent)
     try:
         data = read_bytes_nofollow(path)
     except FileNotFoundError:
         return None
-    return parse_metadata(data, path, topic, max_partitions)
+    return parse_metadata(data, path, topic)
 
 
 def metadata_names(log_dir: Path) -> list[str]:
