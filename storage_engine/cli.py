@@ -551,7 +551,12 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         else:
             read_only = (args.command in READ_ONLY or getattr(args, "dry_run", False)
                          or (args.command == "topic" and args.topic_command in ("list", "describe")))
-            with LogManager(log_dirs_from_env(args.log_dirs), broker_props_from_env(), read_only=read_only) as manager:
+            log_dirs = log_dirs_from_env(args.log_dirs)
+            if read_only:  # a mistyped path would read as a log dir without topics
+                for d in log_dirs:
+                    if not d.is_dir():
+                        raise LogError(f"log dir {d} {'is not a directory' if d.exists() else 'does not exist'}")
+            with LogManager(log_dirs, broker_props_from_env(), read_only=read_only) as manager:
                 status = COMMANDS[args.command](args, manager)
         for text in args.report:
             print(text)

@@ -72,8 +72,9 @@ class PartitionLocation:
 
 
 def log_dirs_from_env(value: str | None = None) -> list[Path]:
-    """``--log-dirs`` / ``LOGPLAT_LOG_DIRS``: a comma-separated list, default ``./data/logs``."""
-    raw = value or os.environ.get("LOGPLAT_LOG_DIRS") or DEFAULT_LOG_DIRS
+    """``--log-dirs`` / ``LOGPLAT_LOG_DIRS``: a comma-separated list, default ``./data/logs``. An
+    empty ``--log-dirs ""`` names no directory (an error), where an empty variable is unset."""
+    raw = value if value is not None else os.environ.get("LOGPLAT_LOG_DIRS") or DEFAULT_LOG_DIRS
     dirs = [Path(p.strip()) for p in raw.split(",") if p.strip()]
     if not dirs:
         raise LogError(f"no log directory in {raw!r}")

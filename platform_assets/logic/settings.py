@@ -79,7 +79,7 @@ class PlatformSettings:
     def from_env(cls) -> "PlatformSettings":
         env = os.environ
         return cls(
-            log_dirs=tuple(str(p) for p in log_dirs_from_env(env.get("LOGPLAT_LOG_DIRS"))),
+            log_dirs=tuple(str(p) for p in log_dirs_from_env()),
             broker_props=broker_props_from_env(),
             spark_master=spark_master(),  # LOGPLAT_SPARK_MASTER, else the default
             automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),

@@ -106,7 +106,21 @@ def test_a_dry_run_changes_nothing_even_where_recovery_would(logctl, tmp_path, c
     assert _tree(logctl.root) == before
     missing = tmp_path / "no-such-dir"
     code, out, err = logctl("--log-dirs", str(missing), *command)
-    assert (code, err) == (0, "") and not missing.exists()
+    assert err == f"error: log dir {missing} does not exist\n" and code == 1 and not missing.exists()
+
+
+@pytest.mark.parametrize("command", [["verify"], ["topic", "list"], ["consume", "t", "--partition", "0"]])
+def test_a_log_dir_that_is_not_there_is_an_error_not_an_empty_log_dir(logctl, tmp_path, command):
+    """A mistyped --log-dirs read as a log dir without topics ("no partitions", exit 0); an empty
+    one fell back to ./data/logs."""
+    code, _, err = logctl("--log-dirs", str(tmp_path / "typo"), *command)
+    assert (code, err) == (1, f"error: log dir {tmp_path / 'typo'} does not exist\n")
+    (tmp_path / "a-file").write_text("")
+    code, _, err = logctl("--log-dirs", str(tmp_path / "a-file"), *command)
+    assert (code, err) == (1, f"error: log dir {tmp_path / 'a-file'} is not a directory\n")
+    code, _, err = logctl("--log-dirs", "", *command)
+    assert (code, err) == (1, "error: no log directory in ''\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "logs"]  # "logs": the fixture's topic
 
 
 def test_consume_prints_the_good_records_before_a_corrupt_batch(logctl):
