@@ -246,16 +246,22 @@ def test_log_health_says_which_partitions_need_cleaning_and_why_once_per_change(
     assert after.passed and "nothing due" in after.description
 
 
+def _users_log(tmp_path, *, written_ms: int, ratio: str, lag_ms: int):
+    """A compacted ``users`` partition of 120 records of 50 keys written from ``written_ms``, in
+    rolled segments, under ``min.cleanable.dirty.ratio`` and ``max.compaction.lag.ms``."""
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        manager.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
+                                          "min.cleanable.dirty.ratio": ratio, "max.compaction.lag.ms": str(lag_ms)})
+        append_each(manager.get_log("users", 0),
+                    [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, written_ms + i) for i in range(120)])
+    return root
+
+
 def test_log_health_is_an_error_when_max_compaction_lag_is_overdue(tmp_path, instance):
     """An erasure deadline at risk: dirty records older than max.compaction.lag.ms, although the
     dirty ratio is below min.cleanable.dirty.ratio."""
-    root = tmp_path / "logs"
-    hour_ago = NOW - 3_600_000
-    with LogManager([root]) as manager:
-        manager.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
-                                          "min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": "60000"})
-        append_each(manager.get_log("users", 0),
-                    [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, hour_ago + i) for i in range(120)])
+    root = _users_log(tmp_path, written_ms=NOW - 3_600_000, ratio="0.99", lag_ms=60_000)
     defs, settings = definitions_for(root)
     result = health_results(discover(defs, settings, instance))[("users", "0")]
     assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
@@ -267,13 +273,8 @@ def test_the_sweep_forces_a_run_its_erasure_deadline_alone_asks_for(tmp_path, in
     """Two thirds of max.compaction.lag.ms used, the dirty ratio not above min.cleanable.dirty.ratio: the
     engine would skip the partition (a ratio never exceeds 1), so an unforced sweep would clean
     nothing, tick after tick."""
-    root = tmp_path / "logs"
-    written = int(time.time() * 1000) - 400_000  # two thirds of the lag used, not yet missed
-    with LogManager([root]) as manager:
-        manager.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
-                                          "min.cleanable.dirty.ratio": "1", "max.compaction.lag.ms": "600000"})
-        append_each(manager.get_log("users", 0),
-                    [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, written + i) for i in range(120)])
+    # two thirds of the lag used, not yet missed
+    root = _users_log(tmp_path, written_ms=int(time.time() * 1000) - 400_000, ratio="1", lag_ms=600_000)
     defs, settings = definitions_for(root)
     discover(defs, settings, instance)
     context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
