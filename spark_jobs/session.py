@@ -63,7 +63,9 @@ CONNECT_PROBE_TIMEOUT_S = 5.0
 STANDALONE_SCHEME = "spark://"
 STANDALONE_DEFAULT_PORT = 7077
 _CLUSTER_SCHEMES = (STANDALONE_SCHEME, "k8s://", "mesos://")
-_LOCAL_MASTER = re.compile(r"local(\[(\*|[0-9]+)(,[0-9]+)?\])?|local-cluster\[[0-9]+, *[0-9]+, *[0-9]+\]")
+# Spark's own forms (SparkMasterRegex), spaces around the numbers included
+_LOCAL_MASTER = re.compile(r"local(\[\s*(\*|[0-9]+)\s*(,\s*[0-9]+\s*)?\])?"
+                           r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
 # How many closed shared sessions (released, or expired on the server) a client steps over
 # before it opens a session of its own; see ``connect_session``.
 SHARED_SESSION_GENERATIONS = 64

@@ -94,10 +94,10 @@ def _parse_int(text: str, lo: int, hi: int) -> int | None:
 def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPartition, int]:
     """Parse checkpoint bytes with Kafka's rules; errors name the file and the offending line.
 
-    A line whose topic name Kafka would refuse (``../../etc 0 5``) is malformed here, as
-    Kafka's ``CheckpointReadBuffer`` refuses a line it cannot turn into a ``TopicPartition``:
-    accepted at read time, it was only refused when the file was rewritten, after the command
-    had appended, swapped or renamed on its strength.
+    A line whose topic name is not a legal one (``../../etc 0 5``) is malformed here, a
+    deliberate difference: Kafka's reader builds a ``TopicPartition`` from any text. Accepted at
+    read time, it was only refused when the file was rewritten, after the command had
+    appended, swapped or renamed on its strength.
     """
     try:
         text = data.decode("utf-8")
@@ -159,11 +159,15 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
 
 
 def format_checkpoint(entries: Mapping[TopicPartition, int]) -> bytes:
-    """Kafka's text format, sorted by (topic, partition) so equal content gives equal bytes."""
+    """Kafka's text format, sorted by (topic, partition) so equal content gives equal bytes.
+    Nothing is written that ``parse_checkpoint`` would refuse to read back."""
     for topic in {topic for topic, _ in entries}:
         validate_topic_name(topic)  # a space or newline in a name would corrupt the file
     lines = [str(CURRENT_VERSION), str(len(entries))]
-    lines += [f"{topic} {int(partition)} {int(offset)}" for (topic, partition), offset in sorted(entries.items())]
+    for (topic, partition), offset in sorted(entries.items()):
+        if not (_INT_MIN <= int(partition) <= _INT_MAX and _LONG_MIN <= int(offset) <= _LONG_MAX):
+            raise CheckpointError(f"cannot checkpoint offset {offset} of {topic}-{partition}: outside Kafka's ranges")
+        lines.append(f"{topic} {int(partition)} {int(offset)}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 

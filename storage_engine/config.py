@@ -240,8 +240,8 @@ TOPIC_CONFIG_KEYS: tuple[str, ...] = tuple(TOPIC_CONFIGS)
 
 
 def check_config_key(key: str) -> None:
-    """Kafka refuses a topic config name it does not know, to delete as to set
-    (``kafka-configs --delete-config``: ``Invalid config(s)``)."""
+    """A topic config name this engine does not know is refused to delete as to set: deleting
+    it could only be a typo (a known name that is not set is accepted, and changes nothing)."""
     if key not in TOPIC_CONFIGS:
         raise _unknown_key_error(key, None)
 

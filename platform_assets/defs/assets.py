@@ -39,7 +39,8 @@ def pool_name(topic: Topic) -> str:
 
 
 def cleanup_run_config(topic: Topic, *, force_compaction: bool) -> dg.RunConfig:
-    """Run config for one of the topic's runs (sensors and sweeps pass ``force_compaction=False``)."""
+    """Run config for one of the topic's runs (sensors and sweeps pass ``force_compaction=False``
+    unless an erasure deadline alone asks for a partition: ``forced_by_deadline``)."""
     return dg.RunConfig(ops={op_name(topic): CleanupConfig(force_compaction=force_compaction)})
 
 

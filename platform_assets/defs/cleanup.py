@@ -53,7 +53,8 @@ class CleanupConfig(dg.Config):
     force_compaction: bool = Field(
         default=True,
         description="Compact every partition of the run whatever its dirty ratio (a materialization asked for by "
-        "hand means 'clean now'). Sensors and sweeps set false: only partitions Kafka's cleaner would pick.",
+        "hand means 'clean now'). Sensors and sweeps set false (only partitions Kafka's cleaner would pick), "
+        "except for a partition its erasure deadline alone asks for.",
     )
     now_ms: int | None = Field(
         default=None,

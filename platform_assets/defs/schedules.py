@@ -6,8 +6,10 @@ one ``sweep__<topic>`` schedule per topic, all on the same cron. At each tick a 
 topic's cheap state and, when any partition has deletable segments or is due for compaction,
 requests **one** run over the contiguous range of partitions from the first to the last that
 needs work (``BackfillPolicy.single_run()``: one Spark job), with ``force_compaction=False``, so
-only what Kafka's rules select is cleaned, unless a partition is there for its erasure deadline
-alone (``forced_by_deadline``, as the compaction sensor asks). A topic with nothing to do is skipped, which keeps the
+only what Kafka's rules select is cleaned. A partition there for its erasure deadline alone
+(``forced_by_deadline``) needs a forced run, as the compaction sensor asks; a forced run cleans
+every partition of its range, so the sweep then asks for one run per group of consecutive
+partitions that need work instead, forced only where such a partition is. A topic with nothing to do is skipped, which keeps the
 run list and the event log free of empty runs. The sweep is the backstop for the sensors: it
 catches partitions a sensor left for a later tick (its per-tick bound) or missed because it was
 stopped.
@@ -29,7 +31,7 @@ from ..logic.partition_keys import partition_key
 from .partitions import partitions_def_name
 from .resources import LogStoreResource
 from .sensors import RANGE_END_TAG, RANGE_START_TAG, current_states, default_status
-from ..logic.log_state import forced_by_deadline
+from ..logic.log_state import contiguous_runs, forced_by_deadline
 from ..logic.settings import PlatformSettings
 
 MINUTE_MS = 60_000
@@ -69,11 +71,15 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
                      key=lambda s: s.partition)
         if not due:
             return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))")
-        return dg.RunRequest(
-            run_config=cleanup_run_config(topic, force_compaction=forced_by_deadline(due)),
-            tags={TOPIC_TAG: topic.name, RANGE_START_TAG: partition_key(due[0].partition),
-                  RANGE_END_TAG: partition_key(due[-1].partition), TRIGGER_TAG: "sweep"},
-        )
+        # a forced run cleans every partition of its range: then only runs of consecutive
+        # partitions that need work, each forced only if it holds one asked for by its deadline
+        runs = contiguous_runs(due) if forced_by_deadline(due) else [due]
+        return [dg.RunRequest(  # Dagster dedupes a schedule's run keys within one tick
+            run_key=f"sweep:{run[0].partition}-{run[-1].partition}",
+            run_config=cleanup_run_config(topic, force_compaction=forced_by_deadline(run)),
+            tags={TOPIC_TAG: topic.name, RANGE_START_TAG: partition_key(run[0].partition),
+                  RANGE_END_TAG: partition_key(run[-1].partition), TRIGGER_TAG: "sweep"},
+        ) for run in runs]
 
     return _sweep
 

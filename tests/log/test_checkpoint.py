@@ -44,6 +44,13 @@ def test_format_is_byte_exact_and_sorted() -> None:
     assert format_checkpoint({}) == b"0\n0\n"
 
 
+def test_format_rejects_offsets_the_parser_would_refuse() -> None:
+    with pytest.raises(CheckpointError, match="outside Kafka's ranges"):
+        format_checkpoint({("t", 0): 2**63})
+    with pytest.raises(CheckpointError, match="outside Kafka's ranges"):
+        format_checkpoint({("t", 2**31): 0})
+
+
 def test_format_rejects_names_that_would_break_the_file() -> None:
     with pytest.raises(InvalidTopicError):
         format_checkpoint({("two words", 0): 1})

@@ -246,12 +246,13 @@ def test_log_health_says_which_partitions_need_cleaning_and_why_once_per_change(
     assert after.passed and "nothing due" in after.description
 
 
-def _users_log(tmp_path, *, written_ms: int, ratio: str, lag_ms: int):
-    """A compacted ``users`` partition of 120 records of 50 keys written from ``written_ms``, in
-    rolled segments, under ``min.cleanable.dirty.ratio`` and ``max.compaction.lag.ms``."""
+def _users_log(tmp_path, *, written_ms: int, ratio: str, lag_ms: int, partitions: int = 1):
+    """A compacted topic ``users`` whose partition 0 holds 120 records of 50 keys written from
+    ``written_ms``, in rolled segments, under ``min.cleanable.dirty.ratio`` and
+    ``max.compaction.lag.ms``."""
     root = tmp_path / "logs"
     with LogManager([root]) as manager:
-        manager.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
+        manager.create_topic("users", partitions, {"cleanup.policy": "compact", "segment.bytes": "2000",
                                           "min.cleanable.dirty.ratio": ratio, "max.compaction.lag.ms": str(lag_ms)})
         append_each(manager.get_log("users", 0),
                     [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, written_ms + i) for i in range(120)])
@@ -273,13 +274,22 @@ def test_the_sweep_forces_a_run_its_erasure_deadline_alone_asks_for(tmp_path, in
     """Two thirds of max.compaction.lag.ms used, the dirty ratio not above min.cleanable.dirty.ratio: the
     engine would skip the partition (a ratio never exceeds 1), so an unforced sweep would clean
     nothing, tick after tick."""
-    # two thirds of the lag used, not yet missed
-    root = _users_log(tmp_path, written_ms=int(time.time() * 1000) - 400_000, ratio="1", lag_ms=600_000)
+    now = int(time.time() * 1000)
+    # partition 0: two thirds of the lag used, not yet missed; 1: nothing to do; 2: segments
+    # below its log start offset (retention's work), written just now
+    root = _users_log(tmp_path, written_ms=now - 400_000, ratio="1", lag_ms=600_000, partitions=3)
+    with LogManager([root]) as manager:
+        log = manager.get_log("users", 2)
+        append_each(log, [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, now + i) for i in range(120)])
+        log.delete_records(log.segments[2].base_offset)
     defs, settings = definitions_for(root)
     discover(defs, settings, instance)
     context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
-    (request,) = defs.get_repository_def().get_schedule_def("sweep__users").evaluate_tick(context).run_requests
-    assert request.run_config["ops"]["logs__users"]["config"]["force_compaction"] is True
+    requests = defs.get_repository_def().get_schedule_def("sweep__users").evaluate_tick(context).run_requests
+    # a forced run cleans its whole range: the partition between gets no run, 2 no forcing
+    assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"],
+             r.run_config["ops"]["logs__users"]["config"]["force_compaction"]) for r in requests] == [
+        ("0", "0", True), ("2", "2", False)]
 
 
 def test_log_health_can_be_executed_from_the_ui(logs, instance):
