@@ -145,8 +145,23 @@ def read_partition_stats(
         for i, (base, size, mtime) in enumerate(entries)
     ]
     first_base = segments[0].base_offset if segments else 0
-    lso = max(log_start_offset_checkpoint or 0, first_base)
-    return PartitionStats(parsed[0], parsed[1], directory, segments, lso, cleaner_checkpoint)
+    checkpoint = log_start_offset_checkpoint or 0
+    if segments and checkpoint > segments[-1].base_offset and checkpoint > _log_end_offset(dir_str, segments[-1]):
+        checkpoint = first_base  # damage, which the loader ignores (``_ignore_log_start_beyond_end``)
+    return PartitionStats(parsed[0], parsed[1], directory, segments, max(checkpoint, first_base), cleaner_checkpoint)
+
+
+def _log_end_offset(directory: str, active: SegmentStat) -> int:
+    """The active segment's next offset, from the batch headers after its last index entry: read
+    only for a log start checkpoint past the last segment's base, to tell it from damage."""
+    prefix = f"{directory}/{active.base_offset:020d}"
+    start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, active.base_offset).position
+    fd = open_nofollow(prefix + LOG_SUFFIX, os.O_RDONLY)
+    try:
+        headers = read_headers(fd, start=start, end=os.fstat(fd).st_size, path=prefix + LOG_SUFFIX)
+        return max((header.next_offset for header, _ in headers), default=active.base_offset)
+    finally:
+        os.close(fd)
 
 
 def _checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:

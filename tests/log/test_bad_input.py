@@ -109,6 +109,20 @@ def test_a_dry_run_changes_nothing_even_where_recovery_would(logctl, tmp_path, c
     assert err == f"error: log dir {missing} does not exist\n" and code == 1 and not missing.exists()
 
 
+def test_retention_previews_what_it_does_with_a_log_start_checkpoint_past_the_log_end(logctl):
+    """A log start checkpoint beyond the log end is damage the writable open ignores; the dry
+    run planned from it ("would delete 2 segment(s) ... log start offset -> 500") and the real
+    run then found the log changed and deleted nothing."""
+    assert logctl("topic", "create", "d", "--partitions", "1", "--config", "segment.bytes=400")[0] == 0
+    assert logctl("produce", "d", "--partition", "0", "--now-ms", "1000", "--batch-size", "3", stdin=RECORD * 30)[0] == 0
+    _with_extra_line(logctl.root / "log-start-offset-checkpoint", "d 0 500")
+    code, preview, err = logctl("retention", "--topic", "d", "--now-ms", "2000", "--dry-run")
+    assert code == 0, err
+    assert preview == "d-0: nothing to delete\n"
+    code, done, err = logctl("retention", "--topic", "d", "--now-ms", "2000")
+    assert (code, done, err) == (0, preview, "")
+
+
 @pytest.mark.parametrize("command", [["verify"], ["topic", "list"], ["consume", "t", "--partition", "0"]])
 def test_a_log_dir_that_is_not_there_is_an_error_not_an_empty_log_dir(logctl, tmp_path, command):
     """A mistyped --log-dirs read as a log dir without topics ("no partitions", exit 0); an empty
