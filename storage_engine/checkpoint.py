@@ -149,13 +149,17 @@ def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPa
     return entries
 
 
+def _checkpoint_bytes(path: Path) -> bytes:
+    """A checkpoint file's bytes; a missing file reads as an empty one (it holds no entries)."""
+    try:
+        return read_bytes_nofollow(path)
+    except FileNotFoundError:
+        return b""
+
+
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """The entries of a checkpoint file; a missing or empty file holds none."""
-    try:
-        data = read_bytes_nofollow(path)
-    except FileNotFoundError:
-        return {}
-    return parse_checkpoint(data, path)
+    return parse_checkpoint(_checkpoint_bytes(path), path)
 
 
 def format_checkpoint(entries: Mapping[TopicPartition, int]) -> bytes:
@@ -203,10 +207,7 @@ class CheckpointFile:
         return f"CheckpointFile({str(self.path)!r})"
 
     def read(self) -> dict[TopicPartition, int]:
-        try:
-            data = read_bytes_nofollow(self.path)
-        except FileNotFoundError:
-            return {}
+        data = _checkpoint_bytes(self.path)
         parsed_data, entries = self._parsed
         if data != parsed_data:
             entries = parse_checkpoint(data, self.path)

@@ -27,6 +27,7 @@ from .errors import CheckpointError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir
 from .nofollow import check_not_symlink, open_nofollow
+from .record import BatchHeader
 from .record.file_records import read_headers
 
 
@@ -78,17 +79,23 @@ class PartitionStats:
         return tuple((s.base_offset, s.size_bytes) for s in self.segments if not s.is_active)
 
 
-def _header_max_timestamp(log_path: str, start: int) -> int:
-    """Max of the batch headers' max timestamps from ``start`` to the end of the file."""
+def _max_over_headers(log_path: str, start: int, value: Callable[[BatchHeader], int], default: int) -> int:
+    """Max of ``value`` over the batch headers from ``start`` to the end of the file (headers
+    only, never records); ``default`` for none, or no file."""
     try:
         fd = open_nofollow(log_path, os.O_RDONLY)
     except FileNotFoundError:
-        return -1
+        return default
     try:
         headers = read_headers(fd, start=start, end=os.fstat(fd).st_size, path=log_path)
-        return max((header.max_timestamp for header, _ in headers), default=-1)
+        return max((value(header) for header, _ in headers), default=default)
     finally:
         os.close(fd)
+
+
+def _header_max_timestamp(log_path: str, start: int) -> int:
+    """Max of the batch headers' max timestamps from ``start`` to the end of the file."""
+    return _max_over_headers(log_path, start, lambda header: header.max_timestamp, -1)
 
 
 def _segment_max_timestamp(directory: str, base: int, is_active: bool, has_time_index: bool) -> Callable[[], int]:
@@ -156,12 +163,7 @@ def _log_end_offset(directory: str, active: SegmentStat) -> int:
     only for a log start checkpoint past the last segment's base, to tell it from damage."""
     prefix = f"{directory}/{active.base_offset:020d}"
     start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, active.base_offset).position
-    fd = open_nofollow(prefix + LOG_SUFFIX, os.O_RDONLY)
-    try:
-        headers = read_headers(fd, start=start, end=os.fstat(fd).st_size, path=prefix + LOG_SUFFIX)
-        return max((header.next_offset for header, _ in headers), default=active.base_offset)
-    finally:
-        os.close(fd)
+    return _max_over_headers(prefix + LOG_SUFFIX, start, lambda header: header.next_offset, active.base_offset)
 
 
 def _checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
