@@ -9,6 +9,9 @@ batch are reported, so a damaged file can be inspected rather than refused. Temp
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,6 +19,7 @@ from .checkpoint import read_checkpoint
 from .errors import LogError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
+from .nofollow import file_kind
 from .record import decode_batch, scan_batches, verify_batch
 
 #: Renders a key, value or header value for output (None stays None).
@@ -83,8 +87,13 @@ def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
     values (UTF-8 or base64). Raises :class:`DumpError` for a file that is missing or of no
     known kind."""
     name = path.name
-    if not path.is_file():
-        raise DumpError(f"{path}: no such file")
+    try:
+        mode = os.stat(path).st_mode  # follows a symlink: the user names the file
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        missing = isinstance(exc, ValueError) or exc.errno == errno.ENOENT
+        raise DumpError(f"{path}: {'no such file' if missing else exc.strerror}") from None
+    if not stat.S_ISREG(mode):  # a FIFO would block the read for ever
+        raise DumpError(f"{path} is {file_kind(mode)}: only a regular file can be dumped")
     bare = name
     for temp in (".deleted", ".cleaned", ".swap"):
         if bare.endswith(temp):

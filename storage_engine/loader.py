@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import LogConfig
-from .errors import CorruptIndexError, CorruptRecordError, InvalidSegmentNameError, LogError, NeedsRecoveryError
+from .errors import CorruptIndexError, CorruptRecordError, LogError, NeedsRecoveryError
 from .naming import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -55,11 +55,12 @@ from .naming import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    is_misnamed_segment_file,
+    check_segment_file_name,
     is_segment_file,
     offset_from_file_name,
 )
 from .cleaner.staging import remove_staging_if_idle
+from .nofollow import check_file_entry
 from .temp_files import TempFilePlan, plan_temp_files
 from .record import verify_batch
 from .segment import LogSegment
@@ -190,16 +191,13 @@ class LogLoader:
                                  + (f" and deletes the {later} later segment(s)" if later else ""))
 
     def _check_file_names(self) -> None:
-        """Before anything changes, refuse a file named like a segment's that is not one, naming
-        it: a base offset of other than 20 digits (``5.log``: ignoring it would drop its records
-        unseen, and reading it as segment 5 looked for ``00000000000000000005.log``), or one above
-        Long.MAX_VALUE (Kafka's ``offsetFromFileName`` parses a Long, and the load fails)."""
-        for name in sorted(os.listdir(self.dir)):
-            if is_misnamed_segment_file(name):
-                raise InvalidSegmentNameError(f"{self.dir / name}: not a segment file name: a segment's files are "
-                                              f"named by its base offset in exactly 20 digits; rename or move the file")
-            if is_segment_file(name):
-                offset_from_file_name(name, self.dir)
+        """Before anything changes, refuse a file named like a segment's that is not one, and a
+        segment's file that is not a regular file (a directory in its place), naming it: found
+        here, not when a later step reaches it after earlier segments were repaired."""
+        with os.scandir(self.dir) as it:
+            for entry in sorted(it, key=lambda e: e.name):
+                if check_segment_file_name(self.dir, entry.name):
+                    check_file_entry(entry)
 
     def _read_past_a_corrupt_index(self, seg: LogSegment) -> None:
         """Read-only: an index that fails its sanity check is left out of the view, which then

@@ -148,14 +148,16 @@ _SEGMENT_FILE_KINDS = {s.lstrip(".") for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_IN
                                                 SNAPSHOT_SUFFIX)}
 
 
+_LONG_MAX_DIGITS = f"{LONG_MAX:0{OFFSET_DIGITS}d}"
+
+
 def is_segment_file(name: str) -> bool:
     """True for a file of a segment: its base offset as exactly 20 digits, then ``.`` and a suffix.
 
     ``LogFileUtils.filenamePrefixFromOffset`` writes 20 digits and every path is rebuilt from
     the offset, so ``5.log`` is not the file of segment 5 (``00000000000000000005.log``).
     """
-    stem = name[:OFFSET_DIGITS]
-    return name[OFFSET_DIGITS : OFFSET_DIGITS + 1] == "." and _DIGITS.fullmatch(stem) is not None
+    return name[OFFSET_DIGITS : OFFSET_DIGITS + 1] == "." and _DIGITS.fullmatch(name, 0, OFFSET_DIGITS) is not None
 
 
 def is_misnamed_segment_file(name: str) -> bool:
@@ -165,6 +167,24 @@ def is_misnamed_segment_file(name: str) -> bool:
     stem, dot, rest = name.partition(".")
     return (bool(dot) and len(stem) != OFFSET_DIGITS and _DIGITS.fullmatch(stem) is not None
             and rest.split(".")[0] in _SEGMENT_FILE_KINDS)
+
+
+def check_segment_file_name(directory: Path, name: str) -> bool:
+    """Whether ``name`` (in ``directory``) is a segment's file, after refusing a name like a
+    segment file's that is not one (``InvalidSegmentNameError``, naming the file): a base offset
+    of other than 20 digits (``5.log``: ignoring it would drop its records unseen, and reading
+    it as segment 5 looked for ``00000000000000000005.log``), or one above Long.MAX_VALUE
+    (Kafka's ``offsetFromFileName`` parses a Long, and the load fails). The loader and the
+    partition stats both hold a partition dir to this rule, so a view never counts a file a
+    load refuses, nor leaves out one it reads."""
+    if is_segment_file(name):
+        if name[:OFFSET_DIGITS] > _LONG_MAX_DIGITS:  # equal widths: the strings compare as the numbers
+            offset_from_file_name(name, directory)  # raises, naming the file
+        return True
+    if is_misnamed_segment_file(name):
+        raise InvalidSegmentNameError(f"{Path(directory) / name}: not a segment file name: a segment's files are "
+                                      f"named by its base offset in exactly 20 digits; rename or move the file")
+    return False
 
 
 def is_log_file(name: str) -> bool:

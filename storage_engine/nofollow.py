@@ -33,9 +33,13 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSO
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+def file_kind(mode: int | None) -> str:
+    """What a file of ``mode`` (``st_mode``) is, for messages: "a FIFO", "a directory", ..."""
+    return next((name for test, name in _KINDS if mode is not None and test(mode)), "not a regular file")
+
+
 def _not_regular(path: Path | str, mode: int | None, wanted: str) -> NotRegularFileError:
-    kind = next((name for test, name in _KINDS if mode is not None and test(mode)), "not a regular file")
-    return NotRegularFileError(f"{path} is {kind}, where {wanted} belongs: refusing to open it")
+    return NotRegularFileError(f"{path} is {file_kind(mode)}, where {wanted} belongs: refusing to open it")
 
 
 def _lstat_mode(path: Path | str) -> int | None:
@@ -118,12 +122,24 @@ def check_dir_entries(directory: Path | str) -> None:
     try:
         with os.scandir(directory) as it:
             for entry in it:
-                if entry.is_symlink():
-                    raise _refuse(entry.path)
-                if not entry.is_file(follow_symlinks=False) and not entry.is_dir(follow_symlinks=False):
-                    raise _not_regular(entry.path, _lstat_mode(entry.path), "a regular file")
+                check_dir_entry(entry)
     except FileNotFoundError:
         return
+
+
+def check_dir_entry(entry: os.DirEntry) -> None:
+    """Refuse one entry of a partition dir that is a symlink, a FIFO, a socket or a device."""
+    if entry.is_symlink():
+        raise _refuse(entry.path)
+    if not entry.is_file(follow_symlinks=False) and not entry.is_dir(follow_symlinks=False):
+        raise _not_regular(entry.path, _lstat_mode(entry.path), "a regular file")
+
+
+def check_file_entry(entry: os.DirEntry) -> None:
+    """Refuse a directory entry that is not a regular file (a directory named as a segment's
+    ``.log``, say), naming it: found by a listing, before anything is opened or changed."""
+    if not entry.is_file(follow_symlinks=False):
+        raise _not_regular(entry.path, _lstat_mode(entry.path), "a regular file")
 
 
 def check_under(path: Path | str, root: Path | str) -> Path:

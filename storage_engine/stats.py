@@ -25,8 +25,8 @@ from .checkpoint import (
 )
 from .errors import CheckpointError
 from .index import OffsetIndex, TimeIndex
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir
-from .nofollow import check_not_symlink, open_nofollow
+from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, check_segment_file_name, parse_partition_dir
+from .nofollow import check_dir_entry, check_file_entry, check_not_symlink, open_nofollow
 from .record import BatchHeader
 from .record.file_records import read_headers
 
@@ -124,8 +124,10 @@ def read_partition_stats(
     cleaner_checkpoint: int | None = None,
     topic_partition: tuple[str, int] | None = None,
 ) -> PartitionStats:
-    """Stats of one partition directory (``<topic>-<n>``), from metadata only. A symbolic link,
-    as the directory or in it, is refused as every engine command refuses it."""
+    """Stats of one partition directory (``<topic>-<n>``), from metadata only. What every engine
+    command refuses in it is refused here too, naming it: a symbolic link (the directory or in
+    it), a FIFO, socket or device, a misnamed segment file, a directory where a segment's file
+    belongs. Skipping them would show a log other than the one a run meets."""
     directory = directory if isinstance(directory, Path) else Path(directory)
     parsed = topic_partition or parse_partition_dir(directory.name)
     if parsed is None:
@@ -136,9 +138,11 @@ def read_partition_stats(
     with os.scandir(directory) as it:
         for entry in it:
             name = entry.name
-            if entry.is_symlink():
-                check_not_symlink(entry.path)
-            if len(name) == 24 and name.endswith(LOG_SUFFIX) and name[:20].isdigit():
+            check_dir_entry(entry)
+            if not check_segment_file_name(directory, name):  # refuses what a load refuses, naming it
+                continue
+            check_file_entry(entry)
+            if len(name) == 24 and name.endswith(LOG_SUFFIX):
                 st = entry.stat(follow_symlinks=False)
                 entries.append((int(name[:20]), st.st_size, int(st.st_mtime * 1000)))
             elif len(name) == 30 and name.endswith(TIME_INDEX_SUFFIX):

@@ -53,6 +53,7 @@ def template(tmp_path_factory) -> Path:
     shutil.copyfile(index, base / "files" / "good.index")
     shutil.copyfile(index, base / "files" / "x.timeindex")
     (base / "files" / "noext").write_bytes(b"\x00" * 8)
+    os.mkfifo(base / "files" / "fifo.log")  # dump would wait for a writer for ever
     (base / "files" / "garbage-checkpoint").write_bytes(b"zero\n1\nt 0 0\n")
     (base / "files" / "bad.properties").write_text("log.retention.ms=abc\n")
     (base / "files" / "zero-partitions.properties").write_text("logplat.max.partitions.per.topic=0\n")
@@ -162,7 +163,7 @@ case("consume", "plain", "--partition", "0", "--encoding", "hex")
 
 # --- file names -------------------------------------------------------------------------------
 for path in ["{files}/good.index", "{files}/x.timeindex", "{files}/noext", "{files}/missing.log", "{files}",
-             "{files}/garbage-checkpoint", "/dev/null", "", "{files}/a\x00b.log"]:
+             "{files}/garbage-checkpoint", "/dev/null", "", "{files}/a\x00b.log", "{files}/fifo.log"]:
     case("dump", path)
 case("dump")
 

@@ -5,12 +5,15 @@ log start offset, and a corrupt batch in the middle of an unlimited consume)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from storage_engine.errors import InvalidSegmentNameError, NotRegularFileError
+from storage_engine.stats import scan_log_dir
 from tests.helpers.paths import REPO
 from tests.log.test_adversarial_cli import snapshot
 
@@ -67,6 +70,15 @@ def test_dump_of_an_index_without_an_offset_is_an_error(logctl, tmp_path):
     code, _, err = logctl("dump", str(copy))
     one_line_error(code, err)
     assert str(copy) in err
+
+
+def test_dump_names_what_is_not_a_regular_file(logctl, tmp_path):
+    """``dump`` of a FIFO or a directory said "no such file" about a path that exists."""
+    os.mkfifo(tmp_path / "fifo.log")
+    for path, kind in ((tmp_path / "fifo.log", "a FIFO"), (logctl.root / "t-0", "a directory")):
+        code, _, err = logctl("dump", str(path))
+        one_line_error(code, err)
+        assert f"{path} is {kind}: only a regular file can be dumped" in err, err
 
 
 @pytest.mark.parametrize("command", ["compact", "retention"])
@@ -250,7 +262,44 @@ def test_a_segment_file_name_without_20_digits_is_refused_naming_it(logctl, name
         code, out, err = logctl(*command, stdin=RECORD)
         assert code == 1, (command, out, err)
         assert f"{part / name}: not a segment file name" in out + err and "No such file" not in out + err, (command, out, err)
+    with pytest.raises(InvalidSegmentNameError, match=f"{part / name}: not a segment file name"):
+        list(scan_log_dir(logctl.root))  # the sensors' stats refuse it as the commands do
     assert snapshot(logctl.root) == before
+
+
+def test_a_directory_where_a_later_segments_file_belongs_is_refused_before_any_repair(logctl):
+    """A directory in place of the last segment's time index was refused only when the load
+    reached that segment, after it had rebuilt the first segment's missing index; now every
+    entry is checked before anything changes, by the load and by the sensors' stats alike."""
+    assert logctl("topic", "alter", "t", "--config", "segment.bytes=200")[0] == 0
+    for _ in range(3):  # one batch each, one segment each
+        assert logctl("produce", "t", "--partition", "0", stdin=RECORD * 4)[0] == 0
+    part = logctl.root / "t-0"
+    logs = sorted(part.glob("*.log"))
+    assert len(logs) >= 2, logs
+    logs[0].with_suffix(".index").unlink()  # a writable open would rebuild it
+    last = logs[-1].with_suffix(".timeindex")
+    last.unlink()
+    last.mkdir()
+    before = snapshot(logctl.root)
+    for command in (["produce", "t", "--partition", "0"], ["verify"], ["compact", "--topic", "t"]):
+        code, out, err = logctl(*command, stdin=RECORD)
+        assert code == 1 and f"{last} is a directory" in out + err, (command, out, err)
+        assert snapshot(logctl.root) == before, command
+    with pytest.raises(NotRegularFileError, match=f"{last} is a directory"):
+        list(scan_log_dir(logctl.root))
+
+
+def test_the_stats_ignore_what_the_load_ignores(logctl):
+    """A name with non-ASCII digits is no segment's (Kafka's names are ASCII): the stats counted
+    ``００...0.log`` as a segment (``str.isdigit``) that every command leaves out."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    part = logctl.root / "t-0"
+    (part / ("\uff10" * 20 + ".log")).write_bytes((part / "00000000000000000000.log").read_bytes())
+    [stats] = scan_log_dir(logctl.root)
+    assert [s.base_offset for s in stats.segments] == [0]
+    code, out, _ = logctl("topic", "describe", "t", "--json")
+    assert code == 0 and json.loads(out)["partitions"][0]["log_end_offset"] == 1
 
 
 def test_a_missing_partition_directory_is_named_as_missing(logctl):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from storage_engine.errors import NotRegularFileError
+from storage_engine.stats import scan_log_dir
 from tests.helpers.cli import run_logctl
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
@@ -288,6 +290,9 @@ def test_a_fifo_where_a_file_belongs_is_refused_at_once(logctl, name):
         assert code == 1, (command, out, err)
         assert err.count("\n") == 1 and f"{fifo} is a FIFO" in err, (command, err)
         assert tree(logctl.root) == before, command
+    if name.startswith("t-0/"):  # the sensors' stats refuse it too (they read no lock or metadata)
+        with pytest.raises(NotRegularFileError, match=f"{fifo} is a FIFO"):
+            list(scan_log_dir(logctl.root))
 
 
 @pytest.mark.parametrize("name", ["t-0/00000000000000000050.log", "t-0/00000000000000000000.index",
@@ -307,6 +312,9 @@ def test_a_directory_where_a_file_belongs_is_named(logctl, name):
         assert code == 1, (command, out, err)
         assert f"{directory} is a directory" in out + err and "Errno" not in out + err, (command, out, err)
         assert tree(logctl.root) == before, command
+    if name.startswith("t-0/0"):  # a segment's file: the sensors' stats refuse it too
+        with pytest.raises(NotRegularFileError, match=f"{directory} is a directory"):
+            list(scan_log_dir(logctl.root))
 
 
 @pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"name": "t", "partitions": 99999999999}',
