@@ -81,8 +81,14 @@ class OffsetOutOfRangeError(LogError):
 
 
 class InvalidSegmentNameError(LogError):
-    """A file in a partition directory is named like a segment file, but its offset is not one
-    Kafka can have (above Long.MAX_VALUE); the load refuses before it writes anything."""
+    """A file in a partition directory is named like a segment file, but not with a base offset
+    Kafka can have (other than 20 digits, or above Long.MAX_VALUE); the load refuses before it
+    writes anything."""
+
+
+class NotALogDirError(LogError):
+    """A directory given as a log dir holds segment files: it is a partition directory, not a
+    directory of partitions; nothing was written in it."""
 
 
 class OffsetOverflowError(LogError):

@@ -39,6 +39,8 @@ from .checkpoint import (
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from .errors import NotALogDirError
+from .naming import is_segment_file
 from .nofollow import check_regular_or_missing, open_nofollow
 
 SESSION_LOCK = ".logplat-session.lock"
@@ -74,6 +76,7 @@ class LogDir:
         FIFO or directory in place of any of the dir's own files is refused first, before
         anything is written.
         """
+        self._check_not_a_partition_dir()
         for name in (SESSION_LOCK, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
                      LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
             check_regular_or_missing(self.path / name)
@@ -103,6 +106,19 @@ class LogDir:
                 path.unlink(missing_ok=True)
         self._session_file = self.path / f".logplat-session.{os.getpid()}.{next(_session_counter)}"
         os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
+
+    def _check_not_a_partition_dir(self) -> None:
+        """Refuse a dir holding segment files, naming one: it is a partition directory given as
+        a log dir (``--log-dirs data/logs/t-0``), which read-only commands showed as holding no
+        partition and writable ones wrote session files and the shutdown marker into."""
+        try:
+            with os.scandir(self.path) as it:
+                segment = next((e.name for e in it if is_segment_file(e.name)), None)
+        except FileNotFoundError:
+            return
+        if segment is not None:
+            raise NotALogDirError(f"{self.path} holds segment files ({segment}): it is a partition directory, not "
+                                  f"a log dir; give the directory that holds it ({self.path.parent})")
 
     def finish_startup(self) -> None:
         """Called by the first opener after recovering: let other processes in."""

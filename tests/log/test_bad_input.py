@@ -14,6 +14,7 @@ import pytest
 
 from storage_engine.errors import InvalidSegmentNameError, NotRegularFileError
 from storage_engine.stats import scan_log_dir
+from tests.helpers.cli import run_logctl
 from tests.helpers.paths import REPO
 from tests.log.test_adversarial_cli import snapshot
 
@@ -300,6 +301,20 @@ def test_the_stats_ignore_what_the_load_ignores(logctl):
     assert [s.base_offset for s in stats.segments] == [0]
     code, out, _ = logctl("topic", "describe", "t", "--json")
     assert code == 0 and json.loads(out)["partitions"][0]["log_end_offset"] == 1
+
+
+def test_a_partition_directory_given_as_the_log_dir_is_refused(logctl, monkeypatch, capsys):
+    """``--log-dirs data/logs/t-0`` showed "no partitions" with exit 0 to read-only commands,
+    and writable ones wrote a session lock and the clean-shutdown marker into the partition."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    part = logctl.root / "t-0"
+    before = snapshot(logctl.root)
+    for command in (["verify"], ["topic", "list"], ["retention"], ["compact"], ["consume", "t", "--partition", "0"],
+                    ["retention", "--dry-run"], ["topic", "create", "u", "--partitions", "1"]):
+        code, _, err = run_logctl(part, monkeypatch, capsys, *command)
+        one_line_error(code, err)
+        assert f"{part} holds segment files" in err and f"give the directory that holds it ({logctl.root})" in err
+        assert snapshot(logctl.root) == before, command
 
 
 def test_a_missing_partition_directory_is_named_as_missing(logctl):
