@@ -30,7 +30,8 @@ from .jobs import TOPIC_TAG, TRIGGER_TAG
 from ..logic.partition_keys import partition_key
 from .partitions import partitions_def_name
 from .resources import LogStoreResource
-from .sensors import RANGE_END_TAG, RANGE_START_TAG, current_states, default_status
+from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG
+from .sensors import current_states, default_status
 from ..logic.log_state import contiguous_runs, forced_by_deadline
 from ..logic.settings import PlatformSettings
 

@@ -32,9 +32,8 @@ not asked again until the log changes; skipping it leaves its slot in the tick t
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
@@ -59,18 +58,16 @@ from ..logic.log_state import (
     run_key,
 )
 from ..logic.metadata import observation_metadata
-from ..logic.partition_keys import keys_not_on_disk, partition_key, partition_number, plan_key_update
+from ..logic.observation_cursor import ObservationCursor
+from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
+from ..logic.partition_keys import keys_not_on_disk, partition_key, plan_key_update
 from .partitions import key_update_requests, partitions_def_name
 from .resources import LogStoreResource
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
 from ..logic.units import megabytes, size_text
 
-# Dagster's own run tags (dagster._core.storage.tags), read from runs the platform did not tag.
-SENSOR_NAME_TAG = "dagster/sensor_name"
-PARTITION_NAME_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
+SENSOR_NAME_TAG = "dagster/sensor_name"  # Dagster's own (dagster._core.storage.tags)
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 RECENT_RUNS = 500  # how many of its latest runs a sensor reads for the partition states they covered
@@ -97,54 +94,7 @@ def platform_sensor(name: str, description: str, settings: PlatformSettings, **k
                      default_status=default_status(settings), description=description, **kwargs)
 
 
-# ------------------------------------------------------------------------------- the cursor
-
-
-@dataclass
-class ObservationCursor:
-    """The digest of each partition's last recorded state, by topic (JSON in the sensor cursor)."""
-
-    seen: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, text: str | None) -> "ObservationCursor":
-        if not text:
-            return cls()
-        try:
-            body = json.loads(text)
-            return cls({t: dict(parts) for t, parts in body.get("seen", {}).items()})
-        except (ValueError, AttributeError, TypeError):
-            return cls()  # an unreadable cursor only costs one round of observations
-
-    def changed(self, state: PartitionState) -> bool:
-        return self.seen.get(state.topic, {}).get(partition_key(state.partition)) != state.observation_digest()
-
-    def record(self, state: PartitionState) -> None:
-        self.seen.setdefault(state.topic, {})[partition_key(state.partition)] = state.observation_digest()
-
-    def keep_only(self, present: Iterable[TopicPartition]) -> None:
-        """Forget partitions that are gone, so the cursor never grows past the log dirs."""
-        alive: dict[str, set[str]] = defaultdict(set)
-        for topic, partition in present:
-            alive[topic].add(partition_key(partition))
-        self.seen = {t: {k: v for k, v in parts.items() if k in alive[t]} for t, parts in self.seen.items() if t in alive}
-
-    def dump(self) -> str:
-        return json.dumps({"v": 1, "seen": self.seen}, separators=(",", ":"), sort_keys=True)
-
-
 # ------------------------------------------------------------------------------- runs in flight
-
-
-@dataclass(frozen=True)
-class BusyLogs:
-    """Partitions (or whole topics) that a queued or running run is about to clean."""
-
-    partitions: frozenset[TopicPartition] = frozenset()
-    topics: frozenset[str] = frozenset()
-
-    def __contains__(self, tp: object) -> bool:
-        return tp in self.partitions or (isinstance(tp, tuple) and tp[0] in self.topics)
 
 
 def _run_topics(run: dg.DagsterRun) -> list[str]:
@@ -154,28 +104,8 @@ def _run_topics(run: dg.DagsterRun) -> list[str]:
 
 
 def busy_logs(runs: Iterable[dg.DagsterRun]) -> BusyLogs:
-    """Which logs ``runs`` (queued or in flight) cover, from their tags and asset selection: a
-    partition tag, a partition range (keys are numbers in numeric order), else the whole topic."""
-    partitions: set[TopicPartition] = set()
-    topics: set[str] = set()
-    for run in runs:
-        tags = run.tags
-        try:
-            if PARTITION_NAME_TAG in tags:
-                numbers = [partition_number(tags[PARTITION_NAME_TAG])]
-            elif RANGE_START_TAG in tags and RANGE_END_TAG in tags:
-                lo, hi = partition_number(tags[RANGE_START_TAG]), partition_number(tags[RANGE_END_TAG])
-                numbers = list(range(lo, hi + 1))
-            else:
-                numbers = None
-        except ValueError:
-            numbers = None
-        for topic in _run_topics(run):
-            if numbers is None:
-                topics.add(topic)
-            else:
-                partitions.update((topic, n) for n in numbers)
-    return BusyLogs(frozenset(partitions), frozenset(topics))
+    """Which logs ``runs`` (queued or in flight) cover, from their tags and asset selection."""
+    return logs_covered((run.tags, _run_topics(run)) for run in runs)
 
 
 def _in_flight(instance: dg.DagsterInstance) -> BusyLogs:

@@ -12,7 +12,8 @@ from platform_assets.logic.check_facts import Digest, Duplicates, Verification, 
 from platform_assets.logic.log_state import PartitionState, deadline_urgent, due_for_compaction
 from platform_assets.logic.partition_keys import KeyUpdate, partition_number, plan_key_update
 from platform_assets.defs.schedules import cron_for_interval_ms
-from platform_assets.defs.sensors import ObservationCursor, busy_logs
+from platform_assets.defs.sensors import busy_logs
+from platform_assets.logic.observation_cursor import ObservationCursor
 from platform_assets.logic.settings import PlatformSettings, retention_check_interval_ms
 from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
 

@@ -1,0 +1,50 @@
+"""The log state sensor's cursor: which state of each partition it last recorded.
+
+The sensor records an ``AssetObservation`` of a partition only when its state changed since the
+observation it last recorded, so the event log does not grow with every tick. The cursor holds a
+12-digit digest of each recorded state (``PartitionState.observation_digest``), by topic and
+partition key, as compact JSON in the sensor's cursor.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .log_state import PartitionState, TopicPartition
+from .partition_keys import partition_key
+
+
+@dataclass
+class ObservationCursor:
+    """The digest of each partition's last recorded state, by topic (JSON in the sensor cursor)."""
+
+    seen: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | None) -> "ObservationCursor":
+        if not text:
+            return cls()
+        try:
+            body = json.loads(text)
+            return cls({t: dict(parts) for t, parts in body.get("seen", {}).items()})
+        except (ValueError, AttributeError, TypeError):
+            return cls()  # an unreadable cursor only costs one round of observations
+
+    def changed(self, state: PartitionState) -> bool:
+        return self.seen.get(state.topic, {}).get(partition_key(state.partition)) != state.observation_digest()
+
+    def record(self, state: PartitionState) -> None:
+        self.seen.setdefault(state.topic, {})[partition_key(state.partition)] = state.observation_digest()
+
+    def keep_only(self, present: Iterable[TopicPartition]) -> None:
+        """Forget partitions that are gone, so the cursor never grows past the log dirs."""
+        alive: dict[str, set[str]] = defaultdict(set)
+        for topic, partition in present:
+            alive[topic].add(partition_key(partition))
+        self.seen = {t: {k: v for k, v in parts.items() if k in alive[t]} for t, parts in self.seen.items() if t in alive}
+
+    def dump(self) -> str:
+        return json.dumps({"v": 1, "seen": self.seen}, separators=(",", ":"), sort_keys=True)
