@@ -47,7 +47,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import LogConfig
-from .errors import CorruptIndexError, CorruptRecordError, LogError, NeedsRecoveryError
+from .errors import (
+    CheckpointError,
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidSegmentNameError,
+    LogError,
+    NeedsRecoveryError,
+    NotRegularFileError,
+    UnsafePathError,
+)
 from .naming import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -66,6 +75,11 @@ from .record import verify_batch
 from .segment import LogSegment
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+#: What a load refuses before it changes anything: a file name, a path, a file's kind or a
+#: checkpoint, each validated before the loader writes. A load that fails otherwise may have
+#: repaired part of the partition and not the rest.
+REFUSED_UNCHANGED = (InvalidSegmentNameError, UnsafePathError, NotRegularFileError, CheckpointError)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Collection, Sequence
 from .checkpoint import fsync_dir
 from .config import LONG_MAX, LogConfig
 from .errors import AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError
-from .loader import LogLoader
+from .loader import REFUSED_UNCHANGED, LogLoader
 from .log_reads import LogReads
 from .partition_lock import PartitionLock
 from .logdir import LogDir
@@ -142,6 +142,18 @@ class Log(LogReads):
             self._sync_locked()
             return self._producer_state_locked().last_records()
 
+    def _reload(self) -> None:
+        """Reload after another process changed the log (the lock held). A reload that fails
+        after it repaired part of the log cannot vouch for the rest, so, as for a failed first
+        load (``LogManager._load_log``), this process leaves its log dir's clean-shutdown marker
+        unwritten (``LogDir.record_load_failure``) and the next first opener recovers."""
+        try:
+            self._load(had_clean_shutdown=True)
+        except BaseException as exc:
+            if not isinstance(exc, REFUSED_UNCHANGED):
+                self.log_dir.record_load_failure()
+            raise
+
     def _changed_on_disk(self) -> bool:
         return (
             self.lock.generation() != self._generation
@@ -155,7 +167,7 @@ class Log(LogReads):
     def _sync_locked(self) -> None:
         """Before a change: reload if another process changed the segment list or appended."""
         if self._changed_on_disk():
-            self._load(had_clean_shutdown=True)
+            self._reload()
 
     def sync_for_change(self) -> None:
         """For maintenance code about to change the log: the lock must be held."""
@@ -168,7 +180,7 @@ class Log(LogReads):
         """For readers: pick up other processes' appends, and reload after segment-list changes."""
         if self.lock.generation() != self._generation or not self.segments:
             with self.lock.hold():
-                self._load(had_clean_shutdown=True)
+                self._reload()
             return
         active = self.active_segment
         size = active.refresh_size()

@@ -35,7 +35,7 @@ class LogReads:
             except (LogChangedError, FileNotFoundError) as exc:
                 last = exc
                 with self.lock.hold():
-                    self._load(had_clean_shutdown=True)
+                    self._reload()
         raise LogChangedError(f"{self.tp} kept changing while it was read: {last}")
 
     def _check_range(self, offset: int) -> None:

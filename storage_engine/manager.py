@@ -37,18 +37,15 @@ from .config import (
     validate_topic_overrides,
 )
 from .errors import (
-    CheckpointError,
     ConfigError,
-    InvalidSegmentNameError,
     InvalidTopicError,
     LogChangedError,
     LogError,
-    NotRegularFileError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
-    UnsafePathError,
 )
 from .faults import crash_point
+from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir
 from .naming import DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic_name
@@ -81,10 +78,9 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
     return dirs
 
 
-#: What a load refuses before it changes anything: a file name, a path, a file's kind, a
-#: checkpoint or a topic config, each validated before the loader writes.
-_REFUSED_UNCHANGED = (InvalidSegmentNameError, UnsafePathError, NotRegularFileError, CheckpointError, ConfigError,
-                      TopicMetadataError)
+#: What opening a partition refuses before it changes anything: the loader's refusals and a
+#: topic config, read before the loader starts.
+_REFUSED_UNCHANGED = (*REFUSED_UNCHANGED, ConfigError, TopicMetadataError)
 
 
 def duplicate_partition(first: PartitionLocation, second: Path) -> LogError:

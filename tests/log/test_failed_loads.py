@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from storage_engine.errors import LogError
+from storage_engine.manager import LogManager
 from storage_engine.naming import segment_file
 
 CLEAN = ".kafka_cleanshutdown"
@@ -76,6 +78,30 @@ def test_a_command_that_could_not_load_every_partition_writes_no_clean_shutdown_
     assert t1_log.stat().st_size == 2 * BATCH  # the next open recovered t-1: corrupt tail cut
     assert (root / CLEAN).exists()
     assert _consumed(logctl, "t", 1) == list(range(30))
+
+
+def test_a_reload_that_fails_after_a_repair_writes_no_clean_shutdown_marker(logctl):
+    """An open log reloads when another process changed it. A reload that removed a leftover and
+    then failed (overlapping segments) still let the process write the marker on close, so the
+    next opener would have skipped recovering what the reload never reached."""
+    root = _build(logctl)
+    part = root / "t-0"
+    with LogManager([root]) as manager:
+        log = manager.get_log("t", 0)
+        shutil.copy(segment_file(part, 12, ".log"), segment_file(part, 13, ".log"))
+        leftover = segment_file(part, 0, ".log.cleaned")  # a dead cleaner's output: a load removes it
+        leftover.write_bytes(b"")
+        with log.lock.hold():
+            log.lock.bump_generation()  # as another process's change to the segment list does
+        with pytest.raises(LogError, match="segments overlap"):
+            log.read(0, max_records=1)
+        assert not leftover.exists()  # the reload had repaired something before it failed
+    assert not (root / CLEAN).exists()
+    for path in part.glob("00000000000000000013.*"):
+        path.unlink()
+    assert _consumed(logctl, "t", 0) == list(range(30))
+    assert logctl("delete-records", "t", "--partition", "0", "--before-offset", "1")[0] == 0
+    assert (root / CLEAN).exists()
 
 
 def _tree(root: Path) -> dict[str, bytes]:
