@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -160,7 +160,16 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     except InstanceSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    logs = Path(tempfile.mkdtemp(prefix="logplat-demo-"))
+    logs = dagster_home / "main-job"  # the servers' output of this run only: each run replaces the last
+    try:
+        if logs.is_symlink() or logs.is_file():
+            logs.unlink()
+        elif logs.exists():
+            shutil.rmtree(logs)
+        logs.mkdir()
+    except OSError as exc:
+        print(f"error: cannot make {logs} for the servers' output: {exc.strerror}", file=sys.stderr)
+        return 1
     master = os.environ.get(MASTER_ENV, "")
     if args.connect_server and not master:  # before the workload: a server that cannot start changes nothing
         print(f"starting a Spark Connect server for the runs, which warms itself up in the background "
