@@ -48,7 +48,7 @@ from .faults import crash_point
 from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir
-from .naming import DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic_name
+from .naming import delete_dir_name, is_delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic_name
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
@@ -349,7 +349,7 @@ class LogManager:
 
     def _delete_dirs(self) -> list[str]:
         return [entry.path for d in self.log_dirs if d.path.is_dir() for entry in os.scandir(d.path)
-                if entry.name.endswith(DELETE_DIR_SUFFIX) and entry.is_dir(follow_symlinks=False)]
+                if is_delete_dir_name(entry.name) and entry.is_dir(follow_symlinks=False)]
 
     def _finish_pending_deletes(self) -> None:
         """At a writable open, as a broker's LogManager does at startup: finish interrupted deletes

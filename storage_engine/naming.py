@@ -88,6 +88,17 @@ def delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
     return topic[: NAME_MAX - len(suffix)] + suffix
 
 
+_DELETE_DIR = re.compile(r"[a-zA-Z0-9._-]+-[0-9]+\.[0-9a-f]{32}" + re.escape(DELETE_DIR_SUFFIX))
+
+
+def is_delete_dir_name(name: str) -> bool:
+    """True for a name :func:`delete_dir_name` gives (with a UUID's 32 hex digits as the unique
+    id, as Kafka's ``LocalLog`` does): only such directories are removed at a writable open.
+    Kafka's ``DeleteDirPattern`` takes any ``<a>-<b>.<c>-delete``; here a user's own directory
+    (``reports-delete``) next to the partitions is never taken for one and removed."""
+    return _DELETE_DIR.fullmatch(name) is not None
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """``(topic, partition)`` for a live partition directory name, else ``None``.
 

@@ -117,6 +117,23 @@ def test_topic_delete_removes_everything_and_a_new_topic_starts_empty(logctl):
     assert logctl("consume", "keep", "--partition", "0")[1].count("\n") == 1
 
 
+def test_only_a_deleted_partitions_directory_is_removed_at_a_writable_open(logctl):
+    """Every writable open removed any directory of the log dir whose name ended in ``-delete``
+    (``reports-delete`` and what it held, with ``--log-dirs /tmp`` given by mistake); only the
+    names a topic delete gives (``<topic>-<n>.<32 hex digits>-delete``) are removed now."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    mine = [logctl.root / "reports-delete", logctl.root / "t-0.notauuid-delete", logctl.root / "x-1.ABCD-delete"]
+    for path in mine:
+        path.mkdir()
+        (path / "q3.csv").write_text("keep\n")
+    left = logctl.root / f"t-0.{'0123456789abcdef' * 2}-delete"  # a delete killed before it removed the dir
+    left.mkdir()
+    (left / "00000000000000000000.log").write_bytes(b"")
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    assert not left.exists()
+    assert all((path / "q3.csv").read_text() == "keep\n" for path in mine)
+
+
 @pytest.mark.parametrize("point", ["topic-delete-marked", "topic-delete-renamed", "topic-delete-unlisted"])
 def test_topic_delete_killed_at_every_step_is_finished_by_the_next_open(tmp_path, point):
     root = tmp_path / "logs"
