@@ -36,6 +36,9 @@ from typing import Iterator
 
 from storage_engine.usage import OneLineParser, UsageError
 
+#: the platform's instance settings (SQLite storage, one run per topic, the daemons, run
+#: monitoring and retries), written into a ``DAGSTER_HOME`` that has no ``dagster.yaml``
+INSTANCE_YAML = Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.yaml"
 #: the folders a SQLite instance keeps its databases in (``storage: sqlite: base_dir``)
 STORAGE_FOLDERS = ("history", "schedules")
 LOCK_FILE = ".logplat-instance-setup.lock"
@@ -194,8 +197,32 @@ def _create_and_migrate(dagster_home: Path) -> None:
             os.environ["DAGSTER_HOME"] = saved
 
 
+def _write_instance_yaml(dagster_home: Path) -> bool:
+    """Give a ``DAGSTER_HOME`` without a ``dagster.yaml`` the platform's (``INSTANCE_YAML``):
+    without one Dagster runs with its defaults, so runs of one topic could overlap and a dead
+    run worker would hang its run. An existing file (or symlink) is the user's and is kept. The
+    file appears whole or not at all (written aside, then linked into place)."""
+    target = dagster_home / "dagster.yaml"
+    if target.exists() or target.is_symlink():
+        return False
+    aside = dagster_home / f".dagster.yaml.{os.getpid()}.tmp"
+    try:
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(INSTANCE_YAML.read_bytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(aside, target)
+    except OSError as exc:
+        raise InstanceSetupError(f"cannot write {target}: {exc.strerror or exc}") from None
+    finally:
+        aside.unlink(missing_ok=True)
+    return True
+
+
 def prepare_instance(dagster_home: Path) -> list[str]:
-    """Make ``dagster_home`` an instance every process can open; returns what was done.
+    """Make ``dagster_home`` an instance every process can open, with the platform's settings
+    when it has none of its own; returns what was done.
 
     Raises :class:`InstanceSetupError` when it is broken and holds data (nothing changed then).
     """
@@ -208,6 +235,8 @@ def prepare_instance(dagster_home: Path) -> list[str]:
         action = diagnosis.action
         if action == "refuse":
             raise _refusal(dagster_home, diagnosis)
+        if _write_instance_yaml(dagster_home):
+            done.append(f"wrote the platform's instance settings to {dagster_home / 'dagster.yaml'}")
         if action == "reset":
             problems = "; ".join(db.problem() for db in diagnosis.broken)
             for moved in _move_storage_aside(dagster_home):

@@ -71,6 +71,23 @@ def test_a_new_instance_is_created_and_healthy(tmp_path):
     assert runs_in(home) == 0
 
 
+def test_a_dagster_home_without_settings_gets_the_platforms(tmp_path):
+    """A brand-new ``DAGSTER_HOME`` (the README's first run) had no dagster.yaml, so Dagster ran
+    with its defaults: no limit of one run per topic, no run monitoring, no retries."""
+    home = tmp_path / "brand-new"
+    home.mkdir()
+    assert prepare_instance(home) == [f"wrote the platform's instance settings to {home / 'dagster.yaml'}"]
+    assert (home / "dagster.yaml").read_bytes() == (REPO / "dagster_home" / "dagster.yaml").read_bytes()
+    assert diagnose(home).action == "ok" and (home / "history").is_dir()
+    assert prepare_instance(home) == []
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    assert prepare_instance(own) == []
+    assert (own / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
+    assert sorted(p.name for p in home.iterdir() if p.name.endswith(".tmp")) == []
+
+
 def test_a_broken_instance_that_holds_no_runs_is_set_aside_and_created_afresh(tmp_path):
     home = new_home(tmp_path)
     prepare_instance(home)
