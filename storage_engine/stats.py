@@ -23,7 +23,6 @@ from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     read_checkpoint,
 )
-from .errors import CheckpointError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, check_segment_file_name, parse_partition_dir
 from .nofollow import check_dir_entry, check_file_entry, check_not_symlink, open_nofollow
@@ -170,18 +169,12 @@ def _log_end_offset(directory: str, active: SegmentStat) -> int:
     return _max_over_headers(prefix + LOG_SUFFIX, start, lambda header: header.next_offset, active.base_offset)
 
 
-def _checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
-    try:
-        return read_checkpoint(path)
-    except CheckpointError:
-        return {}  # as Kafka's LogManager does for an unreadable checkpoint: treat as absent
-
-
 def log_dir_checkpoints(log_dir: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-    """The log dir's log-start-offset and cleaner-offset checkpoints (empty when unreadable)."""
+    """The log dir's log-start-offset and cleaner-offset checkpoints. A missing file is empty; a
+    malformed one raises ``CheckpointError`` naming it, as every engine command that opens the
+    dir refuses it: a view that took it for empty planned runs that would then be refused."""
     log_dir = Path(log_dir)
-    return (_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT),
-            _checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT))
+    return read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT), read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
 
 
 def stats_of(log_dir: Path, topic: str, partition: int,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.errors import InvalidSegmentNameError, NotRegularFileError
+from storage_engine.errors import CheckpointError, InvalidSegmentNameError, NotRegularFileError
 from storage_engine.stats import scan_log_dir
 from tests.helpers.cli import run_logctl
 from tests.helpers.paths import REPO
@@ -315,6 +315,21 @@ def test_a_partition_directory_given_as_the_log_dir_is_refused(logctl, monkeypat
         one_line_error(code, err)
         assert f"{part} holds segment files" in err and f"give the directory that holds it ({logctl.root})" in err
         assert snapshot(logctl.root) == before, command
+
+
+@pytest.mark.parametrize("name", ["log-start-offset-checkpoint", "cleaner-offset-checkpoint"])
+def test_the_dry_runs_and_the_stats_refuse_a_malformed_checkpoint_as_the_runs_do(logctl, name):
+    """The partition stats took a malformed checkpoint for an empty one, so ``--dry-run`` (exit
+    0) and the sensors planned runs that every writable command then refused."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    (logctl.root / name).write_text("1\n1\nt 0 10\n")
+    before = snapshot(logctl.root)
+    for command in (["retention", "--dry-run"], ["compact", "--dry-run"], ["retention"], ["compact"], ["verify"]):
+        code, out, err = logctl(*command)
+        assert code == 1 and f"checkpoint file at: {logctl.root / name}" in out + err, (command, out, err)
+    with pytest.raises(CheckpointError, match="Unrecognised version"):
+        list(scan_log_dir(logctl.root))
+    assert snapshot(logctl.root) == before
 
 
 def test_a_missing_partition_directory_is_named_as_missing(logctl):
