@@ -266,22 +266,30 @@ class LogLoader:
 
     def _temp_file_plan(self) -> TempFilePlan:
         names = sorted(os.listdir(self.dir))
-        nexts = {n: self._swap_next_offset(n) for n in names
-                 if is_segment_file(n) and n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
-        return plan_temp_files(names, nexts)
+        spans = {n: self._swap_span(n) for n in names if is_segment_file(n) and n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
+        return plan_temp_files(names, spans, self._live_next_offset)
 
-    def _swap_next_offset(self, name: str) -> int | None:
-        """The offset after a ``.log.swap``'s last batch; None unless it is all complete,
-        CRC-valid batches."""
+    def _swap_span(self, name: str) -> tuple[int, int] | None:
+        """The offsets of a ``.log.swap``'s first batch and after its last (its base offset for
+        both when empty); None unless it is all complete, CRC-valid batches."""
         seg = LogSegment(self.dir, offset_from_file_name(name), self.config, file_suffix=SWAP_SUFFIX, writable=False)
         try:
-            nxt, end = seg.base_offset, 0
+            first, nxt, end = None, seg.base_offset, 0
             for raw in seg.batches(0):
                 verify_batch(raw, path=str(seg.log_path))
+                first = raw.header.base_offset if first is None else first
                 nxt, end = raw.header.next_offset, raw.position + raw.header.size_in_bytes
-            return nxt if end == seg.size else None
+            return (seg.base_offset if first is None else first, nxt) if end == seg.size else None
         except CorruptRecordError:
             return None
+        finally:
+            seg.close(trim_indexes=False)
+
+    def _live_next_offset(self, base: int) -> int:
+        """A live segment's next offset, for the swap plan (read only when a swap is left)."""
+        seg = LogSegment(self.dir, base, self.config, writable=False)
+        try:
+            return seg.read_next_offset()
         finally:
             seg.close(trim_indexes=False)
 

@@ -5,15 +5,18 @@ Kafka's ``LogLoader.removeTempFilesAndCollectSwapFiles`` and ``completeSwapOpera
 ``.deleted`` files go; ``.cleaned`` files go, with every ``.swap`` at or above the smallest
 ``.cleaned`` base (that swap was still being prepared); a complete ``.log.swap`` replaces
 every segment whose base lies in its offset range, then loses its suffix. A ``.log.swap``
-that does not parse (torn or failing its CRC), or that does not fit below the active segment
-(the cleaner never rewrites the active segment), is removed with its index swaps, as Kafka
-deletes an invalid swap, instead of being renamed into the log.
+the cleaner cannot have written is removed with its index swaps, as Kafka deletes an invalid
+swap, instead of being renamed into the log: one that does not parse (torn or failing its CRC),
+that does not fit below the active segment (the cleaner never rewrites the active segment),
+whose batches start below the offset its name gives, or that starts inside the segment before
+it (a cleaned group starts where its first segment did, at or after the previous segment's
+end). Completing any of these would move the log end or leave segments that overlap.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, is_segment_file, offset_from_file_name
 
@@ -37,11 +40,13 @@ class TempFilePlan:
         return "; ".join(parts)
 
 
-def plan_temp_files(names: list[str], swap_next_offsets: Mapping[str, int | None]) -> TempFilePlan:
+def plan_temp_files(names: list[str], swap_spans: Mapping[str, tuple[int, int] | None],
+                    next_offset_of: Callable[[int], int]) -> TempFilePlan:
     """The plan for the files ``names`` of one partition directory.
 
-    ``swap_next_offsets`` maps each ``.log.swap`` name to the offset after its last batch, or
-    None when it does not consist of complete batches with valid CRCs.
+    ``swap_spans`` maps each ``.log.swap`` name to the offsets of its first batch and after its
+    last (both its name's offset when it is empty), or None when it does not consist of complete
+    batches with valid CRCs; ``next_offset_of`` gives a live segment's next offset, by base.
     """
     plan = TempFilePlan()
     seg_names = sorted(n for n in names if is_segment_file(n))
@@ -58,16 +63,13 @@ def plan_temp_files(names: list[str], swap_next_offsets: Mapping[str, int | None
             plan.remove.append((n, "swap interrupted while it was being prepared"))
             swaps.remove(n)
     live_logs = [offset_from_file_name(n) for n in seg_names if n.endswith(LOG_SUFFIX)]
-    active_base = max(live_logs) if live_logs else None
     bad: dict[int, str] = {}  # base offset -> why its swap files are removed
     for n in swaps:
-        if not n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            continue
-        nxt = swap_next_offsets.get(n)
-        if nxt is None:
-            bad[offset_from_file_name(n)] = "swap that does not parse"
-        elif active_base is None or nxt > active_base:
-            bad[offset_from_file_name(n)] = "swap reaching past the active segment"
+        if n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            base = offset_from_file_name(n)
+            why = _invalid_swap(base, swap_spans.get(n), live_logs, next_offset_of)
+            if why:
+                bad[base] = why
     for n in list(swaps):
         why = bad.get(offset_from_file_name(n))
         if why:
@@ -76,7 +78,7 @@ def plan_temp_files(names: list[str], swap_next_offsets: Mapping[str, int | None
     log_swaps = [n for n in swaps if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
     if log_swaps:
         lo = min(offset_from_file_name(n) for n in log_swaps)
-        hi = max(max(offset_from_file_name(n), swap_next_offsets[n] or 0) for n in log_swaps)
+        hi = max(swap_spans[n][1] for n in log_swaps)
         for n in seg_names:
             if n.endswith((SWAP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX)):
                 continue
@@ -85,3 +87,21 @@ def plan_temp_files(names: list[str], swap_next_offsets: Mapping[str, int | None
     for n in swaps:
         plan.rename.append((n, n[: -len(SWAP_SUFFIX)]))
     return plan
+
+
+def _invalid_swap(base: int, span: tuple[int, int] | None, live_logs: list[int],
+                  next_offset_of: Callable[[int], int]) -> str | None:
+    """Why the ``.log.swap`` at ``base`` (its batches spanning ``span``) cannot be the cleaner's;
+    None when it can."""
+    if span is None:
+        return "swap that does not parse"
+    first, nxt = span
+    active_base = max(live_logs, default=None)
+    if active_base is None or base >= active_base or nxt > active_base:
+        return "swap reaching past the active segment"
+    if first < base:
+        return "swap whose batches start below the offset in its name"
+    before = max((b for b in live_logs if b < base), default=None)
+    if before is not None and next_offset_of(before) > base:
+        return f"swap starting inside the segment at {before}"
+    return None

@@ -192,6 +192,32 @@ def test_a_stray_swap_file_is_removed_not_swapped_in(logctl, stray):
     assert code == 0 and "offsets 10..10" in out
 
 
+@pytest.mark.parametrize("stray", ["named past the active segment", "batches below its name", "inside the previous segment"])
+def test_a_swap_the_cleaner_cannot_have_written_is_removed_not_swapped_in(logctl, stray):
+    """A well-formed ``.log.swap`` of earlier batches named past the active segment was renamed
+    in, moving the log end offset forward by the gap; one named inside the previous segment
+    replaced the next one and then failed the load (segments overlap) after it had changed the
+    directory. Neither can come from the cleaner, whose swap starts where its first segment did."""
+    part = _build(logctl.root, segment_bytes=200)
+    bases = _bases(part)
+    assert len(bases) >= 4, bases
+    source, name_base, why = {
+        "named past the active segment": (bases[1], 90, "swap reaching past the active segment"),
+        "batches below its name": (bases[1], bases[1] + 1, "swap whose batches start below the offset in its name"),
+        "inside the previous segment": (bases[2], bases[1] + 1, f"swap starting inside the segment at {bases[1]}"),
+    }[stray]
+    name = segment_file(part, name_base, ".log.swap")
+    name.write_bytes(segment_file(part, source, ".log").read_bytes())
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert any(name.name in p and why in p and "a writable open would remove it" in p for p in problems), problems
+    assert [o for o, _ in views.consumed()] == list(range(10))
+    views.agree_with_recovery(logctl.root)
+    assert not name.exists() and _bases(part) == bases
+    code, out, _ = logctl("produce", "t", "--partition", "0", stdin='{"value": "x"}\n')
+    assert code == 0 and "offsets 10..10" in out
+
+
 def test_a_stray_empty_segment_inside_the_active_segment_is_removed_and_offsets_are_not_reused(logctl):
     part = _build(logctl.root)
     segment_file(part, 5, ".log").write_bytes(b"")
