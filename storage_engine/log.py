@@ -97,9 +97,9 @@ class Log(LogReads):
         # a read-only view of a partition without segments is an empty log (see LogLoader)
         self._tail_position = self.active_segment.refresh_size() if self.segments else 0
         self.load_warnings = result.warnings
-        # what a writable open would change in the segments (read-only views): verify reports these
-        self.pending_repairs = list(result.warnings)
         self._load_producer_state()
+        # what a writable open would change (read-only views), producer snapshots included: verify reports these
+        self.pending_repairs = list(self.load_warnings)
         if not self.read_only and lso_checkpoint is not None and lso_checkpoint > result.log_start_offset:
             self.log_dir.log_start_offsets.update({key: result.log_start_offset})  # ignored as damage
         if result.actions:

@@ -123,12 +123,13 @@ class ProducerStateManager:
         bases = set(segment_bases)
         newest_stray = max((o for o in snaps if o not in bases and o > max(bases, default=-1)), default=None)
         for offset in list(snaps):
-            why = ("above the log end offset" if offset > log_end_offset
-                   else "below the log start offset" if offset < log_start_offset
-                   else "no segment starts there" if offset not in bases and offset != newest_stray
-                   else None)
-            if why is not None:
-                self._drop(snaps.pop(offset), why, writable)
+            if offset > log_end_offset:
+                self._drop(snaps.pop(offset), "above the log end offset", writable)
+            elif offset < log_start_offset or (offset not in bases and offset != newest_stray):
+                # routine: retention moved the log start past it, or a later snapshot at close
+                # superseded it (Kafka's removeStraySnapshots); no view reports these
+                self._drop(snaps.pop(offset), "below the log start offset" if offset < log_start_offset
+                           else "no segment starts there", writable, routine=True)
         self.snapshots = snaps
         self.producers = {}
         self.map_end_offset = self.last_snap_offset = log_start_offset
@@ -142,11 +143,13 @@ class ProducerStateManager:
             self.map_end_offset = self.last_snap_offset = offset
             return
 
-    def _drop(self, path: Path, why: str, writable: bool) -> None:
+    def _drop(self, path: Path, why: str, writable: bool, *, routine: bool = False) -> None:
         """Delete a snapshot that cannot apply; a read-only view, or a directory that refuses the
-        delete, only reports it: the file is ignored either way."""
+        delete, only reports it (a read-only view not a ``routine`` one, which every writer's
+        close leaves for the next open): the file is ignored either way."""
         if not writable:
-            self.warnings.append(f"producer snapshot {path.name} is ignored ({why}); a writable open removes it")
+            if not routine:
+                self.warnings.append(f"producer snapshot {path.name} is ignored ({why}); a writable open removes it")
             return
         try:
             path.unlink(missing_ok=True)

@@ -33,7 +33,7 @@ a kill at any point leaves the log either as it was or as planned:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -194,10 +194,17 @@ def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionRe
         fresh = plan_retention(live_stats(log), log.config, now_ms)
         already_gone = _planned_and_already_gone(plan, log)
         if plan is not None and fresh.deleted_bases != tuple(b for b in plan.deleted_bases if b not in already_gone):
-            raise LogChangedError(
-                f"{log.tp} changed since retention was planned: planned to delete segments "
-                f"{list(plan.deleted_bases)}, now {list(fresh.deleted_bases)}"
-            )
+            if not log.load_actions:
+                raise LogChangedError(
+                    f"{log.tp} changed since retention was planned: planned to delete segments "
+                    f"{list(plan.deleted_bases)}, now {list(fresh.deleted_bases)}"
+                )
+            # The plan was made from files this process's open then repaired (a stray segment
+            # or a swap left by a crash): it described a log that no longer exists, and the fresh
+            # plan, made under the lock, is what retention does to the log as it now is.
+            repaired = "; ".join(log.load_actions)
+            fresh = replace(fresh, warnings=(*fresh.warnings, f"planned again after the open repaired the log ({repaired})"))
+            plan, already_gone = None, set()
         # the caller's plan, when the open already carried out part of it, says what this run deleted
         result = RetentionResult(plan if already_gone else fresh)
         if already_gone:

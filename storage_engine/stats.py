@@ -148,6 +148,7 @@ def read_partition_stats(
                 time_indexes.add(name[:20])
     entries.sort()
     dir_str = str(directory)
+    entries = _without_empty_strays(dir_str, entries)
     last = len(entries) - 1
     segments = [
         SegmentStat(base, size, mtime, i == last,
@@ -156,17 +157,30 @@ def read_partition_stats(
     ]
     first_base = segments[0].base_offset if segments else 0
     checkpoint = log_start_offset_checkpoint or 0
-    if segments and checkpoint > segments[-1].base_offset and checkpoint > _log_end_offset(dir_str, segments[-1]):
+    if segments and checkpoint > segments[-1].base_offset and checkpoint > _next_offset(dir_str, segments[-1].base_offset):
         checkpoint = first_base  # damage, which the loader ignores (``_ignore_log_start_beyond_end``)
     return PartitionStats(parsed[0], parsed[1], directory, segments, max(checkpoint, first_base), cleaner_checkpoint)
 
 
-def _log_end_offset(directory: str, active: SegmentStat) -> int:
-    """The active segment's next offset, from the batch headers after its last index entry: read
-    only for a log start checkpoint past the last segment's base, to tell it from damage."""
-    prefix = f"{directory}/{active.base_offset:020d}"
-    start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, active.base_offset).position
-    return _max_over_headers(prefix + LOG_SUFFIX, start, lambda header: header.next_offset, active.base_offset)
+def _without_empty_strays(directory: str, entries: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The segments ``(base, size, mtime)`` without an empty one that starts inside the offsets
+    of the segment before it, which a writable load removes (``LogLoader._without_strays``):
+    counted, it would be planned for as a segment the run then does not find."""
+    kept: list[tuple[int, int, int]] = []
+    for entry in entries:
+        if kept and entry[1] == 0 and entry[0] < _next_offset(directory, kept[-1][0]):
+            continue
+        kept.append(entry)
+    return kept
+
+
+def _next_offset(directory: str, base: int) -> int:
+    """A segment's next offset, from the batch headers after its last index entry: read only to
+    tell damage from a log (a log start checkpoint past the last segment's base, an empty segment
+    after another)."""
+    prefix = f"{directory}/{base:020d}"
+    start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, base).position
+    return _max_over_headers(prefix + LOG_SUFFIX, start, lambda header: header.next_offset, base)
 
 
 def log_dir_checkpoints(log_dir: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:

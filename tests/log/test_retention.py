@@ -195,6 +195,40 @@ def test_cli_dry_run_changes_nothing_and_apply_does(tmp_path, capsys):
     assert "00000000000000000000.log" not in os.listdir(tmp_path / "t-0")
 
 
+def _retention_cli(tmp_path, capsys, *flags: str) -> tuple[int, dict]:
+    code = logctl(["--log-dirs", str(tmp_path), "retention", "--json", "--now-ms", str(NOW), *flags])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out else {}
+
+
+def test_the_dry_run_leaves_out_an_empty_stray_segment_as_the_run_does(tmp_path, capsys):
+    """The stats counted an empty segment inside another's offsets, which the writable open
+    removes: the dry run planned around it, and the run then failed as "changed since planned"."""
+    with open_topic(tmp_path, retention_ms=100) as m:
+        bases = build(m.get_log("t", 0), [(3, 1, 10), (3, 2, 10), (3, NOW, 10)])
+    (tmp_path / "t-0" / f"{bases[0] + 1:020d}.log").write_bytes(b"")
+    code, dry = _retention_cli(tmp_path, capsys, "--dry-run")
+    assert code == 0 and [s["base_offset"] for s in dry["partitions"][0]["segments_to_delete"]] == bases[:2]
+    code, run = _retention_cli(tmp_path, capsys)
+    assert code == 0 and run["partitions"][0]["deleted_segments"] == bases[:2], run
+
+
+def test_a_plan_made_before_the_open_repaired_the_log_is_made_again(tmp_path, capsys):
+    """An interrupted swap (segments 0 and 1 cleaned into one) is completed by the run's open, so
+    the plan made from the files before it (delete 0 and 1) no longer matched the log: the run
+    failed as "changed since planned". The open's own repair now leads to a fresh plan, said."""
+    with open_topic(tmp_path, retention_ms=100) as m:
+        bases = build(m.get_log("t", 0), [(3, 1, 10), (3, NOW, 10), (3, NOW, 10)])
+    part = tmp_path / "t-0"
+    merged = b"".join((part / f"{b:020d}.log").read_bytes() for b in bases[:2])
+    (part / f"{bases[0]:020d}.log.swap").write_bytes(merged)
+    code, run = _retention_cli(tmp_path, capsys)
+    (result,) = run["partitions"]
+    assert code == 0 and result["deleted_segments"] == [], result  # the merged segment holds a young record
+    assert any("planned again after the open repaired the log" in w for w in result["warnings"]), result
+    assert sorted(int(n[:20]) for n in os.listdir(part) if n.endswith(".log")) == [bases[0], bases[2]]
+
+
 def test_broker_retention_precedence_drives_the_plan(tmp_path):
     with open_topic(tmp_path) as m:
         build(m.get_log("t", 0), [(1, NOW - 3 * 60_000, 10), (1, NOW, 10)])
