@@ -57,6 +57,8 @@ class SparkEngine:
             chosen, force = None, False
         if chosen == []:
             return []
+        if chosen is not None:
+            manager.compacted_partitions(chosen)  # a partition that is not there is an error before any JVM starts
         result = compact_partitions(self.spark, partitions=chosen, now_ms=now_ms, force=force, manager=manager)
         return [o.report for o in result.outcomes]
 

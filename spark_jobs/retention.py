@@ -143,8 +143,10 @@ def retention_partitions(
     manager: LogManager | None = None,
     partitions_per_task: int = 64,
 ) -> RetentionJobResult:
-    """Apply retention to many partitions in one Spark job (default: every partition of every
-    topic whose ``cleanup.policy`` includes ``delete``); ``dry_run`` only plans."""
+    """Apply retention to many partitions in one Spark job (default: every partition, as the
+    local engine's ``retention`` does: a compacted topic's segments below a log start offset
+    that ``delete-records`` moved go too, as Kafka's ``deleteLogStartOffsetBreachedSegments``
+    does for every policy); ``dry_run`` only plans."""
     started = time.monotonic()
     own = manager is None
     manager = manager or LogManager([Path(d) for d in (log_dirs or [])], broker_props, read_only=dry_run)
@@ -170,7 +172,7 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
     props = tuple(sorted(manager.broker_props.items()))
     configs: dict[str, LogConfig] = {}
     if partitions is None:
-        chosen = sorted(tp for tp in locations if _config(manager, configs, tp[0]).delete)
+        chosen = sorted(locations)
     else:
         chosen = sorted(set(partitions))
         for tp in chosen:

@@ -66,6 +66,7 @@ _CLUSTER_SCHEMES = (STANDALONE_SCHEME, "k8s://", "mesos://")
 # Spark's own forms (SparkMasterRegex), spaces around the numbers included
 _LOCAL_MASTER = re.compile(r"local(\[\s*(\*|[0-9]+)\s*(,\s*[0-9]+\s*)?\])?"
                            r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
+_INT_MAX = 2**31 - 1  # Spark parses the counts in a local master as Java ints
 # How many closed shared sessions (released, or expired on the server) a client steps over
 # before it opens a session of its own; see ``connect_session``.
 SHARED_SESSION_GENERATIONS = 64
@@ -102,9 +103,16 @@ def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> Non
     ``yarn``, ``k8s://``) and, for a standalone ``spark://`` master, one of its hosts accepts
     connections: Spark would start a JVM first, then fail with pages of Java (a standalone master
     after a minute of retries)."""
-    if not (_LOCAL_MASTER.fullmatch(master) or master == "yarn" or master.startswith(_CLUSTER_SCHEMES)):
+    local = _LOCAL_MASTER.fullmatch(master)
+    if not (local or master == "yarn" or master.startswith(_CLUSTER_SCHEMES)):
         raise SparkSetupError(f"not a Spark master: {master!r} (local[N], spark://host:port, yarn, k8s://..., "
                               f"or {CONNECT_SCHEME}host:port for a Spark Connect server)")
+    if local and not all(1 <= int(n) <= _INT_MAX for n in re.findall(r"[0-9]+", master)):
+        raise SparkSetupError(f"not a Spark master: {master!r}: its thread, failure and worker counts must be "
+                              f"1 to {_INT_MAX}")
+    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+        raise SparkSetupError("the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's "
+                              "configuration directory")
     if master.startswith(STANDALONE_SCHEME):
         reasons = [_unanswered(address, STANDALONE_DEFAULT_PORT, timeout_s)
                    for address in master[len(STANDALONE_SCHEME):].split(",")]

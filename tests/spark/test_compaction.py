@@ -347,6 +347,26 @@ def test_retention_job_equals_the_engine_on_many_partitions(spark, tmp_path):
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
 
 
+def test_retention_job_deletes_below_a_compacted_topics_log_start_as_the_engine_does(spark, tmp_path):
+    """The job chose only topics whose policy includes ``delete``, so a compacted topic's
+    segments below a ``delete-records`` log start stayed, which the local engine (and Kafka's
+    ``deleteLogStartOffsetBreachedSegments``, for every policy) deletes."""
+    m = open_topic(tmp_path / "local", "cmp", 1, cleanup_policy="compact", segment_bytes="1500")
+    log = m.get_log("cmp", 0)
+    for b in range(18):
+        log.append([ProducerRecord(b"k%d" % b, b"x" * 100, 1000 + b)] * 5, now=1000 + b)
+    bases = [s.base_offset for s in log.segments]
+    log.delete_records(bases[2] + 1)
+    m.close()
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    with LogManager([tmp_path / "local"]) as m:
+        applied = m.apply_retention(m.retention_plans(now_ms=NOW), now_ms=NOW)
+    assert [r.deleted_segments for r in applied] == [bases[:2]]
+    result = retention_partitions(spark, [tmp_path / "spark"], now_ms=NOW)
+    assert [(o.topic, o.status, o.deleted_segments) for o in result.outcomes] == [("cmp", DELETED, bases[:2])]
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+
+
 def test_logctl_engine_spark(spark, tmp_path, capsys):
     from spark_jobs.cli import main
 

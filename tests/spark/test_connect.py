@@ -434,12 +434,28 @@ def test_bad_usage_of_the_server_and_its_warm_up_is_one_line(tmp_path, args, err
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_partition_that_is_not_there_is_refused_before_any_jvm_starts(tmp_path):
+    """``compact --engine spark --partition 9`` started Spark (its log lines on stderr, seconds)
+    before saying the partition does not exist."""
+    random_topic(tmp_path / "logs", "cc", seed=7)
+    proc = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "--log-dirs", str(tmp_path / "logs"),
+                           "compact", "--engine", "spark", "--topic", "cc", "--partition", "9"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "LOGPLAT_SPARK_MASTER": "local[1]"})
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"error: partition cc-9 does not exist in {tmp_path / 'logs'}"], proc.stderr
+
+
 @pytest.mark.parametrize("master, error", [
     ("sc://127.0.0.1:{port}", "no Spark Connect server answers at sc://127.0.0.1:{port}: Connection refused"),
     ("spark://127.0.0.1:{port}", "no Spark master answers at spark://127.0.0.1:{port}: Connection refused"),
     ("bogus", "not a Spark master: 'bogus' (local[N], spark://host:port, yarn, k8s://..., or sc://host:port for a "
               "Spark Connect server)"),
-], ids=["connect", "standalone", "not-a-master"])
+    ("local[0]", "not a Spark master: 'local[0]': its thread, failure and worker counts must be 1 to 2147483647"),
+    ("local[4, 99999999999]", "not a Spark master: 'local[4, 99999999999]': its thread, failure and worker counts "
+                              "must be 1 to 2147483647"),
+    ("yarn", "the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's configuration directory"),
+], ids=["connect", "standalone", "not-a-master", "no-threads", "too-many-failures", "yarn-without-its-conf"])
 def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path, master, error):
     """Checked before any JVM starts: Spark would print pages of Java, a standalone master after
     a minute of retries, and a Connect client retries for minutes."""
@@ -450,7 +466,8 @@ def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_pat
     proc = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "--log-dirs", str(tmp_path / "logs"),
                            "compact", "--engine", "spark", "--topic", "cc"],
                           capture_output=True, text=True, cwd=REPO, timeout=120,
-                          env={**os.environ, "LOGPLAT_SPARK_MASTER": master.format(port=port)})
+                          env={**{k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")},
+                               "LOGPLAT_SPARK_MASTER": master.format(port=port)})
     assert time.monotonic() - started < 60
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [f"error: {error.format(port=port)}"]
