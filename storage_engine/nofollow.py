@@ -29,7 +29,7 @@ def _refuse(path: Path | str) -> UnsafePathError:
     return UnsafePathError(f"{path} is a symbolic link: refusing to follow it out of the log dir")
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
@@ -112,6 +112,18 @@ def check_regular_or_missing(path: Path | str) -> None:
         raise _refuse(path)
     if not stat.S_ISREG(mode):
         raise _not_regular(path, mode, "a regular file")
+
+
+def check_dir_or_missing(path: Path | str) -> None:
+    """Refuse ``path`` if it is a symlink, or exists and is not a directory (a log dir's own
+    folders, such as the topic metadata's), naming it."""
+    mode = _lstat_mode(path)
+    if mode is None:
+        return
+    if stat.S_ISLNK(mode):
+        raise _refuse(path)
+    if not stat.S_ISDIR(mode):
+        raise NotRegularFileError(f"{path} is {file_kind(mode)}, where a directory belongs: refusing to use it")
 
 
 def check_dir_entries(directory: Path | str) -> None:

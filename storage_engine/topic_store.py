@@ -23,7 +23,7 @@ from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
 from .config import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
 from .errors import LogError
 from .naming import MAX_TOPIC_LENGTH, validate_topic_name
-from .nofollow import check_not_symlink, check_under, open_nofollow, read_bytes_nofollow
+from .nofollow import check_dir_or_missing, check_file_entry, check_under, open_nofollow, read_bytes_nofollow
 
 TOPICS_DIR = ".logplat-topics"
 METADATA_LOCK = ".logplat-topics.lock"
@@ -95,7 +95,7 @@ def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
 def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:
     """The topic's metadata in this log dir, or None; symlinks are refused, not followed."""
     path = metadata_path(log_dir, topic)
-    check_not_symlink(path.parent)
+    check_dir_or_missing(path.parent)
     try:
         data = read_bytes_nofollow(path)
     except FileNotFoundError:
@@ -106,7 +106,7 @@ def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:
 def metadata_names(log_dir: Path) -> list[str]:
     """Topic names with a metadata file here; files whose stem is not a legal topic are ignored."""
     directory = Path(log_dir) / TOPICS_DIR
-    check_not_symlink(directory)
+    check_dir_or_missing(directory)
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
@@ -131,18 +131,20 @@ def write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
     temporary file found is a killed writer's and is removed.
     """
     path = metadata_path(log_dir, meta.name)
-    check_not_symlink(path.parent)
+    check_dir_or_missing(path.parent)
     path.parent.mkdir(exist_ok=True)
     check_under(path.parent, log_dir)
-    for stale in os.listdir(path.parent):
-        if stale.endswith(TMP_SUFFIX):
-            os.unlink(path.parent / stale)
+    stale = [entry for entry in os.scandir(path.parent) if entry.name.endswith(TMP_SUFFIX)]
+    for entry in stale:  # every one checked before the first is removed
+        check_file_entry(entry)
+    for entry in stale:
+        os.unlink(entry.path)
     atomic_write(path, meta.to_json(), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))
 
 
 def remove_metadata(log_dir: Path, topic: str) -> None:
     path = metadata_path(log_dir, topic)
-    check_not_symlink(path.parent)
+    check_dir_or_missing(path.parent)
     try:
         path.unlink()
     except FileNotFoundError:

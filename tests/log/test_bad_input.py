@@ -332,6 +332,26 @@ def test_the_dry_runs_and_the_stats_refuse_a_malformed_checkpoint_as_the_runs_do
     assert snapshot(logctl.root) == before
 
 
+def test_the_topic_metadata_folder_and_its_temporary_files_are_checked_by_kind(logctl, monkeypatch, capsys, tmp_path):
+    """A directory left where a metadata write's temporary file goes failed ``topic alter`` and
+    ``topic create`` with "[Errno 21] Is a directory"; a file named ``.logplat-topics`` failed
+    every command with "[Errno 20] Not a directory". Both are named now, nothing changed."""
+    (logctl.root / ".logplat-topics" / "t.json.tmp").mkdir()
+    before = snapshot(logctl.root)
+    for command in (["topic", "alter", "t", "--config", "retention.ms=5"], ["topic", "create", "n", "--partitions", "1"]):
+        code, _, err = logctl(*command)
+        one_line_error(code, err)
+        assert f"{logctl.root / '.logplat-topics' / 't.json.tmp'} is a directory" in err
+        assert snapshot(logctl.root) == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".logplat-topics").write_text("")
+    for command in (["topic", "create", "n", "--partitions", "1"], ["topic", "list"], ["verify"]):
+        code, _, err = run_logctl(other, monkeypatch, capsys, *command)
+        one_line_error(code, err)
+        assert f"{other / '.logplat-topics'} is a regular file, where a directory belongs" in err
+
+
 def test_a_missing_partition_directory_is_named_as_missing(logctl):
     """Partition 1 of a two-partition topic without its directory said "Partition 1 of topic u
     does not exist (partitions: [0, 1])", contradicting itself; read-only commands now say the
