@@ -107,10 +107,10 @@ def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> Non
     if not (local or master == "yarn" or master.startswith(_CLUSTER_SCHEMES)):
         raise SparkSetupError(f"not a Spark master: {master!r} (local[N], spark://host:port, yarn, k8s://..., "
                               f"or {CONNECT_SCHEME}host:port for a Spark Connect server)")
-    if local and not all(1 <= int(n) <= _INT_MAX for n in re.findall(r"[0-9]+", master)):
-        raise SparkSetupError(f"not a Spark master: {master!r}: its thread, failure and worker counts must be "
-                              f"1 to {_INT_MAX}")
-    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+    if local and not all(low <= int(n) <= _INT_MAX for n, low in _local_counts(local)):
+        raise SparkSetupError(f"not a Spark master: {master!r}: its thread and worker counts must be 1 to "
+                              f"{_INT_MAX} (a failure count 0 to {_INT_MAX})")
+    if master == "yarn" and "HADOOP_CONF_DIR" not in os.environ and "YARN_CONF_DIR" not in os.environ:
         raise SparkSetupError("the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's "
                               "configuration directory")
     if master.startswith(STANDALONE_SCHEME):
@@ -118,6 +118,16 @@ def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> Non
                    for address in master[len(STANDALONE_SCHEME):].split(",")]
         if all(reasons):
             raise SparkSetupError(f"no Spark master answers at {master}: {reasons[0]}")
+
+
+def _local_counts(local: re.Match) -> list[tuple[str, int]]:
+    """The counts of a local master with the least Spark takes for each: ``local[N, F]`` needs
+    N >= 1 threads (``*`` is no count) and allows F >= 0 task failures; every count of
+    ``local-cluster[workers, cores, memory]`` must be at least 1."""
+    if local.group(0).startswith("local-cluster"):
+        return [(n, 1) for n in re.findall(r"[0-9]+", local.group(0))]
+    threads, failures = local.group(2), local.group(3)
+    return ([(threads, 1)] if threads and threads != "*" else []) + ([(failures.strip(" ,"), 0)] if failures else [])
 
 
 def _unanswered(address: str, default_port: int, timeout_s: float) -> str | None:

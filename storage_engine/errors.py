@@ -121,8 +121,9 @@ class UnsafePathError(LogError):
 
 
 class NotRegularFileError(LogError):
-    """A path under a log dir where the engine expects a file is a FIFO, a socket, a device or
-    a directory; it was refused at open, before a byte was read or written."""
+    """A path under a log dir is not of the kind the engine expects there: a FIFO, a socket, a
+    device or a directory where a file belongs, or a file where a directory belongs (the topic
+    metadata folder); it was refused before a byte was read or written."""
 
 
 class AppendFailedError(LogError):

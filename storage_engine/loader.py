@@ -21,8 +21,9 @@ looks; any temporary file it finds was left by a process that died. In order:
    deletion by writing that checkpoint first, so these are deletions a crash interrupted.
    Which files go and which swaps complete is decided by ``temp_files.plan_temp_files``, so
    the read-only view (``verify``, consumers) refuses exactly where this load would change
-   segments, naming what it would do. A ``.log.swap`` that does not parse, or reaches past
-   the active segment, is removed instead of completed.
+   segments, naming what it would do. A ``.log.swap`` the cleaner cannot have written (one
+   that does not parse, reaches past the active segment, holds batches below its name's
+   offset or starts inside a segment it does not replace) is removed instead of completed.
    An empty segment whose base offset lies inside the previous segment's offsets is removed
    (appends would reuse offsets); a non-empty overlap is refused.
 7. After an unclean shutdown, every segment from the one holding the recovery point to the
@@ -92,6 +93,7 @@ class LoadResult:
     log_end_offset: int
     actions: list[str] = field(default_factory=list)  # repairs that changed files
     warnings: list[str] = field(default_factory=list)  # problems found and left alone
+    segments_changed: bool = False  # the repairs changed which segments the log has
 
 
 def find_overlaps(spans: list[tuple[int, int, int]]) -> tuple[set[int], list[str]]:
@@ -137,6 +139,7 @@ class LogLoader:
         self._check_file_names()
         if self.read_only:
             return self._load_read_only()
+        bases_before = self._live_bases()
         self._remove_temp_files_and_complete_swaps()
         for name in remove_staging_if_idle(self.dir):
             self.actions.append(f"removed {name} (output of a cleaner that died)")
@@ -146,6 +149,7 @@ class LogLoader:
         if segments:
             self._ignore_log_start_beyond_end(segments, self.actions)
         segments = self._drop_segments_below_log_start(segments)
+        segments_changed = [s.base_offset for s in segments] != bases_before
         if not segments:
             # Kafka restarts an empty log at the log start offset checkpoint, which can send
             # offsets backwards when every segment was lost; the recovery point is a known
@@ -156,7 +160,11 @@ class LogLoader:
         segments[-1].resize_indexes(self.config.segment_index_bytes)
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         recovery_point = leo if self.had_clean_shutdown else min(self.recovery_point, leo)
-        return LoadResult(segments, log_start, recovery_point, leo, self.actions, self.warnings)
+        return LoadResult(segments, log_start, recovery_point, leo, self.actions, self.warnings,
+                          segments_changed=segments_changed)
+
+    def _live_bases(self) -> list[int]:
+        return sorted(offset_from_file_name(n) for n in os.listdir(self.dir) if n.endswith(LOG_SUFFIX) and is_segment_file(n))
 
     def _load_read_only(self) -> LoadResult:
         """What a writable open would make of the directory, changing nothing (``logctl verify``,
@@ -168,9 +176,7 @@ class LogLoader:
         for name, why in plan.remove:
             if not name.endswith(DELETED_SUFFIX):
                 self.warnings.append(f"{self.dir / name}: a writable open would remove it ({why})")
-        names = sorted(os.listdir(self.dir))
-        bases = sorted(offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n))
-        segments = [LogSegment(self.dir, b, self.config, writable=False) for b in bases]
+        segments = [LogSegment(self.dir, b, self.config, writable=False) for b in self._live_bases()]
         for seg in segments:
             self._read_past_a_corrupt_index(seg)
         segments = self._without_strays(segments)

@@ -97,6 +97,9 @@ class Log(LogReads):
         # a read-only view of a partition without segments is an empty log (see LogLoader)
         self._tail_position = self.active_segment.refresh_size() if self.segments else 0
         self.load_warnings = result.warnings
+        # this load changed the segment list (a swap completed, a stray removed): a plan made
+        # from the files before it may be made again (``retention.apply_retention``)
+        self.segments_repaired = result.segments_changed
         self._load_producer_state()
         # what a writable open would change (read-only views), producer snapshots included: verify reports these
         self.pending_repairs = list(self.load_warnings)

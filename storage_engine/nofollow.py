@@ -148,8 +148,9 @@ def check_dir_entry(entry: os.DirEntry) -> None:
 
 
 def check_file_entry(entry: os.DirEntry) -> None:
-    """Refuse a directory entry that is not a regular file (a directory named as a segment's
-    ``.log``, say), naming it: found by a listing, before anything is opened or changed."""
+    """Refuse a directory entry that is a symlink or not a regular file (a directory named as a
+    segment's ``.log``, say), naming it: found by a listing, before anything is opened or changed."""
+    check_dir_entry(entry)
     if not entry.is_file(follow_symlinks=False):
         raise _not_regular(entry.path, _lstat_mode(entry.path), "a regular file")
 

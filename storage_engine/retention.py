@@ -193,17 +193,18 @@ def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionRe
         log.sync_for_change()
         fresh = plan_retention(live_stats(log), log.config, now_ms)
         already_gone = _planned_and_already_gone(plan, log)
-        if plan is not None and fresh.deleted_bases != tuple(b for b in plan.deleted_bases if b not in already_gone):
-            if not log.load_actions:
+        expected = tuple(b for b in plan.deleted_bases if b not in already_gone) if plan is not None else ()
+        if plan is not None and fresh.deleted_bases != expected:
+            if not (log.segments_repaired and set(fresh.deleted_bases) <= set(expected)):
                 raise LogChangedError(
                     f"{log.tp} changed since retention was planned: planned to delete segments "
                     f"{list(plan.deleted_bases)}, now {list(fresh.deleted_bases)}"
                 )
-            # The plan was made from files this process's open then repaired (a stray segment
-            # or a swap left by a crash): it described a log that no longer exists, and the fresh
-            # plan, made under the lock, is what retention does to the log as it now is.
-            repaired = "; ".join(log.load_actions)
-            fresh = replace(fresh, warnings=(*fresh.warnings, f"planned again after the open repaired the log ({repaired})"))
+            # The plan was made from files that the latest load of the log then repaired (it
+            # completed a swap a crash left): it described segments that no longer exist. The
+            # fresh plan, made under the lock, deletes nothing the plan did not cover.
+            fresh = replace(fresh, warnings=(*fresh.warnings, "planned again after the open repaired the log's "
+                                             f"segments: planned {list(plan.deleted_bases)}"))
             plan, already_gone = None, set()
         # the caller's plan, when the open already carried out part of it, says what this run deleted
         result = RetentionResult(plan if already_gone else fresh)

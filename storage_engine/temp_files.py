@@ -63,13 +63,17 @@ def plan_temp_files(names: list[str], swap_spans: Mapping[str, tuple[int, int] |
             plan.remove.append((n, "swap interrupted while it was being prepared"))
             swaps.remove(n)
     live_logs = [offset_from_file_name(n) for n in seg_names if n.endswith(LOG_SUFFIX)]
+    spans = {offset_from_file_name(n): swap_spans.get(n) for n in swaps if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
     bad: dict[int, str] = {}  # base offset -> why its swap files are removed
-    for n in swaps:
-        if n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            base = offset_from_file_name(n)
-            why = _invalid_swap(base, swap_spans.get(n), live_logs, next_offset_of)
-            if why:
-                bad[base] = why
+    for base, span in spans.items():
+        # A segment another swap replaces is no neighbour of this one: Kafka's
+        # splitOverflowedSegment leaves several swaps for one segment (0 and 50 for one holding
+        # 0..99) before that segment goes.
+        others = [(b, other[1]) for b, other in spans.items() if b != base and other is not None]
+        neighbours = [b for b in live_logs if not any(lo <= b < hi for lo, hi in others)]
+        why = _invalid_swap(base, span, live_logs, neighbours, next_offset_of)
+        if why:
+            bad[base] = why
     for n in list(swaps):
         why = bad.get(offset_from_file_name(n))
         if why:
@@ -89,10 +93,10 @@ def plan_temp_files(names: list[str], swap_spans: Mapping[str, tuple[int, int] |
     return plan
 
 
-def _invalid_swap(base: int, span: tuple[int, int] | None, live_logs: list[int],
+def _invalid_swap(base: int, span: tuple[int, int] | None, live_logs: list[int], neighbours: list[int],
                   next_offset_of: Callable[[int], int]) -> str | None:
     """Why the ``.log.swap`` at ``base`` (its batches spanning ``span``) cannot be the cleaner's;
-    None when it can."""
+    None when it can. ``neighbours`` are the live segments no other swap replaces."""
     if span is None:
         return "swap that does not parse"
     first, nxt = span
@@ -101,7 +105,7 @@ def _invalid_swap(base: int, span: tuple[int, int] | None, live_logs: list[int],
         return "swap reaching past the active segment"
     if first < base:
         return "swap whose batches start below the offset in its name"
-    before = max((b for b in live_logs if b < base), default=None)
+    before = max((b for b in neighbours if b < base), default=None)
     if before is not None and next_offset_of(before) > base:
         return f"swap starting inside the segment at {before}"
     return None

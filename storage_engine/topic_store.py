@@ -135,8 +135,9 @@ def write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
     path.parent.mkdir(exist_ok=True)
     check_under(path.parent, log_dir)
     stale = [entry for entry in os.scandir(path.parent) if entry.name.endswith(TMP_SUFFIX)]
-    for entry in stale:  # every one checked before the first is removed
-        check_file_entry(entry)
+    for entry in stale:  # every one checked before the first is removed; a symlink goes, unfollowed
+        if not entry.is_symlink():
+            check_file_entry(entry)
     for entry in stale:
         os.unlink(entry.path)
     atomic_write(path, meta.to_json(), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))

@@ -201,7 +201,8 @@ def _write_instance_yaml(dagster_home: Path) -> bool:
     """Give a ``DAGSTER_HOME`` without a ``dagster.yaml`` the platform's (``INSTANCE_YAML``):
     without one Dagster runs with its defaults, so runs of one topic could overlap and a dead
     run worker would hang its run. An existing file (or symlink) is the user's and is kept. The
-    file appears whole or not at all (written aside, then linked into place)."""
+    file appears whole or not at all (written aside, then renamed into place under the setup
+    lock; a rename, not a hard link, which some mounted filesystems lack)."""
     target = dagster_home / "dagster.yaml"
     if target.exists() or target.is_symlink():
         return False
@@ -212,7 +213,7 @@ def _write_instance_yaml(dagster_home: Path) -> bool:
             f.write(INSTANCE_YAML.read_bytes())
             f.flush()
             os.fsync(f.fileno())
-        os.link(aside, target)
+        os.rename(aside, target)
     except OSError as exc:
         raise InstanceSetupError(f"cannot write {target}: {exc.strerror or exc}") from None
     finally:

@@ -18,6 +18,7 @@ from storage_engine.manager import LogManager
 from storage_engine.naming import segment_file
 from storage_engine.record import scan_batches
 from storage_engine.verify import verify_log
+from storage_engine.temp_files import plan_temp_files
 
 CLEAN = ".kafka_cleanshutdown"
 
@@ -158,6 +159,24 @@ def test_a_complete_swap_is_finished_on_load(tmp_path):
         assert verify_log(log).ok
     finally:
         m.close()
+
+
+def _file_name(base: int, suffix: str) -> str:
+    return f"{base:020d}{suffix}"
+
+
+def test_the_swaps_of_a_split_segment_are_all_completed():
+    """Kafka's ``splitOverflowedSegment`` replaces one segment (offsets 0..99) with two, leaving
+    swaps at 0 and 50 while the old segment is still there if it is killed. The swap at 50 was
+    taken for one starting inside the old segment and removed, losing offsets 50..99."""
+    names = [_file_name(0, ".log"), _file_name(0, ".index"), _file_name(0, ".log.swap"), _file_name(0, ".index.swap"),
+             _file_name(50, ".log.swap"), _file_name(50, ".index.swap"), _file_name(100, ".log")]
+    spans = {_file_name(0, ".log.swap"): (0, 50), _file_name(50, ".log.swap"): (50, 100)}
+    plan = plan_temp_files(names, spans, {0: 100, 100: 100}.__getitem__)
+    assert plan.remove == [(_file_name(0, ".index"), "replaced by an interrupted swap"),
+                           (_file_name(0, ".log"), "replaced by an interrupted swap")]
+    assert sorted(new for _, new in plan.rename) == [_file_name(0, ".index"), _file_name(0, ".log"), _file_name(50, ".index"),
+                                                     _file_name(50, ".log")]
 
 
 def test_a_swap_next_to_cleaned_files_is_discarded(tmp_path):

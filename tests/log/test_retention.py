@@ -166,6 +166,25 @@ def test_apply_refuses_a_plan_the_log_outgrew(tmp_path):
         assert apply_retention(log, None, later).deleted_segments == [0]
 
 
+def test_apply_refuses_a_plan_the_log_outgrew_even_after_routine_repairs(tmp_path):
+    """Only a load that changed the segment list lets a plan be made again: the stray producer
+    snapshot every close leaves (removed by the next open) is no licence to delete otherwise."""
+    later = NOW + 10**6
+    with open_topic(tmp_path, retention_ms=100) as m:
+        build(m.get_log("t", 0), [(1, 1, 10), (1, NOW, 10)])
+    for _ in range(2):  # sessions that append and close, each leaving a snapshot at its log end
+        with LogManager([tmp_path]) as m:
+            m.get_log("t", 0).append([ProducerRecord(b"y", b"y", NOW)], now=NOW)
+    with LogManager([tmp_path]) as m:
+        log = m.get_log("t", 0)
+        assert any("producer snapshot" in a for a in log.load_actions) and not log.segments_repaired
+        p = m.retention_plans("t", now_ms=later)[0]
+        assert p.deleted_bases == (0, 1) and p.roll_first
+        log.append([ProducerRecord(b"z", b"z", later)], now=later)
+        with pytest.raises(LogChangedError, match="changed since retention was planned"):
+            apply_retention(log, p, later)
+
+
 def test_planning_reads_no_record_bytes(tmp_path):
     with open_topic(tmp_path, retention_ms=1000) as m:
         bases = build(m.get_log("t", 0), [(3, NOW - 5000, 50), (3, NOW - 3000, 50), (3, NOW, 50)])

@@ -451,9 +451,10 @@ def test_a_partition_that_is_not_there_is_refused_before_any_jvm_starts(tmp_path
     ("spark://127.0.0.1:{port}", "no Spark master answers at spark://127.0.0.1:{port}: Connection refused"),
     ("bogus", "not a Spark master: 'bogus' (local[N], spark://host:port, yarn, k8s://..., or sc://host:port for a "
               "Spark Connect server)"),
-    ("local[0]", "not a Spark master: 'local[0]': its thread, failure and worker counts must be 1 to 2147483647"),
-    ("local[4, 99999999999]", "not a Spark master: 'local[4, 99999999999]': its thread, failure and worker counts "
-                              "must be 1 to 2147483647"),
+    ("local[0]", "not a Spark master: 'local[0]': its thread and worker counts must be 1 to 2147483647 (a failure "
+                 "count 0 to 2147483647)"),
+    ("local[4, 99999999999]", "not a Spark master: 'local[4, 99999999999]': its thread and worker counts must be 1 "
+                              "to 2147483647 (a failure count 0 to 2147483647)"),
     ("yarn", "the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's configuration directory"),
 ], ids=["connect", "standalone", "not-a-master", "no-threads", "too-many-failures", "yarn-without-its-conf"])
 def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path, master, error):
