@@ -19,6 +19,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Callable
 
 from .errors import NotRegularFileError, UnsafePathError
 
@@ -105,25 +106,23 @@ def check_not_symlink(path: Path | str) -> None:
 def check_regular_or_missing(path: Path | str) -> None:
     """Refuse ``path`` if it is a symlink, or exists and is not a regular file: a log dir's own
     files (locks, checkpoints, the shutdown marker) are checked so before a command writes."""
-    mode = _lstat_mode(path)
-    if mode is None:
-        return
-    if stat.S_ISLNK(mode):
-        raise _refuse(path)
-    if not stat.S_ISREG(mode):
-        raise _not_regular(path, mode, "a regular file")
+    _check_kind_or_missing(path, stat.S_ISREG, "a regular file")
 
 
 def check_dir_or_missing(path: Path | str) -> None:
     """Refuse ``path`` if it is a symlink, or exists and is not a directory (a log dir's own
     folders, such as the topic metadata's), naming it."""
+    _check_kind_or_missing(path, stat.S_ISDIR, "a directory")
+
+
+def _check_kind_or_missing(path: Path | str, is_kind: Callable[[int], bool], wanted: str) -> None:
     mode = _lstat_mode(path)
     if mode is None:
         return
     if stat.S_ISLNK(mode):
         raise _refuse(path)
-    if not stat.S_ISDIR(mode):
-        raise NotRegularFileError(f"{path} is {file_kind(mode)}, where a directory belongs: refusing to use it")
+    if not is_kind(mode):
+        raise _not_regular(path, mode, wanted)
 
 
 def check_dir_entries(directory: Path | str) -> None:
