@@ -42,24 +42,15 @@ class SparkEngine:
             self._spark.stop()
         self._spark = None
 
-    def compact(self, manager: LogManager, topic: str | None, partition: int | None, *,
+    def compact(self, manager: LogManager, partitions: list[tuple[str, int]] | None, *, force: bool,
                 now_ms: int) -> list[CompactionReport]:
-        """A partition named: cleaned whatever its dirty ratio (as ``--engine local``); otherwise
-        every due partition of the topic (or of every compacted topic)."""
-        if partition is not None:
-            chosen, force = [(topic, partition)], True
-        elif topic is not None:
-            if not manager.topic_config(topic).compact:
-                chosen, force = [], False
-            else:
-                chosen, force = [(topic, p) for p in manager.partitions(topic)], False
-        else:
-            chosen, force = None, False
-        if chosen == []:
+        """``partitions`` (None: every compacted one) as one Spark job, chosen and forced as for
+        ``--engine local`` (``storage_engine.cli.compaction_choice``)."""
+        if partitions == []:
             return []
-        if chosen is not None:
-            manager.compacted_partitions(chosen)  # a partition that is not there is an error before any JVM starts
-        result = compact_partitions(self.spark, partitions=chosen, now_ms=now_ms, force=force, manager=manager)
+        if partitions is not None:
+            manager.compacted_partitions(partitions)  # a partition that is not there is an error before any JVM starts
+        result = compact_partitions(self.spark, partitions=partitions, now_ms=now_ms, force=force, manager=manager)
         return [o.report for o in result.outcomes]
 
     def retention(self, manager: LogManager, topic: str | None, *, now_ms: int, dry_run: bool) -> list[dict]:

@@ -301,10 +301,23 @@ class Engine(Protocol):
     """Somewhere else to run compaction and retention (``--engine NAME``): the Spark jobs plug in
     here from ``spark_jobs.cli``, so this package never imports Spark."""
 
-    def compact(self, manager: LogManager, topic: str | None, partition: int | None, *,
+    def compact(self, manager: LogManager, partitions: list[tuple[str, int]] | None, *, force: bool,
                 now_ms: int) -> list[CompactionReport]: ...
 
     def retention(self, manager: LogManager, topic: str | None, *, now_ms: int, dry_run: bool) -> list[dict]: ...
+
+
+def compaction_choice(manager: LogManager, topic: str | None,
+                      partition: int | None) -> tuple[list[tuple[str, int]] | None, bool]:
+    """What ``logctl compact`` cleans, whatever the engine, and whether it is forced: a named
+    partition whatever its dirty ratio (Kafka has no such command; a user naming one wants it
+    cleaned), else the due partitions of the topic (none when it is not compacted), else those
+    of every compacted topic (None)."""
+    if partition is not None:
+        return [(topic, partition)], True
+    if topic is None:
+        return None, False
+    return ([(topic, p) for p in manager.partitions(topic)] if manager.topic_config(topic).compact else []), False
 
 
 def _engine(args: argparse.Namespace) -> Engine | None:
@@ -372,13 +385,14 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
         _print(args, {"now_ms": now, "engine": args.engine, "dry_run": True,
                       "partitions": [c.to_dict() for c in candidates]}, "\n".join(lines) or "no compacted partitions")
         return 0
+    partitions, force = compaction_choice(manager, args.topic, args.partition)
     if engine is not None:
         if args.max_passes is not None:
             raise UsageError(f"--max-passes applies to --engine local only (--engine {args.engine} cleans in one pass)")
-        reports = engine.compact(manager, args.topic, args.partition, now_ms=now)
-    elif args.partition is not None:
-        reports = [manager.compact(args.topic, args.partition, now_ms=now, force=True, max_passes=args.max_passes)]
-    else:
+        reports = engine.compact(manager, partitions, force=force, now_ms=now)
+    elif force:
+        reports = [manager.compact(t, p, now_ms=now, force=True, max_passes=args.max_passes) for t, p in partitions]
+    else:  # the due ones among ``partitions``: those of the topic, or of every compacted topic
         reports = manager.compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports]},
            "\n".join(r.summary() for r in reports) or "no partition is due for compaction")
