@@ -31,8 +31,8 @@ from ..logic.partition_keys import partition_key
 from .partitions import partitions_def_name
 from .resources import LogStoreResource
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG
-from .sensors import current_states, default_status
-from ..logic.log_state import contiguous_runs, forced_by_deadline
+from .sensors import current_states, default_status, unreadable_note
+from ..logic.log_state import TopicPartition, contiguous_runs, forced_by_deadline
 from ..logic.settings import PlatformSettings
 
 MINUTE_MS = 60_000
@@ -66,15 +66,18 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
     )
     def _sweep(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
-        states = current_states(log_store, settings, [topic.name])
+        unreadable: dict[TopicPartition, str] = {}
+        states = current_states(log_store, settings, [topic.name], unreadable)
         due = sorted((s for s in states
                       if partition_key(s.partition) in keys and s.needs_cleaning),
                      key=lambda s: s.partition)
         if not due:
-            return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))")
+            return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))"
+                                 + (f"; {unreadable_note(unreadable)}" if unreadable else ""))
         # a forced run cleans every partition of its range: then only runs of consecutive
-        # partitions that need work, each forced only if it holds one asked for by its deadline
-        runs = contiguous_runs(due) if forced_by_deadline(due) else [due]
+        # partitions that need work, each forced only if it holds one asked for by its deadline;
+        # no range covers a partition that cannot be read (its run would fail on it)
+        runs = contiguous_runs(due) if forced_by_deadline(due) or unreadable else [due]
         return [dg.RunRequest(  # Dagster dedupes a schedule's run keys within one tick
             run_key=f"sweep:{run[0].partition}-{run[-1].partition}",
             run_config=cleanup_run_config(topic, force_compaction=forced_by_deadline(run)),

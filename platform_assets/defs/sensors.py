@@ -43,7 +43,7 @@ from storage_engine.segment import now_ms as wall_clock_ms
 from .assets import cleanup_run_config
 from ..logic.catalog import Topic
 from .checks import evaluations, log_asset_key
-from ..logic.health import health_outcome
+from ..logic.health import health_outcome, unreadable_outcome
 from .jobs import PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from ..logic.log_state import (
     PartitionState,
@@ -75,13 +75,21 @@ MAX_REASON = 200
 MAX_KEYS_PER_TICK = 10_000
 
 
-def current_states(log_store: LogStoreResource, settings: PlatformSettings,
-                   topics: Iterable[str] | None = None) -> list[PartitionState]:
-    """Every partition's state now, through the process's state cache (``state_cache``)."""
+def current_states(log_store: LogStoreResource, settings: PlatformSettings, topics: Iterable[str] | None = None,
+                   unreadable: dict[TopicPartition, str] | None = None) -> list[PartitionState]:
+    """Every readable partition's state now, through the process's state cache (``state_cache``);
+    why each other one cannot be read goes into ``unreadable``."""
     with log_store.manager() as manager:
         return STATE_CACHE.read(manager, now_ms=wall_clock_ms(), ttl_ms=settings.state_ttl_ms,
                                 refresh_share=min(1.0, settings.sensor_interval_s * 1000 / settings.state_ttl_ms),
-                                topics=None if topics is None else list(topics))
+                                topics=None if topics is None else list(topics), unreadable=unreadable)
+
+
+def unreadable_note(unreadable: Mapping[TopicPartition, str]) -> str:
+    """A tick's note on the partitions it could not read (their ``log_health`` says why)."""
+    named = "; ".join(f"{t}-{p}: {why}" for (t, p), why in sorted(unreadable.items())[:3])
+    more = f"; and {len(unreadable) - 3} more" if len(unreadable) > 3 else ""
+    return f"{len(unreadable)} partition(s) cannot be read and get no run until repaired ({named}{more})"
 
 
 def default_status(settings: PlatformSettings) -> dg.DefaultSensorStatus:
@@ -126,20 +134,25 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
                      "partition's state and log_health when it changed.", settings)
     def log_state_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         cursor = ObservationCursor.parse(context.cursor)
-        states = current_states(log_store, settings)
+        unreadable: dict[TopicPartition, str] = {}
+        states = current_states(log_store, settings, unreadable=unreadable)
         by_topic: dict[str, list[PartitionState]] = defaultdict(list)
         for s in states:
             by_topic[s.topic].append(s)
-        unknown = sorted(set(by_topic) - known)
+        unreadable_by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in sorted(unreadable):
+            unreadable_by_topic[topic].append(partition)
+        unknown = sorted((set(by_topic) | set(unreadable_by_topic)) - known)
         if unknown:
             context.log.info(f"topics not in this code location yet (reload it to add them): {', '.join(unknown)}")
+        if unreadable:
+            context.log.error(unreadable_note(unreadable))
         requests, events = [], []
         keys_added = recorded = 0
-        for topic, topic_states in sorted(by_topic.items()):
-            if topic not in known:
-                continue
+        for topic in sorted((set(by_topic) | set(unreadable_by_topic)) & known):
+            topic_states = by_topic.get(topic, [])
             existing = context.instance.get_dynamic_partitions(partitions_def_name(topic))
-            on_disk = {s.partition for s in topic_states}
+            on_disk = {s.partition for s in topic_states} | set(unreadable_by_topic.get(topic, ()))
             # the history is read only when some key names no partition on disk (rare)
             history = (context.instance.get_materialized_partitions(log_asset_key(topic))
                        if keys_not_on_disk(existing, on_disk) else set())
@@ -157,7 +170,13 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
                     events.extend(evaluations(log_asset_key(topic), [health_outcome(s)]))
                     recorded += 1
                     cursor.record(s)
-        cursor.keep_only(s.tp for s in states if s.topic in known)
+            for partition in unreadable_by_topic.get(topic, ()):
+                why = unreadable[(topic, partition)]
+                if recorded < settings.max_observations_per_tick and cursor.changed_unreadable((topic, partition), why):
+                    events.extend(evaluations(log_asset_key(topic), [unreadable_outcome(partition, why)]))
+                    recorded += 1
+                    cursor.record_unreadable((topic, partition), why)
+        cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known])
         if not requests and not events:
             return dg.SensorResult(skip_reason=f"{len(states)} partition(s), none changed", cursor=cursor.dump())
         context.log.info(f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
@@ -224,7 +243,8 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
 
     @platform_sensor(spec.name, spec.description, settings, jobs=[jobs[t.name] for t in spec.topics])
     def _sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
-        states = current_states(log_store, settings, by_name)
+        unreadable: dict[TopicPartition, str] = {}
+        states = current_states(log_store, settings, by_name, unreadable)
         existing = _existing_keys(context.instance, by_name)
         keyed = [s for s in states if partition_key(s.partition) in existing.get(s.topic, ())]
         candidates = spec.choose(keyed)
@@ -239,6 +259,8 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
                  f"{len(candidates) - in_flight - len(fresh)} already ran in their current state",
                  f"{len(fresh) - len(chosen)} left for the next tick (at most {settings.max_partitions_per_tick} a tick)",
                  f"{len(states) - len(keyed)} wait for log_state_sensor to add their keys"]
+        if unreadable:
+            notes.append(unreadable_note(unreadable))
         if not chosen:
             return dg.SkipReason("nothing new to request: " + "; ".join(notes))
         runs = contiguous_runs(chosen)

@@ -112,3 +112,12 @@ def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None)
         metadata["reasons"] = dg.MetadataValue.md("\n".join(f"* {r}" for r in health.reasons))
     return CheckOutcome(HEALTH_CHECK, state.partition, health.passed, health.summary, metadata,
                         severity=health.severity or dg.AssetCheckSeverity.WARN)
+
+
+def unreadable_outcome(partition: int, why: str) -> CheckOutcome:
+    """The ``log_health`` result of a partition the engine refuses to open (a symlink, a misnamed
+    or wrong-kind file, a malformed checkpoint): failed, saying why. No run is planned for it
+    until it is repaired by hand, as a broker takes such a log dir offline."""
+    return CheckOutcome(HEALTH_CHECK, partition, False, f"cannot be read: {why}",
+                        {"status": "unreadable", "reasons": dg.MetadataValue.md(f"* {why}")},
+                        severity=dg.AssetCheckSeverity.ERROR)

@@ -8,6 +8,7 @@ partition key, as compact JSON in the sensor's cursor.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -39,6 +40,14 @@ class ObservationCursor:
     def record(self, state: PartitionState) -> None:
         self.seen.setdefault(state.topic, {})[partition_key(state.partition)] = state.observation_digest()
 
+    def changed_unreadable(self, tp: TopicPartition, why: str) -> bool:
+        """Whether a partition that cannot be read was last recorded with another reason (or as
+        readable)."""
+        return self.seen.get(tp[0], {}).get(partition_key(tp[1])) != _reason_digest(why)
+
+    def record_unreadable(self, tp: TopicPartition, why: str) -> None:
+        self.seen.setdefault(tp[0], {})[partition_key(tp[1])] = _reason_digest(why)
+
     def keep_only(self, present: Iterable[TopicPartition]) -> None:
         """Forget partitions that are gone, so the cursor never grows past the log dirs."""
         alive: dict[str, set[str]] = defaultdict(set)
@@ -48,3 +57,8 @@ class ObservationCursor:
 
     def dump(self) -> str:
         return json.dumps({"v": 1, "seen": self.seen}, separators=(",", ":"), sort_keys=True)
+
+
+def _reason_digest(why: str) -> str:
+    """A digest of why a partition cannot be read, never equal to a state's (those are digits)."""
+    return "x" + hashlib.sha256(why.encode()).hexdigest()[:11]

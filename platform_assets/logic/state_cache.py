@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Collection
 
 from storage_engine.config import LogConfig
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition
 from storage_engine.naming import parse_partition_dir
 from storage_engine.nofollow import check_not_symlink
@@ -84,42 +85,63 @@ class StateCache:
             self._entries.clear()
 
     def read(self, manager: LogManager, *, now_ms: int, ttl_ms: int, refresh_share: float,
-             topics: Collection[str] | None = None) -> list[PartitionState]:
+             topics: Collection[str] | None = None,
+             unreadable: dict[TopicPartition, str] | None = None) -> list[PartitionState]:
         """Every partition's state (of ``topics``, or of all), by topic and partition number.
 
         ``refresh_share`` bounds how many states past ``ttl_ms`` are recomputed in this read, as
         a share of the partitions read (the sensor interval over the TTL spreads a full refresh
-        evenly over one TTL)."""
+        evenly over one TTL). A partition the engine would refuse to open (a symlink, a misnamed
+        or wrong-kind file, a malformed checkpoint of its log dir, a second copy) raises its
+        error; given ``unreadable``, it is left out and its error recorded there instead, so one
+        damaged partition does not hide every other one's state."""
         with self._lock:
-            return self._read(manager, now_ms, ttl_ms, refresh_share, topics)
+            return self._read(manager, now_ms, ttl_ms, refresh_share, topics, unreadable)
 
     def _read(self, manager: LogManager, now_ms: int, ttl_ms: int, refresh_share: float,
-              topics: Collection[str] | None) -> list[PartitionState]:
+              topics: Collection[str] | None, unreadable: dict[TopicPartition, str] | None) -> list[PartitionState]:
         wanted = None if topics is None else set(topics)
         configs: dict[str, LogConfig] = {}
         found: list[tuple[str, TopicPartition, tuple, tuple, _Entry | None]] = []
         where: dict[TopicPartition, PartitionLocation] = {}
+
+        def refused(tp: TopicPartition, exc: Exception) -> None:
+            if unreadable is None:
+                raise exc
+            unreadable[tp] = str(exc) if isinstance(exc, LogError) else f"{type(exc).__name__}: {exc}"
+
         for log_dir in manager.log_dirs:
             if not log_dir.path.is_dir():
                 continue
-            lso, cleaner = checkpoints = log_dir_checkpoints(log_dir.path)
+            try:
+                checkpoints = log_dir_checkpoints(log_dir.path)
+            except LogError as exc:
+                checkpoints = exc
             with os.scandir(log_dir.path) as it:
-                for entry in it:
-                    tp = parse_partition_dir(entry.name)
-                    if tp is None or (wanted is not None and tp[0] not in wanted):
-                        continue
-                    if entry.is_symlink():  # the engine refuses it, so the tick does too, naming it
+                entries = sorted(it, key=lambda e: e.name)
+            for entry in entries:
+                tp = parse_partition_dir(entry.name)
+                if tp is None or (wanted is not None and tp[0] not in wanted):
+                    continue
+                try:
+                    if entry.is_symlink():  # the engine refuses it, so the read does too, naming it
                         check_not_symlink(entry.path)
                     if not entry.is_dir(follow_symlinks=False):
                         continue
                     if tp in where:
                         raise duplicate_partition(where[tp], Path(entry.path))
-                    where[tp] = PartitionLocation(tp[0], tp[1], log_dir, Path(entry.path))
-                    previous = self._entries.get(entry.path)
-                    dir_mtime = entry.stat().st_mtime_ns
-                    active = _active_signature(entry.path, previous.state) if previous else ()
-                    signature = (dir_mtime, active, lso.get(tp), cleaner.get(tp))
-                    found.append((entry.path, tp, signature, checkpoints, previous))
+                    if isinstance(checkpoints, LogError):
+                        raise checkpoints
+                except LogError as exc:
+                    refused(tp, exc)
+                    continue
+                where[tp] = PartitionLocation(tp[0], tp[1], log_dir, Path(entry.path))
+                previous = self._entries.get(entry.path)
+                dir_mtime = entry.stat().st_mtime_ns
+                active = _active_signature(entry.path, previous.state) if previous else ()
+                lso, cleaner = checkpoints
+                signature = (dir_mtime, active, lso.get(tp), cleaner.get(tp))
+                found.append((entry.path, tp, signature, checkpoints, previous))
         budget = max(1, math.ceil(len(found) * refresh_share))
         expired = sorted((e.computed_ms, path) for path, _, _, _, e in found
                          if e is not None and now_ms - e.computed_ms >= ttl_ms)
@@ -129,7 +151,11 @@ class StateCache:
         seen = set()
         for path, tp, signature, checkpoints, previous in found:
             seen.add(path)
-            config = configs.get(tp[0]) or configs.setdefault(tp[0], manager.topic_config(tp[0]))
+            try:
+                config = configs.get(tp[0]) or configs.setdefault(tp[0], manager.topic_config(tp[0]))
+            except LogError as exc:  # the topic's metadata or config, refused for each of its partitions
+                refused(tp, exc)
+                continue
             if (previous is not None and previous.trusted and previous.signature == signature
                     and previous.config == config and path not in refresh):
                 states.append(previous.state)
@@ -137,9 +163,14 @@ class StateCache:
                 continue
             started_ns = time.time_ns()
             lso, cleaner = checkpoints
-            stats = read_partition_stats(Path(path), log_start_offset_checkpoint=lso.get(tp),
-                                         cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
-            state = state_of(stats, config, now_ms=now_ms)
+            try:
+                stats = read_partition_stats(Path(path), log_start_offset_checkpoint=lso.get(tp),
+                                             cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
+                state = state_of(stats, config, now_ms=now_ms)
+            except (LogError, OSError) as exc:
+                refused(tp, exc)
+                self._entries.pop(path, None)
+                continue
             active = _active_signature(path, state)
             latest_change = max(signature[0], active[1])
             self._entries[path] = _Entry((signature[0], active, signature[2], signature[3]), config, state, now_ms,

@@ -101,6 +101,27 @@ def test_due_partitions_get_runs_and_clean_ones_do_not(logs, instance):
     assert "deletable" in retention[("clicks", "0")].tags["logplat/reason"]
 
 
+def test_a_partition_that_cannot_be_read_fails_its_health_and_the_others_still_get_runs(logs, instance):
+    """One misnamed segment file failed every sensor tick, so no partition anywhere was cleaned.
+    Now that partition's log_health fails saying why (once per reason), its key stays, no run
+    covers it, and the other partitions are observed and requested as before."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    (logs / "orders-1" / "5.log").write_bytes(b"")  # the engine refuses to open orders-1
+    data = discover(defs, settings, instance)
+    health = health_results(data)
+    failed = health[("orders", "1")]
+    assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR
+    assert f"cannot be read: {logs / 'orders-1' / '5.log'}: not a segment file name" in failed.description
+    assert "1" in instance.get_dynamic_partitions(partitions_def_name("orders"))  # its key stays
+    assert ("orders", "1") not in health_results(discover(defs, settings, instance, data.cursor))  # said once
+    runs = requested(tick(defs, settings, instance, "compaction_sensor"))
+    assert set(runs) == {("orders", "0"), ("orders", "2"), ("profiles.v1", "0"), ("profiles.v1", "1")}
+    assert runs[("orders", "0")] is not runs[("orders", "2")]  # no range over orders-1
+    (logs / "orders-1" / "5.log").unlink()
+    assert health_results(discover(defs, settings, instance, data.cursor))[("orders", "1")].passed
+
+
 def test_a_cleaned_partition_is_not_due_and_run_keys_follow_the_log(logs, instance):
     defs, settings = definitions_for(logs)
     discover(defs, settings, instance)
@@ -223,6 +244,18 @@ def test_the_sweep_requests_one_range_run_over_the_partitions_with_work(logs, in
         manager.compact("orders", 2, now_ms=NOW)
     quiet = defs.get_repository_def().get_schedule_def("sweep__orders").evaluate_tick(context)
     assert not quiet.run_requests and "nothing to sweep" in quiet.skip_message
+
+
+def test_the_sweep_runs_no_range_over_a_partition_that_cannot_be_read(logs, instance):
+    """orders-0 and orders-2 need work; one range over 0..2 would make the run open orders-1,
+    which the engine refuses, and fail for all three."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    (logs / "orders-1" / "5.log").write_bytes(b"")
+    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
+    requests = defs.get_repository_def().get_schedule_def("sweep__orders").evaluate_tick(context).run_requests
+    assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+            for r in requests] == [("0", "0"), ("2", "2")]
 
 
 
