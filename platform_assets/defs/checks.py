@@ -83,3 +83,26 @@ def run_materializations(instance: dg.DagsterInstance, asset_key: dg.AssetKey, r
             out.setdefault(r.partition_key, AssetCheckEvaluationTargetMaterializationData(
                 storage_id=r.storage_id, run_id=r.run_id, timestamp=r.timestamp))
     return out
+
+
+def clear_sensor_results(instance: dg.DagsterInstance, asset_key: dg.AssetKey, check_name: str,
+                         partitions: Sequence[str]) -> None:
+    """Remove the execution rows of the previous sensor-recorded (run-less) results of a check
+    for ``partitions``, just before new ones are recorded.
+
+    Works around Dagster 1.13: a run-less result is stored in a row keyed by (asset, check,
+    run id, partition) under a unique index, with an empty run id, so a partition's second one
+    fails with a UNIQUE constraint and fails the whole sensor tick. Only those rows go: the
+    results stay in the event log, and results recorded by runs are untouched.
+    """
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable  # not re-exported by dagster
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+
+    storage = instance.event_log_storage
+    if not partitions or not isinstance(storage, SqlEventLogStorage):
+        return
+    table = AssetCheckExecutionsTable
+    with storage.index_connection() as conn:
+        conn.execute(table.delete().where(
+            (table.c.asset_key == asset_key.to_string()) & (table.c.check_name == check_name)
+            & (table.c.run_id == "") & (table.c.partition.in_(list(partitions)))))

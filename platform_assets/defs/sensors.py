@@ -42,7 +42,8 @@ from storage_engine.segment import now_ms as wall_clock_ms
 
 from .assets import cleanup_run_config
 from ..logic.catalog import Topic
-from .checks import evaluations, log_asset_key
+from .checks import clear_sensor_results, evaluations, log_asset_key
+from ..logic.check_outcomes import HEALTH_CHECK
 from ..logic.health import health_outcome, unreadable_outcome
 from .jobs import PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from ..logic.log_state import (
@@ -100,6 +101,15 @@ def platform_sensor(name: str, description: str, settings: PlatformSettings, **k
     """``dg.sensor`` with the platform's tick interval and default status."""
     return dg.sensor(name=name, minimum_interval_seconds=settings.sensor_interval_s,
                      default_status=default_status(settings), description=description, **kwargs)
+
+
+def _health_partitions(events: Sequence[object]) -> dict[dg.AssetKey, list[str]]:
+    """The partitions, by asset, whose ``log_health`` the events record."""
+    out: dict[dg.AssetKey, list[str]] = defaultdict(list)
+    for e in events:
+        if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == HEALTH_CHECK and e.partition is not None:
+            out[e.asset_key].append(e.partition)
+    return out
 
 
 # ------------------------------------------------------------------------------- runs in flight
@@ -177,6 +187,8 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
                     recorded += 1
                     cursor.record_unreadable((topic, partition), why)
         cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known])
+        for asset_key, partitions in _health_partitions(events).items():
+            clear_sensor_results(context.instance, asset_key, HEALTH_CHECK, partitions)
         if not requests and not events:
             return dg.SensorResult(skip_reason=f"{len(states)} partition(s), none changed", cursor=cursor.dump())
         context.log.info(f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "

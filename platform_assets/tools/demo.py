@@ -233,6 +233,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         # the sensors stay on: `scripts/ui.sh` (dagster dev) goes on cleaning without a click
         runs = [r for r in client.runs(created_after=started) if r["tags"].get("logplat/trigger")]
         failed = [r["runId"] for r in runs if r["status"] == "FAILURE"]
+        failed_ticks = {name: ticks for name in SENSORS if (ticks := client.failed_ticks(name))}
         recorded = recorded_by_dagster(client, topics, started * 1000 - 1)
     except DevServerError as exc:  # the webserver stopped answering
         print(f"error: {exc}", file=sys.stderr)
@@ -249,7 +250,10 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
           f"http://127.0.0.1:3000/assets/logs/{shown}:\n  {ui_env} bash {REPO / 'scripts/ui.sh'}")
     if failed:
         print(f"failed runs: {', '.join(failed)} (see the UI's Runs page)", file=sys.stderr)
-    return 1 if failed or timed_out else 0
+    for name, ticks in failed_ticks.items():
+        print(f"{name} failed {len(ticks)} tick(s), the last: {ticks[0]} (see the UI's Automation page)",
+              file=sys.stderr)
+    return 1 if failed or failed_ticks or timed_out else 0
 
 
 if __name__ == "__main__":

@@ -194,6 +194,16 @@ class GraphQL:
                           {"id": state["sensorState"]["id"], "sel": state["sensorState"]["selectorId"]})
         return data["stopSensor"]["instigationState"]["status"]
 
+    def failed_ticks(self, name: str, limit: int = 100) -> list[str]:
+        """The first line of each failed tick's error of a sensor, newest first."""
+        selector = {"repositoryLocationName": self.location_name(), "repositoryName": REPOSITORY, "sensorName": name}
+        data = self.query("""query($s: SensorSelector!, $n: Int) { sensorOrError(sensorSelector: $s) {
+            ... on Sensor { sensorState { ticks(limit: $n, statuses: [FAILURE]) { error { message } } } } } }""",
+                          {"s": selector, "n": limit})
+        messages = [((t.get("error") or {}).get("message") or "").strip()
+                    for t in data["sensorOrError"]["sensorState"]["ticks"]]
+        return [m.splitlines()[0] if m else "(no message)" for m in messages]
+
     def runs(self, *, tags: Mapping[str, str] | None = None, statuses: Sequence[str] | None = None,
              created_after: float | None = None) -> list[dict]:
         """Runs (newest first) with these tags, in these statuses, created after a Unix time."""

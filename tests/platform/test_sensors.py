@@ -101,6 +101,34 @@ def test_due_partitions_get_runs_and_clean_ones_do_not(logs, instance):
     assert "deletable" in retention[("clicks", "0")].tags["logplat/reason"]
 
 
+def store(instance: dg.DagsterInstance, data) -> None:
+    """A tick's asset events written to the instance, as the daemon writes them."""
+    for event in data.asset_events or ():
+        instance.report_runless_asset_event(event)
+
+
+def test_log_health_is_recorded_again_when_a_partition_changes(logs, instance):
+    """Dagster 1.13 stores a sensor's check result in a row keyed by (asset, check, run id,
+    partition) with an empty run id, so a partition's second log_health failed with a UNIQUE
+    constraint: from the first cleaning on every tick of log_state_sensor failed, no new key
+    was added and no verdict changed. The sensor now clears a partition's previous sensor result
+    first, so the latest is always there."""
+    defs, settings = definitions_for(logs)
+    first = discover(defs, settings, instance)
+    store(instance, first)
+    key = dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), "log_health")
+    with LogManager([logs]) as manager:
+        manager.compact("orders", 0, now_ms=NOW)
+    second = discover(defs, settings, instance, first.cursor)
+    assert ("orders", "0") in health_results(second)
+    store(instance, second)
+    latest = [r.event.dagster_event.event_specific_data for r in
+              instance.event_log_storage.get_asset_check_execution_history(key, limit=50)]
+    latest = [e for e in latest if e.partition == "0"]
+    assert len(latest) == 1 and latest[0].description == health_results(second)[("orders", "0")].description
+    assert latest[0].description != health_results(first)[("orders", "0")].description
+
+
 def test_a_partition_that_cannot_be_read_fails_its_health_and_the_others_still_get_runs(logs, instance):
     """One misnamed segment file failed every sensor tick, so no partition anywhere was cleaned.
     Now that partition's log_health fails saying why (once per reason), its key stays, no run
