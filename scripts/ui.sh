@@ -7,6 +7,7 @@
 source "$(dirname "$0")/env.sh"
 export LOGPLAT_LOG_DIRS="${LOGPLAT_LOG_DIRS:-$ROOT/data/logs}"
 export DAGSTER_HOME="$(cd "${DAGSTER_HOME:-$ROOT/dagster_home}" && pwd)"
+python -m platform_assets.tools.preflight
 python -m platform_assets.tools.instance_setup "$DAGSTER_HOME"
 ui=(dagster dev -w "$ROOT/workspace.yaml" -h 127.0.0.1 -p "${PORT:-3000}" "$@")
 if [ -n "${LOGPLAT_SPARK_MASTER:-}" ]; then

@@ -120,6 +120,16 @@ def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> Non
             raise SparkSetupError(f"no Spark master answers at {master}: {reasons[0]}")
 
 
+def check_spark_master(master: str) -> None:
+    """:class:`SparkSetupError` unless ``master`` (a Spark master or a Spark Connect URL) can be
+    used: for a tool that only hands it on (the main job, the UI), so a bad value is one line at
+    the start, not a failure in every run."""
+    if is_remote(master):
+        check_connect_server(master)
+    else:
+        check_master(master)
+
+
 def _local_counts(local: re.Match) -> list[tuple[str, int]]:
     """The counts of a local master with the least Spark takes for each: ``local[N, F]`` needs
     N >= 1 threads (``*`` is no count) and allows F >= 0 task failures; every count of
@@ -317,10 +327,9 @@ def build_spark_session(
     that answers), and when Spark cannot start the session all the same.
     """
     master = spark_master(master)
+    check_spark_master(master)
     if is_remote(master):
-        check_connect_server(master)
         return prepare_session(connect_session(master, session_config(master, conf)), ship_engine=ship_engine)
-    check_master(master)
     before_jvm_start()
     from pyspark.sql import SparkSession
 

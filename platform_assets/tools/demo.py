@@ -37,6 +37,7 @@ from storage_engine.usage import OneLineParser, UsageError
 
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import InstanceSetupError, prepare_instance
+from .preflight import PreflightError, check_environment
 from ..defs.sensors import IN_FLIGHT as RUNS_IN_FLIGHT
 from ..defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from ..logic.log_state import PartitionState, read_states
@@ -150,6 +151,11 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         log_dirs = [str(p.resolve()) for p in log_dirs_from_env()]
     except LogError as exc:
         print(f"error: LOGPLAT_LOG_DIRS: {exc}", file=sys.stderr)
+        return 1
+    try:  # a bad LOGPLAT_* value (a Spark master that cannot be used) is one line now, not failed runs later
+        check_environment(require_log_dirs=False)
+    except PreflightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or REPO / "dagster_home").resolve()
     print(f"log dirs: {','.join(log_dirs)}\nDAGSTER_HOME: {dagster_home}\n")

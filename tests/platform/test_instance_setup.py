@@ -192,6 +192,43 @@ def test_a_symbolic_link_at_the_lock_is_refused_in_one_line(tmp_path, capsys):
         ".logplat-instance-setup.lock", "dagster.yaml"]
 
 
+@pytest.mark.parametrize("env, error", [
+    ({"LOGPLAT_AUTOMATION": "sometimes"}, "LOGPLAT_AUTOMATION='sometimes': expected one of running, stopped"),
+    ({"LOGPLAT_SPARK_MASTER": "bogus"}, "LOGPLAT_SPARK_MASTER: not a Spark master: 'bogus'"),
+    ({"LOGPLAT_LOG_DIRS": "{tmp}/nope/logs"}, "LOGPLAT_LOG_DIRS: {tmp}/nope/logs is not a directory"),
+], ids=["automation", "master", "log-dirs"])
+def test_the_ui_refuses_a_bad_environment_in_one_line_before_it_starts(tmp_path, env, error):
+    """ui.sh started the servers whatever the environment held: a LOGPLAT_AUTOMATION typo became
+    a code location that failed to load, a bad master failed every run, a mistyped log dir
+    showed a platform without topics and made the daemon drop their schedules' state."""
+    (tmp_path / "logs").mkdir()
+    env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
+    proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.preflight"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
+                                                          "LOGPLAT_LOG_DIRS": str(tmp_path / "logs"), **env})
+    assert proc.returncode == 1 and proc.stdout == ""
+    line, = proc.stderr.splitlines()
+    assert line.startswith(f"error: {error.replace('{tmp}', str(tmp_path))}"), line
+    ok = subprocess.run([sys.executable, "-m", "platform_assets.tools.preflight"], capture_output=True, text=True,
+                        cwd=tmp_path, timeout=120, env={**{k: v for k, v in os.environ.items() if not k.startswith("LOGPLAT_")},
+                                                        "PYTHONPATH": str(REPO), "LOGPLAT_LOG_DIRS": str(tmp_path / "logs")})
+    assert (ok.returncode, ok.stderr) == (0, "")
+
+
+def test_the_main_job_refuses_a_spark_master_it_cannot_use_before_anything_is_written(tmp_path):
+    """LOGPLAT_SPARK_MASTER=bogus wrote the workload, started the servers and waited twenty
+    minutes for runs that all failed."""
+    (tmp_path / "home").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.demo"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
+                                                          "LOGPLAT_LOG_DIRS": str(tmp_path / "logs"),
+                                                          "LOGPLAT_SPARK_MASTER": "bogus",
+                                                          "DAGSTER_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines()[0].startswith("error: LOGPLAT_SPARK_MASTER: not a Spark master: 'bogus'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"] and list((tmp_path / "home").iterdir()) == []
+
+
 def test_the_main_job_says_in_one_line_what_it_cannot_use(tmp_path):
     """No log directory in LOGPLAT_LOG_DIRS: an error line, nothing created; a webserver that
     stopped answering is an error the job reports, not a traceback."""
