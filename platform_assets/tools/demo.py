@@ -71,7 +71,7 @@ def _ratio(x: float | None) -> str:
 
 def table(before: dict, after: dict, recorded: dict[tuple[str, int], dict]) -> str:
     header = ("partition", "policy", "segments", "MB", "log start", "log end", "cleaner checkpoint", "dirty ratio",
-              "runs", "reclaimed MB", "compacted away")
+              "runs", "reclaimed MB", "records compacted away")
     rows = [header]
     for tp in sorted(after):
         a, leo_a = after[tp]
