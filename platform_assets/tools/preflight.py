@@ -44,14 +44,8 @@ def check_environment(*, require_log_dirs: bool) -> PlatformSettings:
     return settings
 
 
-def main() -> int:
+if __name__ == "__main__":
     try:
         check_environment(require_log_dirs=True)
     except PreflightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        sys.exit(f"error: {exc}")  # one line on stderr, exit status 1
