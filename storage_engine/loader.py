@@ -65,12 +65,11 @@ from .naming import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    check_segment_file_name,
+    check_partition_entry,
     is_segment_file,
     offset_from_file_name,
 )
 from .cleaner.staging import remove_staging_if_idle
-from .nofollow import check_file_entry
 from .temp_files import TempFilePlan, plan_temp_files
 from .record import verify_batch
 from .segment import LogSegment
@@ -136,7 +135,7 @@ class LogLoader:
         self.warnings: list[str] = []
 
     def load(self) -> LoadResult:
-        self._check_file_names()
+        self._check_entries()
         if self.read_only:
             return self._load_read_only()
         bases_before = self._live_bases()
@@ -210,14 +209,14 @@ class LogLoader:
             self.warnings.append(f"{invalid}: a writable open{when} truncates {seg.log_path.name} there"
                                  + (f" and deletes the {later} later segment(s)" if later else ""))
 
-    def _check_file_names(self) -> None:
-        """Before anything changes, refuse a file named like a segment's that is not one, and a
-        segment's file that is not a regular file (a directory in its place), naming it: found
-        here, not when a later step reaches it after earlier segments were repaired."""
+    def _check_entries(self) -> None:
+        """Before anything changes, refuse what no partition dir may hold (``check_partition_entry``:
+        a symlink, a FIFO, a misnamed segment file, a directory where a segment's file belongs),
+        naming it: found here, not when a later step reaches it after earlier repairs, and on a
+        reload too."""
         with os.scandir(self.dir) as it:
             for entry in sorted(it, key=lambda e: e.name):
-                if check_segment_file_name(self.dir, entry.name):
-                    check_file_entry(entry)
+                check_partition_entry(self.dir, entry)
 
     def _read_past_a_corrupt_index(self, seg: LogSegment) -> None:
         """Read-only: an index that fails its sanity check is left out of the view, which then

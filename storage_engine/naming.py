@@ -9,11 +9,13 @@ a broker only loads if these rules are followed to the character, so they live h
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from .config import LONG_MAX
 from .errors import InvalidSegmentNameError, InvalidTopicError
+from .nofollow import check_dir_entry, check_file_entry
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -185,9 +187,7 @@ def check_segment_file_name(directory: Path, name: str) -> bool:
     segment file's that is not one (``InvalidSegmentNameError``, naming the file): a base offset
     of other than 20 digits (``5.log``: ignoring it would drop its records unseen, and reading
     it as segment 5 looked for ``00000000000000000005.log``), or one above Long.MAX_VALUE
-    (Kafka's ``offsetFromFileName`` parses a Long, and the load fails). The loader and the
-    partition stats both hold a partition dir to this rule, so a view never counts a file a
-    load refuses, nor leaves out one it reads."""
+    (Kafka's ``offsetFromFileName`` parses a Long, and the load fails)."""
     if is_segment_file(name):
         if name[:OFFSET_DIGITS] > _LONG_MAX_DIGITS:  # equal widths: the strings compare as the numbers
             offset_from_file_name(name, directory)  # raises, naming the file
@@ -196,6 +196,18 @@ def check_segment_file_name(directory: Path, name: str) -> bool:
         raise InvalidSegmentNameError(f"{Path(directory) / name}: not a segment file name: a segment's files are "
                                       f"named by its base offset in exactly 20 digits; rename or move the file")
     return False
+
+
+def check_partition_entry(directory: Path, entry: os.DirEntry) -> bool:
+    """Whether one entry of a partition directory is a segment's file, after refusing what no
+    partition dir may hold, naming it: a symlink, a FIFO, socket or device, a misnamed segment
+    file (:func:`check_segment_file_name`), or a segment file that is not a regular file. The
+    loader and the partition stats both hold every entry to this one rule."""
+    check_dir_entry(entry)
+    if not check_segment_file_name(directory, entry.name):
+        return False
+    check_file_entry(entry)
+    return True
 
 
 def is_log_file(name: str) -> bool:

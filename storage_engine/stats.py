@@ -24,8 +24,8 @@ from .checkpoint import (
     read_checkpoint,
 )
 from .index import OffsetIndex, TimeIndex
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, check_segment_file_name, parse_partition_dir
-from .nofollow import check_dir_entry, check_file_entry, check_not_symlink, open_nofollow
+from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, check_partition_entry, parse_partition_dir
+from .nofollow import check_not_symlink, open_nofollow
 from .record import BatchHeader
 from .record.file_records import read_headers
 
@@ -137,10 +137,8 @@ def read_partition_stats(
     with os.scandir(directory) as it:
         for entry in it:
             name = entry.name
-            check_dir_entry(entry)
-            if not check_segment_file_name(directory, name):  # refuses what a load refuses, naming it
+            if not check_partition_entry(directory, entry):  # refuses what a load refuses, naming it
                 continue
-            check_file_entry(entry)
             if len(name) == 24 and name.endswith(LOG_SUFFIX):
                 st = entry.stat(follow_symlinks=False)
                 entries.append((int(name[:20]), st.st_size, int(st.st_mtime * 1000)))
