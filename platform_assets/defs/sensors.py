@@ -191,9 +191,11 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
             clear_sensor_results(context.instance, asset_key, HEALTH_CHECK, partitions)
         if not requests and not events:
             return dg.SensorResult(skip_reason=f"{len(states)} partition(s), none changed", cursor=cursor.dump())
-        context.log.info(f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
-                         f"{sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added or removed")
-        return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor.dump())
+        # a tick that requests no run is "skipped" in the UI; its reason says what it recorded
+        done = (f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
+                f"{sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added or removed")
+        return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor.dump(),
+                               skip_reason=done)
 
     return log_state_sensor
 
@@ -319,9 +321,8 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
             for (topic, partition), files in removed.items() if topic in known
         ]
         total = sum(size for files in removed.values() for _, size in files)
-        context.log.info(f"removed {sum(map(len, removed.values()))} .deleted file(s), {size_text(total)}, "
-                         f"from {len(removed)} partition(s)")
-        return dg.SensorResult(asset_events=events)
+        done = f"removed {sum(map(len, removed.values()))} .deleted file(s), {size_text(total)}, from {len(removed)} partition(s)"
+        return dg.SensorResult(asset_events=events, skip_reason=done)  # the tick's reason in the UI, not "empty result"
 
     return deleted_files_sensor
 

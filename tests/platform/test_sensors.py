@@ -231,6 +231,9 @@ def test_observations_only_when_a_partition_changed(logs, instance):
     first = discover(defs, settings, instance)
     observed = {(e.asset_key.path[1], e.partition): e for e in observations(first)}
     assert len(observed) == 7  # every partition, once
+    # the tick requests no run, so the UI shows it skipped: its reason says what it recorded
+    assert first.skip_message == "7 partition(s) checked, 7 changed (state and log_health recorded), " \
+                                 "7 partition key(s) added or removed"
     orders0 = observed[("orders", "0")].metadata
     assert orders0["dirty_ratio"].value == 1.0 and orders0["compaction_due"].value is True
     assert orders0["segments"].value > 3 and orders0["size_mb"].value > 0
@@ -396,6 +399,8 @@ def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(t
     data = tick(defs, settings, instance, "deleted_files_sensor")
     assert not [p for p in part.iterdir() if p.name.endswith(".deleted")]
     [observation] = data.asset_events
+    assert data.skip_message.startswith(f"removed {len(pending)} .deleted file(s), ")
+    assert data.skip_message.endswith(", from 1 partition(s)")
     assert observation.partition == "0"
     assert observation.metadata["deleted_files_removed"].value == len(pending)
     assert observation.metadata["mb_freed"].value == round(sum(pending.values()) / 1e6, 6)
