@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, TextIO
 
 from .cleaner import CompactionReport
 from .config import MAX_TIMESTAMP_MS, broker_props_from_env
-from .errors import CorruptRecordError, LogError
+from .errors import CorruptRecordError, LogError, RecordTooLargeError
 from .manager import LogManager, log_dirs_from_env
 from .dump import dump_file
 from .erasure import UNBOUNDED, erasure_report
@@ -209,7 +209,12 @@ def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
     chunks = [records[i : i + size] for i in range(0, len(records), size)]
     now = args.now_ms if args.now_ms is not None else now_ms()
     for chunk in chunks:  # validate every batch before the first append
-        build_batch(chunk, base_offset=0, config=log.config, compression=codec, now_ms=now, tp=log.tp)
+        try:
+            build_batch(chunk, base_offset=0, config=log.config, compression=codec, now_ms=now, tp=log.tp)
+        except RecordTooLargeError as exc:
+            if len(chunk) == 1:
+                raise
+            raise RecordTooLargeError(f"{exc} A smaller --batch-size (now {size}) puts fewer records in each batch.") from None
     infos = log.append_all(chunks, compression=codec, now=now)  # all of them or none
     first, last = infos[0].first_offset, infos[-1].last_offset
     _print(args, {"topic": args.topic, "partition": args.partition, "first_offset": first, "last_offset": last,

@@ -144,6 +144,17 @@ def test_bad_produce_input_appends_nothing(cli, stdin, message):
     assert snapshot(cli.root) == before
 
 
+def test_a_batch_too_large_for_a_segment_suggests_a_smaller_batch_size(cli):
+    cli("topic", "create", "t", "--partitions", "1", "--config", "segment.bytes=300")
+    records = lines(*({"key": f"k{i}", "value": "v" * 40} for i in range(8)))
+    code, _, err = cli("produce", "t", "--partition", "0", stdin=records)
+    assert code == 1 and "exceeds the maximum configured segment size of 300" in err
+    assert "A smaller --batch-size (now 1000)" in err and err.count("\n") == 1
+    assert cli.json("produce", "t", "--partition", "0", "--batch-size", "2", "--json", stdin=records)["records"] == 8
+    code, _, err = cli("produce", "t", "--partition", "0", stdin=lines({"key": "k", "value": "v" * 400}))
+    assert code == 1 and "segment size of 300" in err and "--batch-size" not in err  # one record: no batch is smaller
+
+
 def test_unknown_partition_and_out_of_range_reads_are_errors(cli):
     cli("topic", "create", "t", "--partitions", "1")
     assert "Partition 4" in cli("produce", "t", "--partition", "4", stdin=lines({"key": "a", "value": "b"}))[2]
