@@ -36,7 +36,7 @@ from storage_engine.manager import LogManager, log_dirs_from_env
 from storage_engine.usage import OneLineParser, UsageError
 
 from .devserver import DevServer, DevServerError, wait_for
-from .instance_setup import InstanceSetupError, prepare_instance
+from .instance_setup import InstanceSetupError, home_lock, prepare_instance
 from .preflight import PreflightError, check_environment
 from ..defs.sensors import IN_FLIGHT as RUNS_IN_FLIGHT
 from ..defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
@@ -45,6 +45,9 @@ from ..logic.metadata import effective_checkpoint
 from .workload import produce, realistic_workload
 
 REPO = Path(__file__).resolve().parents[2]  # platform_assets/tools/demo.py -> the repository
+#: held for the whole main job: a second one on the same instance would replace the first's
+#: server output (``main-job/``) under its running servers and count the first's runs as its own
+MAIN_JOB_LOCK_FILE = ".logplat-main-job.lock"
 SENSORS = ("log_state_sensor", "deleted_files_sensor", "compaction_sensor", "retention_sensor")
 IN_FLIGHT = tuple(status.value for status in RUNS_IN_FLIGHT)  # as GraphQL names them
 
@@ -160,9 +163,12 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or REPO / "dagster_home").resolve()
     print(f"log dirs: {','.join(log_dirs)}\nDAGSTER_HOME: {dagster_home}\n")
 
-    try:  # before the workload is written: a damaged instance stops the job with nothing changed
+    try:  # before the workload is written: a damaged or busy instance stops the job with nothing changed
         for action in prepare_instance(dagster_home):
             print(f"instance: {action}")
+        stack.enter_context(home_lock(dagster_home, MAIN_JOB_LOCK_FILE, busy=(
+            f"another main job is running on DAGSTER_HOME {dagster_home}; wait for it to finish, or give this one "
+            "a DAGSTER_HOME of its own")))
     except InstanceSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -191,7 +197,12 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     started = time.time()
     try:
         with LogManager(log_dirs) as manager:
-            written = produce(manager, realistic_workload(args.scale), now_ms=int(started * 1000))
+            workload = realistic_workload(args.scale)
+            again = sorted({w.name for w in workload} & set(manager.topics()))
+            if again:
+                print(f"the log dirs already hold {', '.join(again)} (an earlier main job?): this run appends its "
+                      "workload to them")
+            written = produce(manager, workload, now_ms=int(started * 1000))
     except (LogError, OSError) as exc:
         print(f"error: the workload could not be written: {exc}", file=sys.stderr)
         return 1

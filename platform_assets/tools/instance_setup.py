@@ -138,13 +138,22 @@ def diagnose(dagster_home: Path) -> Diagnosis:
 
 
 @contextmanager
-def _setup_lock(dagster_home: Path) -> Iterator[None]:
+def home_lock(dagster_home: Path, name: str, *, busy: str | None = None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``dagster_home/name`` for the block. With ``busy``, a lock
+    another process holds is refused at once with that message instead of waited for.
+
+    Raises :class:`InstanceSetupError` when the lock cannot be opened (a read-only folder, a
+    symbolic link where the lock belongs) or is busy."""
+    path = dagster_home / name
     try:
-        fd = os.open(dagster_home / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:  # a read-only folder, or a symbolic link where the lock belongs
-        raise InstanceSetupError(f"cannot open the instance's lock {dagster_home / LOCK_FILE}: {exc.strerror}") from None
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise InstanceSetupError(f"cannot open the instance's lock {path}: {exc.strerror}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if busy else 0))
+        except BlockingIOError:
+            raise InstanceSetupError(busy) from None
         yield
     finally:
         os.close(fd)
@@ -231,7 +240,7 @@ def prepare_instance(dagster_home: Path) -> list[str]:
     if not dagster_home.is_dir():
         raise InstanceSetupError(f"DAGSTER_HOME {dagster_home} is not a directory")
     done: list[str] = []
-    with _setup_lock(dagster_home):
+    with home_lock(dagster_home, LOCK_FILE):
         diagnosis = diagnose(dagster_home)
         action = diagnosis.action
         if action == "refuse":

@@ -8,6 +8,7 @@ table of a new SQLite instance), made for real on real instances: a second row i
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from platform_assets.tools.demo import MAIN_JOB_LOCK_FILE
 from platform_assets.tools.devserver import DevServer, DevServerError, GraphQL
 from spark_jobs.connect_server import free_port
 from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
@@ -227,6 +229,28 @@ def test_the_main_job_refuses_a_spark_master_it_cannot_use_before_anything_is_wr
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines()[0].startswith("error: LOGPLAT_SPARK_MASTER: not a Spark master: 'bogus'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"] and list((tmp_path / "home").iterdir()) == []
+
+
+def test_a_second_main_job_on_one_instance_is_refused_before_anything_is_written(tmp_path):
+    """Two main jobs on one DAGSTER_HOME replaced each other's server output under running
+    servers and counted each other's runs."""
+    home = new_home(tmp_path)
+    prepare_instance(home)
+    before = sorted(p.name for p in home.iterdir())
+    fd = os.open(home / MAIN_JOB_LOCK_FILE, os.O_RDWR | os.O_CREAT)  # a running main job holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.demo"], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
+                                                              "LOGPLAT_LOG_DIRS": str(tmp_path / "logs"),
+                                                              "DAGSTER_HOME": str(home)})
+    finally:
+        os.close(fd)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"error: another main job is running on DAGSTER_HOME {home}; wait for it to "
+                                        "finish, or give this one a DAGSTER_HOME of its own"]
+    assert not (tmp_path / "logs").exists() and sorted(p.name for p in home.iterdir()) == sorted(
+        before + [MAIN_JOB_LOCK_FILE])
 
 
 def test_the_main_job_says_in_one_line_what_it_cannot_use(tmp_path):
