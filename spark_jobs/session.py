@@ -78,6 +78,7 @@ _process_zip: Path | None = None  # see ``_process_engine_zip``
 _process_zip_lock = threading.Lock()
 
 _PACKAGES = ("storage_engine", "spark_jobs")
+QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")  # see ``driver_logging``
 
 
 def spark_master(master: str | None = None) -> str:
@@ -160,7 +161,20 @@ def session_config(master: str, conf: Mapping[str, str] | None = None) -> dict[s
     a Spark Connect server) and the defaults that apply to it, then ``conf``."""
     if is_remote(master):
         return {**REMOTE_DEFAULTS, "spark.remote": master, **dict(conf or {})}
-    return {**LOCAL_DEFAULTS, "spark.master": master, **dict(conf or {})}
+    return {**LOCAL_DEFAULTS, **driver_logging(), "spark.master": master, **dict(conf or {})}
+
+
+def driver_logging() -> dict[str, str]:
+    """The JVM option that gives a driver started in this process our quiet log4j profile
+    (``log4j2.properties`` here: errors only), so a command's stderr is its own lines, not
+    Spark's start-up chatter. A Spark its user configured (``SPARK_CONF_DIR`` set, or a
+    ``SPARK_HOME`` with a ``conf`` folder) keeps its own logging: nothing is added then. The
+    option goes in ``spark.driver.defaultJavaOptions``, which a user's
+    ``spark.driver.extraJavaOptions`` extends rather than replaces."""
+    home = os.environ.get("SPARK_HOME")
+    if os.environ.get("SPARK_CONF_DIR") or (home and os.path.isdir(os.path.join(home, "conf"))):
+        return {}
+    return {"spark.driver.defaultJavaOptions": f'"-Dlog4j2.configurationFile={QUIET_LOG4J}"'}
 
 
 def _java_binary() -> str | None:

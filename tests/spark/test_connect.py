@@ -31,7 +31,8 @@ from spark_jobs.connect_server import free_port, local_connect_server, start_ser
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING
 from spark_jobs import connect_server, session
-from spark_jobs.session import check_java, engine_fingerprint, session_config, shared_session_id, with_session_id
+from spark_jobs.session import (QUIET_LOG4J, check_java, driver_logging, engine_fingerprint, session_config,
+                                shared_session_id, with_session_id)
 from storage_engine.manager import LogManager
 from tests.helpers.cleaner import NOW
 from tests.helpers.paths import REPO
@@ -444,6 +445,37 @@ def test_a_partition_that_is_not_there_is_refused_before_any_jvm_starts(tmp_path
                           env={**os.environ, "LOGPLAT_SPARK_MASTER": "local[1]"})
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [f"error: partition cc-9 does not exist in {tmp_path / 'logs'}"], proc.stderr
+
+
+def test_a_spark_command_prints_its_own_lines_not_sparks_start_up_chatter(tmp_path):
+    """``--engine spark`` commands that start a local JVM printed Spark's log4j profile, its
+    shell banner and its WARN lines on stderr. Java's own notice about the incubator module
+    Spark loads is printed by the JVM before any logging starts, so it remains."""
+    random_topic(tmp_path / "logs", "cc", seed=7)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONF_DIR", "SPARK_HOME")}
+    proc = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "--log-dirs", str(tmp_path / "logs"),
+                           "retention", "--engine", "spark", "--dry-run"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**env, "LOGPLAT_SPARK_MASTER": "local[1]"})
+    assert proc.returncode == 0, proc.stderr
+    assert [ln for ln in proc.stderr.splitlines() if "jdk.incubator.vector" not in ln] == [], proc.stderr
+
+
+def test_a_spark_its_user_configured_keeps_its_own_logging(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    assert driver_logging() == {"spark.driver.defaultJavaOptions": f'"-Dlog4j2.configurationFile={QUIET_LOG4J}"'}
+    assert QUIET_LOG4J.is_file()
+    assert session_config("local[1]")["spark.driver.defaultJavaOptions"] == driver_logging()[
+        "spark.driver.defaultJavaOptions"]
+    assert "spark.driver.defaultJavaOptions" not in session_config("sc://127.0.0.1:1")  # the server's own
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert driver_logging() != {}  # a Spark home without a conf folder: pip's pyspark, say
+    (tmp_path / "conf").mkdir()
+    assert driver_logging() == {}
+    monkeypatch.delenv("SPARK_HOME")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert driver_logging() == {}
 
 
 @pytest.mark.parametrize("master, error", [
