@@ -56,11 +56,13 @@ class SparkEngine:
     def retention(self, manager: LogManager, topic: str | None, *, now_ms: int, dry_run: bool) -> list[dict]:
         chosen = None if topic is None else [(topic, p) for p in manager.partitions(topic)]
         result = retention_partitions(self.spark, partitions=chosen, now_ms=now_ms, dry_run=dry_run, manager=manager)
+        # a partition whose stats could not be read failed before it had a plan: it is still listed
         return [
-            o.plan | {"applied": o.status == DELETED, "status": o.status, "reason": o.reason,
-                      "deleted_segments": o.deleted_segments, "bytes_freed": o.bytes_freed,
-                      "log_start_offset_after": o.log_start_offset_after}
-            for o in result.outcomes if o.plan
+            (o.plan or {"topic": o.topic, "partition": o.partition, "segments_to_delete": [], "warnings": []})
+            | {"applied": o.status == DELETED, "status": o.status, "reason": o.reason,
+               "deleted_segments": o.deleted_segments, "bytes_freed": o.bytes_freed,
+               "log_start_offset_after": o.log_start_offset_after}
+            for o in result.outcomes
         ]
 
 

@@ -193,7 +193,10 @@ def clean_whole(manager: LogManager, task: WholeTask, now_ms: int, force: bool) 
     except (LogError, OSError) as exc:
         status, reason = FAILED, f"{type(exc).__name__}: {exc}"
     if status != COMPACTED:
-        report.skipped = reason
+        if status == FAILED:
+            report.failed = reason
+        else:
+            report.skipped = reason
         report.duration_s = time.monotonic() - started
     report.engine = "spark"
     return PartitionOutcome(task.topic, task.partition, status, reason, report)
@@ -540,7 +543,10 @@ def _commit_partition(manager: LogManager, cleaner: Cleaner, plan: _Planned, row
     if problems or missing:
         status = FAILED if any(r["status"] == FAILED for r in problems) or missing else CHANGED
         reason = "; ".join(r["detail"] for r in problems) or f"{missing} group(s) produced no result"
-        report.skipped = f"nothing swapped: {reason}"
+        if status == FAILED:
+            report.failed = f"nothing swapped: {reason}"
+        else:
+            report.skipped = f"nothing swapped: {reason}"
         return PartitionOutcome(plan.topic, plan.partition, status, reason, report)
     cleaned: list[LogSegment] = []
     stats = plan.prepared.stats

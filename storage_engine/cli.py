@@ -13,7 +13,7 @@ import base64
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence, TextIO
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from .cleaner import CompactionReport
 from .config import MAX_TIMESTAMP_MS, broker_props_from_env
@@ -354,6 +354,9 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     for d in data:
         segs = d["segments_to_delete"]
         verb = "deleted" if d["applied"] else "would delete"
+        if d.get("status") == "failed" and "bytes_to_free" not in d:  # it failed before it had a plan
+            lines.append(f"{d['topic']}-{d['partition']}: failed: {d['reason']}")
+            continue
         if segs:
             reasons = ", ".join(f"{s['base_offset']} ({s['reason']}, {s['size_bytes']} B)" for s in segs)
             lso = d.get("log_start_offset_after", d["new_log_start_offset"])
@@ -368,7 +371,13 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
         lines.extend(f"  warning: {w}" for w in d["warnings"])
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data},
            "\n".join(lines) or "no partitions")
-    return 0
+    return _exit_status(d.get("status") == "failed" for d in data)
+
+
+def _exit_status(failed: Iterable[bool]) -> int:
+    """1 when an engine's job reported a partition it could not clean (the rest were cleaned and
+    are shown), as the local engine's error for it would."""
+    return 1 if any(failed) else 0
 
 
 def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
@@ -401,7 +410,7 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
         reports = manager.compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports]},
            "\n".join(r.summary() for r in reports) or "no partition is due for compaction")
-    return 0
+    return _exit_status(r.failed is not None for r in reports)
 
 
 def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:

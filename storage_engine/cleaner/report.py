@@ -42,6 +42,9 @@ class CompactionReport:
     throttled_s: float = 0.0
     rounds: list[dict] = field(default_factory=list)
     skipped: str | None = None
+    # why a distributed job could not clean it (its other partitions go on); the local engine
+    # raises instead. ``logctl`` exits 1 when any partition failed.
+    failed: str | None = None
     retention: dict | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -71,6 +74,7 @@ class CompactionReport:
             "engine": self.engine,
             "now_ms": self.now_ms,
             "skipped": self.skipped,
+            "failed": self.failed,
             "due": self.due_reason,
             "passes": self.passes,
             "checkpoint_before": self.checkpoint_before,
@@ -128,6 +132,8 @@ class CompactionReport:
     def summary(self) -> str:
         """The cleaner's log message (Kafka's ``recordStats``), one partition."""
         tp = f"{self.topic}-{self.partition}"
+        if self.failed:
+            return f"{tp}: failed: {self.failed}"
         if self.skipped:
             return f"{tp}: skipped: {self.skipped}"
         s = self.stats

@@ -383,3 +383,28 @@ def test_logctl_engine_spark(spark, tmp_path, capsys):
     assert main(["--log-dirs", str(tmp_path / "spark"), "retention", "--engine", "spark", "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["engine"] == "spark"
     assert spark.sparkContext._jsc is not None  # the CLI did not stop the shared session
+
+
+def test_logctl_engine_spark_exits_1_naming_a_partition_its_job_could_not_clean(spark, tmp_path, capsys):
+    """The job goes on past a damaged partition and cleans the others, but ``logctl`` printed
+    the damaged one as skipped (compaction) or left it out (retention) and exited 0, where
+    ``--engine local`` fails on it."""
+    from spark_jobs.cli import main
+
+    random_topic(tmp_path, "c", 11, partitions=2)
+    first = min((tmp_path / "c-1").glob("*.log"))
+    data = bytearray(first.read_bytes())
+    data[-1] ^= 0xFF  # inside the segment's last record: its batch's CRC no longer matches
+    first.write_bytes(bytes(data))
+    assert main(["--log-dirs", str(tmp_path), "compact", "--engine", "spark", "--now-ms", str(NOW), "--json"]) == 1
+    by_partition = {p["partition"]: p for p in json.loads(capsys.readouterr().out)["partitions"]}
+    assert by_partition[0]["failed"] is None and by_partition[0]["passes"] == 1  # the other partition is cleaned
+    assert by_partition[1]["failed"].startswith("CorruptRecordError: Record is corrupt")
+    assert main(["--log-dirs", str(tmp_path), "compact", "--engine", "spark", "--topic", "c", "--partition", "1"]) == 1
+    assert capsys.readouterr().out.startswith("c-1: failed: CorruptRecordError: Record is corrupt")
+
+    (tmp_path / "c-0" / "5.log").write_bytes(b"")  # the stats refuse a misnamed segment file
+    assert main(["--log-dirs", str(tmp_path), "retention", "--engine", "spark", "--dry-run"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("c-0: failed: InvalidSegmentNameError: ") and "5.log" in lines[0]
+    assert lines[1:] == ["c-1: nothing to delete"]
