@@ -120,7 +120,8 @@ def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict
     """The checks of each partition in ``states`` over ``[log start, ending[p])``; the latest-value
     comparison only when there is a ``before``."""
     cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items() if s.cleaner_checkpoint is not None}
-    read = check_facts.key_facts(spark, log_store.log_dirs, topic.name, ending, cleaned_end=cleaned_end, verify=True)
+    read = check_facts.key_facts(spark, log_store.log_dirs, topic.name, ending, broker_props=log_store.broker_properties,
+                                 cleaned_end=cleaned_end, verify=True)
     after = check_facts.summarize(read)
     outcomes: list[CheckOutcome] = []
     for p, state in sorted(states.items()):
@@ -156,7 +157,8 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     # time, and one that became due since the observation would be compacted with nothing to compare
     checked = partitions if topic.compact else []
     started = time.monotonic()
-    before = check_facts.key_facts(spark, log_store.log_dirs, topic.name, {p: cleanups[p].leo_before for p in checked})
+    before = check_facts.key_facts(spark, log_store.log_dirs, topic.name, {p: cleanups[p].leo_before for p in checked},
+                                   broker_props=log_store.broker_properties)
     read_s = time.monotonic() - started
     if checked:
         context.log.info(f"latest values of {len(checked)} partition(s) read in {read_s:.2f} s")

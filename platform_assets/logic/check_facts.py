@@ -133,6 +133,9 @@ class FactsTask:
     cleaned_end: int
     size_bytes: int
     verify: bool
+    # the broker defaults the cleaner ran with (``log.cleaner.compaction.strategy``, say): the
+    # checks judge each key's winner by the same rule
+    broker_props: Mapping[str, str]
 
 
 def record_hash(key: bytes, value: bytes) -> int:
@@ -146,7 +149,7 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
     latest: dict[bytes, tuple[int, int, bool]] = {}
     in_cleaned: dict[bytes, int] = {}
     error = None
-    with LogManager([Path(task.log_dir)], read_only=True) as manager:
+    with LogManager([Path(task.log_dir)], dict(task.broker_props), read_only=True) as manager:
         log = manager.get_log(task.topic, task.partition)
         rule = version_rule(log.config.compaction_strategy, log.config.compaction_strategy_header)
         winners = Winners(rule) if rule is not None else None
@@ -179,16 +182,17 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
 
 
 def key_facts(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, int], *,
-              cleaned_end: Mapping[int, int] | None = None, verify: bool = False) -> dict[int, KeyFacts]:
+              broker_props: Mapping[str, str], cleaned_end: Mapping[int, int] | None = None,
+              verify: bool = False) -> dict[int, KeyFacts]:
     """:class:`KeyFacts` of each partition of ``topic`` in ``ending`` over ``[log start,
-    ending[p])``, partitions packed per Spark task by size; ``verify`` adds the engine's
-    verification of each."""
+    ending[p])``, partitions packed per Spark task by size, under the broker defaults the
+    cleaner ran with; ``verify`` adds the engine's verification of each."""
     if not ending:
         return {}
-    with LogManager(list(log_dirs), read_only=True) as manager:
+    with LogManager(list(log_dirs), dict(broker_props), read_only=True) as manager:
         stats = {s.partition: s for s in manager.partition_stats(topic) if s.partition in ending}
     tasks = [FactsTask(str(Path(s.directory).parent), topic, p, int(ending[p]), int((cleaned_end or {}).get(p, 0)),
-                       s.size_bytes, verify) for p, s in sorted(stats.items())]
+                       s.size_bytes, verify, dict(broker_props)) for p, s in sorted(stats.items())]
     packed = pack(tasks, lambda t: t.size_bytes, task_slots(spark))
     return dict(run_tasks(spark, packed, each(read_key_facts)))
 

@@ -282,26 +282,34 @@ def test_a_cleaning_that_fails_turns_the_partitions_health_to_error(platform):
     assert health.description.startswith("partition 0: last cleaning failed: ") and "CRC" in health.description.upper()
 
 
-def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follow_it(tmp_path, spark):
-    """``compaction.strategy=header`` (KIP-280): the asset shows the strategy, the run keeps each
-    key's highest version, counts records without one, and the checks judge by versions (the
-    key's winner is its latest value; the newest record kept below the checkpoint is no
-    duplicate)."""
+STRATEGY = {"compaction.strategy": "header", "compaction.strategy.header": "ver"}
+
+
+@pytest.mark.parametrize("topic_configs, broker_props", [
+    (STRATEGY, {}),
+    ({}, {f"log.cleaner.{k}": v for k, v in STRATEGY.items()}),
+], ids=["topic-config", "broker-default"])
+def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follow_it(tmp_path, spark, topic_configs,
+                                                                                    broker_props):
+    """``compaction.strategy=header`` (KIP-280), set on the topic or as the broker's default:
+    the asset shows the strategy, the run keeps each key's highest version, counts records
+    without one, and the checks judge by versions (the key's winner is its latest value; the
+    newest record kept below the checkpoint is no duplicate). The checks used to read the logs
+    without the broker's defaults, and judged a broker-wide strategy's run by offsets."""
     import struct
 
     from storage_engine.append_validation import ProducerRecord
     from tests.helpers.engine import append_each
 
     root = tmp_path / "logs"
-    with LogManager([root]) as manager:
-        manager.create_topic("prices", 1, {"cleanup.policy": "compact", "segment.bytes": "400",
-                                           "compaction.strategy": "header", "compaction.strategy.header": "ver"})
+    with LogManager([root], broker_props) as manager:
+        manager.create_topic("prices", 1, {"cleanup.policy": "compact", "segment.bytes": "400", **topic_configs})
         versions = [5, 9, 2, None, 7, 1, 3, 8, 4, 6] * 4
         append_each(manager.get_log("prices", 0),
                     [ProducerRecord(f"sku{i % 3}".encode(), f"p{i}".encode(), NOW + i,
                                     () if v is None else (("ver", struct.pack(">q", v)),))
                      for i, v in enumerate(versions)], now=NOW)
-    defs, settings = definitions_for(root)
+    defs, settings = definitions_for(root, broker_props=broker_props)
     with dg.instance_for_test() as instance:
         data = tick(defs, settings, instance, "log_state_sensor")
         apply_partition_requests(instance, data.dynamic_partitions_requests)
@@ -320,6 +328,6 @@ def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follo
     for i, v in enumerate(versions[:checkpoint]):
         key = f"sku{i % 3}".encode()
         best[key] = max(best.get(key, (-(2**64), -1)), (-(2**64) if v is None else v, i))
-    with LogManager([root], read_only=True) as manager:
+    with LogManager([root], broker_props, read_only=True) as manager:
         kept = [r.offset for r in manager.get_log("prices", 0).read(0, max_records=100) if r.offset < checkpoint - 1]
     assert kept == sorted(o for _, o in best.values() if o < checkpoint - 1)

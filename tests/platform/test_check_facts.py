@@ -17,7 +17,7 @@ def _log(root, records):
 
 
 def _facts(root, ending=100, cleaned_end=0):
-    return read_key_facts(FactsTask(str(root), "t", 0, ending, cleaned_end, 0, verify=True))[1]
+    return read_key_facts(FactsTask(str(root), "t", 0, ending, cleaned_end, 0, verify=True, broker_props={}))[1]
 
 
 def test_the_digest_follows_latest_values_only(tmp_path):
@@ -59,6 +59,6 @@ def test_spark_tasks_read_every_partition_asked_for(spark, tmp_path):
     for p in range(3):
         append_each(manager.get_log("t", p), [ProducerRecord(b"k%d" % i, b"v", 1_000) for i in range(p + 1)])
     manager.close()
-    facts = key_facts(spark, [str(tmp_path)], "t", {0: 10, 2: 10}, verify=False)
+    facts = key_facts(spark, [str(tmp_path)], "t", {0: 10, 2: 10}, broker_props={}, verify=False)
     assert {p: d.digest.keys for p, d in summarize(facts).items()} == {0: 1, 2: 3}
     assert all(f.verification is None for f in facts.values())
