@@ -26,6 +26,7 @@ from .checkpoint import fsync_dir
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from .cleaner.plan import LogToClean
 from .config import (
+    INTERNAL_TOPIC_DEFAULTS,
     MAX_PARTITIONS_KEY,
     CleanerConfig,
     LogConfig,
@@ -56,7 +57,6 @@ from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, scan_log_dir
 from .topic_store import TopicMetadata, TopicMetadataError, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
 
-INTERNAL_COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 DEFAULT_LOG_DIRS = "./data/logs"
 
 
@@ -230,9 +230,7 @@ class LogManager:
         meta = self.topic_metadata(topic)
         if meta is not None:
             return dict(meta.configs)
-        if topic in INTERNAL_COMPACTED_TOPICS:
-            return {"cleanup.policy": "compact"}
-        return {}
+        return dict(INTERNAL_TOPIC_DEFAULTS.get(topic, {}))  # a broker's internal topic copied without its metadata
 
     def topic_config(self, topic: str) -> LogConfig:
         return build_log_config(self.broker_props, validate_topic_overrides(self.topic_overrides(topic)))

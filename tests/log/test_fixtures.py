@@ -105,7 +105,9 @@ def test_the_directory_caught_mid_swap_resolves_as_kafka_does(real_kafka, tmp_pa
         assert not [n for n in names if n.endswith((".swap", ".cleaned"))]
         assert "00000000000000000000.log" in names
         assert [r.offset for r in log.read(0, max_records=100)] == list(range(38))
-        assert m.topic_config("__consumer_offsets").compact
+        # copied without the broker's metadata: the settings the broker creates the topic with
+        config = m.topic_config("__consumer_offsets")
+        assert config.compact and not config.delete and config.segment_bytes == 100 * 1024 * 1024
 
 
 def test_the_retention_deleted_segment_is_removed_and_offsets_do_not_go_back(real_kafka, tmp_path):
