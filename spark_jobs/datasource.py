@@ -50,7 +50,7 @@ from storage_engine.config import LogConfig
 from storage_engine.errors import CorruptRecordError
 from storage_engine.log import Log
 from storage_engine.manager import LogManager, PartitionLocation
-from storage_engine.naming import DELETED_SUFFIX
+from storage_engine.naming import DELETED_SUFFIX, parse_partition_number
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
 from storage_engine.segment import LogSegment
@@ -190,13 +190,14 @@ def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPar
         if not isinstance(parts, dict):
             raise _bad(option, text, f"topic {topic!r} must map partition numbers to offsets")
         for part, offset in parts.items():
-            if not (isinstance(part, str) and part.isdigit()):
+            number = parse_partition_number(part) if isinstance(part, str) else None
+            if number is None:
                 raise _bad(option, text, f"partition {part!r} of topic {topic!r} is not a partition number")
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
                 raise _bad(option, text, f"offset {offset!r} of {topic}-{part} is not an offset, -2 or -1")
             if offset == forbidden:
                 raise _bad(option, text, f"offset {offset} of {topic}-{part} is not allowed here in a batch query")
-            out[(topic, int(part))] = offset
+            out[(topic, number)] = offset
     return out
 
 

@@ -101,6 +101,22 @@ def is_delete_dir_name(name: str) -> bool:
     return _DELETE_DIR.fullmatch(name) is not None
 
 
+def is_digits(text: str) -> bool:
+    """ASCII digits only. ``str.isdigit`` also takes other scripts' digits (``"٣"``), which
+    ``int`` parses, so a name or key that is not Kafka's would be taken for a number."""
+    return _DIGITS.fullmatch(text) is not None
+
+
+def parse_partition_number(text: str) -> int | None:
+    """The partition ``text`` spells as Kafka writes one (``<topic>-<n>``): ASCII digits, no
+    leading zero, at most ``Int.MaxValue``; else ``None``. Directory names, partition keys and
+    the data source's offsets all read partition numbers by this one rule."""
+    if not is_digits(text) or (len(text) > 1 and text[0] == "0"):
+        return None
+    number = int(text)
+    return number if number <= MAX_PARTITION else None
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """``(topic, partition)`` for a live partition directory name, else ``None``.
 
@@ -111,14 +127,11 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
         return None
     topic, sep, number = name.rpartition("-")
-    if not sep or not _DIGITS.fullmatch(number):
+    partition = parse_partition_number(number) if sep else None
+    if partition is None:
         return None
-    if len(number) > 1 and number.startswith("0"):
-        return None
-    partition = int(number)
     try:
         validate_topic_name(topic)
-        _validate_partition(topic, partition)
     except InvalidTopicError:
         return None
     return topic, partition

@@ -29,7 +29,7 @@ from crc32c import crc32c
 from .checkpoint import TMP_SUFFIX, fsync_dir
 from .errors import LogError, NotRegularFileError, UnsafePathError
 from .faults import crash_point
-from .naming import SNAPSHOT_SUFFIX, filename_prefix_from_offset
+from .naming import SNAPSHOT_SUFFIX, filename_prefix_from_offset, is_digits
 from .nofollow import open_nofollow
 
 SNAPSHOT_VERSION = 1
@@ -98,7 +98,7 @@ def list_snapshots(directory: Path) -> dict[int, Path]:
     found: dict[int, Path] = {}
     for entry in os.scandir(directory):
         stem = entry.name[: -len(SNAPSHOT_SUFFIX)]
-        if entry.name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit() and \
+        if entry.name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and is_digits(stem) and \
                 entry.is_file(follow_symlinks=False):
             found[int(stem)] = Path(entry.path)
     return dict(sorted(found.items()))
@@ -143,4 +143,4 @@ def write_snapshot(directory: Path, offset: int, entries: list[SnapshotEntry]) -
 
 def is_snapshot_temp(name: str) -> bool:
     """A ``.snapshot.tmp`` a killed :func:`write_snapshot` left behind."""
-    return name.endswith(_TMP) and name[: -len(_TMP)].isdigit()
+    return name.endswith(_TMP) and is_digits(name[: -len(_TMP)])

@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
+from storage_engine.naming import parse_partition_number
 from storage_engine.segment import now_ms as wall_clock_ms
 
 from .assets import cleanup_run_config
@@ -226,9 +227,9 @@ def _used_tokens(instance: dg.DagsterInstance, sensor_name: str) -> set[tuple[st
     for record in records:
         tags = record.dagster_run.tags
         for item in filter(None, tags.get(STATES_TAG, "").split(",")):
-            partition, _, token = item.partition(":")
-            if partition.isdigit():
-                used.add((tags.get(TOPIC_TAG, ""), int(partition), token))
+            key, _, token = item.partition(":")
+            if (partition := parse_partition_number(key)) is not None:
+                used.add((tags.get(TOPIC_TAG, ""), partition, token))
     return used
 
 

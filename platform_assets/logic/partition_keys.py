@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, Iterable, Sequence
 
+from storage_engine.naming import parse_partition_number
+
 
 def partition_key(partition: int) -> str:
     return str(partition)
@@ -25,16 +27,10 @@ def partition_key(partition: int) -> str:
 
 def partition_number(key: str) -> int:
     """The Kafka partition of a key; ``ValueError`` for a key that is not a partition number."""
-    if not key.isdigit() or (len(key) > 1 and key[0] == "0"):
+    number = parse_partition_number(key)
+    if number is None:
         raise ValueError(f"partition key {key!r} is not a partition number")
-    return int(key)
-
-
-def _number_or_none(key: str) -> int | None:
-    try:
-        return partition_number(key)
-    except ValueError:
-        return None
+    return number
 
 
 @dataclass(frozen=True)
@@ -68,7 +64,7 @@ def plan_key_update(existing: Sequence[str], on_disk: Iterable[int], with_histor
     on_disk = set(on_disk)
     strays = tuple(dict.fromkeys(k for k in keys_not_on_disk(existing, on_disk) if k not in with_history))
     existing = [k for k in existing if k not in strays]
-    numbers = [n for n in (_number_or_none(k) for k in existing) if n is not None]
+    numbers = [n for n in (parse_partition_number(k) for k in existing) if n is not None]
     desired = sorted(set(numbers) | on_disk)
     if desired == numbers:
         return KeyUpdate(delete=strays)
@@ -86,4 +82,4 @@ def plan_key_update(existing: Sequence[str], on_disk: Iterable[int], with_histor
 
 def keys_not_on_disk(existing: Iterable[str], on_disk: Collection[int]) -> list[str]:
     """Keys that name no partition on disk (the ones ``plan_key_update`` asks the history of)."""
-    return [k for k in existing if _number_or_none(k) is None or _number_or_none(k) not in on_disk]
+    return [k for k in existing if parse_partition_number(k) is None or parse_partition_number(k) not in on_disk]

@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import LogChangedError
+from ..naming import is_digits
 from ..nofollow import open_nofollow
 
 CLEANER_LOCK_FILE = ".logplat-cleaner.lock"
@@ -75,7 +76,7 @@ def remove_stale_staging(directory: Path) -> list[str]:
     """Remove every staged file and remote staging directory; the caller holds the cleaner lock."""
     gone = []
     for entry in os.scandir(directory):
-        if entry.name.endswith(STAGING_SUFFIX) and entry.name[:1].isdigit():
+        if entry.name.endswith(STAGING_SUFFIX) and is_digits(entry.name[:1]):
             os.unlink(entry.path)
             gone.append(entry.name)
         elif entry.name.startswith(REMOTE_STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):

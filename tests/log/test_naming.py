@@ -24,6 +24,7 @@ from storage_engine.naming import (
     is_log_file,
     offset_from_file_name,
     parse_partition_dir,
+    parse_partition_number,
     partition_dir_name,
     segment_file,
     validate_topic_name,
@@ -111,6 +112,15 @@ def test_partition_dir_name() -> None:
 )
 def test_parse_partition_dir(name: str, expected: tuple[str, int] | None) -> None:
     assert parse_partition_dir(name) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("0", 0), ("42", 42), ("2147483647", 2**31 - 1),
+    ("2147483648", None), ("007", None), ("-1", None), ("", None), (" 1", None), ("٣", None), ("1_0", None),
+])
+def test_one_rule_reads_a_partition_number(text: str, expected: int | None) -> None:
+    """Directory names, partition keys and the data source's offsets read numbers by it."""
+    assert parse_partition_number(text) == expected
 
 
 @given(topic_names, st.integers(min_value=0, max_value=2**31 - 1))

@@ -54,7 +54,7 @@ def test_keys_already_in_order_need_no_update_and_foreign_keys_with_a_history_ar
 
 def test_partition_keys_are_plain_numbers():
     assert partition_number("12") == 12
-    for bad in ("012", "-1", "a", ""):
+    for bad in ("012", "-1", "a", "", "١", "2147483648"):  # "١": an Arabic-Indic 1, which int() reads
         with pytest.raises(ValueError):
             partition_number(bad)
 

@@ -287,6 +287,7 @@ def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
         ({"startingOffsets": "latest"}, r"startingOffsets='latest'.*not allowed"),
         ({"endingOffsets": '{"t": {"0": -2}}'}, r"endingOffsets=.*offset -2 of t-0 is not allowed"),
         ({"startingOffsets": '{"t": {"zero": 1}}'}, r"startingOffsets=.*partition 'zero'"),
+        ({"startingOffsets": '{"t": {"\u0663": 1}}'}, r"startingOffsets=.*partition '\u0663' of topic 't' is not a partition"),
         ({"startingOffsets": '{"t": {"0": -5}}'}, r"startingOffsets=.*offset -5 of t-0"),
         ({"startOffset": "5"}, r"startoffset='5'.*unknown option"),
     ],
