@@ -473,8 +473,6 @@ BROKER_MAPPINGS: tuple[BrokerMapping, ...] = (
     _same("unclean.leader.election.enable", "unclean.leader.election.enable"),
 )
 
-BROKER_LOG_KEYS: tuple[str, ...] = tuple(s.key for m in BROKER_MAPPINGS for s in m.sources)
-
 
 def _broker_retention_ms(key: str, raw: object, ms: int) -> int:
     """Kafka's broker rule: any negative means unlimited (-1), and 0 is refused."""
@@ -581,8 +579,6 @@ _CLEANER_KEYS: dict[str, tuple[str, str, Validator | None]] = {
     "log.cleaner.threads": ("threads", "INT", at_least(0)),
     "log.cleaner.enable": ("enable", "BOOLEAN", None),
 }
-
-CLEANER_CONFIG_KEYS: tuple[str, ...] = tuple(_CLEANER_KEYS)
 
 
 def build_cleaner_config(broker_props: Mapping[str, object] | None = None) -> CleanerConfig:

@@ -112,10 +112,6 @@ class LogChangedError(LogError):
     """
 
 
-class LockTimeoutError(LogError):
-    """Another process held a partition lock for longer than the caller was willing to wait."""
-
-
 class UnsafePathError(LogError):
     """A path under a log dir is a symbolic link or resolves outside the log dir; nothing was followed."""
 

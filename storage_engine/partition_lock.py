@@ -18,16 +18,13 @@ does not stop a directory from being loaded by a real broker.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import struct
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import LockTimeoutError
 from .nofollow import open_nofollow
 
 LOCK_FILE_NAME = ".logplat.lock"
@@ -61,11 +58,11 @@ class PartitionLock:
         return self._fd
 
     @contextmanager
-    def hold(self, timeout_s: float | None = None) -> Iterator[None]:
-        """Hold the exclusive lock for the block; waits up to ``timeout_s`` (forever if None)."""
+    def hold(self) -> Iterator[None]:
+        """Hold the exclusive lock for the block, waiting for it as long as it takes."""
         fd = self._open()
         if self._depth == 0 and fd is not None:
-            self._acquire(fd, timeout_s)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         self._depth += 1
         try:
             yield
@@ -77,24 +74,6 @@ class PartitionLock:
     @property
     def held(self) -> bool:
         return self._depth > 0
-
-    def _acquire(self, fd: int, timeout_s: float | None) -> None:
-        if timeout_s is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            return
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            if time.monotonic() >= deadline:
-                raise LockTimeoutError(
-                    f"partition lock {self.path} still held by another process after {timeout_s} s"
-                )
-            time.sleep(0.005)
 
     def generation(self) -> int:
         """The current segment-list generation (0 for a directory never changed by the engine)."""

@@ -112,11 +112,6 @@ class OffsetMap:
         return self._entries
 
     @property
-    def utilization(self) -> float:
-        """Bytes charged over the whole budget (Kafka's ``utilization`` is entries / slots)."""
-        return self.used_bytes / self.memory_bytes
-
-    @property
     def fill(self) -> float:
         """Bytes charged over the usable budget (budget x load factor)."""
         return self.used_bytes / self.capacity_bytes if self.capacity_bytes else 0.0

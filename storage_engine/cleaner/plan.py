@@ -162,10 +162,6 @@ class ErasureDeadline:
     lag_ms: int  # max.compaction.lag.ms
 
     @property
-    def missed(self) -> bool:
-        return self.time_left_ms < 0
-
-    @property
     def urgent(self) -> bool:
         """Half the lag is used: time to clean, so the deadline holds (compacted topics roll at
         half the lag too, ``LogConfig.max_segment_ms``)."""
@@ -328,10 +324,10 @@ def log_to_clean(
     )
 
 
-def order_by_dirtiness(candidates: Sequence[LogToClean], *, due_only: bool = True) -> list[LogToClean]:
-    """Dirtiest first (ties keep their input order, like Kafka's ``max`` over an iteration)."""
-    chosen = [c for c in candidates if c.due] if due_only else [c for c in candidates if c.total_bytes > 0]
-    return sorted(chosen, key=lambda c: -c.cleanable_ratio)
+def order_by_dirtiness(candidates: Sequence[LogToClean]) -> list[LogToClean]:
+    """The due ones, dirtiest first (ties keep their input order, like Kafka's ``max`` over an
+    iteration)."""
+    return sorted((c for c in candidates if c.due), key=lambda c: -c.cleanable_ratio)
 
 
 # ------------------------------------------------------------------------------ grouping (groupSegmentsBySize)

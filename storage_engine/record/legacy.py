@@ -26,7 +26,7 @@ from ..errors import CorruptRecordError, UnknownCompressionError
 from .compression import CompressionType, decompress
 from .records import BatchHeader, RawBatch, Record
 
-__all__ = ["parse_legacy_header", "verify_legacy", "decode_legacy", "decode_legacy_tuples", "record_overhead"]
+__all__ = ["parse_legacy_header", "verify_legacy", "decode_legacy", "decode_legacy_tuples"]
 
 _V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes: 18 bytes
 _V1 = struct.Struct(">qiIbbq")  # + timestamp: 26 bytes
@@ -34,11 +34,6 @@ _INT32 = struct.Struct(">i")
 
 #: Smallest message body (``size`` field) per magic: crc, magic, attributes, [timestamp], key and value lengths.
 _MIN_SIZE = {0: 14, 1: 22}
-
-
-def record_overhead(magic: int) -> int:
-    """Minimum value of the size field for a message of this magic (14 for v0, 22 for v1)."""
-    return _MIN_SIZE[magic]
 
 
 def parse_legacy_header(buf: bytes | bytearray | memoryview, pos: int, magic: int) -> BatchHeader:

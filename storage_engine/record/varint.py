@@ -24,7 +24,6 @@ __all__ = [
     "decode_unsigned_varint",
     "size_of_varint",
     "size_of_varlong",
-    "zigzag_decode",
 ]
 
 _INT32_MIN = -(1 << 31)
@@ -82,11 +81,6 @@ def size_of_varlong(value: int) -> int:
     """Bytes :func:`encode_varlong` writes for ``value``."""
     u = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
     return (max(u.bit_length(), 1) + 6) // 7
-
-
-def zigzag_decode(u: int) -> int:
-    """Inverse of zigzag: ``(u >>> 1) ^ -(u & 1)``."""
-    return (u >> 1) ^ -(u & 1)
 
 
 def _read_leb128(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int, kind: str) -> tuple[int, int]:
