@@ -28,10 +28,6 @@ from .append_validation import ProducerRecord, build_batch
 from .verify import verify_partition
 
 PRODUCE_BATCH_RECORDS = 1000
-#: The latest clock ``--now-ms`` and record timestamps accept (9999-12-31T23:59:59.999Z): far
-#: enough for any real clock, low enough that ``now + delete.retention.ms`` and timestamp
-#: deltas stay inside Kafka's int64/varlong fields.
-
 
 _CLOCK = bounded_int("a time in ms since the epoch", 0, MAX_TIMESTAMP_MS)
 _PARTITION = bounded_int("a partition number", 0, 2**31 - 1)

@@ -1,5 +1,5 @@
 """Candidacy from file metadata alone, without opening the log (what the sensors and
-``LogCleanerManager``'s choice of the filthiest log need), and the sweep of ``.deleted`` files."""
+``LogCleanerManager``'s choice of the filthiest log need)."""
 
 from __future__ import annotations
 
