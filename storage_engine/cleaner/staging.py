@@ -48,9 +48,12 @@ class CleanerLock:
         fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:  # held by another process; any other error is a real one
             os.close(fd)
             return False
+        except BaseException:
+            os.close(fd)
+            raise
         self.fd = fd
         return True
 
