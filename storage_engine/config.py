@@ -615,6 +615,22 @@ def max_partitions_per_topic(broker_props: Mapping[str, object] | None = None) -
     return value
 
 
+RETENTION_CHECK_INTERVAL_KEY = "log.retention.check.interval.ms"
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000  # Kafka's default: five minutes
+
+
+def retention_check_interval_ms(broker_props: Mapping[str, object] | None = None) -> int:
+    """Kafka's ``log.retention.check.interval.ms`` (a LONG of at least 1): how often the broker's
+    retention thread runs. The platform's sweep schedule and its sensors' trust in an unchanged
+    partition's state follow it."""
+    raw = (broker_props or {}).get(RETENTION_CHECK_INTERVAL_KEY)
+    if raw is None:
+        return DEFAULT_RETENTION_CHECK_INTERVAL_MS
+    value = _PARSERS["LONG"](RETENTION_CHECK_INTERVAL_KEY, raw)
+    at_least(1)(RETENTION_CHECK_INTERVAL_KEY, raw, value)
+    return value
+
+
 def parse_properties(lines: Iterable[str]) -> dict[str, str]:
     """A minimal Java ``.properties`` reader: ``key=value`` or ``key: value``, ``#``/``!`` comments.
 

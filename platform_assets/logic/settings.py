@@ -22,12 +22,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_jobs.session import DEFAULT_MASTER, spark_master
-from storage_engine.config import broker_props_from_env
-from storage_engine.config import LONG_MAX
+from storage_engine.config import broker_props_from_env, retention_check_interval_ms
 from storage_engine.manager import log_dirs_from_env
 
-#: Kafka's default ``log.retention.check.interval.ms``: five minutes.
-DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 AUTOMATION_STATES = ("running", "stopped")
 
 
@@ -41,20 +38,6 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
         raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
     if value < 1:
         raise ValueError(f"{name}={raw!r}: expected a positive integer")
-    return value
-
-
-def retention_check_interval_ms(broker_props: Mapping[str, str]) -> int:
-    """``log.retention.check.interval.ms`` from the broker properties (Kafka's default: 5 minutes)."""
-    raw = broker_props.get("log.retention.check.interval.ms")
-    if raw is None:
-        return DEFAULT_RETENTION_CHECK_INTERVAL_MS
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"log.retention.check.interval.ms={raw!r}: expected a LONG of at least 1") from None
-    if not 1 <= value <= LONG_MAX:
-        raise ValueError(f"log.retention.check.interval.ms={raw!r}: expected a LONG of at least 1")
     return value
 
 

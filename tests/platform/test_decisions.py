@@ -14,7 +14,9 @@ from platform_assets.logic.partition_keys import KeyUpdate, partition_number, pl
 from platform_assets.defs.schedules import cron_for_interval_ms
 from platform_assets.defs.sensors import busy_logs
 from platform_assets.logic.observation_cursor import ObservationCursor
-from platform_assets.logic.settings import PlatformSettings, retention_check_interval_ms
+from platform_assets.logic.settings import PlatformSettings
+from storage_engine.config import retention_check_interval_ms
+from storage_engine.errors import ConfigError
 from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
 
 
@@ -77,8 +79,9 @@ def test_sweep_cron_follows_the_retention_check_interval(interval_ms, cron):
 def test_retention_check_interval_comes_from_the_broker_properties():
     assert retention_check_interval_ms({}) == 300_000
     assert retention_check_interval_ms({"log.retention.check.interval.ms": "60000"}) == 60_000
-    with pytest.raises(ValueError, match="log.retention.check.interval.ms"):
-        PlatformSettings(log_dirs=("x",), broker_props={"log.retention.check.interval.ms": "0"})
+    for bad in ("0", "1_000", "ten", str(2**63)):  # the engine's own rule for a LONG broker key
+        with pytest.raises(ConfigError, match=f"Invalid value '{bad}' for configuration log.retention.check.interval.ms"):
+            PlatformSettings(log_dirs=("x",), broker_props={"log.retention.check.interval.ms": bad})
     with pytest.raises(ValueError, match="LOGPLAT_AUTOMATION"):
         PlatformSettings(log_dirs=("x",), automation="sometimes")
 
