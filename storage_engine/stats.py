@@ -155,7 +155,7 @@ def read_partition_stats(
     ]
     first_base = segments[0].base_offset if segments else 0
     checkpoint = log_start_offset_checkpoint or 0
-    if segments and checkpoint > segments[-1].base_offset and checkpoint > _next_offset(dir_str, segments[-1].base_offset):
+    if segments and checkpoint > segments[-1].base_offset and checkpoint > segment_next_offset(dir_str, segments[-1].base_offset):
         checkpoint = first_base  # damage, which the loader ignores (``_ignore_log_start_beyond_end``)
     return PartitionStats(parsed[0], parsed[1], directory, segments, max(checkpoint, first_base), cleaner_checkpoint)
 
@@ -166,16 +166,17 @@ def _without_empty_strays(directory: str, entries: list[tuple[int, int, int]]) -
     counted, it would be planned for as a segment the run then does not find."""
     kept: list[tuple[int, int, int]] = []
     for entry in entries:
-        if kept and entry[1] == 0 and entry[0] < _next_offset(directory, kept[-1][0]):
+        if kept and entry[1] == 0 and entry[0] < segment_next_offset(directory, kept[-1][0]):
             continue
         kept.append(entry)
     return kept
 
 
-def _next_offset(directory: str, base: int) -> int:
-    """A segment's next offset, from the batch headers after its last index entry: read only to
-    tell damage from a log (a log start checkpoint past the last segment's base, an empty segment
-    after another)."""
+def segment_next_offset(directory: str, base: int) -> int:
+    """A segment's next offset, from the batch headers after its last index entry (never the
+    records): the log end offset when it is the active segment (the cleaner's candidacy), and
+    what tells damage from a log (a log start checkpoint past the last segment's base, an empty
+    segment after another)."""
     prefix = f"{directory}/{base:020d}"
     start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, base).position
     return _max_over_headers(prefix + LOG_SUFFIX, start, lambda header: header.next_offset, base)

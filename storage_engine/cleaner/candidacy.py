@@ -8,10 +8,10 @@ from pathlib import Path
 
 from .plan import LONG_MAX, LogToClean, SegmentFacts, log_to_clean
 from ..config import LogConfig
-from ..index import OffsetIndex
-from ..naming import INDEX_SUFFIX, LOG_SUFFIX, segment_file
+from ..naming import LOG_SUFFIX, segment_file
 from ..nofollow import open_nofollow
 from ..record.file_records import read_headers
+from ..stats import segment_next_offset
 
 
 def first_batch_max_timestamp(log_path: Path) -> int:
@@ -25,26 +25,6 @@ def first_batch_max_timestamp(log_path: Path) -> int:
     finally:
         os.close(fd)
     return LONG_MAX if first is None else first[0].max_timestamp
-
-
-def log_end_offset_on_disk(directory: Path, active_base: int) -> int:
-    """Next offset of the active segment, from the headers after its last index entry."""
-    index = segment_file(directory, active_base, INDEX_SUFFIX)
-    start = 0
-    if index.exists():
-        start = OffsetIndex.read_last_entry_only(index, active_base).position
-    log_path = segment_file(directory, active_base, LOG_SUFFIX)
-    try:
-        fd = open_nofollow(log_path, os.O_RDONLY)
-    except FileNotFoundError:
-        return active_base
-    next_offset = active_base
-    try:
-        for header, _ in read_headers(fd, start=start, end=os.fstat(fd).st_size, path=str(log_path)):
-            next_offset = header.next_offset
-    finally:
-        os.close(fd)
-    return next_offset
 
 
 def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | None:
@@ -68,7 +48,7 @@ def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | 
         )
         for s in stats.segments
     ]
-    leo = log_end_offset_on_disk(directory, facts[-1].base_offset)
+    leo = segment_next_offset(str(directory), facts[-1].base_offset)
     return log_to_clean(stats.topic, stats.partition, facts, checkpoint=stats.cleaner_checkpoint,
                         log_start_offset=stats.log_start_offset, log_end_offset=leo, now_ms=now_ms, config=config)
 
