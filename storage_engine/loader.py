@@ -398,7 +398,7 @@ class LogLoader:
         overhead, a bad magic: not a batch at all, like the zeros a crash can leave), which
         recovery truncates as Kafka's ``LogSegment.recover`` does; "corrupt" is a complete batch
         failing its CRC or structure checks."""
-        start = seg.offset_index.lookup(2**63 - 1).position if seg.offset_index.entries else 0
+        start = seg.last_indexed_position
         end = start
         try:
             for raw in seg.batches(start, seg.refresh_size()):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .config import LogConfig
+from .config import LONG_MAX, LogConfig
 from .errors import CorruptRecordError, LogChangedError, LogError
 from .index import IndexMark, OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
@@ -197,6 +197,13 @@ class LogSegment:
         """The offset after the last complete batch (the base offset for an empty segment)."""
         return self.read_end().next_offset
 
+    @property
+    def last_indexed_position(self) -> int:
+        """The file position of the offset index's last entry (0 without one): only the batches
+        from there on need reading to find where the segment ends, as Kafka's
+        ``LogSegment.readNextOffset`` does."""
+        return self.offset_index.lookup(LONG_MAX).position if self.offset_index.entries else 0
+
     def read_end(self) -> "SegmentEnd":
         """Where the segment's valid batches end, read from its last index entry on: the offset
         after the last complete batch, and the error of a header no batch can have (a size
@@ -204,7 +211,7 @@ class LogSegment:
         scan before the end. Recovery truncates there (``recover``); until then the batches
         before it are the segment."""
         self._checked_indexes()
-        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+        start = self.last_indexed_position
         nxt, invalid = self._last_next_offset(start, None)
         if nxt is None and start > 0:
             # the last indexed batch is torn or invalid: the complete ones before it end the segment
@@ -249,7 +256,7 @@ class LogSegment:
             self._checked_indexes()
             last = self.time_index.last_entry()
             best = (last.timestamp, last.offset)
-            start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+            start = self.last_indexed_position
             for raw in self.batches(start):
                 if raw.header.max_timestamp > best[0]:
                     best = (raw.header.max_timestamp, raw.header.last_offset)
@@ -320,7 +327,7 @@ class LogSegment:
             # the bytes already written since the last entry instead: the result is what a
             # single long-lived writer would have produced.
             self._checked_indexes()
-            last = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+            last = self.last_indexed_position
             self._bytes_since_last_index_entry = position - last
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
             self.offset_index.append(largest_offset, position)

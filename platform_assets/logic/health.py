@@ -62,7 +62,7 @@ def health_of(state: PartitionState) -> Health:
     severity = None
     candidacy = state.candidacy
     if candidacy is not None and state.compaction_due:
-        overdue = candidacy.need_compaction_now and candidacy.cleanable_bytes > 0
+        overdue = candidacy.overdue
         dirty = f"{size_text(candidacy.cleanable_bytes)} dirty of {size_text(candidacy.total_bytes)}"
         deadline = candidacy.deadline
         if overdue and deadline is not None:

@@ -97,7 +97,7 @@ class PartitionState:
     def observation_digest(self) -> str:
         """Changes when the log's structure or a verdict changes, not on every append: what an
         observation is worth recording for."""
-        overdue = bool(self.candidacy and self.candidacy.need_compaction_now and self.candidacy.cleanable_bytes)
+        overdue = bool(self.candidacy and self.candidacy.overdue)
         return short_hash(self.state_hash, self.compaction_due, overdue, self.deletable_segments)  # urgent: in due
 
 

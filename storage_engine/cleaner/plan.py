@@ -226,18 +226,24 @@ class LogToClean:
         return self.max_compaction_delay_ms > 0
 
     @property
+    def overdue(self) -> bool:
+        """``max.compaction.lag.ms`` has passed and there is something to clean: Kafka's cleaner
+        takes such a log whatever its dirty ratio."""
+        return self.need_compaction_now and self.cleanable_bytes > 0
+
+    @property
     def due(self) -> bool:
         """Kafka's selection filter: empty logs never; max lag overdue with something to clean; or a
         ratio strictly above ``min.cleanable.dirty.ratio``."""
         if self.total_bytes == 0:
             return False
-        return (self.need_compaction_now and self.cleanable_bytes > 0) or self.cleanable_ratio > self.min_cleanable_ratio
+        return self.overdue or self.cleanable_ratio > self.min_cleanable_ratio
 
     @property
     def why(self) -> str:
         if self.total_bytes == 0:
             return "empty log"
-        if self.need_compaction_now and self.cleanable_bytes > 0:
+        if self.overdue:
             return f"max.compaction.lag.ms overdue by {self.max_compaction_delay_ms} ms"
         if self.cleanable_ratio > self.min_cleanable_ratio:
             return f"dirty ratio {self.cleanable_ratio:.3f} > min.cleanable.dirty.ratio {self.min_cleanable_ratio}"
