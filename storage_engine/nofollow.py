@@ -7,6 +7,11 @@ through this module: files are opened with ``O_NOFOLLOW`` (directories with ``O_
 O_NOFOLLOW``) and a symlink is refused with an error naming it. Kafka has no such check (its
 ``LocalLog`` opens whatever the directory holds); this is a deliberate difference.
 
+A hard link is no way out to follow, but a write through it is one: a segment linked to a file
+outside the log dir would be appended to and truncated by recovery under both names. So a file
+with more than one name is refused wherever the engine would write it in place (a writable open,
+and the load's and the stats' check of a partition's segment files), naming it.
+
 For the same reason a path where a file belongs may hold a FIFO, a socket, a device or a
 directory. A blocking open of a FIFO waits for a writer forever, and reading a directory fails
 with an ``EISDIR`` that names no path, so every open here is non-blocking and is refused unless
@@ -28,6 +33,12 @@ _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _refuse(path: Path | str) -> UnsafePathError:
     return UnsafePathError(f"{path} is a symbolic link: refusing to follow it out of the log dir")
+
+
+def _check_one_name(path: Path | str, links: int) -> None:
+    if links > 1:
+        raise UnsafePathError(f"{path} has {links} hard links: a write would change it under its other names too, "
+                              "which may be outside the log dir; refusing to use it (replace it with a copy of its own)")
 
 
 _KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
@@ -69,9 +80,12 @@ def open_nofollow(path: Path | str, flags: int, mode: int = 0o644) -> int:
             raise _not_regular(path, _lstat_mode(path), wanted) from None
         raise
     try:
-        kind = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        kind = st.st_mode
         if not (stat.S_ISDIR(kind) if wants_dir else stat.S_ISREG(kind)):
             raise _not_regular(path, kind, wanted)
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            _check_one_name(path, st.st_nlink)
         if not flags & os.O_NONBLOCK:
             os.set_blocking(fd, True)
     except BaseException:
@@ -147,11 +161,13 @@ def check_dir_entry(entry: os.DirEntry) -> None:
 
 
 def check_file_entry(entry: os.DirEntry) -> None:
-    """Refuse a directory entry that is a symlink or not a regular file (a directory named as a
-    segment's ``.log``, say), naming it: found by a listing, before anything is opened or changed."""
+    """Refuse a directory entry that is a symlink, not a regular file (a directory named as a
+    segment's ``.log``, say) or a file with other names (hard links), naming it: found by a
+    listing, before anything is opened or changed."""
     check_dir_entry(entry)
     if not entry.is_file(follow_symlinks=False):
         raise _not_regular(entry.path, _lstat_mode(entry.path), "a regular file")
+    _check_one_name(entry.path, entry.stat(follow_symlinks=False).st_nlink)
 
 
 def check_under(path: Path | str, root: Path | str) -> Path:

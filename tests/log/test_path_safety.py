@@ -98,6 +98,48 @@ def test_symlinked_file_in_partition_is_refused(logctl, tmp_path, name, command)
     assert victim.read_bytes() == b"precious bytes that must survive" * 10
 
 
+@pytest.mark.parametrize("name", ["00000000000000000000.log", "00000000000000000000.index",
+                                  "00000000000000000000.timeindex"])
+@pytest.mark.parametrize("command", [["produce", "t", "--partition", "0"], ["consume", "t", "--partition", "0"],
+                                     ["verify"], ["retention", "--now-ms", "999999999"], ["compact", "--dry-run"]])
+def test_a_hard_linked_segment_file_is_refused_and_its_other_name_untouched(logctl, tmp_path, name, command):
+    """A segment file hard-linked to a file outside the log dir was appended to (and truncated by
+    recovery) under both names; read-only views say what a writable open refuses."""
+    assert logctl("topic", "create", "t", "--partitions", "1", "--config", "cleanup.policy=compact")[0] == 0
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    file = logctl.root / "t-0" / name
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(file.read_bytes() + b"precious bytes after the batch" * 10)
+    file.unlink()
+    os.link(victim, file)
+    (logctl.root / ".kafka_cleanshutdown").unlink(missing_ok=True)  # the next writable open recovers
+    def data() -> dict:  # a session file a writable command registers is not data
+        return {k: v for k, v in tree(logctl.root).items() if ".logplat-session." not in k}
+
+    kept, before = victim.read_bytes(), data()
+    code, out, err = logctl(*command, stdin=RECORD)
+    assert code == 1, (out, err)
+    said = out if command == ["verify"] else err  # verify reports on stdout, the others fail in one line
+    assert str(file) in said and "has 2 hard links" in said, (out, err)
+    assert command == ["verify"] or err.count("\n") == 1, err
+    assert victim.read_bytes() == kept and data() == before
+
+
+def test_a_writable_open_refuses_a_hard_linked_file(tmp_path):
+    """Every file the engine writes in place (the partition lock's generation, say) is checked at
+    its open, whatever listing came before."""
+    from storage_engine.errors import UnsafePathError
+    from storage_engine.nofollow import open_nofollow
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"x" * 16)
+    os.link(victim, tmp_path / ".logplat.lock")
+    with pytest.raises(UnsafePathError, match="has 2 hard links"):
+        open_nofollow(tmp_path / ".logplat.lock", os.O_RDWR)
+    os.close(open_nofollow(tmp_path / ".logplat.lock", os.O_RDONLY))  # reading changes nothing
+    assert victim.read_bytes() == b"x" * 16
+
+
 def test_nofollow_open_refuses_a_link_made_after_the_scan(tmp_path):
     """The directory check is not the only guard: every open under a log dir uses O_NOFOLLOW."""
     from storage_engine.errors import UnsafePathError
