@@ -197,20 +197,25 @@ def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
     records = _read_produce_input(sys.stdin, args.encoding)
     if not records:
         raise UsageError("no records on stdin")
-    log = manager.get_log(args.topic, args.partition)
     codec = CompressionType.from_name(args.compression)
     size = args.batch_size
     if size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {size}")
     chunks = [records[i : i + size] for i in range(0, len(records), size)]
     now = args.now_ms if args.now_ms is not None else now_ms()
-    for chunk in chunks:  # validate every batch before the first append
+    if args.partition not in manager.partitions(args.topic):
+        manager.get_log(args.topic, args.partition)  # raises, naming the partitions there are
+    # every batch is validated against the topic's config before the log is opened: a writable
+    # open repairs what it finds (stray producer snapshots, say), and refused input changes nothing
+    config, tp = manager.topic_config(args.topic), f"{args.topic}-{args.partition}"
+    for chunk in chunks:
         try:
-            build_batch(chunk, base_offset=0, config=log.config, compression=codec, now_ms=now, tp=log.tp)
+            build_batch(chunk, base_offset=0, config=config, compression=codec, now_ms=now, tp=tp)
         except RecordTooLargeError as exc:
             if len(chunk) == 1:
                 raise
             raise RecordTooLargeError(f"{exc} A smaller --batch-size (now {size}) puts fewer records in each batch.") from None
+    log = manager.get_log(args.topic, args.partition)
     infos = log.append_all(chunks, compression=codec, now=now)  # all of them or none
     first, last = infos[0].first_offset, infos[-1].last_offset
     _print(args, {"topic": args.topic, "partition": args.partition, "first_offset": first, "last_offset": last,
