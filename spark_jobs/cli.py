@@ -48,8 +48,6 @@ class SparkEngine:
         ``--engine local`` (``storage_engine.cli.compaction_choice``)."""
         if partitions == []:
             return []
-        if partitions is not None:
-            manager.compacted_partitions(partitions)  # a partition that is not there is an error before any JVM starts
         result = compact_partitions(self.spark, partitions=partitions, now_ms=now_ms, force=force, manager=manager)
         return [o.report for o in result.outcomes]
 

@@ -390,17 +390,22 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     if args.max_passes is not None and args.max_passes < 1:
         raise UsageError(f"--max-passes must be at least 1, got {args.max_passes}")
     now = args.now_ms if args.now_ms is not None else now_ms()
+    partitions, force = compaction_choice(manager, args.topic, args.partition)
+    if args.partition is not None:  # a named partition must be there and compacted, dry run or not
+        manager.compacted_partitions(partitions)
     if args.dry_run:
         candidates = manager.compaction_candidates(args.topic, now_ms=now)
         if args.partition is not None:
             candidates = [c for c in candidates if c.partition == args.partition]
+        # Kafka's first uncleanable offset is a segment's base, which can be below a log start
+        # offset inside the active segment: the section is then empty, shown as [start, start)
         lines = [f"{c.topic}-{c.partition}: {'due' if c.due else 'not due'}: {c.why}; dirty section "
-                 f"[{c.first_dirty_offset}, {c.first_uncleanable_offset}), {c.cleanable_bytes} of {c.total_bytes} bytes"
+                 f"[{c.first_dirty_offset}, {max(c.first_dirty_offset, c.first_uncleanable_offset)}), "
+                 f"{c.cleanable_bytes} of {c.total_bytes} bytes"
                  for c in candidates]
         _print(args, {"now_ms": now, "engine": args.engine, "dry_run": True,
                       "partitions": [c.to_dict() for c in candidates]}, "\n".join(lines) or "no compacted partitions")
         return 0
-    partitions, force = compaction_choice(manager, args.topic, args.partition)
     if engine is not None:
         if args.max_passes is not None:
             raise UsageError(f"--max-passes applies to --engine local only (--engine {args.engine} cleans in one pass)")

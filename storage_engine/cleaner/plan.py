@@ -233,7 +233,8 @@ class LogToClean:
 
     @property
     def due(self) -> bool:
-        """Kafka's selection filter: empty logs never; max lag overdue with something to clean; or a
+        """Kafka's selection filter: never a log without bytes to judge (``totalBytes`` counts no
+        active segment below the dirty section); max lag overdue with something to clean; or a
         ratio strictly above ``min.cleanable.dirty.ratio``."""
         if self.total_bytes == 0:
             return False
@@ -242,7 +243,7 @@ class LogToClean:
     @property
     def why(self) -> str:
         if self.total_bytes == 0:
-            return "empty log"
+            return "nothing to clean: every record is in the active segment, which is never cleaned"
         if self.overdue:
             return f"max.compaction.lag.ms overdue by {self.max_compaction_delay_ms} ms"
         if self.cleanable_ratio > self.min_cleanable_ratio:

@@ -157,6 +157,26 @@ def test_a_batch_too_large_for_a_segment_suggests_a_smaller_batch_size(cli):
     assert code == 1 and "segment size of 300" in err and "--batch-size" not in err  # one record: no batch is smaller
 
 
+def test_compact_dry_run_refuses_what_compact_refuses_and_says_why_nothing_is_due(cli):
+    """A dry run said "no compacted partitions" (exit 0) where the run itself refused the
+    partition; a log holding only an active segment was called "empty log"; a log start
+    offset inside the active segment gave a backwards section [20, 0)."""
+    cli("topic", "create", "c", "--partitions", "1", "--config", "cleanup.policy=compact")
+    cli("topic", "create", "d", "--partitions", "1")
+    for args, error in ((("--topic", "c", "--partition", "9"), "partition c-9 does not exist"),
+                        (("--topic", "d", "--partition", "0"), "only compacted topics are cleaned")):
+        for dry_run in ((), ("--dry-run",)):
+            code, out, err = cli("compact", *args, *dry_run)
+            assert (code, out) == (1, "") and error in err, (dry_run, err)
+    cli("produce", "c", "--partition", "0", stdin=lines(*({"key": f"k{i}", "value": "v"} for i in range(30))))
+    code, out, _ = cli("compact", "--dry-run")
+    assert code == 0 and out == ("c-0: not due: nothing to clean: every record is in the active segment, which is "
+                                 "never cleaned; dirty section [0, 0), 0 of 0 bytes\n")
+    cli("delete-records", "c", "--partition", "0", "--before-offset", "20")
+    code, out, _ = cli("compact", "--dry-run")
+    assert code == 0 and "; dirty section [20, 20), 0 of " in out
+
+
 def test_unknown_partition_and_out_of_range_reads_are_errors(cli):
     cli("topic", "create", "t", "--partitions", "1")
     assert "Partition 4" in cli("produce", "t", "--partition", "4", stdin=lines({"key": "a", "value": "b"}))[2]
