@@ -73,13 +73,20 @@ def _encoder(encoding: str) -> Callable[[bytes | None], str | None]:
     return encode
 
 
-def _parse_config_pairs(pairs: Sequence[str] | None) -> dict[str, str]:
+def _parse_config_pairs(pairs: Sequence[str] | None, deleted: Sequence[str] = ()) -> dict[str, str]:
+    """``--config KEY=VALUE`` pairs; a key given twice, or also given to ``--delete-config``, is
+    a usage error rather than a silent "last one wins"."""
     out: dict[str, str] = {}
     for pair in pairs or ():
         if "=" not in pair:
             raise UsageError(f"--config expects KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if key in out:
+            raise UsageError(f"--config {key} is given twice ({out[key]!r} and {value.strip()!r}): give it once")
+        if key in deleted:
+            raise UsageError(f"{key} is given to both --config and --delete-config: give it to one")
+        out[key] = value.strip()
     return out
 
 
@@ -145,12 +152,28 @@ def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
     elif args.topic_command == "alter":
         if not args.config and not args.delete_config:
             raise UsageError("topic alter needs at least one --config KEY=VALUE or --delete-config KEY")
-        meta = manager.alter_topic(args.name, _parse_config_pairs(args.config), args.delete_config or [])
+        deleted = args.delete_config or []
+        meta = manager.alter_topic(args.name, _parse_config_pairs(args.config, deleted), deleted)
         _print(args, {"topic": meta.name, "configs": meta.configs}, f"Updated config for topic {meta.name}.")
     return 0
 
 
 # ---------------------------------------------------------------------- produce / consume
+
+
+class _DuplicateFieldError(ValueError):
+    """A JSON object on stdin names one field twice."""
+
+
+def _refuse_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose field names are all different: ``{"key": "a", "key": "c"}`` would
+    otherwise keep the last one silently."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(name for name, _ in pairs if name in seen or seen.add(name))
+        raise _DuplicateFieldError(f"field {twice!r} appears more than once")
+    return obj
 
 
 def _read_produce_input(stream: TextIO, encoding: str) -> list[ProducerRecord]:
@@ -160,11 +183,15 @@ def _read_produce_input(stream: TextIO, encoding: str) -> list[ProducerRecord]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_refuse_duplicate_fields)
         except json.JSONDecodeError as exc:
             raise UsageError(f"stdin line {lineno}: not JSON: {exc}") from exc
         except RecursionError:  # Python's decoder recurses once per nested array or object
             raise UsageError(f"stdin line {lineno}: its JSON is nested too deeply") from None
+        except _DuplicateFieldError as exc:
+            raise UsageError(f"stdin line {lineno}: {exc}") from None
+        except ValueError:  # Python's decoder refuses a number of more than 4300 digits
+            raise UsageError(f"stdin line {lineno}: a number of more than 4300 digits, which no field can hold") from None
         if not isinstance(obj, dict):
             raise UsageError(f"stdin line {lineno}: expected a JSON object with key/value, got {type(obj).__name__}")
         unknown = set(obj) - {"key", "value", "timestamp", "headers"}

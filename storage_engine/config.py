@@ -16,12 +16,13 @@ import dataclasses
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .errors import ConfigError
+from .errors import ConfigError, ServerPropertiesError, UnknownConfigError
+from .nofollow import file_kind
 
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
@@ -37,6 +38,7 @@ MS_PER_HOUR = 60 * MS_PER_MINUTE
 # --------------------------------------------------------------------------- parsing
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_MAX_INTEGER_CHARS = 64  # longer is out of any range (and past Python's own limit beyond 4300 digits)
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _LIST_SPLIT = re.compile(r"\s*,\s*")
 
@@ -51,7 +53,7 @@ def _parse_integer(key: str, value: object, type_name: str) -> int:
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+    elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()) and len(value.strip()) <= _MAX_INTEGER_CHARS:
         number = int(value.strip())
     else:
         raise ConfigError(key, value, f"Not a number of type {type_name}")
@@ -243,7 +245,8 @@ def check_config_key(key: str) -> None:
     """A topic config name this engine does not know is refused to delete as to set: deleting
     it could only be a typo (a known name that is not set is accepted, and changes nothing)."""
     if key not in TOPIC_CONFIGS:
-        raise _unknown_key_error(key, None)
+        raise UnknownConfigError(f"Cannot delete config {key}: no topic config has that name. Valid names: "
+                                 f"{', '.join(sorted(TOPIC_CONFIG_KEYS))}")
 
 
 def _unknown_key_error(key: str, value: object) -> ConfigError:
@@ -649,15 +652,45 @@ def parse_properties(lines: Iterable[str]) -> dict[str, str]:
     return props
 
 
+SERVER_PROPERTIES_ENV = "LOGPLAT_SERVER_PROPERTIES"
+
+
 def broker_props_from_env() -> dict[str, str]:
     """Broker-level ``log.*`` settings from the ``server.properties`` file named by
     ``$LOGPLAT_SERVER_PROPERTIES``, if set, read with :func:`parse_properties` and validated.
 
     The one place the engine reads that variable: the CLI and the platform's settings both call it.
     """
-    path = os.environ.get("LOGPLAT_SERVER_PROPERTIES")
+    path = os.environ.get(SERVER_PROPERTIES_ENV)
     if not path:
         return {}
-    props = parse_properties(Path(path).read_text().splitlines())
+    props = parse_properties(_read_server_properties(path).splitlines())
     build_log_config(props, validate_topic_overrides({}))
     return props
+
+
+def _read_server_properties(path: str) -> str:
+    """The file's text; :class:`ServerPropertiesError` naming the variable and what is wrong
+    when it is missing, unreadable, not a regular file (a FIFO would block the read for ever) or
+    not UTF-8. A symbolic link is fine: the file is the user's, outside any log dir."""
+    where = f"{SERVER_PROPERTIES_ENV}={path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ServerPropertiesError(f"{where}: cannot read it: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ServerPropertiesError(f"{where}: it is {file_kind(mode)}, not a properties file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise ServerPropertiesError(f"{where}: cannot read it: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ServerPropertiesError(f"{where}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})") from None

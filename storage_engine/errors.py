@@ -61,7 +61,18 @@ class ConfigError(LogError):
         self.key = key
         self.value = value
         self.allowed = allowed
-        super().__init__(f"Invalid value {value!r} for configuration {key}: {allowed}")
+        shown = repr(value)
+        if len(shown) > 400:  # a pasted blob or a 5000-digit number: its start is enough to find it
+            shown = f"{shown[:60]}... ({len(str(value))} characters)"
+        super().__init__(f"Invalid value {shown} for configuration {key}: {allowed}")
+
+
+class UnknownConfigError(LogError):
+    """A config name to delete that no topic has (a typo): there is no value to name, only the key."""
+
+
+class ServerPropertiesError(LogError):
+    """The broker properties file named by ``LOGPLAT_SERVER_PROPERTIES`` cannot be read as one."""
 
 
 class InvalidTopicError(LogError):

@@ -133,6 +133,9 @@ def test_produce_and_consume_round_trip_with_both_encodings(cli):
     (lines({"key": "a", "value": "1"}, {"key": "a", "value": 5}), "line 2: value"),
     (lines({"key": "a", "value": "1", "timestamp": -5}), "timestamp"),
     (lines({"key": "a", "value": "1", "extra": 1}), "unknown field"),
+    ('{"key": "a", "value": "b", "key": "c"}\n', "line 1: field 'key' appears more than once"),
+    ('{"key": "a", "value": "b", "timestamp": 1' + "0" * 5000 + "}\n",
+     "line 1: a number of more than 4300 digits, which no field can hold"),
     (lines({"key": "a", "value": "1"}, {"key": None, "value": "x"}), "Compacted topic cannot accept message without key"),
 ])
 def test_bad_produce_input_appends_nothing(cli, stdin, message):

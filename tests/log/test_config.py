@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -475,6 +476,26 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
     assert broker_props_from_env() == {"log.retention.ms": "5000", "log.segment.bytes": "1048576"}
     monkeypatch.delenv("LOGPLAT_SERVER_PROPERTIES")
     assert broker_props_from_env() == {}
+
+
+@pytest.mark.parametrize("make, error", [
+    (lambda p: None, "cannot read it: No such file or directory"),
+    (lambda p: p.mkdir(), "it is a directory, not a properties file"),
+    (lambda p: os.mkfifo(p), "it is a FIFO, not a properties file"),  # a read would block for ever
+    (lambda p: p.write_bytes(b"log.retention.ms=5\n\xff=1\n"), "not UTF-8 text (byte 0xff at offset 19)"),
+], ids=["missing", "directory", "fifo", "not-utf8"])
+def test_a_properties_file_that_cannot_be_read_is_named_with_its_variable(tmp_path, monkeypatch, make, error) -> None:
+    """A FIFO hung every command; the others gave bare OS or codec errors naming neither the
+    file nor the variable."""
+    from storage_engine.config import broker_props_from_env
+    from storage_engine.errors import ServerPropertiesError
+
+    path = tmp_path / "server.properties"
+    make(path)
+    monkeypatch.setenv("LOGPLAT_SERVER_PROPERTIES", str(path))
+    with pytest.raises(ServerPropertiesError) as raised:
+        broker_props_from_env()
+    assert str(raised.value) == f"LOGPLAT_SERVER_PROPERTIES={path}: {error}"
 
 
 def test_the_header_strategy_needs_its_header_from_the_topic_or_the_broker() -> None:
