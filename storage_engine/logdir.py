@@ -42,6 +42,7 @@ from .checkpoint import (
 from .errors import NotALogDirError
 from .naming import is_segment_file
 from .nofollow import check_regular_or_missing, open_nofollow
+from .topic_store import TOPICS_DIR
 
 SESSION_LOCK = ".logplat-session.lock"
 SESSION_FILE = re.compile(r"\.logplat-session\.[0-9]+\.[0-9]+")
@@ -76,7 +77,7 @@ class LogDir:
         FIFO or directory in place of any of the dir's own files is refused first, before
         anything is written.
         """
-        self._check_not_a_partition_dir()
+        self._check_is_a_log_dir()
         for name in (SESSION_LOCK, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
                      LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
             check_regular_or_missing(self.path / name)
@@ -107,10 +108,14 @@ class LogDir:
         self._session_file = self.path / f".logplat-session.{os.getpid()}.{next(_session_counter)}"
         os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
 
-    def _check_not_a_partition_dir(self) -> None:
+    def _check_is_a_log_dir(self) -> None:
         """Refuse a dir holding segment files, naming one: it is a partition directory given as
         a log dir (``--log-dirs data/logs/t-0``), which read-only commands showed as holding no
-        partition and writable ones wrote session files and the shutdown marker into."""
+        partition and writable ones wrote session files and the shutdown marker into. Refuse
+        the topic metadata folder too, where a topic create would have built a log dir."""
+        if self.path.name == TOPICS_DIR:
+            raise NotALogDirError(f"{self.path} is the topic metadata folder of a log dir, not a log dir; give the "
+                                  f"directory that holds it ({self.path.parent})")
         try:
             with os.scandir(self.path) as it:
                 segment = next((e.name for e in it if is_segment_file(e.name)), None)

@@ -317,6 +317,18 @@ def test_a_partition_directory_given_as_the_log_dir_is_refused(logctl, monkeypat
         assert snapshot(logctl.root) == before, command
 
 
+def test_the_topic_metadata_folder_given_as_the_log_dir_is_refused(logctl, monkeypatch, capsys):
+    """``--log-dirs data/logs/.logplat-topics topic create x`` built a log dir inside it."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    folder = logctl.root / ".logplat-topics"
+    before = snapshot(logctl.root)
+    for command in (["topic", "create", "x", "--partitions", "1"], ["topic", "list"], ["verify"]):
+        code, _, err = run_logctl(folder, monkeypatch, capsys, *command)
+        one_line_error(code, err)
+        assert f"{folder} is the topic metadata folder of a log dir" in err and f"({logctl.root})" in err
+        assert snapshot(logctl.root) == before, command
+
+
 @pytest.mark.parametrize("name", ["log-start-offset-checkpoint", "cleaner-offset-checkpoint"])
 def test_the_dry_runs_and_the_stats_refuse_a_malformed_checkpoint_as_the_runs_do(logctl, name):
     """The partition stats took a malformed checkpoint for an empty one, so ``--dry-run`` (exit
