@@ -248,7 +248,8 @@ class Log(LogReads):
         leaves the first half committed (and a torn batch until the next recovery). Here a
         failure undoes the whole call under the lock (``_rollback``) and raises
         :class:`AppendFailedError`: the log is as it was, and a caller can retry without
-        duplicating anything.
+        duplicating anything. A kill part way through is no failure this process sees: the whole
+        batches written before it stay (recovery drops a torn one), unacknowledged.
         """
         now = now_ms() if now is None else now
         self._require_writable()
