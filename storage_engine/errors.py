@@ -111,6 +111,11 @@ class CorruptIndexError(LogError):
     """An index file fails its sanity check; the loader rebuilds it from the log."""
 
 
+class IndexSizeError(LogError):
+    """An index file could not be given its preallocated length (``segment.index.bytes``): a
+    file size limit below it, or a full disk on a filesystem that allocates."""
+
+
 class CheckpointError(LogError):
     """A checkpoint file cannot be parsed; the message names the file and the bad line."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from ..errors import CorruptIndexError, LogError
+from ..errors import CorruptIndexError, IndexSizeError, LogError
 from ..nofollow import open_nofollow
 
 
@@ -222,7 +222,11 @@ class AbstractIndex:
             self._require_writable()
             fd = open_nofollow(self._path, os.O_RDWR | os.O_CREAT)
             if self._length is None:
-                os.ftruncate(fd, self._create_length)
+                try:
+                    self._set_length(fd, self._create_length)
+                except BaseException:
+                    os.close(fd)
+                    raise
                 self._length = self._create_length
             self._fd = fd
         return self._fd
@@ -327,10 +331,20 @@ class AbstractIndex:
             return changed
         if length == self._length:
             return False
-        os.ftruncate(self._write_fd(), length)
+        self._set_length(self._write_fd(), length)
         self._length = length
         self._dirty = True
         return True
+
+    def _set_length(self, fd: int, length: int) -> None:
+        """Preallocate (or trim) the file to ``length`` bytes, as Kafka's ``AbstractIndex.resize``
+        does; a refusal (``EFBIG`` under a file size limit below ``segment.index.bytes``) names
+        the file and the length instead of a bare errno."""
+        try:
+            os.ftruncate(fd, length)
+        except OSError as exc:
+            raise IndexSizeError(f"cannot make {self._KIND} {self._path} {length} bytes long, as segment.index.bytes "
+                                 f"asks: {exc.strerror}") from None
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to its entries (on roll and close), creating it if still absent.

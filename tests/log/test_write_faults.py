@@ -110,6 +110,21 @@ def test_a_produce_past_the_file_size_limit_appends_nothing(tmp_path):
     assert offsets(root) == list(range(100))
 
 
+def test_a_file_size_limit_below_the_index_preallocation_is_named(tmp_path):
+    """A writable open preallocates the active segment's indexes to segment.index.bytes (10 MiB
+    by default); under a smaller file size limit every writable command failed with a bare
+    "[Errno 27] File too large" naming no file."""
+    root = tmp_path / "logs"
+    create(root)
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
+    before = log_files(root)
+    result = logctl(root, "produce", "t", "--partition", "0", stdin=lines(10, start=10),
+                    preexec_fn=_file_size_limit(5000 * 1024))
+    assert_one_line_error(result, "cannot make index", str(root / "t-0" / "00000000000000000000.index"),
+                          "10485760 bytes long, as segment.index.bytes asks: File too large")
+    assert log_files(root) == before and offsets(root) == list(range(10))
+
+
 def test_a_produce_into_a_partition_dir_that_takes_no_new_file_changes_nothing(tmp_path):
     """The produce must roll (segment.bytes) but no segment can be created: the old active
     segment's time index used to be finalised and the first batches committed anyway."""
