@@ -157,6 +157,27 @@ def test_topic_delete_killed_at_every_step_is_finished_by_the_next_open(tmp_path
     assert consume.communicate()[0].count("\n") == 3
 
 
+def test_a_topic_create_killed_part_way_is_finished_by_the_next_writable_open(tmp_path):
+    """Killed after its metadata (the commit point) and its first partition directory, a create
+    left a topic that every whole-topic command refused, saying a writable command would make
+    the missing directories; none did."""
+    root = tmp_path / "logs"
+    proc = spawn(root, "topic", "create", "t", "--partitions", "5", env=dict(os.environ, LOGPLAT_CRASH_AT="topic-create-partway"))
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("t-")) == ["t-0"]
+    verify = spawn(root, "verify")
+    out, err = verify.communicate()
+    assert verify.returncode == 1 and "t-1 of partition 1 of topic t is missing" in out + err
+    assert "a produce to it recreates it empty, as does any writable command after a crash" in out + err
+    retention = spawn(root, "retention")  # any writable command
+    assert retention.communicate()[1] == "" and retention.returncode == 0
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("t-")) == [f"t-{p}" for p in range(5)]
+    for args in (("verify",), ("topic", "describe", "t")):
+        check = spawn(root, *args)
+        assert check.communicate()[1] == "" and check.returncode == 0, args
+
+
 def test_topic_delete_killed_at_a_random_moment_leaves_it_whole_or_gone(tmp_path):
     """A SIGKILL from outside while deletes run: every round ends with the topic whole or gone."""
     root = tmp_path / "logs"
