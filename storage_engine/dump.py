@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, Callable
@@ -64,6 +65,17 @@ def _dump_log_file(path: Path, encode: Encoder) -> list[Any]:
     return out
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+def _one_line(text: str | None) -> str:
+    """A key or value as it shows in the text dump: control characters (a newline, a terminal
+    escape) written as ``\\n``, ``\\x1b``, so a record can neither forge lines of the dump nor
+    drive the terminal (kafka-dump-log prints them raw). The JSON output is exact."""
+    return str(text) if text is None else _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _format_batch(e: dict[str, Any]) -> str:
     if "trailingBytes" in e:
         return f"Found {e['trailingBytes']} invalid bytes at the end of the file (position {e['position']})"
@@ -75,8 +87,8 @@ def _format_batch(e: dict[str, Any]) -> str:
             f"isvalid: {str(e['isValid']).lower()}")
     lines = [line]
     for r in e.get("records", []):
-        lines.append(f"| offset: {r['offset']} timestamp: {r['timestamp']} key: {r['key']} payload: {r['value']} "
-                     f"headers: {r['headers']}")
+        lines.append(f"| offset: {r['offset']} timestamp: {r['timestamp']} key: {_one_line(r['key'])} "
+                     f"payload: {_one_line(r['value'])} headers: {r['headers']}")
     if "error" in e:
         lines.append(f"| error: {e['error']}")
     return "\n".join(lines)
@@ -115,6 +127,9 @@ def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
         text = "\n".join((f"timestamp: {r['timestamp']} offset: {r['offset']}" if is_time
                           else f"offset: {r['offset']} position: {r['position']}") for r in rows)
         return {"file": str(path), "entries": rows}, f"Dumping {path}\n{text}"
+    if name == LEADER_EPOCH_CHECKPOINT:  # lines of "epoch start-offset", not "topic partition offset"
+        raise DumpError(f"{path}: a leader epoch checkpoint (a broker's replication state, which this engine "
+                        "neither reads nor writes) is not dumped")
     if "checkpoint" in name:
         entries = read_checkpoint(path)
         rows = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(entries.items())]

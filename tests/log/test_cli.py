@@ -188,6 +188,27 @@ def test_unknown_partition_and_out_of_range_reads_are_errors(cli):
     assert code == 1 and "range 0 to 0" in err
 
 
+def test_the_text_dump_shows_control_characters_escaped_and_names_a_leader_epoch_checkpoint(cli):
+    """A record's newline forged a batch line of the dump and its escapes reached the terminal;
+    a broker's leader-epoch-checkpoint was read as an offset checkpoint and called malformed."""
+    cli("topic", "create", "e", "--partitions", "1")
+    cli("produce", "e", "--partition", "0",
+        stdin=lines({"key": "a\u001b[31mRED", "value": "x\nbaseOffset: 999 lastOffset: 999 FORGED"}))
+    segment = cli.root / "e-0" / "00000000000000000000.log"
+    code, out, _ = cli("dump", str(segment))
+    assert code == 0 and "\x1b" not in out and "FORGED" in out
+    record = [line for line in out.splitlines() if line.startswith("| offset: 0")]
+    assert len(record) == 1 and "key: a\\x1b[31mRED payload: x\\nbaseOffset: 999 lastOffset: 999 FORGED" in record[0]
+    assert not [line for line in out.splitlines() if line.startswith("baseOffset: 999")]
+    exact = cli.json("dump", str(segment), "--json")
+    assert exact[0]["batches"][0]["records"][0]["key"] == "a\u001b[31mRED"  # the JSON output is exact
+    epochs = cli.root / "e-0" / "leader-epoch-checkpoint"
+    epochs.write_text("0\n1\n0 0\n")
+    code, out, err = cli("dump", str(epochs))
+    assert (code, out) == (1, "") and err == (f"error: {epochs}: a leader epoch checkpoint (a broker's replication "
+                                              "state, which this engine neither reads nor writes) is not dumped\n")
+
+
 def test_dump_log_index_timeindex_and_checkpoint(cli):
     cli("topic", "create", "t", "--partitions", "1", "--config", "index.interval.bytes=1")
     for i in range(3):
