@@ -310,7 +310,8 @@ def cmd_dump(args: argparse.Namespace, manager: LogManager | None) -> int:
 def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     topics = [args.topic] if args.topic is not None else manager.topics()
     reports = [verify_partition(manager, t, p) for t in topics for p in manager.partitions(t)]
-    ok = all(r.ok for r in reports)
+    misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
+    ok = all(r.ok for r in reports) and not misnamed
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
          "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset, "segments": len(r.segments),
@@ -326,7 +327,11 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
             lines.append(f"{r.topic}-{r.partition}: {status}: {len(r.segments)} segments, {r.batches} batches, "
                          f"{r.records} records, offsets {r.log_start_offset}..{r.log_end_offset}")
         lines.extend(f"  {p}" for p in r.problems)
-    _print(args, {"ok": ok, "partitions": data}, "\n".join(lines) or "no partitions")
+    lines.extend(f"{path}: holds segment files, but its name is no partition directory's (<topic>-<partition>, "
+                 "the partition without leading zeros and at most 2147483647): no command reads it; rename it"
+                 for path in misnamed)
+    _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed]},
+           "\n".join(lines) or "no partitions")
     return 0 if ok else 1
 
 

@@ -49,7 +49,17 @@ from .faults import crash_point
 from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir
-from .naming import delete_dir_name, is_delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic_name
+from .naming import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
+    delete_dir_name,
+    is_delete_dir_name,
+    is_segment_file,
+    parse_partition_dir,
+    partition_dir_name,
+    validate_topic_name,
+)
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
@@ -353,6 +363,24 @@ class LogManager:
     def _delete_dirs(self) -> list[str]:
         return [entry.path for d in self.log_dirs if d.path.is_dir() for entry in os.scandir(d.path)
                 if is_delete_dir_name(entry.name) and entry.is_dir(follow_symlinks=False)]
+
+    def misnamed_partition_dirs(self) -> list[Path]:
+        """Directories of the log dirs holding segment files under a name no partition has
+        (``t-01``, ``t-2147483648``): every command leaves them out, where Kafka would read
+        ``t-01`` as partition 1. ``verify`` names them rather than passing them over in silence."""
+        found = []
+        for d in self.log_dirs:
+            try:
+                with os.scandir(d.path) as it:
+                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and parse_partition_dir(e.name) is None
+                            and not e.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX))]
+            except FileNotFoundError:
+                continue
+            for entry in dirs:
+                with os.scandir(entry.path) as it:
+                    if any(is_segment_file(e.name) for e in it):
+                        found.append(Path(entry.path))
+        return sorted(found)
 
     def _finish_interrupted_creates(self) -> None:
         """After an unclean shutdown: a topic create killed between its metadata (the commit

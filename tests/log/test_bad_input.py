@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -315,6 +316,23 @@ def test_a_partition_directory_given_as_the_log_dir_is_refused(logctl, monkeypat
         one_line_error(code, err)
         assert f"{part} holds segment files" in err and f"give the directory that holds it ({logctl.root})" in err
         assert snapshot(logctl.root) == before, command
+
+
+def test_verify_names_a_directory_of_segments_that_no_command_reads(logctl):
+    """``t-01`` (Kafka would read it as partition 1), ``t-2147483648``: left out by every command
+    and by ``verify`` too, which passed. A directory without segment files is no concern."""
+    assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
+    for name in ("t-01", "t-2147483648"):
+        shutil.copytree(logctl.root / "t-0", logctl.root / name)
+    (logctl.root / "notes").mkdir()
+    (logctl.root / "notes" / "readme.txt").write_text("not a partition")
+    code, out, _ = logctl("verify")
+    assert code == 1 and out.splitlines()[0].startswith("t-0: OK")
+    assert [line.split(":")[0] for line in out.splitlines()[1:]] == [str(logctl.root / "t-01"),
+                                                                       str(logctl.root / "t-2147483648")]
+    assert "no command reads it; rename it" in out
+    code, out, _ = logctl("verify", "--json")
+    assert code == 1 and json.loads(out)["misnamed_dirs"] == [str(logctl.root / "t-01"), str(logctl.root / "t-2147483648")]
 
 
 def test_the_topic_metadata_folder_given_as_the_log_dir_is_refused(logctl, monkeypatch, capsys):
