@@ -82,11 +82,11 @@ from storage_engine.config import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager
+from storage_engine.outcomes import CHANGED, COMPACTED, FAILED, SKIPPED
 from storage_engine.segment import LogSegment
 
 from .distribute import attempt_id, contiguous_parts, each, pack, run_tasks, task_slots
 from .errors import SparkJobError
-from .outcomes import CHANGED, COMPACTED, FAILED, SKIPPED
 
 #: A partition is split over several tasks only above this size, whatever the job's share per
 #: task: below it the split's extra stage costs more than the parallelism saves.

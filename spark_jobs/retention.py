@@ -22,12 +22,12 @@ from typing import Mapping, Sequence
 from storage_engine.config import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.manager import LogManager
+from storage_engine.outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED
 from storage_engine.retention import apply_retention, plan_retention, sweep_deleted_files
 from storage_engine.stats import log_dir_checkpoints, stats_of
 
 from .distribute import run_tasks
 from .errors import SparkJobError
-from .outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED
 
 
 

@@ -19,6 +19,7 @@ from .cleaner import CompactionReport
 from .config import MAX_TIMESTAMP_MS, broker_props_from_env
 from .errors import CorruptRecordError, LogError, RecordTooLargeError
 from .manager import LogManager, log_dirs_from_env
+from .outcomes import CHANGED, FAILED
 from .dump import dump_file
 from .erasure import UNBOUNDED, erasure_report
 from .record import CompressionType
@@ -387,7 +388,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     for d in data:
         segs = d["segments_to_delete"]
         verb = "deleted" if d["applied"] else "would delete"
-        if d.get("status") == "failed" and "bytes_to_free" not in d:  # it failed before it had a plan
+        if d.get("status") == FAILED and "bytes_to_free" not in d:  # it failed before it had a plan
             lines.append(f"{d['topic']}-{d['partition']}: failed: {d['reason']}")
             continue
         if segs:
@@ -399,12 +400,12 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
                          f"{reasons}; log start offset -> {lso}")
         else:
             lines.append(f"{d['topic']}-{d['partition']}: nothing to delete")
-        if d.get("status") in ("changed", "failed"):
+        if d.get("status") in (CHANGED, FAILED):
             lines.append(f"  not applied ({d['status']}): {d['reason']}")
         lines.extend(f"  warning: {w}" for w in d["warnings"])
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data},
            "\n".join(lines) or "no partitions")
-    return _exit_status(d.get("status") == "failed" for d in data)
+    return _exit_status(d.get("status") == FAILED for d in data)
 
 
 def _exit_status(failed: Iterable[bool]) -> int:

@@ -24,7 +24,7 @@ import dagster as dg
 from pydantic import Field
 
 from spark_jobs.compaction import compact_partitions
-from spark_jobs.outcomes import COMPACTED, FAILED
+from storage_engine.outcomes import COMPACTED, FAILED
 from spark_jobs.retention import retention_partitions
 from storage_engine.config import MAX_TIMESTAMP_MS
 

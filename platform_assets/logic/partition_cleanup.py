@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from spark_jobs.compaction import PartitionOutcome
-from spark_jobs.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, NOTHING
+from storage_engine.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, NOTHING
 from spark_jobs.retention import RetentionOutcome
 
 from .log_state import PartitionState, short_hash

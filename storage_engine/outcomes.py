@@ -1,4 +1,6 @@
-"""What a job reports for each partition, spelled once for both jobs and the platform.
+"""What a job reports for each partition, spelled once for the Spark jobs, ``logctl``'s report
+of them (``--engine spark``) and the platform. It lives in the engine, which imports neither of
+the others, so every one of them can use it.
 
 Ordered from most to least telling: when a run reports several for one partition (a compaction
 and then a retention), the platform shows the first of :data:`BY_IMPORTANCE` among them.
