@@ -132,15 +132,12 @@ class LogManager:
                 if read_only and not d.path.is_dir():
                     continue  # nothing to read there yet: no topics, no partitions
                 d.open_session(read_only)
-            crashed = [d for d in self.log_dirs if not read_only and d.first_opener and not d.had_clean_shutdown]
             for d in self.log_dirs:
-                if d in crashed:
+                if not read_only and d.first_opener and not d.had_clean_shutdown:
                     self._recover_dir(d)
                 d.finish_startup()
             if not read_only:
                 self._finish_pending_deletes()
-            if crashed:
-                self._finish_interrupted_creates()
         except BaseException:
             self.close()  # leave the sessions (and the clean-shutdown marker) as they were
             raise
@@ -382,21 +379,6 @@ class LogManager:
                         found.append(Path(entry.path))
         return sorted(found)
 
-    def _finish_interrupted_creates(self) -> None:
-        """After an unclean shutdown: a topic create killed between its metadata (the commit
-        point) and its last partition directory left partitions without one, and every command
-        that reads the whole topic refused it. Each is created empty now, as the create would
-        have done (and as a broker creates a partition's log when it takes the partition on)."""
-        with self._metadata_lock():
-            on_disk = set(self.partition_locations())
-            for topic in self.topics():
-                meta = self.topic_metadata(topic)
-                if meta is None or meta.deleting:
-                    continue
-                for p in range(meta.partitions):
-                    if (topic, p) not in on_disk:
-                        self._open_log(self._create_partition_dir(topic, p))
-
     def _finish_pending_deletes(self) -> None:
         """At a writable open, as a broker's LogManager does at startup: finish interrupted deletes
         (the lock is only taken when there is something to finish)."""
@@ -440,8 +422,8 @@ class LogManager:
             if self.read_only:  # the partition exists (the metadata says so); its directory does not
                 raise UnknownTopicOrPartitionError(
                     f"The directory {partition_dir_name(topic, partition)} of partition {partition} of topic {topic} "
-                    f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, as does any "
-                    "writable command after a crash (a topic create killed part way leaves such gaps)"
+                    f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic "
+                    "delete removes the topic (a topic create killed part way leaves such gaps)"
                 )
             loc = self._create_partition_dir(topic, partition)
         return self._open_log(loc)

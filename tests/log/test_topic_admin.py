@@ -157,10 +157,10 @@ def test_topic_delete_killed_at_every_step_is_finished_by_the_next_open(tmp_path
     assert consume.communicate()[0].count("\n") == 3
 
 
-def test_a_topic_create_killed_part_way_is_finished_by_the_next_writable_open(tmp_path):
+def test_a_topic_create_killed_part_way_says_how_to_finish_or_remove_it(tmp_path):
     """Killed after its metadata (the commit point) and its first partition directory, a create
-    left a topic that every whole-topic command refused, saying a writable command would make
-    the missing directories; none did."""
+    leaves a topic that every whole-topic command refuses. The refusal said "a writable command
+    recreates it", which none but a produce to that partition did; it now says what does."""
     root = tmp_path / "logs"
     proc = spawn(root, "topic", "create", "t", "--partitions", "5", env=dict(os.environ, LOGPLAT_CRASH_AT="topic-create-partway"))
     proc.communicate()
@@ -169,13 +169,18 @@ def test_a_topic_create_killed_part_way_is_finished_by_the_next_writable_open(tm
     verify = spawn(root, "verify")
     out, err = verify.communicate()
     assert verify.returncode == 1 and "t-1 of partition 1 of topic t is missing" in out + err
-    assert "a produce to it recreates it empty, as does any writable command after a crash" in out + err
-    retention = spawn(root, "retention")  # any writable command
-    assert retention.communicate()[1] == "" and retention.returncode == 0
-    assert sorted(p.name for p in root.iterdir() if p.name.startswith("t-")) == [f"t-{p}" for p in range(5)]
+    assert "a produce to it recreates it empty, and a topic delete removes the topic" in out + err
+    for p in range(1, 5):
+        produce = spawn(root, "produce", "t", "--partition", str(p), stdin=RECORD)
+        assert produce.communicate(RECORD)[1] == "" and produce.returncode == 0
     for args in (("verify",), ("topic", "describe", "t")):
         check = spawn(root, *args)
         assert check.communicate()[1] == "" and check.returncode == 0, args
+    proc = spawn(root, "topic", "create", "u", "--partitions", "3", env=dict(os.environ, LOGPLAT_CRASH_AT="topic-create-partway"))
+    proc.communicate()
+    delete = spawn(root, "topic", "delete", "u")
+    assert delete.communicate()[1] == "" and delete.returncode == 0
+    assert not [p for p in root.iterdir() if p.name.startswith("u-")]
 
 
 def test_topic_delete_killed_at_a_random_moment_leaves_it_whole_or_gone(tmp_path):
