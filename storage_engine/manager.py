@@ -50,11 +50,9 @@ from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir
 from .naming import (
-    DELETE_DIR_SUFFIX,
-    FUTURE_DIR_SUFFIX,
-    STRAY_DIR_SUFFIX,
     delete_dir_name,
     is_delete_dir_name,
+    is_digits,
     is_segment_file,
     parse_partition_dir,
     partition_dir_name,
@@ -362,21 +360,25 @@ class LogManager:
                 if is_delete_dir_name(entry.name) and entry.is_dir(follow_symlinks=False)]
 
     def misnamed_partition_dirs(self) -> list[Path]:
-        """Directories of the log dirs holding segment files under a name no partition has
-        (``t-01``, ``t-2147483648``): every command leaves them out, where Kafka would read
-        ``t-01`` as partition 1. ``verify`` names them rather than passing them over in silence."""
+        """Directories of the log dirs named like a partition's (digits after the last ``-``) and
+        holding segment files, whose name no partition has (``t-01``, ``t-2147483648``): every
+        command leaves them out, where Kafka would read ``t-01`` as partition 1. ``verify`` names
+        them rather than passing them over in silence."""
         found = []
         for d in self.log_dirs:
             try:
-                with os.scandir(d.path) as it:
-                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and parse_partition_dir(e.name) is None
-                            and not e.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX))]
+                with os.scandir(d.path) as it:  # named like a partition's (digits after the last "-"), yet none
+                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and e.name.rpartition("-")[1]
+                            and is_digits(e.name.rpartition("-")[2]) and parse_partition_dir(e.name) is None]
             except FileNotFoundError:
                 continue
             for entry in dirs:
-                with os.scandir(entry.path) as it:
-                    if any(is_segment_file(e.name) for e in it):
-                        found.append(Path(entry.path))
+                try:
+                    with os.scandir(entry.path) as it:
+                        if any(is_segment_file(e.name) for e in it):
+                            found.append(Path(entry.path))
+                except OSError:  # unreadable: nothing any command would read there either
+                    continue
         return sorted(found)
 
     def _finish_pending_deletes(self) -> None:

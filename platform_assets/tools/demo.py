@@ -163,12 +163,13 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or REPO / "dagster_home").resolve()
     print(f"log dirs: {','.join(log_dirs)}\nDAGSTER_HOME: {dagster_home}\n")
 
-    try:  # before the workload is written: a damaged or busy instance stops the job with nothing changed
-        for action in prepare_instance(dagster_home):
+    try:  # before the workload is written: a busy or damaged instance stops the job with nothing changed
+        if dagster_home.is_dir():  # before the instance is prepared: a running job's must not be touched
+            stack.enter_context(home_lock(dagster_home, MAIN_JOB_LOCK_FILE, busy=(
+                f"another main job is running on DAGSTER_HOME {dagster_home}; wait for it to finish, or give this one "
+                "a DAGSTER_HOME of its own")))
+        for action in prepare_instance(dagster_home):  # refuses a DAGSTER_HOME that is not a directory
             print(f"instance: {action}")
-        stack.enter_context(home_lock(dagster_home, MAIN_JOB_LOCK_FILE, busy=(
-            f"another main job is running on DAGSTER_HOME {dagster_home}; wait for it to finish, or give this one "
-            "a DAGSTER_HOME of its own")))
     except InstanceSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -243,7 +243,9 @@ class LogToClean:
     @property
     def why(self) -> str:
         if self.total_bytes == 0:
-            return "nothing to clean: every record is in the active segment, which is never cleaned"
+            if self.bound_reason == "active segment":
+                return "nothing to clean: every record is in the active segment, which is never cleaned"
+            return f"nothing to clean yet: the cleanable section ends at offset {self.first_uncleanable_offset} ({self.bound_reason})"
         if self.overdue:
             return f"max.compaction.lag.ms overdue by {self.max_compaction_delay_ms} ms"
         if self.cleanable_ratio > self.min_cleanable_ratio:

@@ -343,8 +343,8 @@ class AbstractIndex:
         try:
             os.ftruncate(fd, length)
         except OSError as exc:
-            raise IndexSizeError(f"cannot make {self._KIND} {self._path} {length} bytes long, as segment.index.bytes "
-                                 f"asks: {exc.strerror}") from None
+            raise IndexSizeError(f"cannot make {self._KIND} {self._path} {length} bytes long (an active segment's "
+                                 f"indexes are preallocated to segment.index.bytes): {exc.strerror}") from None
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to its entries (on roll and close), creating it if still absent.

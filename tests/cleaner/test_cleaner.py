@@ -793,3 +793,21 @@ def test_real_consumer_offsets_compact_to_one_record_per_key(real_kafka, tmp_pat
                 checked += 1
                 assert report.passes == 1
     assert checked >= 5
+
+
+def test_a_cleaner_lock_error_other_than_busy_is_raised_not_taken_for_busy(tmp_path, monkeypatch):
+    """Any flock error read as "another process is cleaning", so an ENOLCK (a filesystem
+    without locks) skipped the partition in silence on every run."""
+    import errno
+    import fcntl
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    held = CleanerLock(tmp_path)
+    assert held.acquire()
+    assert not CleanerLock(tmp_path).acquire()  # held: busy
+    held.release()
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(OSError, match="No locks available"):
+        CleanerLock(tmp_path).acquire()

@@ -178,6 +178,14 @@ def test_compact_dry_run_refuses_what_compact_refuses_and_says_why_nothing_is_du
     cli("delete-records", "c", "--partition", "0", "--before-offset", "20")
     code, out, _ = cli("compact", "--dry-run")
     assert code == 0 and "; dirty section [20, 20), 0 of " in out
+    cli("topic", "create", "lag", "--partitions", "1", "--config", "cleanup.policy=compact", "--config",
+        "segment.bytes=200", "--config", "min.compaction.lag.ms=86400000")
+    for i in range(5):
+        cli("produce", "lag", "--partition", "0", "--now-ms", "1000", stdin=lines({"key": "k", "value": "v" * 80,
+                                                                                   "timestamp": 1000}))
+    code, out, _ = cli("compact", "--topic", "lag", "--dry-run", "--now-ms", "2000")
+    assert code == 0 and out.startswith("lag-0: not due: nothing to clean yet: the cleanable section ends at offset 0 "
+                                        "(min.compaction.lag.ms)"), out
 
 
 def test_unknown_partition_and_out_of_range_reads_are_errors(cli):

@@ -90,3 +90,18 @@ def test_a_symlinked_snapshot_is_not_followed(tmp_path):
     assert list_snapshots(part) == {}
     with pytest.raises(CorruptSnapshotError, match="cannot be read"):
         read_snapshot(part / "00000000000000000005.snapshot")
+
+
+def test_only_ascii_digits_name_a_snapshot_or_a_staged_file(tmp_path):
+    """``str.isdigit`` took twenty Arabic-Indic zeros for an offset (``int`` reads them), so a
+    user's file of that name was listed as a snapshot, and one starting with such a digit and
+    ending ``.cleaning`` was removed as a cleaner's leftover."""
+    from storage_engine.cleaner.staging import STAGING_SUFFIX, remove_stale_staging
+
+    foreign = "\u0660" * 20 + ".snapshot"
+    (tmp_path / foreign).write_bytes(b"not a snapshot")
+    (tmp_path / ("\u0663x" + STAGING_SUFFIX)).write_bytes(b"a user's file")
+    (tmp_path / ("00000000000000000005.log" + STAGING_SUFFIX)).write_bytes(b"a cleaner's leftover")
+    assert list_snapshots(tmp_path) == {}
+    assert remove_stale_staging(tmp_path) == ["00000000000000000005.log" + STAGING_SUFFIX]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([foreign, "\u0663x" + STAGING_SUFFIX])

@@ -121,7 +121,8 @@ def test_a_file_size_limit_below_the_index_preallocation_is_named(tmp_path):
     result = logctl(root, "produce", "t", "--partition", "0", stdin=lines(10, start=10),
                     preexec_fn=_file_size_limit(5000 * 1024))
     assert_one_line_error(result, "cannot make index", str(root / "t-0" / "00000000000000000000.index"),
-                          "10485760 bytes long, as segment.index.bytes asks: File too large")
+                          "10485760 bytes long (an active segment's indexes are preallocated to "
+                          "segment.index.bytes): File too large")
     assert log_files(root) == before and offsets(root) == list(range(10))
 
 

@@ -234,8 +234,7 @@ def test_the_main_job_refuses_a_spark_master_it_cannot_use_before_anything_is_wr
 def test_a_second_main_job_on_one_instance_is_refused_before_anything_is_written(tmp_path):
     """Two main jobs on one DAGSTER_HOME replaced each other's server output under running
     servers and counted each other's runs."""
-    home = new_home(tmp_path)
-    prepare_instance(home)
+    home = new_home(tmp_path)  # not yet prepared: the second job must not prepare (or reset) a running instance
     before = sorted(p.name for p in home.iterdir())
     fd = os.open(home / MAIN_JOB_LOCK_FILE, os.O_RDWR | os.O_CREAT)  # a running main job holds it
     try:
