@@ -12,7 +12,6 @@ built-in default. Within the broker, the finer unit wins (``log.retention.ms`` o
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -354,13 +353,6 @@ class LogConfig:
     def to_topic_dict(self) -> dict[str, object]:
         """The settings under their Kafka topic keys (for ``describe`` and metadata)."""
         return {spec.key: getattr(self, spec.field) for spec in TOPIC_CONFIGS.values()}
-
-    def overridden(self, overrides: Mapping[str, object]) -> "LogConfig":
-        """A copy with topic-key overrides applied (validated)."""
-        parsed = validate_topic_overrides(overrides)
-        merged = {**self.to_topic_dict(), **parsed}
-        _check_together(merged, overrides)
-        return dataclasses.replace(self, **{TOPIC_CONFIGS[k].field: v for k, v in parsed.items()})
 
 
 #: Kafka's internal topics are compacted: the broker creates ``__consumer_offsets`` with

@@ -221,13 +221,3 @@ def check_partition_entry(directory: Path, entry: os.DirEntry) -> bool:
         return False
     check_file_entry(entry)
     return True
-
-
-def is_log_file(name: str) -> bool:
-    """True for a live segment's ``.log`` (not ``.log.deleted`` and friends)."""
-    return name.endswith(LOG_SUFFIX)
-
-
-def is_index_file(name: str) -> bool:
-    """True for a live ``.index``, ``.timeindex`` or ``.txnindex``."""
-    return name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))

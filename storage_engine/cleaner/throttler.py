@@ -26,10 +26,6 @@ class Throttler:
         self._observed = 0.0
         self.slept_s = 0.0
 
-    @property
-    def enabled(self) -> bool:
-        return self.rate != float("inf")
-
     def maybe_throttle(self, n_bytes: int) -> None:
         if self.rate == float("inf"):
             return

@@ -278,13 +278,6 @@ def test_direct_construction_is_validated() -> None:
     assert LogConfig(min_cleanable_dirty_ratio=1).min_cleanable_dirty_ratio == 1.0
 
 
-def test_overridden_copy() -> None:
-    base = build_log_config({"log.retention.hours": "1"})
-    changed = base.overridden({"segment.bytes": "1024"})
-    assert changed.segment_bytes == 1024 and changed.retention_ms == 3600000
-    assert base.segment_bytes == 1073741824
-
-
 # --------------------------------------------------------------------------- broker precedence
 
 

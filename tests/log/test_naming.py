@@ -20,8 +20,6 @@ from storage_engine.naming import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     filename_prefix_from_offset,
-    is_index_file,
-    is_log_file,
     offset_from_file_name,
     parse_partition_dir,
     parse_partition_number,
@@ -166,9 +164,3 @@ def test_offset_from_file_name_rejects(name: str) -> None:
 def test_offset_name_round_trip(offset: int) -> None:
     assert offset_from_file_name(filename_prefix_from_offset(offset) + ".log") == offset
 
-
-def test_file_kinds() -> None:
-    assert is_log_file("00000000000000000000.log")
-    assert not is_log_file("00000000000000000000.log.deleted")
-    assert is_index_file("0.index") and is_index_file("0.timeindex") and is_index_file("0.txnindex")
-    assert not is_index_file("0.index.swap")
