@@ -140,7 +140,7 @@ class OffsetMap:
         n = len(table)
         table[key] = offset
         if len(table) != n:
-            cost = self.overhead + ((len(key) + 48) & ~15)
+            cost = self.overhead + ((len(key) + 48) & ~15)  # key_object_size, inlined: once per record
             if self.used_bytes + cost > self.capacity_bytes:
                 del table[key]
                 return False
@@ -171,7 +171,7 @@ class OffsetMap:
                 n = len(table)
                 table[key] = offset
                 if len(table) != n:
-                    cost = overhead + ((len(key) + 48) & ~15)
+                    cost = overhead + ((len(key) + 48) & ~15)  # key_object_size, inlined: once per record
                     if used + cost > cap:
                         del table[key]
                         return taken

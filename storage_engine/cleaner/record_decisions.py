@@ -40,7 +40,7 @@ def map_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset: i
         if key in table:
             table[key] = off
         else:
-            cost = overhead + ((len(key) + 48) & ~15)  # offset_map.entry_cost, inlined
+            cost = overhead + ((len(key) + 48) & ~15)  # offset_map.key_object_size, inlined: once per record
             if cost > remaining:
                 return False, remaining, added, last, unkeyed
             table[key] = off

@@ -810,3 +810,11 @@ def test_a_cleaner_lock_error_other_than_busy_is_raised_not_taken_for_busy(tmp_p
     monkeypatch.setattr(fcntl, "flock", no_locks)
     with pytest.raises(OSError, match="No locks available"):
         CleanerLock(tmp_path).acquire()
+
+
+def test_the_inlined_key_cost_is_key_object_size():
+    """The offset map's hot loops (``OffsetMap.put``, ``put_all``, ``record_decisions``) charge
+    ``(len(key) + 48) & ~15`` inline; it must stay the reference ``key_object_size``."""
+    from storage_engine.cleaner.offset_map import key_object_size
+
+    assert all((n + 48) & ~15 == key_object_size(n) for n in range(4096))
