@@ -22,23 +22,23 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_jobs.session import DEFAULT_MASTER, spark_master
-from storage_engine.config import broker_props_from_env, retention_check_interval_ms
+from storage_engine.config import INT_MAX, broker_props_from_env, retention_check_interval_ms
+from storage_engine.naming import is_digits
 from storage_engine.manager import log_dirs_from_env
 
 AUTOMATION_STATES = ("running", "stopped")
 
 
 def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    """A whole number from 1 to 2147483647 in ASCII digits (``int`` alone took ``1_000`` and other
+    scripts' digits), or ``default`` when the variable is unset or empty."""
     raw = environ.get(name)
-    if raw is None or raw == "":
+    if raw is None or raw.strip() == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
-    if value < 1:
-        raise ValueError(f"{name}={raw!r}: expected a positive integer")
-    return value
+    text = raw.strip()
+    if not is_digits(text) or len(text) > 10 or not 1 <= int(text) <= INT_MAX:
+        raise ValueError(f"{name}={raw!r}: expected a whole number from 1 to {INT_MAX}")
+    return int(text)
 
 
 @dataclass(frozen=True)

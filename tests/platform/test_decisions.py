@@ -76,6 +76,16 @@ def test_sweep_cron_follows_the_retention_check_interval(interval_ms, cron):
     assert cron_for_interval_ms(interval_ms) == cron
 
 
+@pytest.mark.parametrize("raw", ["0", "-1", "1_000", "ten", "\u0663", "2147483648", "9" * 5000])
+def test_a_platform_setting_from_the_environment_is_a_plain_positive_number(monkeypatch, tmp_path, raw):
+    monkeypatch.setenv("LOGPLAT_LOG_DIRS", str(tmp_path))
+    monkeypatch.setenv("LOGPLAT_SENSOR_INTERVAL_S", raw)
+    with pytest.raises(ValueError, match=r"^LOGPLAT_SENSOR_INTERVAL_S='.*': expected a whole number from 1 to 2147483647$"):
+        PlatformSettings.from_env()
+    monkeypatch.setenv("LOGPLAT_SENSOR_INTERVAL_S", " 45 ")
+    assert PlatformSettings.from_env().sensor_interval_s == 45
+
+
 def test_retention_check_interval_comes_from_the_broker_properties():
     assert retention_check_interval_ms({}) == 300_000
     assert retention_check_interval_ms({"log.retention.check.interval.ms": "60000"}) == 60_000
