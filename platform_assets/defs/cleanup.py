@@ -215,8 +215,10 @@ def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspa
     planned every check for every partition of the run, so the partitions the run did not
     compact are audited here and tied to this run's materializations too, instead of showing
     "Skipped" over their earlier results. Each partition's result is logged as its own
-    evaluation; each selected check also yields one result for the run (passed when every
-    partition passed)."""
+    evaluation, and the run log says how many passed per check. No result is yielded for the
+    run as a whole: in a partition run it became that partition's latest result, hiding the
+    real one, and in an unpartitioned run (the UI's "Execute") Dagster failed the step looking
+    for the partitioned asset's materialization to tie it to."""
     op_context = context.op_execution_context
     asset_key = log_asset_key(topic.name)
     selected = {k.name for k in context.selected_asset_check_keys}
@@ -233,10 +235,11 @@ def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspa
         results.setdefault(o.name, {})[partition_key(o.partition)] = (o.passed, o.severity)
     for name in sorted(selected):
         if name == LATEST_VALUES and not results.get(name):
-            yield dg.AssetCheckResult(asset_key=asset_key, check_name=name, passed=True,
-                                      description="not evaluated by an audit: it compares a compaction's before and after")
+            op_context.log.info(f"{name}: not evaluated by an audit: it compares a compaction's before and after")
         else:
-            yield _summary(asset_key, name, results.get(name, {}))
+            passed, text = _summary(results.get(name, {}))
+            (op_context.log.info if passed else op_context.log.warning)(f"{name}: {text}")
+    yield from ()  # every result was logged above, each tied to its partition
 
 
 def _audit(pyspark: LogSparkResource, topic: Topic, log_store: LogStoreResource, partitions: list[int],
@@ -257,15 +260,11 @@ def _audit(pyspark: LogSparkResource, topic: Topic, log_store: LogStoreResource,
     return [o for o in outcomes if o.name in selected]
 
 
-def _summary(asset_key: dg.AssetKey, name: str, results: dict[str, tuple[bool, dg.AssetCheckSeverity]]
-             ) -> dg.AssetCheckResult:
-    """One result for a whole run of a check: passed when every partition passed."""
+def _summary(results: dict[str, tuple[bool, dg.AssetCheckSeverity]]) -> tuple[bool, str]:
+    """A whole run of a check in one line for the run log: passed when every partition passed."""
     failing = sorted((p for p, (passed, _) in results.items() if not passed), key=partition_number)
-    severity = (dg.AssetCheckSeverity.ERROR
-                if any(results[p][1] == dg.AssetCheckSeverity.ERROR for p in failing) else dg.AssetCheckSeverity.WARN)
     text = f"{len(results) - len(failing)} of {len(results)} partition(s) passed"
-    return dg.AssetCheckResult(asset_key=asset_key, check_name=name, passed=not failing, severity=severity,
-                               description=text + (f"; failing: {', '.join(failing)}" if failing else ""))
+    return not failing, text + (f"; failing: {', '.join(failing)}" if failing else "")
 
 
 def _logged_results(context: dg.OpExecutionContext, asset_key: dg.AssetKey, selected: set[str]

@@ -168,7 +168,12 @@ def test_a_sweep_request_runs_as_one_range(platform):
 
 
 def test_checks_run_alone_audit_the_logs_as_they_are(platform):
+    """After any materialization of the topic, the audit's one result per check for the run
+    failed the step ("Cannot access partition_key for a non-partitioned run"): Dagster looked
+    for the partitioned asset's materialization to tie it to. Only per-partition results are
+    recorded now; the run log says how many passed."""
     _, defs, settings, instance = platform
+    _materialize(platform, "orders", partition="1")  # partition 1 is empty: nothing to compact
     asset = _asset(defs, "orders")
     checks = next(c for c in defs.asset_checks if any(k.asset_key == asset.key for k in c.check_keys))
     audit = dg.Definitions(
@@ -190,11 +195,12 @@ def test_checks_run_alone_audit_the_logs_as_they_are(platform):
     # partitions 0 and 2 are due for compaction (WARN), partition 1 is empty
     assert evaluated(HEALTH_CHECK) == {("0", "FAILED"), ("1", "SUCCEEDED"), ("2", "FAILED")}
     assert not evaluated(LATEST_VALUES)  # nothing to compare latest values with
-    # and one result per check for the audit as a whole, saying which partitions failed
-    summary = {e.check_name: e for e in result.get_asset_check_evaluations() if e.partition is None}
-    assert summary[HEALTH_CHECK].description == "1 of 3 partition(s) passed; failing: 0, 2"
-    assert summary[KEYS_UNIQUE].passed and summary[KEYS_UNIQUE].description == "3 of 3 partition(s) passed"
-    assert summary[LATEST_VALUES].passed and "not evaluated by an audit" in summary[LATEST_VALUES].description
+    # no result for the audit as a whole: the run log says it
+    assert not [e for e in result.get_asset_check_evaluations() if e.partition is None]
+    logged = [e.message for e in instance.all_logs(result.run_id) if e.is_dagster_event is False]
+    assert f"{HEALTH_CHECK}: 1 of 3 partition(s) passed; failing: 0, 2" in logged
+    assert f"{KEYS_UNIQUE}: 3 of 3 partition(s) passed" in logged
+    assert any(m.startswith(f"{LATEST_VALUES}: not evaluated by an audit") for m in logged)
 
 
 @pytest.mark.parametrize("now_ms", [-1, 99999999999999999999])
