@@ -7,9 +7,11 @@ dirty ratio, ``max.compaction.lag.ms``, due or not) and retention plan (``Retent
 Nothing here re-decides what the engine decides; this module only picks, orders and names the
 work.
 
-Run keys are derived from the log state (``state_hash``: the non-active segments, the active
-segment's base, the log start offset and the cleaner checkpoint; for retention also the segments
-the plan deletes). A run that cleans a partition changes that state, so the next request for it
+Run keys are derived from the log state (``state_hash``: where the partition lives, the
+non-active segments with their mtimes, the active segment's base, the log start offset and the
+cleaner checkpoint; for retention also the segments the plan deletes). Where and when make a
+log dir written afresh, or a topic deleted and created again, with the same records, a new
+state: without them its runs had all "already run", and nothing was cleaned. A run that cleans a partition changes that state, so the next request for it
 gets a new key (new work is never blocked), while a partition whose state has not changed since
 its request keeps its key (Dagster never launches the same key twice, so work is never
 repeated). Appends to the active segment do not change the key: they cannot make a log more
@@ -116,7 +118,8 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
         log_start_offset=stats.log_start_offset,
         cleaner_checkpoint=stats.cleaner_checkpoint,
         active_base_offset=active,
-        state_hash=short_hash(stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint),
+        state_hash=short_hash(str(stats.directory), [(s.base_offset, s.mtime_ms) for s in stats.segments if not s.is_active],
+                              stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint),
         candidacy=candidacy,
         retention=plan,
         directory=str(stats.directory),

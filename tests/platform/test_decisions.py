@@ -175,3 +175,38 @@ def test_compaction_takes_the_earliest_deadline_before_the_dirtiest():
     assert [deadline_urgent(s) for s in states] == [False, True, True, False, False, True, False]
     assert states[5].compaction_due and not states[5].candidacy.due  # due by its deadline, not by Kafka's rule
     assert not states[6].compaction_due
+
+
+def test_a_log_written_again_with_the_same_records_is_a_new_state(tmp_path):
+    """A fresh log dir, or a topic deleted and created again, with the same records as one
+    cleaned before had the same state tokens, so the sensors found every run "already ran in
+    its current state" and nothing was cleaned. Where and when the segments were written are
+    part of the state; reading the same log twice gives the same state."""
+    import time
+
+    from platform_assets.logic.log_state import read_states
+    from storage_engine.append_validation import ProducerRecord
+    from storage_engine.manager import LogManager
+
+    def write(root, topic="t"):
+        with LogManager([root]) as manager:
+            manager.create_topic(topic, 1, {"cleanup.policy": "compact", "segment.bytes": "300"})
+            log = manager.get_log(topic, 0)
+            for i in range(12):
+                log.append([ProducerRecord(f"k{i % 3}".encode(), b"v" * 40, 1000 + i)], now=1000 + i)
+
+    def state(root):
+        with LogManager([root], read_only=True) as manager:
+            [s] = read_states(manager, now_ms=2000)
+            return s.state_hash
+
+    write(tmp_path / "a")
+    first = state(tmp_path / "a")
+    assert state(tmp_path / "a") == first  # stable while nothing changes
+    time.sleep(0.05)
+    write(tmp_path / "b")
+    assert state(tmp_path / "b") != first  # the same records elsewhere
+    with LogManager([tmp_path / "a"]) as manager:
+        manager.delete_topic("t")
+    write(tmp_path / "a")
+    assert state(tmp_path / "a") != first  # the same records again, in the same place
