@@ -4,6 +4,5 @@
 # Spark cleaning runs through a real Dagster webserver and daemon on 127.0.0.1, and prints a
 # before/after table. Options: --scale, --timeout (see `python -m platform_assets.tools.demo --help`).
 source "$(dirname "$0")/env.sh"
-export LOGPLAT_LOG_DIRS="${LOGPLAT_LOG_DIRS:-$ROOT/data/logs}"
 export DAGSTER_HOME="${DAGSTER_HOME:-$ROOT/dagster_home}"
 exec python -m platform_assets.tools.demo "$@"

@@ -7,6 +7,14 @@
 source "$(dirname "$0")/env.sh"
 export LOGPLAT_LOG_DIRS="${LOGPLAT_LOG_DIRS:-$ROOT/data/logs}"
 export DAGSTER_HOME="$(cd "${DAGSTER_HOME:-$ROOT/dagster_home}" && pwd)"
+# One platform per instance (this UI or the main job, platform_assets/tools/instance_setup.py:
+# SERVERS_LOCK_FILE): fd 9 holds the lock, and the processes exec'd below keep it for their life.
+servers="from platform_assets.tools.instance_setup import SERVERS_BUSY as B, SERVERS_LOCK_FILE as F"
+exec 9>>"$DAGSTER_HOME/$(python -c "$servers; print(F)")"
+if ! flock -n 9; then
+    echo "error: $(python -c "$servers; import sys; print(B.format(home=sys.argv[1]))" "$DAGSTER_HOME")" >&2
+    exit 1
+fi
 python -m platform_assets.tools.preflight
 python -m platform_assets.tools.instance_setup "$DAGSTER_HOME"
 ui=(dagster dev -w "$ROOT/workspace.yaml" -h 127.0.0.1 -p "${PORT:-3000}" "$@")

@@ -36,7 +36,7 @@ from storage_engine.manager import LogManager, log_dirs_from_env
 from storage_engine.usage import OneLineParser, UsageError
 
 from .devserver import DevServer, DevServerError, wait_for
-from .instance_setup import InstanceSetupError, home_lock, prepare_instance
+from .instance_setup import SERVERS_BUSY, SERVERS_LOCK_FILE, InstanceSetupError, home_lock, prepare_instance
 from .preflight import PreflightError, check_environment
 from ..defs.sensors import IN_FLIGHT as RUNS_IN_FLIGHT
 from ..defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
@@ -45,9 +45,6 @@ from ..logic.metadata import effective_checkpoint
 from .workload import produce, realistic_workload
 
 REPO = Path(__file__).resolve().parents[2]  # platform_assets/tools/demo.py -> the repository
-#: held for the whole main job: a second one on the same instance would replace the first's
-#: server output (``main-job/``) under its running servers and count the first's runs as its own
-MAIN_JOB_LOCK_FILE = ".logplat-main-job.lock"
 SENSORS = ("log_state_sensor", "deleted_files_sensor", "compaction_sensor", "retention_sensor")
 IN_FLIGHT = tuple(status.value for status in RUNS_IN_FLIGHT)  # as GraphQL names them
 
@@ -156,7 +153,9 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         print(f"error: LOGPLAT_LOG_DIRS: {exc}", file=sys.stderr)
         return 1
     try:  # a bad LOGPLAT_* value (a Spark master that cannot be used) is one line now, not failed runs later
-        check_environment(require_log_dirs=False)
+        # the default ./data/logs is made on first use; log dirs the user names must be there (a
+        # typo started a new data set, which the UI, pointed at the real one, never showed)
+        check_environment(require_log_dirs=bool(os.environ.get("LOGPLAT_LOG_DIRS", "").strip()))
     except PreflightError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -165,9 +164,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
 
     try:  # before the workload is written: a busy or damaged instance stops the job with nothing changed
         if dagster_home.is_dir():  # before the instance is prepared: a running job's must not be touched
-            stack.enter_context(home_lock(dagster_home, MAIN_JOB_LOCK_FILE, busy=(
-                f"another main job is running on DAGSTER_HOME {dagster_home}; wait for it to finish, or give this one "
-                "a DAGSTER_HOME of its own")))
+            stack.enter_context(home_lock(dagster_home, SERVERS_LOCK_FILE, busy=SERVERS_BUSY.format(home=dagster_home)))
         for action in prepare_instance(dagster_home):  # refuses a DAGSTER_HOME that is not a directory
             print(f"instance: {action}")
     except InstanceSetupError as exc:

@@ -42,6 +42,13 @@ INSTANCE_YAML = Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.
 #: the folders a SQLite instance keeps its databases in (``storage: sqlite: base_dir``)
 STORAGE_FOLDERS = ("history", "schedules")
 LOCK_FILE = ".logplat-instance-setup.lock"
+#: held by whatever runs the platform's servers on an instance, the main job or ``scripts/ui.sh``
+#: (with ``flock``), for as long as they run: two daemons on one instance fight over its sensors
+#: and schedules (Dagster warns "Another SENSOR daemon is still sending heartbeats"), two main
+#: jobs replace each other's server output and count each other's runs
+SERVERS_LOCK_FILE = ".logplat-servers.lock"
+SERVERS_BUSY = ("the main job or scripts/ui.sh is already running on DAGSTER_HOME {home}: stop it first, or give "
+                "this one a DAGSTER_HOME of its own")
 _VERSION_TABLE = "alembic_version"
 #: tables Dagster fills by itself when it opens or runs an instance; rows in any other table
 #: (runs, events, sensor and schedule state, cursors, dynamic partitions, ...) are worth keeping

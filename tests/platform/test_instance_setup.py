@@ -21,7 +21,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from platform_assets.tools.demo import MAIN_JOB_LOCK_FILE
+from platform_assets.tools.instance_setup import SERVERS_LOCK_FILE
 from platform_assets.tools.devserver import DevServer, DevServerError, GraphQL
 from spark_jobs.connect_server import free_port
 from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
@@ -222,8 +222,7 @@ def test_the_main_job_refuses_a_spark_master_it_cannot_use_before_anything_is_wr
     minutes for runs that all failed."""
     (tmp_path / "home").mkdir()
     proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.demo"], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
-                                                          "LOGPLAT_LOG_DIRS": str(tmp_path / "logs"),
+                          cwd=tmp_path, timeout=120, env={**_without_log_dirs(), "PYTHONPATH": str(REPO),
                                                           "LOGPLAT_SPARK_MASTER": "bogus",
                                                           "DAGSTER_HOME": str(tmp_path / "home")})
     assert proc.returncode == 1 and proc.stdout == ""
@@ -231,25 +230,45 @@ def test_the_main_job_refuses_a_spark_master_it_cannot_use_before_anything_is_wr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"] and list((tmp_path / "home").iterdir()) == []
 
 
-def test_a_second_main_job_on_one_instance_is_refused_before_anything_is_written(tmp_path):
-    """Two main jobs on one DAGSTER_HOME replaced each other's server output under running
-    servers and counted each other's runs."""
-    home = new_home(tmp_path)  # not yet prepared: the second job must not prepare (or reset) a running instance
+def _without_log_dirs() -> dict[str, str]:
+    """The environment with LOGPLAT_LOG_DIRS unset: the main job's default, ./data/logs."""
+    return {k: v for k, v in os.environ.items() if k != "LOGPLAT_LOG_DIRS"}
+
+
+def test_the_main_job_refuses_log_dirs_it_was_given_that_are_not_there(tmp_path):
+    """A typo in LOGPLAT_LOG_DIRS started a new data set there, which a UI pointed at the real
+    log dirs never showed; only the default, ./data/logs, is made on first use."""
+    (tmp_path / "home").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.demo"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
+                                                          "LOGPLAT_LOG_DIRS": str(tmp_path / "typo" / "logs"),
+                                                          "DAGSTER_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines()[0].startswith(f"error: LOGPLAT_LOG_DIRS: {tmp_path / 'typo' / 'logs'} is not a "
+                                                  "directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"] and list((tmp_path / "home").iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [[sys.executable, "-m", "platform_assets.tools.demo"],
+                                     ["bash", str(REPO / "scripts" / "ui.sh")]], ids=["main-job", "ui.sh"])
+def test_a_second_platform_on_one_instance_is_refused_before_anything_is_written(tmp_path, command):
+    """A main job or ui.sh next to another on one DAGSTER_HOME started a second daemon (Dagster:
+    "Another SENSOR daemon is still sending heartbeats"), a second Spark server and, for two
+    main jobs, replaced each other's server output and counted each other's runs."""
+    home = new_home(tmp_path)  # not yet prepared: the second one must not prepare (or reset) a running instance
     before = sorted(p.name for p in home.iterdir())
-    fd = os.open(home / MAIN_JOB_LOCK_FILE, os.O_RDWR | os.O_CREAT)  # a running main job holds it
+    fd = os.open(home / SERVERS_LOCK_FILE, os.O_RDWR | os.O_CREAT)  # a running main job or ui.sh holds it
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.demo"], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
-                                                              "LOGPLAT_LOG_DIRS": str(tmp_path / "logs"),
-                                                              "DAGSTER_HOME": str(home)})
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                              env={**_without_log_dirs(), "PYTHONPATH": str(REPO), "DAGSTER_HOME": str(home)})
     finally:
         os.close(fd)
     assert proc.returncode == 1
-    assert proc.stderr.splitlines() == [f"error: another main job is running on DAGSTER_HOME {home}; wait for it to "
-                                        "finish, or give this one a DAGSTER_HOME of its own"]
-    assert not (tmp_path / "logs").exists() and sorted(p.name for p in home.iterdir()) == sorted(
-        before + [MAIN_JOB_LOCK_FILE])
+    assert proc.stderr.splitlines() == [f"error: the main job or scripts/ui.sh is already running on DAGSTER_HOME "
+                                        f"{home}: stop it first, or give this one a DAGSTER_HOME of its own"]
+    assert not (tmp_path / "data").exists() and sorted(p.name for p in home.iterdir()) == sorted(
+        before + [SERVERS_LOCK_FILE])
 
 
 def test_the_main_job_says_in_one_line_what_it_cannot_use(tmp_path):
