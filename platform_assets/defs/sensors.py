@@ -153,9 +153,14 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
         unreadable_by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, partition in sorted(unreadable):
             unreadable_by_topic[topic].append(partition)
-        unknown = sorted((set(by_topic) | set(unreadable_by_topic)) - known)
-        if unknown:
-            context.log.info(f"topics not in this code location yet (reload it to add them): {', '.join(unknown)}")
+        on_disk = set(by_topic) | set(unreadable_by_topic)
+        # the code location knows the topics of its last load: a topic created or deleted since
+        # shows in the tick's reason, which the UI shows, until the location is reloaded
+        reload_notes = [f"topics {what} (reload the code location): {', '.join(names)}" for what, names in (
+            ("not in this code location yet", sorted(on_disk - known)),
+            ("gone from the log dirs", sorted(known - on_disk))) if names]
+        for note in reload_notes:
+            context.log.info(note)
         if unreadable:
             context.log.error(unreadable_note(unreadable))
         requests, events = [], []
@@ -191,10 +196,12 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
         for asset_key, partitions in _health_partitions(events).items():
             clear_sensor_results(context.instance, asset_key, HEALTH_CHECK, partitions)
         if not requests and not events:
-            return dg.SensorResult(skip_reason=f"{len(states)} partition(s), none changed", cursor=cursor.dump())
+            return dg.SensorResult(skip_reason="; ".join([f"{len(states)} partition(s), none changed", *reload_notes]),
+                                   cursor=cursor.dump())
         # a tick that requests no run is "skipped" in the UI; its reason says what it recorded
-        done = (f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
-                f"{sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added or removed")
+        done = "; ".join([f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
+                          f"{sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added or removed",
+                          *reload_notes])
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor.dump(),
                                skip_reason=done)
 

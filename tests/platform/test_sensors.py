@@ -404,3 +404,17 @@ def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(t
     assert observation.partition == "0"
     assert observation.metadata["deleted_files_removed"].value == len(pending)
     assert observation.metadata["mb_freed"].value == round(sum(pending.values()) / 1e6, 6)
+
+
+def test_a_topic_created_or_deleted_since_the_code_location_loaded_shows_in_the_ticks_reason(logs, instance):
+    """A deleted topic kept its last (healthy) state in the UI, and a new one was named only in
+    the tick's log: the reason the UI shows says to reload the code location."""
+    defs, settings = definitions_for(logs)
+    first = discover(defs, settings, instance)
+    assert "reload the code location" not in first.skip_message
+    with LogManager([logs]) as manager:
+        manager.delete_topic("clicks")
+        manager.create_topic("audit.log", 1)
+    second = discover(defs, settings, instance, first.cursor)
+    assert second.skip_message.endswith("; topics not in this code location yet (reload the code location): "
+                                        "audit.log; topics gone from the log dirs (reload the code location): clicks")
