@@ -11,5 +11,5 @@ if [ ! -x .venv/bin/python ] || [ pyproject.toml -nt .venv/.installed ]; then
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 # Dagster draws tqdm progress bars for its storage migrations (0/17 ...) on every start of a
-# webserver or daemon: noise on the main job's and the UI's terminal (set TQDM_DISABLE=0 for them)
+# webserver or daemon: noise on the main job's and the UI's terminal
 export TQDM_DISABLE="${TQDM_DISABLE:-1}"
