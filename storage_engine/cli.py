@@ -19,6 +19,7 @@ from .cleaner import CompactionReport
 from .config import MAX_TIMESTAMP_MS, broker_props_from_env
 from .errors import CorruptRecordError, LogError, RecordTooLargeError
 from .manager import LogManager, log_dirs_from_env
+from .naming import MAX_PARTITION
 from .outcomes import CHANGED, FAILED
 from .dump import dump_file
 from .erasure import UNBOUNDED, erasure_report
@@ -31,7 +32,7 @@ from .verify import verify_partition
 PRODUCE_BATCH_RECORDS = 1000
 
 _CLOCK = bounded_int("a time in ms since the epoch", 0, MAX_TIMESTAMP_MS)
-_PARTITION = bounded_int("a partition number", 0, 2**31 - 1)
+_PARTITION = bounded_int("a partition number", 0, MAX_PARTITION)
 _OFFSET = bounded_int("an offset", 0, 2**63 - 1)
 _COUNT = bounded_int("a count", 1, 2**31 - 1)
 
@@ -329,7 +330,7 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
                          f"{r.records} records, offsets {r.log_start_offset}..{r.log_end_offset}")
         lines.extend(f"  {p}" for p in r.problems)
     lines.extend(f"{path}: holds segment files, but its name is no partition directory's (<topic>-<partition>, "
-                 "the partition without leading zeros and at most 2147483647): no command reads it; rename it"
+                 f"the partition without leading zeros and at most {MAX_PARTITION}): no command reads it; rename it"
                  for path in misnamed)
     _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed]},
            "\n".join(lines) or "no partitions")

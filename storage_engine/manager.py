@@ -368,7 +368,7 @@ class LogManager:
         for d in self.log_dirs:
             try:
                 with os.scandir(d.path) as it:  # named like a partition's (digits after the last "-"), yet none
-                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and e.name.rpartition("-")[1]
+                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and "-" in e.name
                             and is_digits(e.name.rpartition("-")[2]) and parse_partition_dir(e.name) is None]
             except FileNotFoundError:
                 continue
