@@ -177,7 +177,7 @@ class LogLoader:
                 self.warnings.append(f"{self.dir / name}: a writable open would remove it ({why})")
         segments = [LogSegment(self.dir, b, self.config, writable=False) for b in self._live_bases()]
         for seg in segments:
-            self._read_past_a_corrupt_index(seg)
+            self._read_past_an_index_problem(seg)
         segments = self._without_strays(segments)
         if not segments:
             base = self._empty_log_base()
@@ -218,15 +218,16 @@ class LogLoader:
             for entry in sorted(it, key=lambda e: e.name):
                 check_partition_entry(self.dir, entry)
 
-    def _read_past_a_corrupt_index(self, seg: LogSegment) -> None:
-        """Read-only: an index that fails its sanity check is left out of the view, which then
-        reads the ``.log`` from its start, as the writable open rebuilds it (step 5); the
-        warning says so (``verify`` reports it for the partition)."""
-        try:
-            seg.sanity_check_indexes()
-        except CorruptIndexError as exc:
+    def _read_past_an_index_problem(self, seg: LogSegment) -> None:
+        """Read-only: indexes that a writable open rebuilds (step 5: one missing, or failing its
+        sanity check) are left out of the view, which then reads the ``.log`` from its start as
+        the rebuilt ones would; the warning says so (``verify`` reports it for the partition).
+        A missing time index read as an empty one would understate the segment's largest
+        timestamp, where the rebuilt one will not."""
+        problem = self._index_problem(seg)
+        if problem:
             seg.forget_indexes()
-            self.warnings.append(f"{seg.log_path}: {exc} A writable open rebuilds both indexes from the log.")
+            self.warnings.append(f"{problem}; a writable open rebuilds both indexes of {seg.log_path.name} from it")
 
     def _empty_log_base(self) -> int:
         """Where a log without segments (re)starts: see ``load``."""
@@ -331,14 +332,15 @@ class LogLoader:
 
     @staticmethod
     def _index_problem(seg: LogSegment) -> str | None:
-        if not seg.offset_index.path.exists():
-            return "offset index missing"
-        if not seg.time_index.path.exists():
-            return "time index missing"
-        try:
-            seg.sanity_check_indexes()
-        except CorruptIndexError as exc:
-            return f"corrupt index: {exc}"
+        """Why step 5 rebuilds the segment's indexes, naming the index file first (as ``verify``'s
+        problems name their file), or None when both are present and pass their sanity check."""
+        for index in (seg.offset_index, seg.time_index):
+            if not index.path.exists():
+                return f"{index.path}: missing"
+            try:
+                index.sanity_check()
+            except CorruptIndexError as exc:
+                return f"{index.path}: {str(exc).rstrip('.')}"
         return None
 
     # -------------------------------------------------------------- step 6

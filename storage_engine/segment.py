@@ -251,17 +251,23 @@ class LogSegment:
     # ------------------------------------------------------------------ timestamps
 
     def _load_max_timestamp(self) -> tuple[int, int]:
-        """Largest timestamp so far: the time index's last entry, then the batches it does not cover."""
         if self._max_ts is None:
-            self._checked_indexes()
-            last = self.time_index.last_entry()
-            best = (last.timestamp, last.offset)
-            start = self.last_indexed_position
-            for raw in self.batches(start):
-                if raw.header.max_timestamp > best[0]:
-                    best = (raw.header.max_timestamp, raw.header.last_offset)
-            self._max_ts = best
+            self._max_ts = self.read_max_timestamp()
         return self._max_ts
+
+    def read_max_timestamp(self) -> tuple[int, int]:
+        """Largest timestamp so far and its offset, found as Kafka's ``LogSegment`` finds it
+        (``maxTimestampSoFar``): the time index's last entry, then the batches from the offset
+        index's last entry on, which the time index may not cover yet. Retention judges the
+        segment by it; ``verify`` compares it with every batch's, as a time index whose last
+        entry understates the batches it covers would get the segment deleted early."""
+        self._checked_indexes()
+        last = self.time_index.last_entry()
+        best = (last.timestamp, last.offset)
+        for raw in self.batches(self.last_indexed_position):
+            if raw.header.max_timestamp > best[0]:
+                best = (raw.header.max_timestamp, raw.header.last_offset)
+        return best
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -424,10 +430,6 @@ class LogSegment:
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
         self.time_index.resize(size)
-
-    def sanity_check_indexes(self) -> None:
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
 
     def forget_indexes(self) -> None:
         """Read without either index (see ``AbstractIndex.forget``): lookups start at position 0."""

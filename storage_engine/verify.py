@@ -154,3 +154,9 @@ def _verify_indexes(
         if e.offset < seg.base_offset or (last_offset is not None and e.offset > last_offset):
             problems.append(f"{ti.path}: entry {n} offset {e.offset} is outside the segment")
         prev_ts = e.timestamp
+    judged = seg.read_max_timestamp()[0]
+    if judged < max_ts:
+        read = f"timestamp {judged}" if judged >= 0 else "no timestamp (so the file's mtime)"
+        problems.append(f"{ti.path}: understates the segment's largest timestamp: retention reads {read} from it, "
+                        f"but the batches it covers reach {max_ts}, so time retention would delete the segment "
+                        "early (delete the .timeindex file and a writable open rebuilds it from the log)")

@@ -280,3 +280,49 @@ def test_a_partition_whose_segments_are_all_deleted_reads_as_an_empty_log(logctl
     # recovery restarts the log where it ended (the recovery point), not at 0
     code, out, _ = logctl("produce", "t", "--partition", "0", stdin='{"value": "x"}\n')
     assert code == 0 and "offsets 10..10" in out
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_a_missing_index_is_named_as_the_rebuild_a_writable_open_does(logctl, suffix):
+    """A missing index was read as an empty one and passed ``verify``, while a writable open
+    rebuilds both indexes from the log (step 5 of the load); a missing time index read as empty
+    also understated the segment's largest timestamp. The view now reads the segment as the
+    rebuilt indexes will, names the rebuild, and the rebuild restores the same files."""
+    part = _build(logctl.root, n=30, segment_bytes=600)
+    first = segment_file(part, _bases(part)[0], suffix)
+    original = first.read_bytes()
+    first.unlink()
+    views = Views(logctl)
+    assert views.verify_problems == [f"{first}: missing; a writable open rebuilds both indexes of "
+                                     f"{first.with_suffix('.log').name} from it"]
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(30))
+    assert first.read_bytes() == original
+    assert logctl("verify")[0] == 0
+
+
+def test_a_time_index_that_understates_the_largest_timestamp_is_reported(logctl):
+    """Retention judges a segment by its time index's last entry and the batches after the last
+    offset index entry (Kafka's ``maxTimestampSoFar``). A time index whose last entry is below a
+    batch it covers passed ``verify``, and time retention would delete the segment early."""
+    recs = records(30, ts=1_000)
+    recs[4] = dataclasses.replace(recs[4], timestamp=500_000)  # the segment's largest, early on
+    with open_topic(logctl.root, index_interval_bytes=1, segment_bytes=600) as m:
+        append_each(m.get_log("t", 0), recs)
+    part = logctl.root / "t-0"
+    time_index = segment_file(part, 0, ".timeindex")
+    assert len(time_index.read_bytes()) == 4 * 12  # offsets 1 to 4: later batches are not above 500000
+    os.truncate(time_index, 3 * 12)  # only the entries before the largest timestamp's batch
+    with LogManager([logctl.root], read_only=True) as m:
+        judged = m.get_log("t", 0).segments[0].largest_timestamp
+    assert judged < 500_000
+    views = Views(logctl)
+    assert views.verify_problems == [
+        f"{time_index}: understates the segment's largest timestamp: retention reads timestamp {judged} from it, but "
+        "the batches it covers reach 500000, so time retention would delete the segment early (delete the "
+        ".timeindex file and a writable open rebuilds it from the log)"]
+    time_index.unlink()  # what the message says to do
+    assert logctl("produce", "t", "--partition", "0", stdin='{"value": "x"}\n')[0] == 0
+    assert logctl("verify")[0] == 0
+    with LogManager([logctl.root], read_only=True) as m:
+        assert m.get_log("t", 0).segments[0].largest_timestamp == 500_000

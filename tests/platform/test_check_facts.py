@@ -54,6 +54,16 @@ def test_a_read_stopped_by_a_damaged_batch_says_so(tmp_path):
     assert summarize({0: facts})[0].error == facts.error
 
 
+def test_an_index_a_writable_open_rebuilds_is_an_index_problem(tmp_path):
+    """The checks sort ``verify``'s problems by the file each names: a missing or corrupt index
+    was named by its ``.log`` and failed the offsets check instead of the indexes check."""
+    _log(tmp_path, [(b"a", b"1"), (b"b", b"2")])
+    (tmp_path / "t-0" / "00000000000000000000.timeindex").unlink()
+    verification = _facts(tmp_path).verification
+    assert verification is not None and not verification.offset_problems
+    assert [p.split(": ")[0] for p in verification.index_problems] == [str(tmp_path / "t-0" / "00000000000000000000.timeindex")]
+
+
 def test_spark_tasks_read_every_partition_asked_for(spark, tmp_path):
     manager = open_topic(tmp_path, "t", 3, cleanup_policy="compact")
     for p in range(3):
