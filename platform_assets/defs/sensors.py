@@ -276,11 +276,14 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
         fresh = [s for s in candidates if s.tp not in busy and (s.topic, s.partition, tokens[s.tp]) not in used]
         chosen = fresh[: settings.max_partitions_per_tick]
         in_flight = sum(1 for s in candidates if s.tp in busy)
+        held_back = {  # why partitions that need work are not requested now; only the reasons that apply
+            "of them have a run queued or running": in_flight,
+            "already ran in their current state": len(candidates) - in_flight - len(fresh),
+            f"left for the next tick (at most {settings.max_partitions_per_tick} a tick)": len(fresh) - len(chosen),
+            "wait for log_state_sensor to add their keys": len(states) - len(keyed),
+        }
         notes = [f"{len(keyed)} partition(s) checked", f"{len(candidates)} need work",
-                 f"{in_flight} of them have a run queued or running",
-                 f"{len(candidates) - in_flight - len(fresh)} already ran in their current state",
-                 f"{len(fresh) - len(chosen)} left for the next tick (at most {settings.max_partitions_per_tick} a tick)",
-                 f"{len(states) - len(keyed)} wait for log_state_sensor to add their keys"]
+                 *(f"{count} {why}" for why, count in held_back.items() if count)]
         if unreadable:
             notes.append(unreadable_note(unreadable))
         if not chosen:

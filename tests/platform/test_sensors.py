@@ -202,6 +202,8 @@ def test_partitions_wait_for_their_keys(logs, instance):
     data = tick(defs, settings, instance, "compaction_sensor")
     assert not data.run_requests
     assert "wait for log_state_sensor" in data.skip_message
+    # only the reasons that apply: no "0 of them have a run queued or running"
+    assert not any(note.startswith("0 ") for note in data.skip_message.split("; ")[2:]), data.skip_message
 
 
 def test_new_partitions_are_added_in_numeric_order_without_a_reload(logs, instance):
