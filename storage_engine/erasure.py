@@ -20,6 +20,11 @@ never shows whether the bound held. This module answers it exactly, by reading e
   oldest uncleaned record the bound covers, and the time left), as the sensors see it.
 * For one key, every offset that still holds a record of it: in the live segments, and in
   ``.deleted`` files that ``file.delete.delay.ms`` has not yet let go (bytes still on disk).
+* Transactions count as the cleaner counts them: a record of an aborted transaction supersedes
+  nothing (Kafka's ``buildOffsetMap`` leaves aborted batches out of the offset map, through
+  the same ``TransactionTracker``), and neither does one at or past the last stable offset,
+  which no cleaning reaches until its transaction is decided. Aborted records are not
+  remnants either: any cleaning that reaches them drops them whole.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 
 from .cleaner.candidacy import candidacy_from_stats
 from .cleaner.plan import ErasureDeadline
+from .cleaner.rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
 from .cleaner.strategy import Winners, version_rule
 from .errors import LogError
 from .log import Log
@@ -37,6 +43,7 @@ from .naming import DELETED_SUFFIX, LOG_SUFFIX
 from .nofollow import open_nofollow
 from .record import decode_batch
 from .record.file_records import read_batches
+from .record.rewrite import control_type_of
 from .stats import stats_of
 
 #: Kafka's "no bound" value of ``max.compaction.lag.ms``.
@@ -117,15 +124,22 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     values: list[int] = []
     tombstones: list[int] = []
     path = str(log.dir)
+    producers = _producers(log)
+    tracker = TransactionTracker(producers.aborted)
     for raw in log.iter_batches():
-        if raw.header.magic >= 2 and raw.header.is_control:
+        h = raw.header
+        if h.magic >= 2 and h.is_control:
+            tracker.on_control_batch(h, control_type_of(raw, path))
             continue
+        aborted = h.magic >= 2 and tracker.on_data_batch(h)
         for r in decode_batch(raw, path=path):
             if r.offset < log.log_start_offset or r.key is None:
                 continue
             report.records_read += 1
             if key is not None and r.key == key:
                 (values if r.value is not None else tombstones).append(r.offset)
+            if aborted or r.offset >= producers.last_stable_offset:
+                continue  # replaces nothing, and goes with any cleaning that reaches it
             due = lag != UNBOUNDED and r.timestamp + lag <= now_ms
             if winners is not None:
                 winner = winners.offer(r)
@@ -142,6 +156,17 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     if key is not None:
         report.key = KeyRecords(tuple(values), tuple(tombstones), tuple(_offsets_in_deleted_files(log.dir, key)))
     return report
+
+
+def _producers(log: Log) -> ProducerSnapshot:
+    """The aborted transactions and the last stable offset, from a first pass over the batch
+    headers (the aborted ones are known only at their ABORT markers, after their batches)."""
+    builder = ProducerStateBuilder()
+    path = str(log.dir)
+    for raw in log.iter_batches():
+        h = raw.header
+        builder.observe(h, control_type_of(raw, path) if h.magic >= 2 and h.is_control else None)
+    return builder.snapshot(log.log_end_offset)
 
 
 def log_deadline(log: Log, now_ms: int) -> ErasureDeadline | None:

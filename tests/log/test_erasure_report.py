@@ -110,3 +110,35 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capsys
         code, out, err = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", *args)
         assert code == 1 and out == "" and len(err.strip().splitlines()) == 1, (args, err)
     assert {p.name: p.read_bytes() for p in (tmp_path / "users-0").iterdir() if p.is_file()} == before
+
+
+def _transactional_log(root, *, decided: bool):
+    """``k=v1`` at 0, then ``k=v2`` in a transaction of producer 7 at 1 (aborted at 2 when
+    ``decided``, else still open), and an unrelated record after it, long past the bound."""
+    from tests.helpers.cleaner import data_batch, marker, raw_log
+
+    batches = [data_batch(0, [("k", "v1")], ts=T0),
+               data_batch(1, [("k", "v2")], ts=T0, pid=7, epoch=0, seq=0, transactional=True)]
+    if decided:
+        batches.append(marker(2, 7, 0, commit=False, ts=T0))
+    return raw_log(root, [batches, [data_batch(3, [("other", "x")], ts=T0)]], max_compaction_lag_ms="1000",
+                   min_cleanable_dirty_ratio="0.01")
+
+
+def test_a_record_of_an_aborted_or_undecided_transaction_supersedes_nothing(tmp_path):
+    """The report counted ``k=v1`` as superseded by an aborted ``k=v2``, where the cleaner (whose
+    offset map never holds aborted records) keeps it; and by a record of a transaction still
+    open, which no cleaning reaches yet."""
+    from tests.helpers.cleaner import content
+
+    for decided in (True, False):
+        root = tmp_path / f"decided-{decided}"
+        with _transactional_log(root, decided=decided) as manager:
+            log = manager.get_log("t", 0)
+            now = T0 + HOUR
+            report = erasure_report(log, now, b"k")
+            assert report.ok and report.remnants == 0, report.to_dict()
+            assert report.key is not None and report.key.values == (0, 1)  # both still on disk
+            manager.compact("t", 0, now_ms=now)
+            assert (0, "k", "v1") in content(log)  # the cleaner agrees: nothing replaced v1
+            assert erasure_report(log, now).ok
