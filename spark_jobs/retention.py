@@ -119,7 +119,7 @@ def _retain(manager: LogManager | None, item: RetentionItem, now_ms: int, checkp
     try:
         log = manager.get_log(item.topic, item.partition)
         result = apply_retention(log, plan, now_ms)
-        sweep_deleted_files(log.dir, now_ms, log.config.file_delete_delay_ms)
+        sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
     except LogChangedError as exc:
         return RetentionOutcome(item.topic, item.partition, CHANGED, str(exc), plan.to_dict())
     except (LogError, OSError) as exc:

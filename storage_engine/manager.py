@@ -61,7 +61,6 @@ from .naming import (
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
-from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, scan_log_dir
 from .topic_store import TopicMetadata, TopicMetadataError, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
 
@@ -470,9 +469,9 @@ class LogManager:
             if d.path.is_dir():
                 yield from scan_log_dir(d.path, topic)
 
-    def delete_expired_files(self, *, now_ms: int) -> dict[tuple[str, int], list[tuple[str, int]]]:
+    def delete_expired_files(self) -> dict[tuple[str, int], list[tuple[str, int]]]:
         """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed
-        since their rename (Kafka's scheduled ``deleteSegmentFiles``), whether or not anything
+        since their rename by the wall clock (Kafka's scheduled ``deleteSegmentFiles``), whether or not anything
         else touches the partition; returns the removed files and sizes by partition. Needs no
         partition lock: readers that still hold such a file open keep reading it."""
         removed = {}
@@ -480,7 +479,7 @@ class LogManager:
         for (topic, partition), loc in sorted(self.partition_locations().items()):
             if topic not in configs:
                 configs[topic] = self.topic_config(topic)
-            files = sweep_deleted_files(loc.path, now_ms, configs[topic].file_delete_delay_ms)
+            files = sweep_deleted_files(loc.path, configs[topic].file_delete_delay_ms)
             if files:
                 removed[(topic, partition)] = files
         return removed
@@ -501,7 +500,7 @@ class LogManager:
             log = self.get_log(plan.topic, plan.partition)
             if plan.deletions:
                 results.append(apply_retention(log, plan, now_ms))
-            sweep_deleted_files(log.dir, now_ms, log.config.file_delete_delay_ms)
+            sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
         return results
 
     # ------------------------------------------------------------------ compaction
@@ -570,8 +569,7 @@ class LogManager:
         local cleaner and the Spark job both end a partition here."""
         if log.config.delete:
             report.retention = apply_retention(log, None, now_ms).to_dict()
-        # the ctime of a rename is wall-clock time, whatever clock the cleaner judged by
-        sweep_deleted_files(log.dir, wall_clock_ms(), log.config.file_delete_delay_ms)
+        sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
         report.segments_after = len(log.segments)
         report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms, last_stable_offset)
 

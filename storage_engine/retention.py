@@ -26,8 +26,8 @@ a kill at any point leaves the log either as it was or as planned:
    From here on a reload treats every segment wholly below it as deleted (``loader.py``);
 4. rename each deleted segment's files to ``.deleted`` (``.log`` first) and drop them from the
    segment list; readers that already opened them keep reading through their descriptors;
-5. remove ``.deleted`` files once ``file.delete.delay.ms`` has passed (``sweep_deleted_files``;
-   a load also removes leftovers).
+5. remove ``.deleted`` files once ``file.delete.delay.ms`` has passed by the wall clock
+   (``sweep_deleted_files``; a load also removes leftovers).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from .config import LogConfig
 from .errors import LogChangedError
 from .faults import crash_point
 from .naming import DELETED_SUFFIX
+from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, SegmentStat
 
 REASON_LOG_START_OFFSET = "log-start-offset"
@@ -229,10 +230,9 @@ def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionRe
         result.deleted_segments += [s.base_offset for s in doomed]
         result.bytes_freed += sum(d.size_bytes for d in fresh.deletions)
         result.new_log_start_offset = log.log_start_offset
-        result.pending_files = [str(p) for p in pending]
         if log.config.file_delete_delay_ms == 0:
-            sweep_deleted_files(log.dir, now_ms, 0)
-            result.pending_files = []
+            sweep_deleted_files(log.dir, 0)
+        result.pending_files = [str(p) for p in pending if os.path.lexists(p)]
         return result
 
 
@@ -250,15 +250,19 @@ def _planned_and_already_gone(plan: RetentionPlan | None, log) -> set[int]:
     return {b for b in plan.deleted_bases if b not in live and b < first_live and first_live <= log.log_start_offset}
 
 
-def sweep_deleted_files(directory: Path, now_ms: int, delay_ms: int) -> list[tuple[str, int]]:
-    """Remove ``.deleted`` files renamed at least ``delay_ms`` ago (a rename sets the ctime);
-    returns each removed file's name and size (what the removal freed). A symbolic link named
-    like one is removed itself, never followed."""
+def sweep_deleted_files(directory: Path, delay_ms: int) -> list[tuple[str, int]]:
+    """Remove ``.deleted`` files renamed at least ``delay_ms`` ago (Kafka's scheduled
+    ``deleteSegmentFiles``); returns each removed file's name and size (what the removal freed).
+    A rename sets the ctime, which is the wall clock's, so the delay is measured by the wall
+    clock whatever clock retention or the cleaner judged by: with a ``--now-ms`` in the past a
+    file renamed just now never looked due, and a result said nothing was pending while it
+    stayed. A symbolic link named like one is removed itself, never followed."""
     removed = []
+    now = wall_clock_ms()
     for entry in os.scandir(directory):
         if entry.name.endswith(DELETED_SUFFIX):
             st = entry.stat(follow_symlinks=False)
-            if int(st.st_ctime * 1000) + delay_ms <= now_ms:
+            if int(st.st_ctime * 1000) + delay_ms <= now:
                 os.unlink(entry.path)
                 removed.append((entry.name, st.st_size))
     return removed

@@ -322,7 +322,7 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
                      "and records what each partition freed.", settings)
     def deleted_files_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         with log_store.manager() as manager:
-            removed = manager.delete_expired_files(now_ms=wall_clock_ms())
+            removed = manager.delete_expired_files()
         if not removed:
             return dg.SkipReason("no .deleted file is past its topic's file.delete.delay.ms")
         events = [

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -136,7 +137,9 @@ def test_an_empty_active_segment_stays_while_the_rest_goes(tmp_path):
 
 
 def test_deleted_files_wait_for_the_delay_then_go(tmp_path):
-    with open_topic(tmp_path, retention_ms=100, file_delete_delay_ms=60_000) as m:
+    """The delay runs from the rename by the wall clock (the rename's ctime), whatever clock
+    retention judges the segments by (here one in 1970)."""
+    with open_topic(tmp_path, retention_ms=100, file_delete_delay_ms=2_000) as m:
         log = m.get_log("t", 0)
         build(log, [(1, 1, 10), (1, NOW, 10)])
         result = m.apply_retention([plan(m)], now_ms=NOW)[0]
@@ -146,9 +149,21 @@ def test_deleted_files_wait_for_the_delay_then_go(tmp_path):
         assert all(os.path.exists(f) for f in result.pending_files)
         m.apply_retention(m.retention_plans("t", now_ms=NOW), now_ms=NOW)  # too early
         assert all(os.path.exists(f) for f in result.pending_files)
-        later = int(os.stat(result.pending_files[0]).st_ctime * 1000) + 60_000
-        m.apply_retention(m.retention_plans("t", now_ms=later), now_ms=later)
+        due = os.stat(result.pending_files[0]).st_ctime + 2.0
+        time.sleep(max(0.0, due - time.time()) + 0.05)
+        m.apply_retention(m.retention_plans("t", now_ms=NOW), now_ms=NOW)
         assert not any(os.path.exists(f) for f in result.pending_files)
+
+
+def test_without_a_delay_deleted_files_go_at_once_whatever_the_clock(tmp_path):
+    """With ``file.delete.delay.ms=0`` and a clock in the past (``--now-ms``), the files stayed
+    (their ctime is the wall clock's, after that "now") while the result said none was pending."""
+    with open_topic(tmp_path, retention_ms=100, file_delete_delay_ms=0) as m:
+        log = m.get_log("t", 0)
+        build(log, [(1, 1, 10), (1, NOW, 10)])
+        result = m.apply_retention([plan(m)], now_ms=NOW)[0]
+        assert result.deleted_segments == [0] and result.pending_files == []
+        assert not [n for n in os.listdir(log.dir) if n.endswith(".deleted")]
 
 
 def test_apply_refuses_a_plan_the_log_outgrew(tmp_path):
