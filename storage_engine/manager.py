@@ -24,6 +24,7 @@ from typing import ContextManager, Iterator, Mapping, Sequence
 
 from .checkpoint import fsync_dir
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
+from .cleaner.cleaner import reset_out_of_range_checkpoint
 from .cleaner.plan import LogToClean
 from .config import (
     INTERNAL_TOPIC_DEFAULTS,
@@ -563,37 +564,44 @@ class LogManager:
     @staticmethod
     def after_cleaning(log: Log, report: CompactionReport, now_ms: int, cleaner: Cleaner,
                        last_stable_offset: int | None = None) -> None:
-        """What Kafka's cleaner thread does after cleaning a partition (or finding it not due):
-        retention for ``compact,delete`` topics (``deleteOldSegments``), then the delayed removal
-        of ``.deleted`` files; the report's segment count and dirty ratio are what is left. The
-        local cleaner and the Spark job both end a partition here."""
-        if log.config.delete:
-            report.retention = apply_retention(log, None, now_ms).to_dict()
-        sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
+        """What Kafka's cleaner thread does after cleaning a partition (or finding it not due): the
+        after-steps (``after_steps``); the report's segment count and dirty ratio are what is
+        left. The local cleaner and the Spark job both end a partition here."""
+        retention = LogManager.after_steps(log, now_ms)
+        if retention is not None:
+            report.retention = retention.to_dict()
         report.segments_after = len(log.segments)
         report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms, last_stable_offset)
+
+    @staticmethod
+    def after_steps(log: Log, now_ms: int) -> RetentionResult | None:
+        """The cleaner thread's steps after each partition, cleaned or not due: retention for
+        ``compact,delete`` topics (``deleteOldSegments``; None for others), then the delayed
+        removal of ``.deleted`` files."""
+        retention = apply_retention(log, None, now_ms) if log.config.delete else None
+        sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
+        return retention
 
     def compact_due(
         self, topic: str | None = None, *, now_ms: int, max_passes: int | None = None
     ) -> list[CompactionReport]:
         """Compact every due partition, dirtiest first; a partition another process changed or is
-        cleaning is skipped (its report says why). Checkpoints found out of range are reset even
-        for partitions that are not due, and ``compact,delete`` partitions get retention either way."""
+        cleaning is skipped (its report says why). A partition that is not due is opened only
+        when its checkpoint was found out of range (it is reset) or its topic is
+        ``compact,delete`` (the after-steps run either way, as in Kafka's cleaner thread); it is
+        reported when retention deleted something."""
         cleaner = Cleaner(self.cleaner_config())
         reports = []
         for ltc in self.compaction_candidates(topic, now_ms=now_ms):
             if not ltc.due:
-                config = self.topic_config(ltc.topic)
-                if ltc.force_checkpoint_update or config.delete:
+                if ltc.force_checkpoint_update or self.topic_config(ltc.topic).delete:
                     log = self.get_log(ltc.topic, ltc.partition)
-                    if ltc.force_checkpoint_update:
-                        log.log_dir.cleaner_offsets.update({(ltc.topic, ltc.partition): ltc.first_dirty_offset})
-                    if config.delete:
-                        retention = apply_retention(log, None, now_ms)
-                        if retention.deleted_segments:
-                            skipped = CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=f"not due: {ltc.why}")
-                            skipped.retention = retention.to_dict()
-                            reports.append(skipped)
+                    reset_out_of_range_checkpoint(log, ltc)
+                    retention = self.after_steps(log, now_ms)
+                    if retention is not None and retention.deleted_segments:
+                        skipped = CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=f"not due: {ltc.why}")
+                        skipped.retention = retention.to_dict()
+                        reports.append(skipped)
                 continue
             try:
                 reports.append(self.compact(ltc.topic, ltc.partition, now_ms=now_ms, force=False,

@@ -36,6 +36,14 @@ if TYPE_CHECKING:  # log.py does not import the cleaner; the manager imports bot
     from ..log import Log
 
 
+def reset_out_of_range_checkpoint(log: Log, ltc: LogToClean) -> None:
+    """A cleaner checkpoint found out of range (below the log start offset, or past the log end:
+    ``LogCleanerManager.cleanableOffsets`` says so with ``forceUpdateCheckpoint``) is rewritten
+    to the first dirty offset, whether or not the partition is cleaned now."""
+    if ltc.force_checkpoint_update:
+        log.log_dir.cleaner_offsets.update({(log.topic, log.partition): ltc.first_dirty_offset})
+
+
 @dataclass
 class PreparedPass:
     """A pass up to its cleanable range: the snapshot it reads (it owns the descriptors: close
@@ -121,8 +129,6 @@ class Cleaner:
                     f"{report.stats.records_without_version} record(s) had no readable version in header "
                     f"'{log.config.compaction_strategy_header}' (an 8-byte big-endian long): they count as the "
                     "lowest version")
-            report.segments_after = len(log.segments)
-            report.dirty_ratio_after = self.dirty_ratio_now(log, now_ms)
         if report.passes == 0 and report.skipped is None:
             report.skipped = "nothing to clean"
         report.duration_s = self.clock() - start
@@ -194,8 +200,7 @@ class Cleaner:
             if ltc.first_dirty_offset >= ltc.first_uncleanable_offset or ltc.cleanable_bytes == 0 or not (
                 force or ltc.due
             ):
-                if ltc.force_checkpoint_update:
-                    log.log_dir.cleaner_offsets.update({(log.topic, log.partition): ltc.first_dirty_offset})
+                reset_out_of_range_checkpoint(log, ltc)
                 if report.passes == 0:
                     report.skipped = (
                         f"nothing cleanable below offset {ltc.first_uncleanable_offset} (bounded by {ltc.bound_reason})"
