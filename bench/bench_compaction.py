@@ -47,7 +47,7 @@ from crc32c import crc32c
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from storage_engine.config import LogConfig  # noqa: E402
+from storage_engine.config.topic import LogConfig  # noqa: E402
 from storage_engine.manager import LogManager  # noqa: E402
 from storage_engine.record.varint import encode_varint  # noqa: E402
 from storage_engine.segment import LogSegment  # noqa: E402

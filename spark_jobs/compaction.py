@@ -78,7 +78,7 @@ from storage_engine.cleaner.plan import CleaningRound
 from storage_engine.cleaner.strategy import CompactionStrategy
 from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerBusyError, CleanerLock, remote_staging_dir, \
     remove_stale_staging
-from storage_engine.config import LogConfig
+from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager

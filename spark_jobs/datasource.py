@@ -46,7 +46,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from storage_engine.config import LogConfig
+from storage_engine.config.topic import LogConfig
 from storage_engine.errors import CorruptRecordError
 from storage_engine.log import Log
 from storage_engine.manager import LogManager, PartitionLocation

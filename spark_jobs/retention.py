@@ -19,7 +19,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from storage_engine.config import LogConfig
+from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.manager import LogManager
 from storage_engine.outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED

@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 from typing import Sequence
 
-from .config import LogConfig
+from .config.topic import LogConfig
 from .errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from .record import (
     CompressionType,

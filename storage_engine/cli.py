@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from .cleaner import CompactionReport
-from .config import MAX_TIMESTAMP_MS, broker_props_from_env
+from .config.properties import broker_props_from_env
+from .config.values import MAX_TIMESTAMP_MS
 from .errors import CorruptRecordError, LogError, RecordTooLargeError
 from .manager import LogManager, log_dirs_from_env
 from .naming import MAX_PARTITION

@@ -47,7 +47,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import LogConfig
+from .config.topic import LogConfig
 from .errors import (
     CheckpointError,
     CorruptIndexError,

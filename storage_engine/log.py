@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Collection, Sequence
 
 from .checkpoint import fsync_dir
-from .config import LONG_MAX, LogConfig
+from .config.topic import LogConfig
+from .config.values import LONG_MAX
 from .errors import AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .log_reads import LogReads

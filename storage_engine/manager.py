@@ -26,16 +26,13 @@ from .checkpoint import fsync_dir
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from .cleaner.cleaner import reset_out_of_range_checkpoint
 from .cleaner.plan import LogToClean
-from .config import (
+from .config.broker import MAX_PARTITIONS_KEY, build_log_config, max_partitions_per_topic
+from .config.cleaner import CleanerConfig, build_cleaner_config
+from .config.topic import (
     INTERNAL_TOPIC_DEFAULTS,
-    MAX_PARTITIONS_KEY,
-    CleanerConfig,
     LogConfig,
-    build_cleaner_config,
-    build_log_config,
     check_config_key,
     creation_overrides,
-    max_partitions_per_topic,
     validate_topic_overrides,
 )
 from .errors import (

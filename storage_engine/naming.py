@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from .config import LONG_MAX
+from .config.values import LONG_MAX
 from .errors import InvalidSegmentNameError, InvalidTopicError
 from .nofollow import check_dir_entry, check_file_entry
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from .config import LogConfig
+from .config.topic import LogConfig
 from .errors import LogChangedError
 from .faults import crash_point
 from .naming import DELETED_SUFFIX

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .config import LONG_MAX, LogConfig
+from .config.topic import LogConfig
+from .config.values import LONG_MAX
 from .errors import CorruptRecordError, LogChangedError, LogError
 from .index import IndexMark, OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
-from .config import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
+from .config.broker import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
 from .errors import LogError
 from .naming import MAX_TOPIC_LENGTH, validate_topic_name
 from .nofollow import check_dir_or_missing, check_file_entry, check_under, open_nofollow, read_bytes_nofollow

@@ -26,7 +26,7 @@ from pydantic import Field
 from spark_jobs.compaction import compact_partitions
 from storage_engine.outcomes import COMPACTED, FAILED
 from spark_jobs.retention import retention_partitions
-from storage_engine.config import MAX_TIMESTAMP_MS
+from storage_engine.config.values import MAX_TIMESTAMP_MS
 
 from ..logic import check_facts
 from ..logic.catalog import Topic

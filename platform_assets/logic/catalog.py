@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from storage_engine.config import LogConfig
+from storage_engine.config.topic import LogConfig
 from storage_engine.manager import LogManager
 
 from .units import duration_text, size_text

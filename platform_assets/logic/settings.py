@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_jobs.session import DEFAULT_MASTER, spark_master
-from storage_engine.config import INT_MAX, broker_props_from_env, retention_check_interval_ms
+from storage_engine.config.broker import retention_check_interval_ms
+from storage_engine.config.properties import broker_props_from_env
+from storage_engine.config.values import INT_MAX
 from storage_engine.naming import is_digits
 from storage_engine.manager import log_dirs_from_env
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection
 
-from storage_engine.config import LogConfig
+from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
 from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition
 from storage_engine.naming import parse_partition_dir

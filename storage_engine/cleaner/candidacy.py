@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from .plan import LONG_MAX, LogToClean, SegmentFacts, log_to_clean
-from ..config import LogConfig
+from ..config.topic import LogConfig
 from ..naming import LOG_SUFFIX, segment_file
 from ..nofollow import open_nofollow
 from ..record.file_records import read_headers

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Callable, TYPE_CHECKING
 
 from .plan import CleaningRound, LogToClean, plan_round
-from ..config import CleanerConfig, LogConfig
+from ..config.cleaner import CleanerConfig
+from ..config.topic import LogConfig
 from ..errors import LogChangedError, LogError
 from ..faults import crash_point
 from ..naming import CLEANED_SUFFIX

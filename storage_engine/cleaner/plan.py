@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
-    from ..config import LogConfig
+    from ..config.topic import LogConfig
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1

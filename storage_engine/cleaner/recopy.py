@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TYPE_CHECKING
 
 from .plan import LogToClean, log_to_clean
-from ..config import LogConfig
+from ..config.topic import LogConfig
 from ..naming import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,

@@ -48,7 +48,7 @@ from storage_engine.cleaner import (
 from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT, encode_legacy_message
 from storage_engine.cleaner.plan import SegmentFacts, group_segments_by_size
 from storage_engine.cli import main as logctl
-from storage_engine.config import CleanerConfig
+from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.errors import LogChangedError
 from storage_engine.manager import LogManager
 from storage_engine.cleaner.offset_map import OffsetMap, entry_cost

@@ -7,17 +7,11 @@ import os
 
 import pytest
 
-from storage_engine.config import (
-    LONG_MAX,
-    TOPIC_CONFIG_KEYS,
-    CleanerConfig,
-    LogConfig,
-    broker_log_defaults,
-    build_cleaner_config,
-    build_log_config,
-    parse_properties,
-    validate_topic_overrides,
-)
+from storage_engine.config.broker import broker_log_defaults, build_log_config
+from storage_engine.config.cleaner import CleanerConfig, build_cleaner_config
+from storage_engine.config.properties import parse_properties
+from storage_engine.config.topic import TOPIC_CONFIG_KEYS, LogConfig, validate_topic_overrides
+from storage_engine.config.values import LONG_MAX
 from storage_engine.errors import ConfigError, LogError
 
 KAFKA_DEFAULTS = {
@@ -461,7 +455,7 @@ def test_cleaner_dedupe_message() -> None:
 
 def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatch) -> None:
     """The env-named server.properties is read by parse_properties: ``key: value`` counts too."""
-    from storage_engine.config import broker_props_from_env
+    from storage_engine.config.properties import broker_props_from_env
 
     props_file = tmp_path / "server.properties"
     props_file.write_text("# broker\nlog.retention.ms: 5000\n! note\nlog.segment.bytes=1048576\n")
@@ -480,7 +474,7 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
 def test_a_properties_file_that_cannot_be_read_is_named_with_its_variable(tmp_path, monkeypatch, make, error) -> None:
     """A FIFO hung every command; the others gave bare OS or codec errors naming neither the
     file nor the variable."""
-    from storage_engine.config import broker_props_from_env
+    from storage_engine.config.properties import broker_props_from_env
     from storage_engine.errors import ServerPropertiesError
 
     path = tmp_path / "server.properties"

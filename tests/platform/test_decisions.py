@@ -15,7 +15,7 @@ from platform_assets.defs.schedules import cron_for_interval_ms
 from platform_assets.defs.sensors import busy_logs
 from platform_assets.logic.observation_cursor import ObservationCursor
 from platform_assets.logic.settings import PlatformSettings
-from storage_engine.config import retention_check_interval_ms
+from storage_engine.config.broker import retention_check_interval_ms
 from storage_engine.errors import ConfigError
 from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
 
