@@ -30,6 +30,8 @@ import zipfile
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from storage_engine.config.values import INT_MAX
+
 from .errors import SparkSetupError
 
 MASTER_ENV = "LOGPLAT_SPARK_MASTER"
@@ -66,7 +68,6 @@ _CLUSTER_SCHEMES = (STANDALONE_SCHEME, "k8s://", "mesos://")
 # Spark's own forms (SparkMasterRegex), spaces around the numbers included
 _LOCAL_MASTER = re.compile(r"local(\[\s*(\*|[0-9]+)\s*(,\s*[0-9]+\s*)?\])?"
                            r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
-_INT_MAX = 2**31 - 1  # Spark parses the counts in a local master as Java ints
 # How many closed shared sessions (released, or expired on the server) a client steps over
 # before it opens a session of its own; see ``connect_session``.
 SHARED_SESSION_GENERATIONS = 64
@@ -108,9 +109,10 @@ def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> Non
     if not (local or master == "yarn" or master.startswith(_CLUSTER_SCHEMES)):
         raise SparkSetupError(f"not a Spark master: {master!r} (local[N], spark://host:port, yarn, k8s://..., "
                               f"or {CONNECT_SCHEME}host:port for a Spark Connect server)")
-    if local and not all(low <= int(n) <= _INT_MAX for n, low in _local_counts(local)):
+    # Spark parses the counts in a local master as Java ints
+    if local and not all(low <= int(n) <= INT_MAX for n, low in _local_counts(local)):
         raise SparkSetupError(f"not a Spark master: {master!r}: its thread and worker counts must be 1 to "
-                              f"{_INT_MAX} (a failure count 0 to {_INT_MAX})")
+                              f"{INT_MAX} (a failure count 0 to {INT_MAX})")
     if master == "yarn" and "HADOOP_CONF_DIR" not in os.environ and "YARN_CONF_DIR" not in os.environ:
         raise SparkSetupError("the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's "
                               "configuration directory")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .config.topic import LogConfig
+from .config.values import LONG_MAX
 from .errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from .record import (
     CompressionType,
@@ -144,15 +145,14 @@ def build_batch(
 
 
 def _can_skip_record_checks(header, codec: CompressionType, config: LogConfig) -> bool:
-    no_limit = 2**63 - 1
     return (
         header.magic == 2
         and codec == header.attributes & 0x07
         and header.records_count > 0
         and not config.compact
         and config.message_timestamp_type == "CreateTime"
-        and config.message_timestamp_before_max_ms == no_limit
-        and config.message_timestamp_after_max_ms == no_limit
+        and config.message_timestamp_before_max_ms == LONG_MAX
+        and config.message_timestamp_after_max_ms == LONG_MAX
     )
 
 

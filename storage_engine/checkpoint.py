@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from .config.values import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 from .errors import CheckpointError, InvalidTopicError
 from .naming import validate_topic_name
 from .nofollow import open_dir_nofollow, open_nofollow, read_bytes_nofollow
@@ -39,8 +40,6 @@ CURRENT_VERSION = 0
 TopicPartition = tuple[str, int]
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
 def fsync_dir(path: Path) -> None:
@@ -109,7 +108,7 @@ def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPa
         lines.pop()  # the newline that ends the last line
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
 
-    version = _parse_int(lines[0].strip(), _INT_MIN, _INT_MAX)
+    version = _parse_int(lines[0].strip(), INT_MIN, INT_MAX)
     if version is None:
         raise CheckpointError(
             f"Malformed version line in checkpoint file {path}: {lines[0]!r}"
@@ -121,7 +120,7 @@ def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPa
         )
     if len(lines) < 2:
         return {}
-    expected = _parse_int(lines[1].strip(), 0, _INT_MAX)
+    expected = _parse_int(lines[1].strip(), 0, INT_MAX)
     if expected is None:
         raise CheckpointError(f"Malformed entry count in checkpoint file {path}: {lines[1]!r}")
 
@@ -130,8 +129,8 @@ def parse_checkpoint(data: bytes, path: Path | str = "<memory>") -> dict[TopicPa
     body = lines[2:]
     for number, line in enumerate(body, start=3):
         parts = line.split()
-        partition = _parse_int(parts[1], _INT_MIN, _INT_MAX) if len(parts) == 3 else None
-        offset = _parse_int(parts[2], _LONG_MIN, _LONG_MAX) if len(parts) == 3 else None
+        partition = _parse_int(parts[1], INT_MIN, INT_MAX) if len(parts) == 3 else None
+        offset = _parse_int(parts[2], LONG_MIN, LONG_MAX) if len(parts) == 3 else None
         if partition is None or offset is None:
             raise CheckpointError(f"Malformed line {number} in checkpoint file {path}: {line!r}")
         if parts[0] not in topics:
@@ -168,7 +167,7 @@ def format_checkpoint(entries: Mapping[TopicPartition, int]) -> bytes:
         validate_topic_name(topic)  # a space or newline in a name would corrupt the file
     lines = [str(CURRENT_VERSION), str(len(entries))]
     for (topic, partition), offset in sorted(entries.items()):
-        if not (_INT_MIN <= int(partition) <= _INT_MAX and _LONG_MIN <= int(offset) <= _LONG_MAX):
+        if not (INT_MIN <= int(partition) <= INT_MAX and LONG_MIN <= int(offset) <= LONG_MAX):
             raise CheckpointError(f"cannot checkpoint offset {offset} of {topic}-{partition}: outside Kafka's ranges")
         lines.append(f"{topic} {int(partition)} {int(offset)}")
     return ("\n".join(lines) + "\n").encode("utf-8")

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
-from .config.values import MAX_TIMESTAMP_MS
+from .config.values import INT_MAX, LONG_MAX, MAX_TIMESTAMP_MS
 from .errors import CorruptRecordError, LogError, RecordTooLargeError
 from .manager import LogManager, log_dirs_from_env
 from .naming import MAX_PARTITION
@@ -34,8 +34,8 @@ PRODUCE_BATCH_RECORDS = 1000
 
 _CLOCK = bounded_int("a time in ms since the epoch", 0, MAX_TIMESTAMP_MS)
 _PARTITION = bounded_int("a partition number", 0, MAX_PARTITION)
-_OFFSET = bounded_int("an offset", 0, 2**63 - 1)
-_COUNT = bounded_int("a count", 1, 2**31 - 1)
+_OFFSET = bounded_int("an offset", 0, LONG_MAX)
+_COUNT = bounded_int("a count", 1, INT_MAX)
 
 
 # ---------------------------------------------------------------------- encoding of keys/values

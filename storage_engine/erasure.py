@@ -37,6 +37,7 @@ from .cleaner.candidacy import candidacy_from_stats
 from .cleaner.plan import ErasureDeadline
 from .cleaner.rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
 from .cleaner.strategy import Winners, version_rule
+from .config.values import LONG_MAX
 from .errors import LogError
 from .log import Log
 from .naming import DELETED_SUFFIX, LOG_SUFFIX
@@ -47,7 +48,7 @@ from .record.rewrite import control_type_of
 from .stats import stats_of
 
 #: Kafka's "no bound" value of ``max.compaction.lag.ms``.
-UNBOUNDED = 2**63 - 1
+UNBOUNDED = LONG_MAX
 _CHUNK = 1 << 20
 
 

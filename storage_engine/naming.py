@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from .config.values import LONG_MAX
+from .config.values import INT_MAX, LONG_MAX
 from .errors import InvalidSegmentNameError, InvalidTopicError
 from .nofollow import check_dir_entry, check_file_entry
 
@@ -34,7 +34,7 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 MAX_TOPIC_LENGTH = 249
-MAX_PARTITION = 2**31 - 1
+MAX_PARTITION = INT_MAX
 OFFSET_DIGITS = 20
 
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
+from .config.values import INT_MAX
 from .errors import CorruptRecordError
 from .producer_snapshot import (
     CorruptSnapshotError,
@@ -34,7 +35,7 @@ from .producer_snapshot import (
 from .record import RawBatch, decode_batch
 from .record.records import BatchHeader
 
-_MAX_SEQUENCE = 2**31 - 1
+_MAX_SEQUENCE = INT_MAX
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 _ABORT, _COMMIT = 0, 1

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .config.topic import LogConfig
-from .config.values import LONG_MAX
+from .config.values import INT_MAX, LONG_MAX
 from .errors import CorruptRecordError, LogChangedError, LogError
 from .index import IndexMark, OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
@@ -31,7 +31,6 @@ from .nofollow import open_nofollow
 from .record import RawBatch, decode_batch, verify_batch
 from .record.file_records import read_batches
 
-INT32_MAX = 2**31 - 1
 _READ_CHUNK = 1 << 20
 
 
@@ -305,7 +304,7 @@ class LogSegment:
             return RollDecision("offset index full")
         if self.time_index.is_full:
             return RollDecision("time index full")
-        if not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX:
+        if not 0 <= max_offset_in_messages - self.base_offset <= INT_MAX:
             return RollDecision("relative offset overflow")
         return RollDecision(None)
 
@@ -316,7 +315,7 @@ class LogSegment:
         position = self._size
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
+        if not 0 <= largest_offset - self.base_offset <= INT_MAX:
             raise LogError(
                 f"offset {largest_offset} cannot be stored relative to base offset {self.base_offset} in {self.log_path}"
             )
@@ -377,7 +376,7 @@ class LogSegment:
             for raw in self.batches(0, os.fstat(self._fd).st_size):
                 verify_batch(raw, path=path)
                 header = raw.header
-                if not 0 <= header.last_offset - self.base_offset <= INT32_MAX:
+                if not 0 <= header.last_offset - self.base_offset <= INT_MAX:
                     break
                 if header.max_timestamp > max_ts:
                     max_ts, offset_of_max = header.max_timestamp, header.last_offset

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from storage_engine.config.topic import LogConfig
+from storage_engine.config.values import LONG_MAX
 from storage_engine.manager import LogManager
 
 from .units import duration_text, size_text
@@ -79,7 +80,7 @@ class Topic:
         return {k: config_text(k, values[k]) for k in SHOWN_CONFIGS}
 
 
-UNLIMITED = {-1, 2**63 - 1}  # Kafka's "no limit" values (retention.bytes=-1, max.compaction.lag.ms=Long.MAX_VALUE)
+UNLIMITED = {-1, LONG_MAX}  # Kafka's "no limit" values (retention.bytes=-1, max.compaction.lag.ms=Long.MAX_VALUE)
 
 
 def config_text(key: str, value: object) -> str:

@@ -29,11 +29,10 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from ..config.values import INT_MAX, LONG_MAX
+
 if TYPE_CHECKING:
     from ..config.topic import LogConfig
-
-INT32_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
 
 
 @dataclass
@@ -365,7 +364,7 @@ def group_segments_by_size(
                 log_bytes + cand.size_bytes <= max_size
                 and index_bytes + cand.offset_index_bytes <= max_index_size
                 and time_bytes + cand.time_index_bytes <= max_index_size
-                and (cand.size_bytes == 0 or last_estimate - first.base_offset <= INT32_MAX)
+                and (cand.size_bytes == 0 or last_estimate - first.base_offset <= INT_MAX)
             ):
                 group.append(rest.pop(0))
                 log_bytes += cand.size_bytes

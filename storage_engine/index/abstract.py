@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
+from ..config.values import INT_MAX
 from ..errors import CorruptIndexError, IndexSizeError, LogError
 from ..nofollow import open_nofollow
 
 
-INT32_MAX = 2**31 - 1
 DEFAULT_MAX_INDEX_SIZE = 10485760
 _READ_CHUNK = 1 << 16  # bytes read per step when loading, so a zero tail is never read whole
 LITTLE_ENDIAN = sys.byteorder == "little"
@@ -241,10 +241,10 @@ class AbstractIndex:
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset
-        if not 0 <= rel <= INT32_MAX:
+        if not 0 <= rel <= INT_MAX:
             raise IndexOffsetOverflowError(
                 f"Integer overflow for offset: {offset} ({self._path}): relative to base offset "
-                f"{self.base_offset} it must be 0..{INT32_MAX}"
+                f"{self.base_offset} it must be 0..{INT_MAX}"
             )
         return rel
 

@@ -8,7 +8,8 @@ from bisect import bisect_left
 from typing import Iterator
 
 from ..errors import CorruptIndexError, LogError
-from .abstract import AbstractIndex, INT32_MAX, InvalidOffsetError, OffsetPosition, LITTLE_ENDIAN
+from ..config.values import INT_MAX
+from .abstract import AbstractIndex, InvalidOffsetError, OffsetPosition, LITTLE_ENDIAN
 
 
 class OffsetIndex(AbstractIndex):
@@ -69,7 +70,7 @@ class OffsetIndex(AbstractIndex):
                 f"than the last offset appended ({self.last_offset}) to {self._path}."
             )
         rel = self._relative(offset)
-        if not 0 <= position <= INT32_MAX:
+        if not 0 <= position <= INT_MAX:
             raise LogError(f"Position {position} does not fit an index entry of {self._path}")
         self._append_entry(rel, position)
 
