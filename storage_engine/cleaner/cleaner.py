@@ -405,11 +405,6 @@ class Cleaner:
     def commit_round(self, log: Log, inputs: list[InputSegment], cleaned: list[LogSegment], rnd: CleaningRound) -> None:
         """Swap the staged replacements in under the partition lock, after checking that every input
         segment is still there unchanged (``LogChangedError`` otherwise: nothing swapped)."""
-        self._commit(log, inputs, cleaned, rnd)
-
-    # ------------------------------------------------------------------ the swap
-
-    def _commit(self, log: Log, inputs: list[InputSegment], cleaned: list[LogSegment], rnd: CleaningRound) -> None:
         with log.lock.hold():
             log.sync_for_change()
             live = list(log.segments)

@@ -204,11 +204,6 @@ class AbstractIndex:
             return False  # a trimmed one-entry file: the all-zero entry is real
         return os.pread(fd, size, size) == bytes(size)
 
-    def reload(self) -> None:
-        """Forget the in-memory entries and read the file again (it may have grown elsewhere)."""
-        self._loaded = False
-        self._ensure_loaded()
-
     # ------------------------------------------------------------------ writing
 
     def _require_writable(self) -> None:
@@ -297,12 +292,6 @@ class AbstractIndex:
         self._require_writable()
         self._ensure_loaded()
         self._truncate_to_entries(bisect_left(self._rel, offset - self.base_offset))
-
-    def truncate(self) -> None:
-        """Remove every entry."""
-        self._require_writable()
-        self._ensure_loaded()
-        self._truncate_to_entries(0)
 
     def reset(self) -> None:
         """No entries, file back at its maximum size (used before rebuilding from the log)."""

@@ -214,8 +214,7 @@ def test_untrimmed_preallocated_file_with_zero_tail(tmp_path: Path) -> None:
     reader.sanity_check()
     writer.append(BASE + 30, 1000)
     assert reader.entries == 7
-    reader.reload()
-    assert reader.entries == 8
+    assert OffsetIndex(writer.path, BASE, writable=False).entries == 8  # a reader opened later sees it
 
 
 def test_zero_tail_of_a_crash_written_without_holes(tmp_path: Path) -> None:
