@@ -30,6 +30,7 @@ from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFI
 from .nofollow import open_nofollow
 from .record import RawBatch, decode_batch, verify_batch
 from .record.file_records import read_batches
+from .segment_time import largest_timestamp
 
 _READ_CHUNK = 1 << 20
 
@@ -276,8 +277,7 @@ class LogSegment:
     @property
     def largest_timestamp(self) -> int:
         """What retention judges: the max record timestamp, or the file mtime when there is none."""
-        ts = self.max_timestamp_so_far
-        return ts if ts >= 0 else self.last_modified_ms
+        return largest_timestamp(self.max_timestamp_so_far, self.last_modified_ms)
 
     def _rolling_timestamp(self) -> int:
         if self._rolling_based_timestamp is None:

@@ -24,6 +24,7 @@ from .checkpoint import (
     read_checkpoint,
 )
 from .index import OffsetIndex, TimeIndex
+from .segment_time import largest_timestamp
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, check_partition_entry, parse_partition_dir
 from .nofollow import check_not_symlink, open_nofollow
 from .record import BatchHeader
@@ -51,8 +52,7 @@ class SegmentStat:
     @property
     def largest_timestamp(self) -> int:
         """What time retention judges (Kafka's rule): the max record timestamp, else the file mtime."""
-        ts = self.max_record_timestamp
-        return ts if ts >= 0 else self.mtime_ms
+        return largest_timestamp(self.max_record_timestamp, self.mtime_ms)
 
     @classmethod
     def of(cls, base_offset: int, size_bytes: int, mtime_ms: int, is_active: bool, largest: int) -> "SegmentStat":

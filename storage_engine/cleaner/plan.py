@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..config.values import INT_MAX, LONG_MAX
+from ..segment_time import largest_timestamp
 
 if TYPE_CHECKING:
     from ..config.topic import LogConfig
@@ -60,7 +61,7 @@ class SegmentFacts:
     def largest_timestamp(self) -> int:
         if self.largest_timestamp_value is None:
             ts = self.largest_timestamp_loader() if self.largest_timestamp_loader else -1
-            self.largest_timestamp_value = ts if ts >= 0 else self.mtime_ms
+            self.largest_timestamp_value = largest_timestamp(ts, self.mtime_ms)
         return self.largest_timestamp_value
 
     @property
