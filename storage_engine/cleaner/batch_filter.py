@@ -10,18 +10,16 @@ from dataclasses import dataclass
 
 from .offset_map import OffsetMap
 from ..record import RawBatch, Record, decode_batch, verify_batch
-from ..record.compression import compress
-from ..record.records import BatchHeader, TimestampType
+from ..record.records import BatchHeader
 from ..record.rewrite import (
-    assemble_v2_batch,
     control_type_of,
     corrupt_batch,
     empty_batch_of,
-    encode_legacy_message,
+    rebuild_legacy_batch,
+    rebuild_v2_batch,
     record_bytes,
-    restamp_record,
 )
-from ..record.v2 import ATTR_DELETE_HORIZON, walk_records as walk_v2_records
+from ..record.v2 import walk_records as walk_v2_records
 from ..record.varint import VarintError
 from .record_decisions import filter_v2_records, filter_versioned_records
 from .rules import (
@@ -204,28 +202,13 @@ class BatchFilter:
 
     def _rebuild(self, h: BatchHeader, buf: bytes, spans: list[tuple[int, int, int]], stamp_horizon: bool) -> FilteredBatch:
         """The surviving records under a new header with the original offsets and producer fields:
-        ``spans`` are ``(start, end, timestamp delta)`` of each survivor in ``buf``."""
-        orig_base_ts = h.base_timestamp
+        ``spans`` are ``(start, end, timestamp delta)`` of each survivor in ``buf``; the bytes are
+        the record layer's (``rebuild_v2_batch``)."""
+        horizon = None
         if stamp_horizon:
             horizon = self.now_ms + self.delete_retention_ms
-            parts = [restamp_record(buf[s:e], orig_base_ts + d - horizon) for s, e, d in spans]
-            base_ts = horizon
-            attributes = h.attributes | ATTR_DELETE_HORIZON
             self.stats.horizons_stamped += 1
-        else:
-            parts = [buf[s:e] for s, e, _ in spans]
-            base_ts = orig_base_ts
-            attributes = h.attributes
-        if h.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            max_ts = h.max_timestamp
-        else:
-            max_ts = orig_base_ts + max(d for _, _, d in spans)
-        payload = b"".join(parts)
-        codec = h.attributes & 0x07
-        if codec:
-            payload = compress(codec, payload)
-        data = assemble_v2_batch(h, attributes=attributes, base_timestamp=base_ts, max_timestamp=max_ts,
-                                 records_count=len(spans), payload=payload)
+        data, max_ts = rebuild_v2_batch(h, buf, spans, horizon)
         return self._emit(data, h.last_offset, max_ts, len(spans), copied=False)
 
     def _filter_legacy(self, raw: RawBatch, retain_deletes: bool) -> FilteredBatch | None:
@@ -251,8 +234,7 @@ class BatchFilter:
             return self._emit(raw.data, h.last_offset, h.max_timestamp, len(records), copied=True)
         if not kept:
             return None
-        log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
-        data = b"".join(encode_legacy_message(r.offset, h.magic, log_append, r.timestamp, r.key, r.value) for r in kept)
+        data = rebuild_legacy_batch(h, kept)
         return self._emit(data, kept[-1].offset, max(r.timestamp for r in kept), len(kept), copied=False)
 
     def _versioned_legacy(self, r: Record, retain_deletes: bool) -> RecordOutcome:

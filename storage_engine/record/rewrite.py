@@ -12,13 +12,12 @@ from __future__ import annotations
 import struct
 import zlib
 
-from crc32c import crc32c
-
 from ..errors import CorruptRecordError
 from . import RawBatch, decode_batch, encode_empty_batch
-from .compression import decompress
-from .records import BatchHeader
-from .v2 import RECORD_BATCH_OVERHEAD, HEAD_STRUCT, TAIL_STRUCT
+from .compression import compress, decompress
+from .records import BatchHeader, Record, TimestampType
+from .v2 import ATTR_DELETE_HORIZON, RECORD_BATCH_OVERHEAD
+from .v2_builder import assemble_batch
 from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 
@@ -67,23 +66,40 @@ def restamp_record(record: bytes | memoryview, new_delta: int) -> bytes:
     return encode_varint(len(body)) + body
 
 
-def assemble_v2_batch(header: BatchHeader, *, attributes: int, base_timestamp: int, max_timestamp: int,
-                      records_count: int, payload: bytes) -> bytes:
-    """A v2 batch with ``header``'s offsets, epoch and producer fields and the given records bytes
-    (already compressed if the attributes name a codec); CRC-32C over bytes 21..end."""
-    tail = TAIL_STRUCT.pack(
-        attributes,
-        header.last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        records_count,
-    )
-    crc = crc32c(payload, crc32c(tail))
-    head = HEAD_STRUCT.pack(header.base_offset, 49 + len(payload), header.partition_leader_epoch, 2, crc)
-    return b"".join((head, tail, payload))
+def rebuild_v2_batch(header: BatchHeader, buf: bytes, spans: list[tuple[int, int, int]],
+                     horizon_ms: int | None) -> tuple[bytes, int]:
+    """The byte side of Kafka's ``filterTo`` for one v2 batch: the records of ``buf`` (the batch's
+    records, decompressed) at ``spans`` (``(start, end, timestamp delta)`` of each survivor) under
+    a new header with the batch's offsets, epoch and producer fields, compressed with its codec.
+    With ``horizon_ms`` the delete horizon is stamped: it becomes the base timestamp and each
+    record's delta is rewritten against it. Returns the bytes and the batch's max timestamp."""
+    base_ts = header.base_timestamp
+    if horizon_ms is not None:
+        parts = [restamp_record(buf[s:e], base_ts + d - horizon_ms) for s, e, d in spans]
+        new_base_ts, attributes = horizon_ms, header.attributes | ATTR_DELETE_HORIZON
+    else:
+        parts = [buf[s:e] for s, e, _ in spans]
+        new_base_ts, attributes = base_ts, header.attributes
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        max_ts = header.max_timestamp
+    else:
+        max_ts = base_ts + max(d for _, _, d in spans)
+    payload = b"".join(parts)
+    codec = header.attributes & 0x07
+    if codec:
+        payload = compress(codec, payload)
+    data = assemble_batch(header.base_offset, header.partition_leader_epoch, attributes, header.last_offset_delta,
+                          new_base_ts, max_ts, header.producer_id, header.producer_epoch, header.base_sequence,
+                          len(spans), payload)
+    return data, max_ts
+
+
+def rebuild_legacy_batch(header: BatchHeader, kept: list[Record]) -> bytes:
+    """The surviving messages of a magic 0/1 batch, each written on its own (uncompressed: this
+    engine writes no legacy compressed wrapper) with its offset and timestamp."""
+    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    return b"".join(encode_legacy_message(r.offset, header.magic, log_append, r.timestamp, r.key, r.value)
+                    for r in kept)
 
 
 def empty_batch_of(header: BatchHeader) -> bytes:

@@ -69,7 +69,7 @@ def _attributes(
     return attrs
 
 
-def _assemble(
+def assemble_batch(
     base_offset: int,
     partition_leader_epoch: int,
     attributes: int,
@@ -82,7 +82,9 @@ def _assemble(
     records_count: int,
     payload: bytes,
 ) -> bytes:
-    """Header + payload with the CRC computed over everything from the attributes on."""
+    """Header + payload (records bytes, already compressed if the attributes name a codec) with
+    the CRC-32C computed over everything from the attributes on; the one place a v2 batch
+    header is written."""
     length = 49 + len(payload)
     if length > _INT32_MAX:
         raise ValueError(f"Record batch of {length + 12} bytes does not fit the int32 batchLength field")
@@ -199,7 +201,7 @@ def encode_batch(
     payload = join(parts)
     if attrs & 0x07:
         payload = compress(attrs & 0x07, payload, compression_level)
-    return _assemble(
+    return assemble_batch(
         base_offset,
         partition_leader_epoch,
         attrs,
@@ -235,7 +237,7 @@ def encode_empty_batch(
     if last_offset_delta < 0:
         raise ValueError(f"Invalid last_offset_delta {last_offset_delta}")
     attrs = _attributes(CompressionType.NONE, timestamp_type, is_transactional, is_control, False)
-    return _assemble(
+    return assemble_batch(
         base_offset,
         partition_leader_epoch,
         attrs,
