@@ -314,7 +314,8 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     topics = [args.topic] if args.topic is not None else manager.topics()
     reports = [verify_partition(manager, t, p) for t in topics for p in manager.partitions(t)]
     misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
-    ok = all(r.ok for r in reports) and not misnamed
+    strays = manager.stray_partition_dirs(args.topic)
+    ok = all(r.ok for r in reports) and not misnamed and not strays
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
          "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset, "segments": len(r.segments),
@@ -333,7 +334,11 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     lines.extend(f"{path}: holds segment files, but its name is no partition directory's (<topic>-<partition>, "
                  f"the partition without leading zeros and at most {MAX_PARTITION}): no command reads it; rename it"
                  for path in misnamed)
-    _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed]},
+    lines.extend(f"{path}: named like a partition beyond its topic's {count} partition(s) (the topic's metadata): "
+                 "a stray, which no command reads (a KRaft broker deletes such a log); remove it or move it out"
+                 for path, count in strays)
+    _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed],
+                  "stray_dirs": [str(p) for p, _ in strays]},
            "\n".join(lines) or "no partitions")
     return 0 if ok else 1
 

@@ -88,6 +88,12 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
 _REFUSED_UNCHANGED = (*REFUSED_UNCHANGED, ConfigError, TopicMetadataError)
 
 
+def is_stray(key: tuple[str, int], counts: Mapping[str, int]) -> bool:
+    """A directory named like partition ``key`` of a topic whose metadata (``counts``: each
+    topic's partition count) has fewer partitions: a stray, not a partition."""
+    return key[0] in counts and key[1] >= counts[key[0]]
+
+
 def duplicate_partition(first: PartitionLocation, second: Path) -> LogError:
     """A partition found in two log dirs: Kafka refuses to start (``Duplicate log directories``)."""
     return LogError(f"Duplicate log directories for {first.topic}-{first.partition}: {first.path} and {second}")
@@ -180,7 +186,9 @@ class LogManager:
                 check_dir_entries(entry.path)
                 yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
 
-    def partition_locations(self) -> dict[tuple[str, int], PartitionLocation]:
+    def _partition_dirs(self) -> dict[tuple[str, int], PartitionLocation]:
+        """Every directory named like a partition's, strays included; a partition in two log
+        dirs is refused."""
         found: dict[tuple[str, int], PartitionLocation] = {}
         for d in self.log_dirs:
             for loc in self._scan_dir(d):
@@ -189,6 +197,37 @@ class LogManager:
                     raise duplicate_partition(found[key], loc.path)
                 found[key] = loc
         return found
+
+    def partition_locations(self) -> dict[tuple[str, int], PartitionLocation]:
+        """Every partition's directory; a stray one (``stray_partition_dirs``) is no partition."""
+        found = self._partition_dirs()
+        counts = self.partition_counts()
+        return {key: loc for key, loc in found.items() if not is_stray(key, counts)}
+
+    def partition_counts(self) -> dict[str, int]:
+        """Each topic's partition count, from its metadata (topics without metadata, or being
+        deleted, have none: their partitions are the directories found). A malformed metadata
+        file is left out here: it is refused where its own topic is used, not for every topic."""
+        counts = {}
+        for d in self.log_dirs:
+            for name in metadata_names(d.path):
+                try:
+                    meta = read_metadata(d.path, name)
+                except LogError:
+                    continue
+                if meta is not None and not meta.deleting:
+                    counts.setdefault(name, meta.partitions)
+        return counts
+
+    def stray_partition_dirs(self, topic: str | None = None) -> list[tuple[Path, int]]:
+        """Directories named like a partition of a topic whose metadata has fewer partitions
+        (``t-7`` of a two-partition topic), with that count. A KRaft broker deletes such a log
+        at startup as a stray; here no command reads or writes it (it is no partition), ``verify``
+        names it rather than leaving it out in silence, and ``topic delete`` removes it with its
+        topic."""
+        counts = self.partition_counts()
+        return [(loc.path, counts[key[0]]) for key, loc in sorted(self._partition_dirs().items())
+                if is_stray(key, counts) and topic in (None, key[0])]
 
     def _find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
         """The log dir holding the topic's metadata file and its (validated) content."""
@@ -327,7 +366,7 @@ class LogManager:
         """Steps after the commit point of a delete; each is idempotent (called with the lock held)."""
         for key in [k for k in self._logs if k[0] == name]:
             self._logs.pop(key).close()
-        for loc in [loc for (t, _), loc in self.partition_locations().items() if t == name]:
+        for loc in [loc for (t, _), loc in self._partition_dirs().items() if t == name]:  # strays too
             os.rename(loc.path, loc.log_dir.path / delete_dir_name(name, loc.partition, uuid.uuid4().hex))
             fsync_dir(loc.log_dir.path)
             crash_point("topic-delete-renamed")
@@ -410,9 +449,10 @@ class LogManager:
         if log is not None:
             return log
         validate_topic_name(topic)
-        loc = self._locate(topic, partition)
+        meta = self.topic_metadata(topic)
+        # a directory beyond the topic's partition count is a stray, never opened
+        loc = None if meta is not None and partition >= meta.partitions else self._locate(topic, partition)
         if loc is None:
-            meta = self.topic_metadata(topic)
             if meta is None or not 0 <= partition < meta.partitions:
                 known = self.partitions(topic)
                 raise UnknownTopicOrPartitionError(
@@ -462,10 +502,10 @@ class LogManager:
         """Cheap stats of every partition (no log is opened, no record read)."""
         if topic is not None:
             validate_topic_name(topic)
-        self.partition_locations()  # refuses symlinked partition dirs before anything is read
+        partitions = self.partition_locations()  # refuses symlinked partition dirs before anything is read
         for d in self.log_dirs:
             if d.path.is_dir():
-                yield from scan_log_dir(d.path, topic)
+                yield from (s for s in scan_log_dir(d.path, topic) if (s.topic, s.partition) in partitions)
 
     def delete_expired_files(self) -> dict[tuple[str, int], list[tuple[str, int]]]:
         """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed

@@ -41,7 +41,7 @@ from typing import Collection
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition
+from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition, is_stray
 from storage_engine.naming import parse_partition_dir
 from storage_engine.nofollow import check_not_symlink
 from storage_engine.stats import log_dir_checkpoints, read_partition_stats
@@ -110,6 +110,7 @@ class StateCache:
                 raise exc
             unreadable[tp] = str(exc) if isinstance(exc, LogError) else f"{type(exc).__name__}: {exc}"
 
+        counts = manager.partition_counts()
         for log_dir in manager.log_dirs:
             if not log_dir.path.is_dir():
                 continue
@@ -121,8 +122,8 @@ class StateCache:
                 entries = sorted(it, key=lambda e: e.name)
             for entry in entries:
                 tp = parse_partition_dir(entry.name)
-                if tp is None or (wanted is not None and tp[0] not in wanted):
-                    continue
+                if tp is None or (wanted is not None and tp[0] not in wanted) or is_stray(tp, counts):
+                    continue  # not a partition, not asked for, or a stray the engine never opens
                 try:
                     if entry.is_symlink():  # the engine refuses it, so the read does too, naming it
                         check_not_symlink(entry.path)

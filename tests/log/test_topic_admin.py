@@ -117,6 +117,34 @@ def test_topic_delete_removes_everything_and_a_new_topic_starts_empty(logctl):
     assert logctl("consume", "keep", "--partition", "0")[1].count("\n") == 1
 
 
+def test_a_directory_beyond_the_topics_partition_count_is_a_stray_no_command_opens(logctl):
+    """``t-7`` beside a two-partition topic (a copy, a leftover) became partition 7: ``describe``
+    counted three partitions, ``produce``/``consume`` used it and ``verify`` passed. A KRaft
+    broker deletes such a stray log; here every command leaves it alone, ``verify`` names it,
+    and ``topic delete`` removes it with the topic."""
+    import shutil
+
+    assert logctl("topic", "create", "t", "--partitions", "2", "--config", "cleanup.policy=compact")[0] == 0
+    assert logctl("produce", "t", "--partition", "1", stdin=RECORD * 3)[0] == 0
+    stray = logctl.root / "t-7"
+    shutil.copytree(logctl.root / "t-1", stray)
+    before = {p.name: p.read_bytes() for p in stray.iterdir()}
+    code, out, _ = logctl("verify")
+    assert code == 1 and f"{stray}: named like a partition beyond its topic's 2 partition(s)" in out, out
+    assert json.loads(logctl("verify", "--topic", "t", "--json")[1])["stray_dirs"] == [str(stray)]
+    assert [p["partition"] for p in json.loads(logctl("topic", "describe", "t", "--json")[1])["partitions"]] == [0, 1]
+    for command in (["produce", "t", "--partition", "7"], ["consume", "t", "--partition", "7"]):
+        code, _, err = logctl(*command, stdin=RECORD)
+        assert code == 1 and err == "error: Partition 7 of topic t does not exist (partitions: [0, 1])\n", err
+    assert logctl("compact", "--topic", "t")[0] == 0 and logctl("retention")[0] == 0
+    with LogManager([logctl.root], read_only=True) as m:
+        assert sorted(m.partition_locations()) == [("t", 0), ("t", 1)]
+        assert sorted(s.partition for s in m.partition_stats("t")) == [0, 1]
+    assert {p.name: p.read_bytes() for p in stray.iterdir()} == before
+    assert logctl("topic", "delete", "t")[0] == 0
+    assert not stray.exists()
+
+
 def test_only_a_deleted_partitions_directory_is_removed_at_a_writable_open(logctl):
     """Every writable open removed any directory of the log dir whose name ended in ``-delete``
     (``reports-delete`` and what it held, with ``--log-dirs /tmp`` given by mistake); only the

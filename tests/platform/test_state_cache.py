@@ -134,3 +134,12 @@ def test_what_the_engine_refuses_the_cache_refuses_naming_it(logs, tmp_path, whe
         error = "Duplicate log directories for t-1"
     with LogManager(dirs, read_only=True) as manager, pytest.raises(LogError, match=error):
         cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1)
+
+
+def test_a_stray_partition_directory_has_no_state(logs):
+    """``t-5`` beside a three-partition topic is no partition to the engine, so the sensors (the
+    cache and a fresh read alike) show no state for it, and so no asset partition."""
+    shutil.copytree(logs / "t-2", logs / "t-5")
+    states = read(cache(), logs)
+    assert [s.partition for s in states] == [0, 1, 2]
+    assert states == fresh(logs)
