@@ -148,8 +148,10 @@ class LogManager:
         startup; a scan that fails part-way (a symlink refused) leaves the rest unrecovered, so
         it withholds the clean-shutdown marker as a failed load does."""
         try:
+            counts = self.partition_counts()
             for loc in self._scan_dir(log_dir):
-                self._load_log(loc, had_clean_shutdown=False).close()
+                if not is_stray((loc.topic, loc.partition), counts):  # a stray is never opened
+                    self._load_log(loc, had_clean_shutdown=False).close()
         except BaseException:
             log_dir.record_load_failure()
             raise
