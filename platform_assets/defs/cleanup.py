@@ -12,7 +12,8 @@ Every partition of the run is materialized, cleaned or not, so its metadata alwa
 as it is after the run; the ``status`` entry says what happened (``compacted``, ``skipped``,
 ``deleted``, ``nothing``, ``changed``: another writer changed the log under the job and nothing
 was committed, the next request will see the new state). A partition the jobs report ``failed``
-is still recorded, then the run fails naming it.
+is recorded as an observation with the same metadata instead, so Dagster shows it failed (and a
+backfill counts it failed), then the run fails naming it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG  # not re-exported by dagster
 from pydantic import Field
 
 from spark_jobs.compaction import compact_partitions
@@ -176,15 +178,25 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     if check_outcomes:
         context.log.info(f"{len(check_outcomes)} check(s) evaluated in {checks_s:.2f} s")
     context.instance.add_run_tags(context.run.run_id, {CHECK_READ_SECONDS_TAG: f"{read_s:.3f}"})
-    for c in cleanups.values():
-        context.add_asset_metadata(cleanup_metadata(c), partition_key=c.key)
-    yield dg.MaterializeResult(
-        asset_key=asset_key,
-        metadata={"now_ms": dg.MetadataValue.timestamp(now_ms / 1000)},
-        data_version=dg.DataVersion(run_data_version(list(cleanups.values()))),
-    )
-    _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
+    run_metadata = {"now_ms": dg.MetadataValue.timestamp(now_ms / 1000)}
     failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
+    if not failed:
+        for c in cleanups.values():
+            context.add_asset_metadata(cleanup_metadata(c), partition_key=c.key)
+        yield dg.MaterializeResult(asset_key=asset_key, metadata=run_metadata,
+                                   data_version=dg.DataVersion(run_data_version(list(cleanups.values()))))
+    else:
+        # A partition whose cleaning failed is not materialized, so Dagster shows it as failed
+        # and a backfill counts it as failed (a materialization marked it "Materialized" and the
+        # backfill "Succeeded"); its before/after and the reason are recorded as an observation.
+        for c in cleanups.values():
+            metadata = {**cleanup_metadata(c), **run_metadata}
+            if c.status == FAILED:
+                context.log_event(dg.AssetObservation(asset_key=asset_key, partition=c.key, metadata=metadata))
+            else:
+                context.log_event(dg.AssetMaterialization(asset_key=asset_key, partition=c.key, metadata=metadata,
+                                                          tags={DATA_VERSION_TAG: c.data_version}))
+    _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     if failed:
         names = ", ".join(f"{topic.name}-{c.partition}" for c in cleanups.values() if c.status == FAILED)
         raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped): {names}",

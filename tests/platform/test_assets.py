@@ -286,6 +286,12 @@ def test_a_cleaning_that_fails_turns_the_partitions_health_to_error(platform):
     health = latest.event.dagster_event.event_specific_data
     assert not health.passed and health.severity == dg.AssetCheckSeverity.ERROR
     assert health.description.startswith("partition 0: last cleaning failed: ") and "CRC" in health.description.upper()
+    # not materialized, so Dagster shows the partition failed; what happened is an observation
+    assert not result.asset_materializations_for_node(_asset(defs, "orders").op.name)
+    assert "0" not in instance.get_materialized_partitions(dg.AssetKey(["logs", "orders"]))
+    [observation] = [r.asset_observation for r in instance.fetch_observations(
+        dg.AssetKey(["logs", "orders"]), limit=10).records if r.run_id == result.run_id]
+    assert observation.partition == "0" and observation.metadata["status"].value == "failed"
 
 
 STRATEGY = {"compaction.strategy": "header", "compaction.strategy.header": "ver"}
