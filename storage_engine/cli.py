@@ -153,8 +153,15 @@ def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
         meta = manager.delete_topic(args.name)
         _print(args, {"topic": meta.name, "deleted": True}, f"Deleted topic {meta.name}.")
     elif args.topic_command == "alter":
+        if args.partitions is not None:
+            if args.config or args.delete_config:
+                raise UsageError("topic alter takes --partitions or --config/--delete-config, not both")
+            meta = manager.add_partitions(args.name, args.partitions)
+            _print(args, {"topic": meta.name, "partitions": meta.partitions},
+                   f"Topic {meta.name} now has {meta.partitions} partitions.")
+            return 0
         if not args.config and not args.delete_config:
-            raise UsageError("topic alter needs at least one --config KEY=VALUE or --delete-config KEY")
+            raise UsageError("topic alter needs --partitions N, or at least one --config KEY=VALUE or --delete-config KEY")
         deleted = args.delete_config or []
         meta = manager.alter_topic(args.name, _parse_config_pairs(args.config, deleted), deleted)
         _print(args, {"topic": meta.name, "configs": meta.configs}, f"Updated config for topic {meta.name}.")
@@ -527,8 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = tsub.add_parser("delete", help="delete a topic and all its partitions (Kafka's asynchronous delete)")
     p.add_argument("name")
     add_json(p)
-    p = tsub.add_parser("alter")
+    p = tsub.add_parser("alter", help="change config overrides, or raise the partition count")
     p.add_argument("name")
+    p.add_argument("--partitions", type=_COUNT, metavar="N", help="the new partition count (it never goes down)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE")
     p.add_argument("--delete-config", action="append", metavar="KEY")
     add_json(p)

@@ -79,6 +79,11 @@ class InvalidTopicError(LogError):
     """A topic name breaks Kafka's naming rules, or a partition number is out of range."""
 
 
+class InvalidPartitionsError(LogError):
+    """A partition count a topic cannot be altered to (Kafka's ``InvalidPartitionsException``):
+    not above its current count, or above the limit."""
+
+
 class TopicExistsError(LogError):
     """``create`` was asked for a topic that already has a directory."""
 

@@ -37,6 +37,7 @@ from .config.topic import (
 )
 from .errors import (
     ConfigError,
+    InvalidPartitionsError,
     InvalidTopicError,
     LogChangedError,
     LogError,
@@ -330,6 +331,36 @@ class LogManager:
         for (topic, partition), log in self._logs.items():
             if topic == name:
                 log.config = self.topic_config(name)
+        return new
+
+    def add_partitions(self, name: str, count: int) -> TopicMetadata:
+        """Raise the topic's partition count to ``count`` (Kafka's ``createPartitions``,
+        ``kafka-topics --alter --partitions``); a count never goes down. The new partitions'
+        directories are made (and loaded) first, then the metadata is replaced: that is the commit
+        point. A kill in between leaves directories beyond the count, which are strays until a
+        rerun adopts them; so does a directory copied in beforehand (a broker's log of that
+        partition), which must load."""
+        self._require_writable()
+        validate_topic_name(name)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= self.max_partitions:
+            raise InvalidPartitionsError(f"Number of partitions {count} for topic {name} must be 1 to "
+                                         f"{self.max_partitions} ({MAX_PARTITIONS_KEY})")
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
+            meta = found[1] if found is not None else TopicMetadata(
+                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
+            if count == meta.partitions:
+                raise InvalidPartitionsError(f"Topic {name} already has {count} partitions.")
+            if count < meta.partitions:
+                raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
+                                             f"higher than the requested {count}: a partition count never goes down.")
+            for p in range(meta.partitions, count):
+                loc = self._locate(name, p) or self._create_partition_dir(name, p)
+                self._open_log(loc)
+                crash_point("topic-add-partitions-partway")
+            new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
+            write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
         return new
 
     def _require_writable(self) -> None:

@@ -345,16 +345,17 @@ def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAsset
     sensors = [build_state_sensor(topics, settings)]
     if topics:
         sensors.append(build_deleted_files_sensor(topics, settings))
-    compacted = tuple(t for t in topics if t.compact)
-    if compacted:
+    if topics:
+        # every topic, not only those compacted when the code location loaded: the states it
+        # judges carry the policy on disk, so a topic altered to cleanup.policy=compact is
+        # cleaned without a reload (and one altered away from it is left alone)
         sensors.append(_build_run_sensor(_RunSensorSpec(
             "compaction_sensor", "compact", "compaction-sensor",
             "Requests compaction of the partitions whose erasure deadline (max.compaction.lag.ms) is half used or "
             "missed, earliest deadline first, then those whose dirty ratio exceeds min.cleanable.dirty.ratio, dirtiest "
             "first; consecutive partitions of a topic share a run.",
-            compacted, due_for_compaction, compaction_token, _compaction_reason, forced_by_deadline,
+            tuple(topics), due_for_compaction, compaction_token, _compaction_reason, forced_by_deadline,
         ), jobs, settings))
-    if topics:
         sensors.append(_build_run_sensor(_RunSensorSpec(
             "retention_sensor", "retention", "retention-sensor",
             "Requests retention for the partitions with deletable segments (retention.ms, retention.bytes, "

@@ -12,7 +12,6 @@ from platform_assets.definitions import build_definitions
 from platform_assets.defs.resources import LogSparkResource, build_resources
 from platform_assets.logic.settings import PlatformSettings
 from platform_assets.tools.workload import TopicWorkload
-from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
 
 HOUR_MS = 3_600_000
@@ -75,10 +74,3 @@ def apply_partition_requests(instance: dg.DagsterInstance, requests: Sequence) -
         else:
             for key in request.partition_keys:
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
-
-
-def add_partition(root: Path, topic: str, partition: int) -> None:
-    """A partition directory appearing next to the others (as one copied in from a broker would)."""
-    (root / f"{topic}-{partition}").mkdir()
-    with LogManager([root]) as manager:
-        manager.get_log(topic, partition)

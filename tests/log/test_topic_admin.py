@@ -145,6 +145,51 @@ def test_a_directory_beyond_the_topics_partition_count_is_a_stray_no_command_ope
     assert not stray.exists()
 
 
+def test_alter_partitions_raises_the_count_and_refuses_anything_else_unchanged(logctl):
+    """``topic alter --partitions`` (Kafka's ``createPartitions``): the new partitions exist at
+    once, a count that does not grow is refused with the disk unchanged, and a stray directory
+    of a new partition (a broker's log copied in) is adopted with its records."""
+    import shutil
+
+    assert logctl("topic", "create", "t", "--partitions", "2")[0] == 0
+    assert logctl("produce", "t", "--partition", "1", stdin=RECORD * 3)[0] == 0
+    shutil.copytree(logctl.root / "t-1", logctl.root / "t-3")  # a stray until the count reaches it
+    before = every_name(logctl.root)
+    for args, error in ((["--partitions", "2"], "Topic t already has 2 partitions."),
+                        (["--partitions", "1"], "Topic t currently has 2 partitions, which is higher than the "
+                                                "requested 1: a partition count never goes down."),
+                        (["--partitions", "9", "--config", "retention.ms=5"],
+                         "topic alter takes --partitions or --config/--delete-config, not both"),
+                        (["--partitions", "100000"], "Number of partitions 100000 for topic t must be 1 to 1000")):
+        code, _, err = logctl("topic", "alter", "t", *args)
+        assert code == 1 and err.startswith(f"error: {error}") and err.count("\n") == 1, err
+        assert every_name(logctl.root) == before
+    code, out, _ = logctl("topic", "alter", "t", "--partitions", "4")
+    assert (code, out) == (0, "Topic t now has 4 partitions.\n")
+    described = json.loads(logctl("topic", "describe", "t", "--json")[1])["partitions"]
+    assert [(p["partition"], p["log_end_offset"]) for p in described] == [(0, 0), (1, 3), (2, 0), (3, 3)]
+    assert logctl("verify")[0] == 0
+
+
+def test_alter_partitions_killed_part_way_leaves_strays_a_rerun_adopts(tmp_path):
+    root = tmp_path / "logs"
+    proc = spawn(root, "topic", "create", "t", "--partitions", "1")
+    assert proc.communicate()[0] and proc.returncode == 0
+    proc = spawn(root, "topic", "alter", "t", "--partitions", "3",
+                 env=dict(os.environ, LOGPLAT_CRASH_AT="topic-add-partitions-partway"))
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert (root / "t-1").is_dir()  # made before the commit point: a stray, the count is still 1
+    verify = spawn(root, "verify")
+    out, _ = verify.communicate()
+    assert verify.returncode == 1 and f"{root / 't-1'}: named like a partition beyond its topic's 1 partition(s)" in out
+    rerun = spawn(root, "topic", "alter", "t", "--partitions", "3")
+    assert rerun.communicate()[0] == "Topic t now has 3 partitions.\n" and rerun.returncode == 0
+    verify = spawn(root, "verify")
+    verify.communicate()
+    assert verify.returncode == 0
+
+
 def test_only_a_deleted_partitions_directory_is_removed_at_a_writable_open(logctl):
     """Every writable open removed any directory of the log dir whose name ended in ``-delete``
     (``reports-delete`` and what it held, with ``--log-dirs /tmp`` given by mistake); only the

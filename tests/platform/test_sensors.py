@@ -3,6 +3,7 @@ the daemon evaluates them (partition keys resolved against the instance)."""
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 
@@ -13,7 +14,6 @@ from tests.helpers.platform import (
     COMPACT_DELETE,
     COMPACTED,
     DELETE,
-    add_partition,
     apply_partition_requests,
     definitions_for,
     tick,
@@ -208,24 +208,37 @@ def test_partitions_wait_for_their_keys(logs, instance):
 
 def test_new_partitions_are_added_in_numeric_order_without_a_reload(logs, instance):
     defs, settings = definitions_for(logs)
-    data = discover(defs, settings, instance)
+    discover(defs, settings, instance)
     assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2"]
     assert instance.get_dynamic_partitions("partitions__profiles.v1") == ["0", "1"]
-
-    add_partition(logs, "orders", 10)
-    cursor = discover(defs, settings, instance, data.cursor).cursor
-    assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2", "10"]
-    add_partition(logs, "orders", 4)  # found after 10: 10 moves behind it, over two ticks
-    cursor = discover(defs, settings, instance, cursor).cursor
-    assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2", "4"]
-    discover(defs, settings, instance, cursor)
-    assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2", "4", "10"]
-    # the same definitions (no reload) now resolve run requests for the new partition
+    with LogManager([logs]) as manager:
+        manager.add_partitions("orders", 11)  # logctl topic alter orders --partitions 11
+    discover(defs, settings, instance)
+    assert instance.get_dynamic_partitions("partitions__orders") == [str(p) for p in range(11)]  # not "10" before "2"
+    # the same definitions (no reload) now resolve run requests for a new partition
     with LogManager([logs]) as manager:
         log = manager.get_log("orders", 4)
         append_each(log, MORE_RECORDS)
         log.roll()
     assert ("orders", "4") in requested(tick(defs, settings, instance, "compaction_sensor"))
+
+
+def test_a_partition_found_below_a_newer_one_is_put_back_in_order(logs, instance):
+    """A topic without metadata (partition directories copied from a broker) can gain partition
+    10 before partition 4: 10 moves behind 4, over two ticks."""
+    for p in range(3):
+        shutil.copytree(logs / "clicks-0", logs / f"copied-{p}")
+    defs, settings = definitions_for(logs)
+    cursor = discover(defs, settings, instance).cursor
+    assert instance.get_dynamic_partitions("partitions__copied") == ["0", "1", "2"]
+    shutil.copytree(logs / "clicks-0", logs / "copied-10")
+    cursor = discover(defs, settings, instance, cursor).cursor
+    assert instance.get_dynamic_partitions("partitions__copied") == ["0", "1", "2", "10"]
+    shutil.copytree(logs / "clicks-0", logs / "copied-4")
+    cursor = discover(defs, settings, instance, cursor).cursor
+    assert instance.get_dynamic_partitions("partitions__copied") == ["0", "1", "2", "4"]
+    discover(defs, settings, instance, cursor)
+    assert instance.get_dynamic_partitions("partitions__copied") == ["0", "1", "2", "4", "10"]
 
 
 def test_observations_only_when_a_partition_changed(logs, instance):
@@ -420,3 +433,20 @@ def test_a_topic_created_or_deleted_since_the_code_location_loaded_shows_in_the_
     second = discover(defs, settings, instance, first.cursor)
     assert second.skip_message.endswith("; topics not in this code location yet (reload the code location): "
                                         "audit.log; topics gone from the log dirs (reload the code location): clicks")
+
+
+def test_a_topic_altered_to_compact_is_compacted_without_a_reload(logs, instance):
+    """The compaction sensor covered only the topics compacted when the code location loaded: a
+    topic altered to ``cleanup.policy=compact`` showed a WARN "compaction due" that no run
+    followed until a reload. It judges the policy on disk now, both ways."""
+    defs, settings = definitions_for(logs)  # clicks is cleanup.policy=delete, orders compact
+    discover(defs, settings, instance)
+    before = requested(tick(defs, settings, instance, "compaction_sensor"))
+    assert not [tp for tp in before if tp[0] == "clicks"] and [tp for tp in before if tp[0] == "orders"]
+    with LogManager([logs]) as manager:
+        manager.alter_topic("clicks", {"cleanup.policy": "compact"})
+        manager.alter_topic("orders", {"cleanup.policy": "delete"})
+    after = requested(tick(defs, settings, instance, "compaction_sensor"))
+    assert {tp for tp in after if tp[0] == "clicks"} == {("clicks", "0"), ("clicks", "1")}
+    assert not [tp for tp in after if tp[0] == "orders"]
+    assert after[("clicks", "0")].job_name.startswith("cleanup__clicks")
