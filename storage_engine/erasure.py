@@ -124,11 +124,11 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     unsuperseded: dict[bytes, list[int]] = {}
     values: list[int] = []
     tombstones: list[int] = []
-    path = str(log.dir)
     producers = _producers(log)
     tracker = TransactionTracker(producers.aborted)
     for raw in log.iter_batches():
         h = raw.header
+        path = log.segment_path(h.base_offset)
         if h.magic >= 2 and h.is_control:
             tracker.on_control_batch(h, control_type_of(raw, path))
             continue
@@ -163,10 +163,10 @@ def _producers(log: Log) -> ProducerSnapshot:
     """The aborted transactions and the last stable offset, from a first pass over the batch
     headers (the aborted ones are known only at their ABORT markers, after their batches)."""
     builder = ProducerStateBuilder()
-    path = str(log.dir)
     for raw in log.iter_batches():
         h = raw.header
-        builder.observe(h, control_type_of(raw, path) if h.magic >= 2 and h.is_control else None)
+        control = h.magic >= 2 and h.is_control
+        builder.observe(h, control_type_of(raw, log.segment_path(h.base_offset)) if control else None)
     return builder.snapshot(log.log_end_offset)
 
 

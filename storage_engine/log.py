@@ -386,6 +386,11 @@ class Log(LogReads):
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
+    def segment_path(self, offset: int) -> str:
+        """The ``.log`` file holding ``offset``: what an error about a batch read there names
+        (``verify`` names the segment file; the directory alone left the user to find it)."""
+        return str(self.segments[self._segment_index(offset)].log_path)
+
     # ------------------------------------------------------------------ log start offset
 
     def delete_records(self, before_offset: int) -> int:

@@ -135,7 +135,7 @@ class LogReads:
             for raw in batches:
                 if raw.header.is_control and not include_control:
                     continue
-                for rec in decode_batch(raw, path=str(self.dir)):
+                for rec in decode_batch(raw, path=self.segment_path(raw.header.base_offset)):
                     if rec.offset >= start_offset:
                         out.append(rec)
                         if max_records is not None and len(out) >= max_records:

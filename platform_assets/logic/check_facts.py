@@ -155,14 +155,13 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
         winners = Winners(rule) if rule is not None else None
         exempt = task.cleaned_end - 1 if rule is not None else -1
         start = log.log_start_offset
-        path = str(log.dir)
         try:
             for raw in log.iter_batches(start):
                 if raw.header.base_offset >= task.ending:
                     break
                 if raw.header.magic >= 2 and raw.header.is_control:
                     continue
-                for r in decode_batch(raw, path=path):
+                for r in decode_batch(raw, path=log.segment_path(raw.header.base_offset)):
                     if r.key is None or r.offset < start or r.offset >= task.ending:
                         continue
                     if r.offset < task.cleaned_end and r.offset != exempt:

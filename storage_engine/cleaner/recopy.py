@@ -44,6 +44,7 @@ def recopy_group(
     cleaned = LogSegment(directory, base, config, file_suffix=STAGING_SUFFIX, create=True)
     try:
         for seg in group:
+            bfilter.path = str(seg.path)  # what an error about one of its batches names
             retain_legacy = seg.mtime_ms > legacy_delete_horizon_ms
             out: list[bytes] = []
             out_bytes = 0

@@ -818,3 +818,26 @@ def test_the_inlined_key_cost_is_key_object_size():
     from storage_engine.cleaner.offset_map import key_object_size
 
     assert all((n + 48) & ~15 == key_object_size(n) for n in range(4096))
+
+
+def test_a_damaged_batch_in_the_clean_section_is_named_by_its_segment_file(tmp_path):
+    """The recopy's error about a batch named the partition directory ("file .../t-0"), where
+    ``verify`` names the segment file; it names the segment file now."""
+    from storage_engine.errors import CorruptRecordError
+
+    with compacted(tmp_path) as m:
+        log = m.get_log("t", 0)
+        for round_ in range(3):
+            for k in range(4):
+                put(log, (f"k{k}", f"v{round_}.{k}"))
+            log.roll()
+        compact(m)
+        first = log.segments[0].log_path
+        data = bytearray(first.read_bytes())
+        data[-3] ^= 0xFF  # a record byte of its last batch: the CRC no longer matches
+        first.write_bytes(bytes(data))
+        for k in range(4):
+            put(log, (f"k{k}", "newer"))
+        log.roll()
+        with pytest.raises(CorruptRecordError, match=f"file {first},"):
+            compact(m)

@@ -51,6 +51,7 @@ def test_a_read_stopped_by_a_damaged_batch_says_so(tmp_path):
     segment.write_bytes(bytes(data))
     facts = _facts(tmp_path)
     assert facts.error is not None and "stored crc" in facts.error and list(facts.offsets) == [0, 1]
+    assert f"file {segment}," in facts.error  # the segment file, as verify names it, not its directory
     assert summarize({0: facts})[0].error == facts.error
 
 
