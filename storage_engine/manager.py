@@ -295,8 +295,8 @@ class LogManager:
                 f"Number of partitions {partitions} for topic {name} is above the limit of {self.max_partitions} "
                 f"({MAX_PARTITIONS_KEY})"
             )
+        self.creation_config(name, configs or {})  # validated before anything is written
         overrides = creation_overrides(name, {k: str(v) for k, v in (configs or {}).items()})
-        build_log_config(self.broker_props, validate_topic_overrides(overrides))
         with self._metadata_lock():
             found = self._find_metadata(name)
             if found is not None and found[1].deleting:
@@ -310,6 +310,12 @@ class LogManager:
                 if p == 0:
                     crash_point("topic-create-partway")
         return meta
+
+    def creation_config(self, name: str, configs: Mapping[str, str]) -> LogConfig:
+        """The config a topic created now with ``configs`` would have (an internal topic's
+        defaults first, the broker's ``log.*`` settings under both); raises as the create would."""
+        overrides = creation_overrides(name, {k: str(v) for k, v in configs.items()})
+        return build_log_config(self.broker_props, validate_topic_overrides(overrides))
 
     def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
         """Change config overrides; the merged result is validated before the file is replaced."""

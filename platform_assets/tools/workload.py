@@ -13,9 +13,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from storage_engine.append_validation import ProducerRecord, build_batch
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
-from storage_engine.append_validation import ProducerRecord
 
 HOUR_MS = 3_600_000
 
@@ -96,18 +96,28 @@ def _records(w: TopicWorkload, partition: int, count: int, now_ms: int, rng: ran
 
 def produce(manager: LogManager, workloads: Sequence[TopicWorkload], *, now_ms: int, seed: int = 7
             ) -> list[WrittenPartition]:
-    """Create the topics that are missing, then append each partition's records in batches."""
+    """Create the topics that are missing, then append each partition's records in batches.
+    Every batch is validated first, against the config its topic has (or will be created with),
+    so a workload a topic refuses (a ``segment.bytes`` altered below a batch) writes nothing:
+    it used to fail part way, after appending to the topics before it."""
     rng = random.Random(seed)
     existing = set(manager.topics())
-    written = []
+    planned = []
     for w in workloads:
+        config = manager.topic_config(w.name) if w.name in existing else manager.creation_config(w.name, w.configs)
+        for p in range(w.partitions):
+            records = _records(w, p, w.records_for(p), now_ms, rng)
+            batches = [records[i:i + w.batch_records] for i in range(0, len(records), w.batch_records)]
+            for batch in batches:
+                build_batch(batch, base_offset=0, config=config, compression=w.compression, now_ms=now_ms,
+                            tp=f"{w.name}-{p}")
+            planned.append((w, p, records, batches))
+    written = []
+    for w, p, records, batches in planned:
         if w.name not in existing:
             manager.create_topic(w.name, w.partitions, dict(w.configs))
-        for p in range(w.partitions):
-            log = manager.get_log(w.name, p)
-            records = _records(w, p, w.records_for(p), now_ms, rng)
-            size = 0
-            for i in range(0, len(records), w.batch_records):
-                size += log.append(records[i:i + w.batch_records], compression=w.compression).size_bytes
-            written.append(WrittenPartition(w.name, p, len(records), sum(r.value is None for r in records), size))
+            existing.add(w.name)
+        log = manager.get_log(w.name, p)
+        size = sum(log.append(batch, compression=w.compression).size_bytes for batch in batches)
+        written.append(WrittenPartition(w.name, p, len(records), sum(r.value is None for r in records), size))
     return written

@@ -108,3 +108,21 @@ def test_the_main_job_says_where_the_runs_time_went():
     assert run_times(runs) == ("a run took 2.0 to 4.5 s; on average getting its Spark session 1.0 s, "
                                "the cleaning jobs 0.3 s, the checks' reads 1.0 s")
     assert run_times([]) == "no run finished"
+
+
+def test_a_workload_a_topic_refuses_writes_nothing(tmp_path):
+    """The main job on log dirs whose topic was altered (``segment.bytes`` below a batch) failed
+    part way, after appending to the topics before it; every batch is validated first now."""
+    from storage_engine.errors import RecordTooLargeError
+
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        produce(manager, [COMPACTED], now_ms=int(time.time() * 1000))
+        manager.alter_topic(COMPACTED.name, {"segment.bytes": "100"})
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with LogManager([root]) as manager, pytest.raises(RecordTooLargeError):
+        produce(manager, [DELETE, COMPACTED], now_ms=int(time.time() * 1000))  # DELETE's topic came first
+    with LogManager([root], read_only=True) as manager:
+        assert manager.topics() == [COMPACTED.name]
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "session" not in p.name} == {
+        p: b for p, b in before.items() if "session" not in p.name}
