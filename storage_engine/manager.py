@@ -303,6 +303,7 @@ class LogManager:
                 self._finish_delete(name, found[0])
             elif found is not None or name in {t for t, _ in self.partition_locations()}:
                 raise TopicExistsError(f"Topic '{name}' already exists.")
+            self._check_checkpoint_files()
             meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
             write_metadata(meta, self.log_dirs[0].path)
             for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
@@ -361,6 +362,7 @@ class LogManager:
             if count < meta.partitions:
                 raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
                                              f"higher than the requested {count}: a partition count never goes down.")
+            self._check_checkpoint_files()
             for p in range(meta.partitions, count):
                 loc = self._locate(name, p) or self._create_partition_dir(name, p)
                 self._open_log(loc)
@@ -368,6 +370,15 @@ class LogManager:
             new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
             write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
         return new
+
+    def _check_checkpoint_files(self) -> None:
+        """Parse every log dir's checkpoint files (``CheckpointError`` names the file and the
+        line): a topic change reads or rewrites them after its commit point, so a malformed one
+        must refuse it before anything is written (a create used to write its metadata, then
+        fail, leaving a topic a retry called "already exists")."""
+        for d in self.log_dirs:
+            for checkpoint in d.checkpoint_files:
+                checkpoint.read()
 
     def _require_writable(self) -> None:
         if self.read_only:
@@ -391,9 +402,7 @@ class LogManager:
         with self._metadata_lock():
             found = self._find_metadata(name)
             parts = self.partitions(name)  # raises for an unknown topic or one already being deleted
-            for d in self.log_dirs:
-                for checkpoint in d.checkpoint_files:
-                    checkpoint.read()  # raises CheckpointError, naming the file and the line
+            self._check_checkpoint_files()
             holder = found[0] if found is not None else self.log_dirs[0]
             meta = found[1] if found is not None else TopicMetadata(name, max(parts) + 1, {}, uuid.uuid4().hex)
             write_metadata(TopicMetadata(meta.name, meta.partitions, meta.configs, meta.topic_id, True), holder.path)

@@ -190,6 +190,23 @@ def test_alter_partitions_killed_part_way_leaves_strays_a_rerun_adopts(tmp_path)
     assert verify.returncode == 0
 
 
+@pytest.mark.parametrize("checkpoint", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                                        "cleaner-offset-checkpoint"])
+def test_a_malformed_checkpoint_refuses_a_create_or_an_alter_with_nothing_written(logctl, checkpoint):
+    """A create wrote its metadata (its commit point), then failed opening its first partition on
+    the malformed checkpoint: the topic existed after the error and a retry said "already
+    exists". The checkpoints are parsed before anything is written now."""
+    assert logctl("topic", "create", "a", "--partitions", "1")[0] == 0
+    (logctl.root / checkpoint).write_text("0\n1\na 0 x\n")
+    before = every_name(logctl.root)
+    for args in (["create", "zz", "--partitions", "1"], ["alter", "a", "--partitions", "2"]):
+        code, _, err = logctl("topic", *args)
+        assert code == 1 and err == f"error: Malformed line 3 in checkpoint file {logctl.root / checkpoint}: 'a 0 x'\n"
+        assert every_name(logctl.root) == before
+    (logctl.root / checkpoint).write_text("0\n0\n")  # repaired: the retry works
+    assert logctl("topic", "create", "zz", "--partitions", "1")[0] == 0
+
+
 def test_only_a_deleted_partitions_directory_is_removed_at_a_writable_open(logctl):
     """Every writable open removed any directory of the log dir whose name ended in ``-delete``
     (``reports-delete`` and what it held, with ``--log-dirs /tmp`` given by mistake); only the
