@@ -326,3 +326,44 @@ def test_a_time_index_that_understates_the_largest_timestamp_is_reported(logctl)
     assert logctl("verify")[0] == 0
     with LogManager([logctl.root], read_only=True) as m:
         assert m.get_log("t", 0).segments[0].largest_timestamp == 500_000
+
+
+def _corrupt_after_an_unclean_shutdown(root: Path) -> Path:
+    """Ten records in one segment, the log dir left without its clean-shutdown marker and the
+    recovery point at 0 (a process died), and the CRC of the batch of offset 4 broken."""
+    part = _build(root)
+    (root / CLEAN).unlink()
+    (root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    log_file = segment_file(part, 0, ".log")
+    fifth = list(scan_batches(log_file.read_bytes()))[4]
+    data = bytearray(log_file.read_bytes())
+    data[fifth.position + fifth.header.size_in_bytes - 1] ^= 0xFF  # a record byte: the CRC fails
+    log_file.write_bytes(bytes(data))
+    return log_file
+
+
+def test_after_an_unclean_shutdown_the_views_show_the_cut_recovery_will_make(logctl):
+    """A complete batch failing its CRC in a segment recovery will revalidate: ``describe`` showed
+    the log end offset before the cut and ``verify`` named the bad CRC but not that the next
+    writable open truncates there (dropping the intact records after it, whose offsets new
+    records then reuse). The views now end where recovery will, and say so."""
+    log_file = _corrupt_after_an_unclean_shutdown(logctl.root)
+    views = Views(logctl)
+    [problem] = [p for p in views.verify_problems if "Record is corrupt" in p]
+    assert problem.endswith(f"the log dir was not shut down cleanly, so the next writable open recovers its segments "
+                            f"from the one holding offset 0: it truncates {log_file.name} at position "
+                            f"{list(scan_batches(log_file.read_bytes()))[4].position}, so offsets 4 to 9 go and new "
+                            "records reuse them"), problem
+    assert json.loads(views.describe[1])["partitions"][0]["log_end_offset"] == 4
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == [0, 1, 2, 3]
+
+
+def test_a_view_beside_an_open_writer_shows_the_log_as_that_writer_recovered_it(logctl):
+    """No marker while another process has the dir open means that process consumed it (and
+    recovered): the view does not announce a second recovery."""
+    _build(logctl.root)
+    with LogManager([logctl.root]):  # a writer: consumes the marker, holds the session
+        assert not (logctl.root / CLEAN).exists()
+        code, out, _ = logctl("verify")
+    assert code == 0 and "not shut down cleanly" not in out, out
