@@ -827,9 +827,8 @@ def test_a_damaged_batch_in_the_clean_section_is_named_by_its_segment_file(tmp_p
 
     with compacted(tmp_path) as m:
         log = m.get_log("t", 0)
-        for round_ in range(3):
-            for k in range(4):
-                put(log, (f"k{k}", f"v{round_}.{k}"))
+        for round_ in range(3):  # one batch of four keys a segment
+            put(log, *[(f"k{k}", f"v{round_}.{k}") for k in range(4)])
             log.roll()
         compact(m)
         first = log.segments[0].log_path
