@@ -6,11 +6,12 @@ has recorded every partition's log_health and a compaction run has succeeded, th
 these pages with headless Chromium into OUT (default /tmp/logplat-screenshots, which must lie
 outside the repository):
 
-    catalog.png         the asset catalog: every topic, its group, kinds and check badges
+    catalog.png         the asset catalog: every topic, its group, kinds and partition counts
     asset.png           logs/orders: description, metadata (configs as people read them)
     partitions.png      its Partitions view: which partitions are materialized
-    checks.png          its Checks tab: log_health and the compaction checks, per partition
-    check_health.png    log_health's own page: the latest result of each partition
+    partition_0.png     partition 0 selected: its latest cleaning's metadata
+    checks.png          its Checks tab: each check's latest result (of any partition)
+    check_health.png    log_health's own page: its latest result and the partition it is for
     sensor_state.png    log_state_sensor's ticks
     sensor_compaction.png  compaction_sensor's ticks: what it requested and why
     runs.png            the runs list
