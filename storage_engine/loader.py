@@ -183,45 +183,10 @@ class LogLoader:
             base = self._empty_log_base()
             return LoadResult([], base, base, base, [], self.warnings)
         self._note_invalid_headers(segments)
-        segments, cut = self._view_unclean_recovery(segments)
         self._ignore_log_start_beyond_end(segments, self.warnings)
-        leo = segments[-1].read_next_offset() if cut is None else cut
+        leo = segments[-1].read_next_offset()
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         return LoadResult(segments, log_start, min(self.recovery_point, leo), leo, [], self.warnings)
-
-    def _view_unclean_recovery(self, segments: list[LogSegment]) -> tuple[list[LogSegment], int | None]:
-        """Read-only, when the next writable open will recover (``had_clean_shutdown`` False: the
-        log dir has no clean-shutdown marker and no process has it open): what step 7 does to a
-        complete batch failing its CRC in a segment from the recovery point on, Kafka's
-        ``LogSegment.recover``: it truncates the segment there and deletes every later one. The
-        view ends there too (the segments and the log end offset, so ``topic describe`` and
-        ``consume`` show the log recovery will leave), and the warning says what goes. Returns
-        the segments kept and the log end offset the cut gives (None: no cut). A header no batch
-        can have is ``_note_invalid_headers``'s."""
-        if self.had_clean_shutdown:
-            return segments, None
-        first = max((i for i, s in enumerate(segments) if s.base_offset <= self.recovery_point), default=0)
-        for i in range(first, len(segments)):
-            seg = segments[i]
-            path = str(seg.log_path)
-            try:
-                for raw in seg.batches(0, seg.refresh_size()):
-                    try:
-                        verify_batch(raw, path=path)
-                    except CorruptRecordError as exc:
-                        later = segments[i + 1:]
-                        end = segments[-1].read_next_offset()
-                        self.warnings.append(
-                            f"{exc}; the log dir was not shut down cleanly, so the next writable open recovers its "
-                            f"segments from the one holding offset {self.recovery_point}: it truncates {seg.log_path.name} at position {raw.position}"
-                            + (f" and deletes the {len(later)} later segment(s)" if later else "")
-                            + f", so offsets {raw.header.base_offset} to {end - 1} go and new records reuse them")
-                        for s in later:
-                            s.close(trim_indexes=False)
-                        return segments[: i + 1], raw.header.base_offset
-            except CorruptRecordError:
-                return segments, None  # a header no batch can have: named by _note_invalid_headers
-        return segments, None
 
     def _note_invalid_headers(self, segments: list[LogSegment]) -> None:
         """Read-only: a header no batch can have (a size below the minimum batch overhead, a bad

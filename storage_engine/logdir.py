@@ -63,8 +63,6 @@ class LogDir:
         self.had_clean_shutdown = True
         self._read_only = False
         self._load_failed = False
-        #: read-only: the next writable open will recover every partition (see ``open_session``)
-        self.recovery_pending = False
 
     @property
     def checkpoint_files(self) -> tuple[CheckpointFile, CheckpointFile, CheckpointFile]:
@@ -75,10 +73,7 @@ class LogDir:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
 
         A read-only session (verify, consumers) only waits for a first opener's recovery to
-        finish; it neither consumes nor writes the marker, and leaves no session file. Finding
-        the dir open by no other process and the marker missing (or a dead process's session
-        file), it sets ``recovery_pending``: the next writable open recovers every partition, so
-        its views show what that recovery makes of them. A symlink,
+        finish; it neither consumes nor writes the marker, and leaves no session file. A symlink,
         FIFO or directory in place of any of the dir's own files is refused first, before
         anything is written.
         """
@@ -91,15 +86,8 @@ class LogDir:
                 self._fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
             except FileNotFoundError:
                 return  # no engine process ever opened this dir
-            self._read_only = True
-            try:  # alone with the dir: no open process has consumed the marker and recovered
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            else:
-                self.recovery_pending = not (self.path / CLEAN_SHUTDOWN_FILE).exists() or bool(self._session_files())
             fcntl.flock(self._fd, fcntl.LOCK_SH)
+            self._read_only = True
             return
         self.path.mkdir(parents=True, exist_ok=True)
         fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDWR | os.O_CREAT)

@@ -163,8 +163,6 @@ class LogManager:
         clean-shutdown marker (``LogDir.record_load_failure``): the partitions it never reached
         would count as recovered. After a clean shutdown, a load that refused before it changed
         anything (``_REFUSED_UNCHANGED``) leaves the dir as clean as it found it, and does not."""
-        if self.read_only:  # a view shows what the next writable open makes of the partition
-            had_clean_shutdown = not loc.log_dir.recovery_pending
         try:
             return Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic,
                        partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)

@@ -115,8 +115,7 @@ def _verify_segment(
             max_ts = max(max_ts, header.max_timestamp)
             end = raw.position + header.size_in_bytes
     except CorruptRecordError as exc:
-        if not any(p.startswith(str(exc)) for p in problems):  # not already named with what recovery does there
-            problems.append(str(exc))
+        problems.append(str(exc))
         return rep, previous_next
     if end != size:
         problems.append(f"{path}: {size - end} bytes after the last complete batch (position {end})")
