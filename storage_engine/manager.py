@@ -259,10 +259,9 @@ class LogManager:
         found = self._find_metadata(topic)
         if found is not None and found[1].deleting:
             raise UnknownTopicOrPartitionError(f"Topic {topic} is marked for deletion")
-        meta = found[1] if found is not None else None
-        on_disk = {p for t, p in self.partition_locations() if t == topic}
-        if meta is not None:
-            on_disk.update(range(meta.partitions))
+        on_disk = {p for t, p in self._partition_dirs() if t == topic}  # refuses a symlink or FIFO there first
+        if found is not None:  # its metadata's count: a directory beyond it is a stray
+            return list(range(found[1].partitions))
         if not on_disk:
             raise UnknownTopicOrPartitionError(f"Topic {topic} does not exist in log dirs {self.dir_list()}")
         return sorted(on_disk)
@@ -363,12 +362,19 @@ class LogManager:
                 raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
                                              f"higher than the requested {count}: a partition count never goes down.")
             self._check_checkpoint_files()
-            for p in range(meta.partitions, count):
-                loc = self._locate(name, p) or self._create_partition_dir(name, p)
-                self._open_log(loc)
-                crash_point("topic-add-partitions-partway")
-            new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
-            write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
+            try:
+                for p in range(meta.partitions, count):
+                    loc = self._locate(name, p) or self._create_partition_dir(name, p)
+                    self._open_log(loc)
+                    crash_point("topic-add-partitions-partway")
+                new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
+                write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
+            except BaseException:  # not committed: the partitions opened for it are strays again
+                for p in range(meta.partitions, count):
+                    log = self._logs.pop((name, p), None)
+                    if log is not None:
+                        log.close()
+                raise
         return new
 
     def _check_checkpoint_files(self) -> None:

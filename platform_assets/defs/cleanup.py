@@ -179,12 +179,13 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         context.log.info(f"{len(check_outcomes)} check(s) evaluated in {checks_s:.2f} s")
     context.instance.add_run_tags(context.run.run_id, {CHECK_READ_SECONDS_TAG: f"{read_s:.3f}"})
     run_metadata = {"now_ms": dg.MetadataValue.timestamp(now_ms / 1000)}
+    data_version = run_data_version(list(cleanups.values()))
     failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
     if not failed:
         for c in cleanups.values():
             context.add_asset_metadata(cleanup_metadata(c), partition_key=c.key)
         yield dg.MaterializeResult(asset_key=asset_key, metadata=run_metadata,
-                                   data_version=dg.DataVersion(run_data_version(list(cleanups.values()))))
+                                   data_version=dg.DataVersion(data_version))
     else:
         # A partition whose cleaning failed is not materialized, so Dagster shows it as failed
         # and a backfill counts it as failed (a materialization marked it "Materialized" and the
@@ -195,7 +196,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
                 context.log_event(dg.AssetObservation(asset_key=asset_key, partition=c.key, metadata=metadata))
             else:
                 context.log_event(dg.AssetMaterialization(asset_key=asset_key, partition=c.key, metadata=metadata,
-                                                          tags={DATA_VERSION_TAG: c.data_version}))
+                                                          tags={DATA_VERSION_TAG: data_version}))
     _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     if failed:
         names = ", ".join(f"{topic.name}-{c.partition}" for c in cleanups.values() if c.status == FAILED)

@@ -171,6 +171,30 @@ def test_alter_partitions_raises_the_count_and_refuses_anything_else_unchanged(l
     assert logctl("verify")[0] == 0
 
 
+def test_a_failed_alter_partitions_leaves_no_new_partition_open(tmp_path):
+    """A copied-in directory that does not load (two segments claiming the same offsets) fails
+    the alter before its commit point; the partitions it had opened on the way stayed open and
+    writable in the process, and closing wrote their recovery points, though no other process
+    saw them."""
+    from storage_engine.append_validation import ProducerRecord
+    from storage_engine.errors import LogError, UnknownTopicOrPartitionError
+
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        manager.create_topic("t", 2)
+        manager.create_topic("src", 1)
+        manager.get_log("src", 0).append([ProducerRecord(b"k", b"v", 1_000)] * 3)
+    (root / "t-3").mkdir()
+    for base in ("00000000000000000000", "00000000000000000001"):
+        (root / "t-3" / f"{base}.log").write_bytes((root / "src-0" / "00000000000000000000.log").read_bytes())
+    with LogManager([root]) as manager:
+        with pytest.raises(LogError, match="t-3"):
+            manager.add_partitions("t", 4)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            manager.get_log("t", 2)
+    assert "t 2 " not in (root / "recovery-point-offset-checkpoint").read_text()
+
+
 def test_alter_partitions_killed_part_way_leaves_strays_a_rerun_adopts(tmp_path):
     root = tmp_path / "logs"
     proc = spawn(root, "topic", "create", "t", "--partitions", "1")
