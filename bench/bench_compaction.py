@@ -177,6 +177,7 @@ CHILD = textwrap.dedent("""
     t0 = time.perf_counter()
     report = cleaner.clean(log, now_ms=int(sys.argv[3]), force=True)
     wall = time.perf_counter() - t0
+    LogManager.after_cleaning(log, report, int(sys.argv[3]), cleaner)  # the report's after-figures, untimed
     rss_peak = status("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     m.close()
     print(json.dumps({"report": report.to_dict(), "wall_s": wall, "rss_before_kb": rss_before,
