@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
-from .config.values import INT_MAX, LONG_MAX, MAX_TIMESTAMP_MS
+from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
 from .errors import CorruptRecordError, LogError, RecordTooLargeError
 from .manager import LogManager, log_dirs_from_env
 from .naming import MAX_PARTITION
@@ -342,7 +342,8 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
                  f"the partition without leading zeros and at most {MAX_PARTITION}): no command reads it; rename it"
                  for path in misnamed)
     lines.extend(f"{path}: named like a partition beyond its topic's {count} partition(s) (the topic's metadata): "
-                 "a stray, which no command reads (a KRaft broker deletes such a log); remove it or move it out"
+                 "a stray, which no command reads (a KRaft broker deletes such a log); remove it or move it out, "
+                 "or adopt it with topic alter --partitions (which a killed one left it for)"
                  for path, count in strays)
     _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed],
                   "stray_dirs": [str(p) for p, _ in strays]},
@@ -523,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = topic.add_subparsers(dest="topic_command", required=True)
     p = tsub.add_parser("create")
     p.add_argument("name")
-    p.add_argument("--partitions", type=int, required=True)
+    p.add_argument("--partitions", type=bounded_int("a partition count", INT_MIN, INT_MAX), required=True)
     p.add_argument("--config", action="append", metavar="KEY=VALUE")
     add_json(p)
     p = tsub.add_parser("list")

@@ -273,6 +273,9 @@ class Log(LogReads):
                     f"{self.tp}: writing {failed_in} failed ({exc.strerror or exc}); the produce call was undone, "
                     f"none of its records was appended (log end offset still {self._leo})"
                 ) from None
+            except BaseException:  # any other failure after a batch went in (a damaged index refusing
+                self._rollback(mark)  # its entry, say) undoes the call too: it used to keep the records
+                raise
             return infos
 
     def _tail_mark(self) -> "_TailMark":

@@ -45,6 +45,7 @@ from .errors import (
     UnknownTopicOrPartitionError,
 )
 from .faults import crash_point
+from .partition_lock import LOCK_FILE_NAME
 from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir
@@ -362,18 +363,33 @@ class LogManager:
                 raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
                                              f"higher than the requested {count}: a partition count never goes down.")
             self._check_checkpoint_files()
+            adopted = {p: loc for p in range(meta.partitions, count) if (loc := self._locate(name, p)) is not None}
+            missing = [p for p in range(count) if p not in adopted and (p >= meta.partitions or self._locate(name, p)
+                                                                      is None)]  # gaps below the count too
+            made: list[Path] = []
             try:
-                for p in range(meta.partitions, count):
-                    loc = self._locate(name, p) or self._create_partition_dir(name, p)
+                for loc in adopted.values():  # what may fail to load goes first, before anything is made
+                    lock = loc.path / LOCK_FILE_NAME
+                    if not lock.exists():
+                        made.append(lock)
+                    self._open_log(loc)
+                for p in missing:
+                    loc = self._create_partition_dir(name, p)
+                    made.append(loc.path)
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
                 new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
                 write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
-            except BaseException:  # not committed: the partitions opened for it are strays again
-                for p in range(meta.partitions, count):
+            except BaseException:  # not committed: what it opened is closed, what it made removed
+                for p in [*adopted, *missing]:
                     log = self._logs.pop((name, p), None)
                     if log is not None:
                         log.close()
+                for path in reversed(made):
+                    if path.is_dir():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink(missing_ok=True)
                 raise
         return new
 

@@ -5,6 +5,7 @@ where argparse itself prints the usage and exits 2."""
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Callable, NoReturn
 
 from .errors import LogError
@@ -21,14 +22,16 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+_INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits, as Kafka's tools parse them
+
+
 def bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
     """An argparse ``type`` for an integer within ``[low, high]``; the error names the range."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+        if not _INTEGER.fullmatch(text):  # int() also took " 2", "+2", "1_0" and other scripts' digits
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}")
+        value = int(text)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{what} must be between {low} and {high}, got {value}")
         return value

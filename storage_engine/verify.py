@@ -120,7 +120,7 @@ def _verify_segment(
     if end != size:
         problems.append(f"{path}: {size - end} bytes after the last complete batch (position {end})")
     try:
-        _verify_indexes(seg, starts, last_offset, max_ts, rep, problems)
+        _verify_indexes(seg, starts, last_offset, max_ts, next_base is None, rep, problems)
     except LogError as exc:
         problems.append(f"{path}: index unreadable: {exc}")
     return rep, previous_next
@@ -131,6 +131,7 @@ def _verify_indexes(
     starts: dict[int, tuple[int, int]],
     last_offset: int | None,
     max_ts: int,
+    is_active: bool,
     rep: SegmentReport,
     problems: list[str],
 ) -> None:
@@ -154,8 +155,11 @@ def _verify_indexes(
         if e.offset < seg.base_offset or (last_offset is not None and e.offset > last_offset):
             problems.append(f"{ti.path}: entry {n} offset {e.offset} is outside the segment")
         prev_ts = e.timestamp
-    judged = seg.read_max_timestamp()[0]
-    if judged < max_ts:
+    # what retention plans judge the segment by (the sensors' stats): a closed segment's time
+    # index's last entry; the active segment's, then the batches after its last index entry
+    judged = seg.read_max_timestamp()[0] if is_active else ti.last_entry().timestamp
+    rebuilt = any(p.startswith((f"{oi.path}:", f"{ti.path}:")) for p in problems)  # a writable open rebuilds both
+    if judged < max_ts and not rebuilt:
         read = f"timestamp {judged}" if judged >= 0 else "no timestamp (so the file's mtime)"
         problems.append(f"{ti.path}: understates the segment's largest timestamp: retention reads {read} from it, "
                         f"but the batches it covers reach {max_ts}, so time retention would delete the segment "

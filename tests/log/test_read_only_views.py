@@ -313,8 +313,7 @@ def test_a_time_index_that_understates_the_largest_timestamp_is_reported(logctl)
     time_index = segment_file(part, 0, ".timeindex")
     assert len(time_index.read_bytes()) == 4 * 12  # offsets 1 to 4: later batches are not above 500000
     os.truncate(time_index, 3 * 12)  # only the entries before the largest timestamp's batch
-    with LogManager([logctl.root], read_only=True) as m:
-        judged = m.get_log("t", 0).segments[0].largest_timestamp
+    judged = struct.unpack(">q", time_index.read_bytes()[-12:-4])[0]  # what retention plans read: the last entry
     assert judged < 500_000
     views = Views(logctl)
     assert views.verify_problems == [

@@ -187,12 +187,30 @@ def test_a_failed_alter_partitions_leaves_no_new_partition_open(tmp_path):
     (root / "t-3").mkdir()
     for base in ("00000000000000000000", "00000000000000000001"):
         (root / "t-3" / f"{base}.log").write_bytes((root / "src-0" / "00000000000000000000.log").read_bytes())
+    logs_before = {p.name: p.read_bytes() for p in (root / "t-3").glob("*.log")}
     with LogManager([root]) as manager:
         with pytest.raises(LogError, match="t-3"):
             manager.add_partitions("t", 4)
+        assert not (root / "t-2").exists()  # t-3 is tried first: t-2 was never made
+        assert {p.name: p.read_bytes() for p in (root / "t-3").glob("*.log")} == logs_before
         with pytest.raises(UnknownTopicOrPartitionError):
             manager.get_log("t", 2)
     assert "t 2 " not in (root / "recovery-point-offset-checkpoint").read_text()
+
+
+def test_alter_partitions_of_a_topic_without_metadata_fills_its_gaps(logctl):
+    """A topic copied in without metadata, partitions 0 and 2: its count was taken as 3 and an
+    alter to 5 made 3 and 4 and reported success with partition 1 still missing."""
+    import shutil
+
+    assert logctl("topic", "create", "src", "--partitions", "1")[0] == 0
+    assert logctl("produce", "src", "--partition", "0", stdin=RECORD)[0] == 0
+    for p in (0, 2):
+        shutil.copytree(logctl.root / "src-0", logctl.root / f"copied-{p}")
+    assert logctl("topic", "alter", "copied", "--partitions", "5") == (0, "Topic copied now has 5 partitions.\n", "")
+    assert logctl("verify", "--topic", "copied")[0] == 0
+    assert [p["partition"] for p in json.loads(logctl("topic", "describe", "copied", "--json")[1])["partitions"]] == \
+        [0, 1, 2, 3, 4]
 
 
 def test_alter_partitions_killed_part_way_leaves_strays_a_rerun_adopts(tmp_path):

@@ -160,3 +160,19 @@ def test_topic_create_on_a_full_disk_never_prints_success_before_failing(small_f
     if "after the command had completed: Created topic u." in result.stderr:
         assert logctl(root, "topic", "describe", "u").returncode == 0
     assert not [p for p in root.rglob("*.tmp")]
+
+
+def test_an_append_a_damaged_index_refuses_is_undone(tmp_path):
+    """A time index entry past the segment's end makes the index refuse the produce's entry after
+    the batch was written: the produce exited 1 but kept its record, so a retry duplicated it."""
+    import struct
+
+    root = tmp_path / "logs"
+    create(root, "index.interval.bytes=1")
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
+    time_index = root / "t-0" / "00000000000000000000.timeindex"
+    time_index.write_bytes(struct.pack(">qi", 2**40, 64))  # offset 64, past the log end of 10
+    before = log_files(root)
+    result = logctl(root, "produce", "t", "--partition", "0", stdin=lines(1, start=10))
+    assert result.returncode == 1
+    assert offsets(root) == list(range(10)) and log_files(root) == before
