@@ -4,9 +4,9 @@ Kafka keeps topic metadata (partition count, config overrides) in the controller
 stored in the first log dir unless ``metadata.log.dir`` says otherwise. The engine keeps the
 same facts as one small JSON file per topic under ``<log dir>/.logplat-topics/``, written
 atomically, in the first log dir unless the topic's file already lives in another one, and only
-under the metadata lock (``topic_store``). That file is the commit point of ``topic create``:
-partition directories are made after it, and a partition listed there without a directory (a
-crash in between) is created on first use. It is also the commit point of ``topic delete``.
+under the metadata lock (``topic_store``). That file is the commit point of every topic change;
+the changes themselves (create, alter, add partitions, delete) are ``topic_admin.TopicAdmin``'s,
+which the manager mixes in.
 
 Directories copied from a broker have no such file: their topics are discovered from the
 partition directory names and use the broker defaults, except Kafka's internal
@@ -16,53 +16,27 @@ partition directory names and use the broker defaults, except Kafka's internal
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ContextManager, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
-from .checkpoint import fsync_dir
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from .cleaner.cleaner import reset_out_of_range_checkpoint
 from .cleaner.plan import LogToClean
-from .config.broker import MAX_PARTITIONS_KEY, build_log_config, max_partitions_per_topic
+from .config.broker import build_log_config, max_partitions_per_topic
 from .config.cleaner import CleanerConfig, build_cleaner_config
-from .config.topic import (
-    INTERNAL_TOPIC_DEFAULTS,
-    LogConfig,
-    check_config_key,
-    creation_overrides,
-    validate_topic_overrides,
-)
-from .errors import (
-    ConfigError,
-    InvalidPartitionsError,
-    InvalidTopicError,
-    LogChangedError,
-    LogError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-)
-from .faults import crash_point
-from .partition_lock import LOCK_FILE_NAME
+from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, validate_topic_overrides
+from .errors import ConfigError, LogChangedError, LogError, UnknownTopicOrPartitionError
 from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir
-from .naming import (
-    delete_dir_name,
-    is_delete_dir_name,
-    is_digits,
-    is_segment_file,
-    parse_partition_dir,
-    partition_dir_name,
-    validate_topic_name,
-)
+from .naming import is_digits, is_segment_file, parse_partition_dir, partition_dir_name, validate_topic_name
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, scan_log_dir
-from .topic_store import TopicMetadata, TopicMetadataError, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
+from .topic_admin import TopicAdmin
+from .topic_store import TopicMetadata, TopicMetadataError, metadata_names, read_metadata
 
 DEFAULT_LOG_DIRS = "./data/logs"
 
@@ -107,7 +81,7 @@ def _require_compacted(topic: str, config: LogConfig) -> None:
                        "only compacted topics are cleaned")
 
 
-class LogManager:
+class LogManager(TopicAdmin):
     """Opens log dirs, recovers them after an unclean shutdown, and hands out ``Log`` objects."""
 
     def __init__(
@@ -233,6 +207,37 @@ class LogManager:
         return [(loc.path, counts[key[0]]) for key, loc in sorted(self._partition_dirs().items())
                 if is_stray(key, counts) and topic in (None, key[0])]
 
+    def misnamed_partition_dirs(self) -> list[Path]:
+        """Directories of the log dirs named like a partition's (digits after the last ``-``) and
+        holding segment files, whose name no partition has (``t-01``, ``t-2147483648``): every
+        command leaves them out, where Kafka would read ``t-01`` as partition 1. ``verify`` names
+        them rather than passing them over in silence."""
+        found = []
+        for d in self.log_dirs:
+            try:
+                with os.scandir(d.path) as it:  # named like a partition's (digits after the last "-"), yet none
+                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and "-" in e.name
+                            and is_digits(e.name.rpartition("-")[2]) and parse_partition_dir(e.name) is None]
+            except FileNotFoundError:
+                continue
+            for entry in dirs:
+                try:
+                    with os.scandir(entry.path) as it:
+                        if any(is_segment_file(e.name) for e in it):
+                            found.append(Path(entry.path))
+                except OSError:  # unreadable: nothing any command would read there either
+                    continue
+        return sorted(found)
+
+    def _create_partition_dir(self, topic: str, partition: int) -> PartitionLocation:
+        counts = {str(d.path): sum(1 for name in os.listdir(d.path) if parse_partition_dir(name))
+                  if d.path.is_dir() else 0 for d in self.log_dirs}
+        chosen = choose_log_dir(counts)
+        log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
+        path = log_dir.path / partition_dir_name(topic, partition)
+        path.mkdir(parents=True, exist_ok=True)
+        return PartitionLocation(topic, partition, log_dir, path)
+
     def _find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
         """The log dir holding the topic's metadata file and its (validated) content."""
         for d in self.log_dirs:
@@ -282,234 +287,9 @@ class LogManager:
     def topic_config(self, topic: str) -> LogConfig:
         return build_log_config(self.broker_props, validate_topic_overrides(self.topic_overrides(topic)))
 
-    # ------------------------------------------------------------------ topic admin
-
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
-        """Validate everything, write the metadata file (the commit point), then the partition dirs."""
-        self._require_writable()
-        validate_topic_name(name)
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
-        if partitions > self.max_partitions:
-            raise InvalidTopicError(
-                f"Number of partitions {partitions} for topic {name} is above the limit of {self.max_partitions} "
-                f"({MAX_PARTITIONS_KEY})"
-            )
-        self.creation_config(name, configs or {})  # validated before anything is written
-        overrides = creation_overrides(name, {k: str(v) for k, v in (configs or {}).items()})
-        with self._metadata_lock():
-            found = self._find_metadata(name)
-            if found is not None and found[1].deleting:
-                self._finish_delete(name, found[0])
-            elif found is not None or name in {t for t, _ in self.partition_locations()}:
-                raise TopicExistsError(f"Topic '{name}' already exists.")
-            self._check_checkpoint_files()
-            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
-            write_metadata(meta, self.log_dirs[0].path)
-            for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
-                self._open_log(self._create_partition_dir(name, p))  # as Kafka does: starts with an empty segment
-                if p == 0:
-                    crash_point("topic-create-partway")
-        return meta
-
-    def creation_config(self, name: str, configs: Mapping[str, str]) -> LogConfig:
-        """The config a topic created now with ``configs`` would have (an internal topic's
-        defaults first, the broker's ``log.*`` settings under both); raises as the create would."""
-        overrides = creation_overrides(name, {k: str(v) for k, v in configs.items()})
-        return build_log_config(self.broker_props, validate_topic_overrides(overrides))
-
-    def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
-        """Change config overrides; the merged result is validated before the file is replaced."""
-        self._require_writable()
-        validate_topic_name(name)
-        with self._metadata_lock():
-            found = self._find_metadata(name)
-            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
-            meta = found[1] if found is not None else TopicMetadata(
-                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
-            merged = dict(meta.configs)
-            for key in delete_configs:
-                check_config_key(key)
-                merged.pop(key, None)
-            merged.update({k: str(v) for k, v in set_configs.items()})
-            build_log_config(self.broker_props, validate_topic_overrides(merged))
-            new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
-            write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
-        for (topic, partition), log in self._logs.items():
-            if topic == name:
-                log.config = self.topic_config(name)
-        return new
-
-    def add_partitions(self, name: str, count: int) -> TopicMetadata:
-        """Raise the topic's partition count to ``count`` (Kafka's ``createPartitions``,
-        ``kafka-topics --alter --partitions``); a count never goes down. The new partitions'
-        directories are made (and loaded) first, then the metadata is replaced: that is the commit
-        point. A kill in between leaves directories beyond the count, which are strays until a
-        rerun adopts them; so does a directory copied in beforehand (a broker's log of that
-        partition), which must load."""
-        self._require_writable()
-        validate_topic_name(name)
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= self.max_partitions:
-            raise InvalidPartitionsError(f"Number of partitions {count} for topic {name} must be 1 to "
-                                         f"{self.max_partitions} ({MAX_PARTITIONS_KEY})")
-        with self._metadata_lock():
-            found = self._find_metadata(name)
-            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
-            meta = found[1] if found is not None else TopicMetadata(
-                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
-            if count == meta.partitions:
-                raise InvalidPartitionsError(f"Topic {name} already has {count} partitions.")
-            if count < meta.partitions:
-                raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
-                                             f"higher than the requested {count}: a partition count never goes down.")
-            self._check_checkpoint_files()
-            adopted = {p: loc for p in range(meta.partitions, count) if (loc := self._locate(name, p)) is not None}
-            missing = [p for p in range(count) if p not in adopted and (p >= meta.partitions or self._locate(name, p)
-                                                                      is None)]  # gaps below the count too
-            made: list[Path] = []
-            try:
-                for loc in adopted.values():  # what may fail to load goes first, before anything is made
-                    lock = loc.path / LOCK_FILE_NAME
-                    if not lock.exists():
-                        made.append(lock)
-                    self._open_log(loc)
-                for p in missing:
-                    loc = self._create_partition_dir(name, p)
-                    made.append(loc.path)
-                    self._open_log(loc)
-                    crash_point("topic-add-partitions-partway")
-                new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
-                write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
-            except BaseException:  # not committed: what it opened is closed, what it made removed
-                for p in [*adopted, *missing]:
-                    log = self._logs.pop((name, p), None)
-                    if log is not None:
-                        log.close()
-                for path in reversed(made):
-                    if path.is_dir():
-                        shutil.rmtree(path)
-                    else:
-                        path.unlink(missing_ok=True)
-                raise
-        return new
-
-    def _check_checkpoint_files(self) -> None:
-        """Parse every log dir's checkpoint files (``CheckpointError`` names the file and the
-        line): a topic change reads or rewrites them after its commit point, so a malformed one
-        must refuse it before anything is written (a create used to write its metadata, then
-        fail, leaving a topic a retry called "already exists")."""
-        for d in self.log_dirs:
-            for checkpoint in d.checkpoint_files:
-                checkpoint.read()
-
     def _require_writable(self) -> None:
         if self.read_only:
             raise LogError("this log manager was opened read-only")
-
-    def _metadata_lock(self) -> ContextManager[None]:
-        return metadata_lock([d.path for d in self.log_dirs])
-
-    def delete_topic(self, name: str) -> TopicMetadata:
-        """Kafka's asynchronous delete, made crash-safe across processes.
-
-        Under the metadata lock: mark the metadata ``deleting`` (the commit point), rename each
-        ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete`` (no longer a partition to anyone), drop
-        the topic's checkpoint entries and its metadata file, then remove the renamed dirs. A
-        kill at any point leaves the topic whole, or a state the next writable open finishes.
-        The checkpoint files it rewrites are parsed before the commit point, so a malformed one
-        refuses the delete with the disk unchanged, instead of failing after the renames.
-        """
-        self._require_writable()
-        validate_topic_name(name)
-        with self._metadata_lock():
-            found = self._find_metadata(name)
-            parts = self.partitions(name)  # raises for an unknown topic or one already being deleted
-            self._check_checkpoint_files()
-            holder = found[0] if found is not None else self.log_dirs[0]
-            meta = found[1] if found is not None else TopicMetadata(name, max(parts) + 1, {}, uuid.uuid4().hex)
-            write_metadata(TopicMetadata(meta.name, meta.partitions, meta.configs, meta.topic_id, True), holder.path)
-            crash_point("topic-delete-marked")
-            self._finish_delete(name, holder)
-        return meta
-
-    def _finish_delete(self, name: str, holder: LogDir) -> None:
-        """Steps after the commit point of a delete; each is idempotent (called with the lock held)."""
-        for key in [k for k in self._logs if k[0] == name]:
-            self._logs.pop(key).close()
-        for loc in [loc for (t, _), loc in self._partition_dirs().items() if t == name]:  # strays too
-            os.rename(loc.path, loc.log_dir.path / delete_dir_name(name, loc.partition, uuid.uuid4().hex))
-            fsync_dir(loc.log_dir.path)
-            crash_point("topic-delete-renamed")
-        for d in self.log_dirs:
-            for checkpoint in d.checkpoint_files:
-                stale = [tp for tp in checkpoint.read() if tp[0] == name]
-                if stale:
-                    checkpoint.update(remove=stale)
-        remove_metadata(holder.path, name)
-        crash_point("topic-delete-unlisted")
-        self._remove_delete_dirs()
-
-    def _pending_deletes(self) -> list[tuple[str, LogDir]]:
-        out = []
-        for d in self.log_dirs:
-            for name in metadata_names(d.path):
-                try:
-                    meta = read_metadata(d.path, name)
-                except LogError:
-                    continue  # refused when that topic is used, not for every other topic
-                if meta is not None and meta.deleting:
-                    out.append((name, d))
-        return out
-
-    def _delete_dirs(self) -> list[str]:
-        return [entry.path for d in self.log_dirs if d.path.is_dir() for entry in os.scandir(d.path)
-                if is_delete_dir_name(entry.name) and entry.is_dir(follow_symlinks=False)]
-
-    def misnamed_partition_dirs(self) -> list[Path]:
-        """Directories of the log dirs named like a partition's (digits after the last ``-``) and
-        holding segment files, whose name no partition has (``t-01``, ``t-2147483648``): every
-        command leaves them out, where Kafka would read ``t-01`` as partition 1. ``verify`` names
-        them rather than passing them over in silence."""
-        found = []
-        for d in self.log_dirs:
-            try:
-                with os.scandir(d.path) as it:  # named like a partition's (digits after the last "-"), yet none
-                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and "-" in e.name
-                            and is_digits(e.name.rpartition("-")[2]) and parse_partition_dir(e.name) is None]
-            except FileNotFoundError:
-                continue
-            for entry in dirs:
-                try:
-                    with os.scandir(entry.path) as it:
-                        if any(is_segment_file(e.name) for e in it):
-                            found.append(Path(entry.path))
-                except OSError:  # unreadable: nothing any command would read there either
-                    continue
-        return sorted(found)
-
-    def _finish_pending_deletes(self) -> None:
-        """At a writable open, as a broker's LogManager does at startup: finish interrupted deletes
-        (the lock is only taken when there is something to finish)."""
-        if not self._pending_deletes() and not self._delete_dirs():
-            return
-        with self._metadata_lock():
-            for name, d in self._pending_deletes():
-                self._finish_delete(name, d)
-            self._remove_delete_dirs()
-
-    def _remove_delete_dirs(self) -> None:
-        for path in self._delete_dirs():
-            shutil.rmtree(path)  # fd-based on Linux: never follows a link inside
-            fsync_dir(Path(path).parent)
-
-    def _create_partition_dir(self, topic: str, partition: int) -> PartitionLocation:
-        counts = {str(d.path): sum(1 for name in os.listdir(d.path) if parse_partition_dir(name))
-                  if d.path.is_dir() else 0 for d in self.log_dirs}
-        chosen = choose_log_dir(counts)
-        log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
-        path = log_dir.path / partition_dir_name(topic, partition)
-        path.mkdir(parents=True, exist_ok=True)
-        return PartitionLocation(topic, partition, log_dir, path)
 
     # ------------------------------------------------------------------ logs
 

@@ -1,0 +1,229 @@
+"""Topic administration, Kafka's ``kafka-topics`` create, alter and delete, crash-safe across
+processes: the half of ``LogManager`` that changes which topics and partitions exist.
+
+Every change runs under the metadata lock (``topic_store.metadata_lock``), validates everything
+before it writes, and has one commit point, the topic's metadata file:
+
+* ``create_topic`` writes the metadata, then makes the partition directories (a partition listed
+  there without a directory, from a kill in between, is created on first use);
+* ``add_partitions`` (``--alter --partitions``) loads any directory already there for a new
+  partition, makes the missing ones, then rewrites the metadata; killed before, it leaves
+  strays that a rerun adopts;
+* ``delete_topic`` marks the metadata ``deleting``, then renames, unlists and removes; the next
+  writable open finishes a delete a kill interrupted (``_finish_pending_deletes``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import ContextManager, Mapping, Sequence
+
+from .checkpoint import fsync_dir
+from .config.broker import MAX_PARTITIONS_KEY, build_log_config
+from .config.topic import LogConfig, check_config_key, creation_overrides, validate_topic_overrides
+from .errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
+from .faults import crash_point
+from .logdir import LogDir
+from .naming import delete_dir_name, is_delete_dir_name, validate_topic_name
+from .partition_lock import LOCK_FILE_NAME
+from .topic_store import TopicMetadata, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
+
+
+class TopicAdmin:
+    """Topic create, alter and delete for :class:`~storage_engine.manager.LogManager`, which
+    mixes it in: it uses the manager's log dirs, metadata lookups and partition opens."""
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
+        """Validate everything, write the metadata file (the commit point), then the partition dirs."""
+        self._require_writable()
+        validate_topic_name(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
+        if partitions > self.max_partitions:
+            raise InvalidTopicError(
+                f"Number of partitions {partitions} for topic {name} is above the limit of {self.max_partitions} "
+                f"({MAX_PARTITIONS_KEY})"
+            )
+        self.creation_config(name, configs or {})  # validated before anything is written
+        overrides = creation_overrides(name, {k: str(v) for k, v in (configs or {}).items()})
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            if found is not None and found[1].deleting:
+                self._finish_delete(name, found[0])
+            elif found is not None or name in {t for t, _ in self.partition_locations()}:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            self._check_checkpoint_files()
+            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
+            write_metadata(meta, self.log_dirs[0].path)
+            for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
+                self._open_log(self._create_partition_dir(name, p))  # as Kafka does: starts with an empty segment
+                if p == 0:
+                    crash_point("topic-create-partway")
+        return meta
+
+    def creation_config(self, name: str, configs: Mapping[str, str]) -> LogConfig:
+        """The config a topic created now with ``configs`` would have (an internal topic's
+        defaults first, the broker's ``log.*`` settings under both); raises as the create would."""
+        overrides = creation_overrides(name, {k: str(v) for k, v in configs.items()})
+        return build_log_config(self.broker_props, validate_topic_overrides(overrides))
+
+    def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
+        """Change config overrides; the merged result is validated before the file is replaced."""
+        self._require_writable()
+        validate_topic_name(name)
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
+            meta = found[1] if found is not None else TopicMetadata(
+                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
+            merged = dict(meta.configs)
+            for key in delete_configs:
+                check_config_key(key)
+                merged.pop(key, None)
+            merged.update({k: str(v) for k, v in set_configs.items()})
+            build_log_config(self.broker_props, validate_topic_overrides(merged))
+            new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
+            write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
+        for (topic, partition), log in self._logs.items():
+            if topic == name:
+                log.config = self.topic_config(name)
+        return new
+
+    def add_partitions(self, name: str, count: int) -> TopicMetadata:
+        """Raise the topic's partition count to ``count`` (Kafka's ``createPartitions``,
+        ``kafka-topics --alter --partitions``); a count never goes down. The new partitions'
+        directories are made (and loaded) first, then the metadata is replaced: that is the commit
+        point. A kill in between leaves directories beyond the count, which are strays until a
+        rerun adopts them; so does a directory copied in beforehand (a broker's log of that
+        partition), which must load."""
+        self._require_writable()
+        validate_topic_name(name)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= self.max_partitions:
+            raise InvalidPartitionsError(f"Number of partitions {count} for topic {name} must be 1 to "
+                                         f"{self.max_partitions} ({MAX_PARTITIONS_KEY})")
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
+            meta = found[1] if found is not None else TopicMetadata(
+                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
+            if count == meta.partitions:
+                raise InvalidPartitionsError(f"Topic {name} already has {count} partitions.")
+            if count < meta.partitions:
+                raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
+                                             f"higher than the requested {count}: a partition count never goes down.")
+            self._check_checkpoint_files()
+            adopted = {p: loc for p in range(meta.partitions, count) if (loc := self._locate(name, p)) is not None}
+            missing = [p for p in range(count) if p not in adopted and (p >= meta.partitions or self._locate(name, p)
+                                                                      is None)]  # gaps below the count too
+            made: list[Path] = []
+            try:
+                for loc in adopted.values():  # what may fail to load goes first, before anything is made
+                    lock = loc.path / LOCK_FILE_NAME
+                    if not lock.exists():
+                        made.append(lock)
+                    self._open_log(loc)
+                for p in missing:
+                    loc = self._create_partition_dir(name, p)
+                    made.append(loc.path)
+                    self._open_log(loc)
+                    crash_point("topic-add-partitions-partway")
+                new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
+                write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
+            except BaseException:  # not committed: what it opened is closed, what it made removed
+                for p in [*adopted, *missing]:
+                    log = self._logs.pop((name, p), None)
+                    if log is not None:
+                        log.close()
+                for path in reversed(made):
+                    if path.is_dir():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink(missing_ok=True)
+                raise
+        return new
+
+    def _check_checkpoint_files(self) -> None:
+        """Parse every log dir's checkpoint files (``CheckpointError`` names the file and the
+        line): a topic change reads or rewrites them after its commit point, so a malformed one
+        must refuse it before anything is written (a create used to write its metadata, then
+        fail, leaving a topic a retry called "already exists")."""
+        for d in self.log_dirs:
+            for checkpoint in d.checkpoint_files:
+                checkpoint.read()
+
+    def _metadata_lock(self) -> ContextManager[None]:
+        return metadata_lock([d.path for d in self.log_dirs])
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        """Kafka's asynchronous delete, made crash-safe across processes.
+
+        Under the metadata lock: mark the metadata ``deleting`` (the commit point), rename each
+        ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete`` (no longer a partition to anyone), drop
+        the topic's checkpoint entries and its metadata file, then remove the renamed dirs. A
+        kill at any point leaves the topic whole, or a state the next writable open finishes.
+        The checkpoint files it rewrites are parsed before the commit point, so a malformed one
+        refuses the delete with the disk unchanged, instead of failing after the renames.
+        """
+        self._require_writable()
+        validate_topic_name(name)
+        with self._metadata_lock():
+            found = self._find_metadata(name)
+            parts = self.partitions(name)  # raises for an unknown topic or one already being deleted
+            self._check_checkpoint_files()
+            holder = found[0] if found is not None else self.log_dirs[0]
+            meta = found[1] if found is not None else TopicMetadata(name, max(parts) + 1, {}, uuid.uuid4().hex)
+            write_metadata(TopicMetadata(meta.name, meta.partitions, meta.configs, meta.topic_id, True), holder.path)
+            crash_point("topic-delete-marked")
+            self._finish_delete(name, holder)
+        return meta
+
+    def _finish_delete(self, name: str, holder: LogDir) -> None:
+        """Steps after the commit point of a delete; each is idempotent (called with the lock held)."""
+        for key in [k for k in self._logs if k[0] == name]:
+            self._logs.pop(key).close()
+        for loc in [loc for (t, _), loc in self._partition_dirs().items() if t == name]:  # strays too
+            os.rename(loc.path, loc.log_dir.path / delete_dir_name(name, loc.partition, uuid.uuid4().hex))
+            fsync_dir(loc.log_dir.path)
+            crash_point("topic-delete-renamed")
+        for d in self.log_dirs:
+            for checkpoint in d.checkpoint_files:
+                stale = [tp for tp in checkpoint.read() if tp[0] == name]
+                if stale:
+                    checkpoint.update(remove=stale)
+        remove_metadata(holder.path, name)
+        crash_point("topic-delete-unlisted")
+        self._remove_delete_dirs()
+
+    def _pending_deletes(self) -> list[tuple[str, LogDir]]:
+        out = []
+        for d in self.log_dirs:
+            for name in metadata_names(d.path):
+                try:
+                    meta = read_metadata(d.path, name)
+                except LogError:
+                    continue  # refused when that topic is used, not for every other topic
+                if meta is not None and meta.deleting:
+                    out.append((name, d))
+        return out
+
+    def _delete_dirs(self) -> list[str]:
+        return [entry.path for d in self.log_dirs if d.path.is_dir() for entry in os.scandir(d.path)
+                if is_delete_dir_name(entry.name) and entry.is_dir(follow_symlinks=False)]
+
+    def _finish_pending_deletes(self) -> None:
+        """At a writable open, as a broker's LogManager does at startup: finish interrupted deletes
+        (the lock is only taken when there is something to finish)."""
+        if not self._pending_deletes() and not self._delete_dirs():
+            return
+        with self._metadata_lock():
+            for name, d in self._pending_deletes():
+                self._finish_delete(name, d)
+            self._remove_delete_dirs()
+
+    def _remove_delete_dirs(self) -> None:
+        for path in self._delete_dirs():
+            shutil.rmtree(path)  # fd-based on Linux: never follows a link inside
+            fsync_dir(Path(path).parent)
