@@ -119,6 +119,7 @@ class LogSegment:
         )
         self._indexes_checked = False
         self._max_ts: tuple[int, int] | None = None  # (max timestamp so far, offset of it)
+        self.indexes_forgotten = False  # see ``forget_indexes``
         self._rolling_based_timestamp: int | None = None
         self._bytes_since_last_index_entry: int | None = None  # known after the first append
         self.created_ms = now_ms() if created_ms is None else created_ms
@@ -433,9 +434,11 @@ class LogSegment:
         self.time_index.resize(size)
 
     def forget_indexes(self) -> None:
-        """Read without either index (see ``AbstractIndex.forget``): lookups start at position 0."""
+        """Read without either index (see ``AbstractIndex.forget``): lookups start at position 0.
+        A read-only view does so for indexes a writable open rebuilds (``indexes_forgotten``)."""
         self.offset_index.forget()
         self.time_index.forget()
+        self.indexes_forgotten = True
 
     def flush(self) -> None:
         os.fsync(self._fd)

@@ -75,10 +75,7 @@ class TopicAdmin:
         self._require_writable()
         validate_topic_name(name)
         with self._metadata_lock():
-            found = self._find_metadata(name)
-            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
-            meta = found[1] if found is not None else TopicMetadata(
-                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
+            holder, meta = self._current_metadata(name)
             merged = dict(meta.configs)
             for key in delete_configs:
                 check_config_key(key)
@@ -86,7 +83,7 @@ class TopicAdmin:
             merged.update({k: str(v) for k, v in set_configs.items()})
             build_log_config(self.broker_props, validate_topic_overrides(merged))
             new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
-            write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
+            write_metadata(new, holder.path)
         for (topic, partition), log in self._logs.items():
             if topic == name:
                 log.config = self.topic_config(name)
@@ -94,21 +91,18 @@ class TopicAdmin:
 
     def add_partitions(self, name: str, count: int) -> TopicMetadata:
         """Raise the topic's partition count to ``count`` (Kafka's ``createPartitions``,
-        ``kafka-topics --alter --partitions``); a count never goes down. The new partitions'
-        directories are made (and loaded) first, then the metadata is replaced: that is the commit
-        point. A kill in between leaves directories beyond the count, which are strays until a
-        rerun adopts them; so does a directory copied in beforehand (a broker's log of that
-        partition), which must load."""
+        ``kafka-topics --alter --partitions``); a count never goes down. A directory already there
+        for a new partition (a broker's log copied in, a stray until now) is loaded first, then the
+        missing partitions' directories are made (gaps below the count too), then the metadata is
+        replaced: that is the commit point. A refusal closes and removes what it made; a kill
+        leaves directories beyond the count, strays until a rerun adopts them."""
         self._require_writable()
         validate_topic_name(name)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= self.max_partitions:
             raise InvalidPartitionsError(f"Number of partitions {count} for topic {name} must be 1 to "
                                          f"{self.max_partitions} ({MAX_PARTITIONS_KEY})")
         with self._metadata_lock():
-            found = self._find_metadata(name)
-            parts = self.partitions(name)  # raises for an unknown topic or one being deleted
-            meta = found[1] if found is not None else TopicMetadata(
-                name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
+            holder, meta = self._current_metadata(name)
             if count == meta.partitions:
                 raise InvalidPartitionsError(f"Topic {name} already has {count} partitions.")
             if count < meta.partitions:
@@ -131,7 +125,7 @@ class TopicAdmin:
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
                 new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
-                write_metadata(new, found[0].path if found is not None else self.log_dirs[0].path)
+                write_metadata(new, holder.path)
             except BaseException:  # not committed: what it opened is closed, what it made removed
                 for p in [*adopted, *missing]:
                     log = self._logs.pop((name, p), None)
@@ -144,6 +138,17 @@ class TopicAdmin:
                         path.unlink(missing_ok=True)
                 raise
         return new
+
+    def _current_metadata(self, name: str) -> tuple[LogDir, TopicMetadata]:
+        """The log dir holding the topic's metadata, and the metadata; for a topic without any
+        (partition directories copied from a broker), the first log dir and what its directories
+        say: one partition past the highest, and the configs it is read with. Raises for an
+        unknown topic or one being deleted (``partitions``)."""
+        found = self._find_metadata(name)
+        parts = self.partitions(name)
+        if found is not None:
+            return found
+        return self.log_dirs[0], TopicMetadata(name, max(parts) + 1, self.topic_overrides(name), uuid.uuid4().hex)
 
     def _check_checkpoint_files(self) -> None:
         """Parse every log dir's checkpoint files (``CheckpointError`` names the file and the
@@ -170,11 +175,8 @@ class TopicAdmin:
         self._require_writable()
         validate_topic_name(name)
         with self._metadata_lock():
-            found = self._find_metadata(name)
-            parts = self.partitions(name)  # raises for an unknown topic or one already being deleted
+            holder, meta = self._current_metadata(name)
             self._check_checkpoint_files()
-            holder = found[0] if found is not None else self.log_dirs[0]
-            meta = found[1] if found is not None else TopicMetadata(name, max(parts) + 1, {}, uuid.uuid4().hex)
             write_metadata(TopicMetadata(meta.name, meta.partitions, meta.configs, meta.topic_id, True), holder.path)
             crash_point("topic-delete-marked")
             self._finish_delete(name, holder)

@@ -158,8 +158,7 @@ def _verify_indexes(
     # what retention plans judge the segment by (the sensors' stats): a closed segment's time
     # index's last entry; the active segment's, then the batches after its last index entry
     judged = seg.read_max_timestamp()[0] if is_active else ti.last_entry().timestamp
-    rebuilt = any(p.startswith((f"{oi.path}:", f"{ti.path}:")) for p in problems)  # a writable open rebuilds both
-    if judged < max_ts and not rebuilt:
+    if judged < max_ts and not seg.indexes_forgotten:  # forgotten: a writable open rebuilds them
         read = f"timestamp {judged}" if judged >= 0 else "no timestamp (so the file's mtime)"
         problems.append(f"{ti.path}: understates the segment's largest timestamp: retention reads {read} from it, "
                         f"but the batches it covers reach {max_ts}, so time retention would delete the segment "
