@@ -710,7 +710,9 @@ def test_io_throttle_slows_a_cleaning_run(tmp_path):
         for i in range(100):
             put(log, ("k", "x" * 1000))
         log.roll()
-        cl = Cleaner(CleanerConfig(io_max_bytes_per_second=1_000_000.0))
+        # 300 KB/s against 1 KB batches checked every millisecond: a batch would have to take
+        # over 3 ms to go unthrottled (at 1 MB/s, a busy machine's 1 ms per batch already did)
+        cl = Cleaner(CleanerConfig(io_max_bytes_per_second=300_000.0))
         cl.throttler.check_interval_s = 0.001
         report = compact(m, cleaner=cl)
         assert report.throttled_s > 0.05 and content(log) == [(99, "k", "x" * 1000)]
