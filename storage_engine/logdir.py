@@ -5,18 +5,22 @@ it starts, so a crash at any later point counts as unclean. Here several process
 log dir open at once, so the marker must mean "every process that had this dir open closed
 cleanly":
 
-* each process holds a shared ``flock`` on ``<dir>/.logplat-session.lock`` while it has the
-  dir open and leaves a session file ``.logplat-session.<pid>.<n>``, removed when it closes
-  (matched by its whole name, and never ending in ``-<digits>``, so no topic's partition
+* each writing process holds a shared ``flock`` on ``<dir>/.logplat-session.lock`` while it
+  has the dir open and leaves a session file ``.logplat-session.<pid>.<n>``, removed when it
+  closes (matched by its whole name, and never ending in ``-<digits>``, so no topic's partition
   directory can be taken for one);
-* the first process to open the dir (it gets the lock exclusively) consumes the marker. A
+* the first writer to open the dir (it gets the lock exclusively) consumes the marker. A
   missing marker, or session files of processes that never closed, mean a process died: that
-  first process recovers every partition of the dir before it lets others in, as a broker
+  first writer recovers every partition of the dir before it lets others in, as a broker
   does at startup;
-* the last process to close (it can upgrade to an exclusive lock and finds no other session
+* the last writer to close (it can upgrade to an exclusive lock and finds no other session
   file) writes the marker.
+Readers (``verify``, consumers, the sensors' stats) take no part in that count: a reader holding
+the session lock would make the first writer after a crash take itself for a later one and
+skip recovery. They only wait at a separate gate, ``.logplat-recovery.lock``, which a writer
+holds exclusively while it decides whether it is first and, if it is, until it has recovered.
 A process killed at any point releases its ``flock`` with its file descriptors; its session
-file stays behind and so the next first opener recovers. A process in which a partition failed
+file stays behind and so the next first writer recovers. A process in which a partition failed
 to load or recover leaves its session file behind on purpose, for the same outcome.
 """
 
@@ -45,6 +49,7 @@ from .nofollow import check_regular_or_missing, open_nofollow
 from .topic_store import TOPICS_DIR
 
 SESSION_LOCK = ".logplat-session.lock"
+RECOVERY_GATE = ".logplat-recovery.lock"
 SESSION_FILE = re.compile(r"\.logplat-session\.[0-9]+\.[0-9]+")
 _session_counter = itertools.count()
 
@@ -58,10 +63,10 @@ class LogDir:
         self.log_start_offsets = CheckpointFile(self.path, LOG_START_OFFSET_CHECKPOINT)
         self.cleaner_offsets = CheckpointFile(self.path, CLEANER_OFFSET_CHECKPOINT)
         self._fd: int | None = None
+        self._gate_fd: int | None = None
         self._session_file: Path | None = None
         self.first_opener = False
         self.had_clean_shutdown = True
-        self._read_only = False
         self._load_failed = False
 
     @property
@@ -72,24 +77,21 @@ class LogDir:
     def open_session(self, read_only: bool = False) -> None:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
 
-        A read-only session (verify, consumers) only waits for a first opener's recovery to
-        finish; it neither consumes nor writes the marker, and leaves no session file. A symlink,
-        FIFO or directory in place of any of the dir's own files is refused first, before
-        anything is written.
+        A read-only session (verify, consumers) only waits for a first writer's recovery to
+        finish, at the gate; it neither consumes nor writes the marker, holds no lock afterwards
+        and leaves no session file. A symlink, FIFO or directory in place of any of the dir's
+        own files is refused first, before anything is written.
         """
         self._check_is_a_log_dir()
-        for name in (SESSION_LOCK, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
+        for name in (SESSION_LOCK, RECOVERY_GATE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
                      LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
             check_regular_or_missing(self.path / name)
         if read_only:
-            try:
-                self._fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
-            except FileNotFoundError:
-                return  # no engine process ever opened this dir
-            fcntl.flock(self._fd, fcntl.LOCK_SH)
-            self._read_only = True
+            self._wait_for_recovery()
             return
         self.path.mkdir(parents=True, exist_ok=True)
+        self._gate_fd = open_nofollow(self.path / RECOVERY_GATE, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(self._gate_fd, fcntl.LOCK_EX)
         fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDWR | os.O_CREAT)
         self._fd = fd
         try:
@@ -99,6 +101,7 @@ class LogDir:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             fcntl.flock(fd, fcntl.LOCK_SH)
+            self._open_gate()
         if self.first_opener:
             stale = self._session_files()
             marker = consume_clean_shutdown_marker(self.path)
@@ -107,6 +110,23 @@ class LogDir:
                 path.unlink(missing_ok=True)
         self._session_file = self.path / f".logplat-session.{os.getpid()}.{next(_session_counter)}"
         os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
+
+    def _wait_for_recovery(self) -> None:
+        """A reader waits while a first writer holds the gate (deciding, or recovering)."""
+        try:
+            fd = open_nofollow(self.path / RECOVERY_GATE, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # no engine process ever wrote to this dir
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _open_gate(self) -> None:
+        """Let readers and other writers past the gate."""
+        if self._gate_fd is not None:
+            os.close(self._gate_fd)  # releases the flock
+            self._gate_fd = None
 
     def _check_is_a_log_dir(self) -> None:
         """Refuse a dir holding segment files, naming one: it is a partition directory given as
@@ -126,9 +146,10 @@ class LogDir:
                                   f"a log dir; give the directory that holds it ({self.path.parent})")
 
     def finish_startup(self) -> None:
-        """Called by the first opener after recovering: let other processes in."""
+        """Called by the first writer after recovering: let other processes in."""
         if self._fd is not None and self.first_opener:
             fcntl.flock(self._fd, fcntl.LOCK_SH)
+        self._open_gate()
 
     def record_load_failure(self) -> None:
         """A partition of this dir failed to load or recover in this process, so the process
@@ -145,12 +166,8 @@ class LogDir:
     def close_session(self) -> None:
         """Leave the session; the last process out writes the clean-shutdown marker, unless a
         partition failed to load here (``record_load_failure``)."""
+        self._open_gate()  # a writer whose startup failed part way
         if self._fd is None:
-            return
-        if self._read_only:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
             return
         if self._session_file is not None and not self._load_failed:
             self._session_file.unlink(missing_ok=True)

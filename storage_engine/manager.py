@@ -105,7 +105,9 @@ class LogManager(TopicAdmin):
         self._closed = False
         self.read_only = read_only
         try:
-            for d in self.log_dirs:
+            # in path order, as the topic metadata locks: a first writer holds one dir's gate until
+            # it has opened (and recovered) them all, so two processes must meet the gates in one order
+            for d in sorted(self.log_dirs, key=lambda d: str(d.path)):
                 if read_only and not d.path.is_dir():
                     continue  # nothing to read there yet: no topics, no partitions
                 d.open_session(read_only)

@@ -157,11 +157,12 @@ def test_nofollow_open_refuses_a_link_made_after_the_scan(tmp_path):
     assert victim.read_bytes() == b"x" * 16
 
 
-def test_symlinked_session_lock_is_refused(logctl, tmp_path):
+@pytest.mark.parametrize("name", [".logplat-session.lock", ".logplat-recovery.lock"])
+def test_symlinked_session_lock_is_refused(logctl, tmp_path, name):
     assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
     victim = tmp_path / "victim.bin"
     victim.write_bytes(b"keep")
-    lock = logctl.root / ".logplat-session.lock"
+    lock = logctl.root / name
     lock.unlink()
     lock.symlink_to(victim)
     code, _, err = logctl("produce", "t", "--partition", "0", stdin=RECORD)
@@ -310,7 +311,7 @@ def _run_or_fail_if_blocked(logctl, *command: str, stdin: str = "") -> tuple[int
 _PARTITION_FILES = ["00000000000000000050.log", "00000000000000000000.index", "00000000000000000000.timeindex",
                     ".logplat.lock"]
 _LOG_DIR_FILES = ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint",
-                  ".logplat-checkpoints.lock", ".logplat-session.lock", ".kafka_cleanshutdown",
+                  ".logplat-checkpoints.lock", ".logplat-session.lock", ".logplat-recovery.lock", ".kafka_cleanshutdown",
                   ".logplat-topics/t.json"]
 _COMMANDS = [["verify"], ["consume", "t", "--partition", "0"], ["topic", "describe", "t"],
              ["produce", "t", "--partition", "0"], ["retention", "--now-ms", "999999999999"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -215,3 +216,69 @@ def test_a_killed_writer_leaves_no_clean_marker_and_is_recovered(tmp_path):
     finally:
         m.close()
     assert (tmp_path / CLEAN).exists()
+
+
+def test_a_reader_does_not_make_the_first_writer_after_a_crash_skip_recovery(tmp_path):
+    """A read-only process (a consumer, the sensors' stats) holding the log dir open when the
+    first writer arrives after a crash used to make that writer join as a later opener, so it
+    skipped recovery and appended after the dead writer's damage."""
+    _build(tmp_path, n=5)
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(REPO)!r})
+        from tests.helpers.engine import records
+        from storage_engine.manager import LogManager
+        m = LogManager([{str(tmp_path)!r}])
+        log = m.get_log("t", 0)
+        log.append(records(3, start=5))
+        seg = log.active_segment
+        # the last batch's bytes damaged in place (a complete batch failing its CRC), then death
+        os.pwrite(seg._fd, b"\\xff" * 8, seg.size - 8)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    reader = LogManager([tmp_path], read_only=True)
+    try:
+        m, log = _reload(tmp_path)
+        try:
+            assert log.log_end_offset == 5  # recovery cut the batch of three that fails its CRC
+            assert verify_log(log).ok
+        finally:
+            m.close()
+    finally:
+        reader.close()
+    assert (tmp_path / CLEAN).exists()
+
+
+def test_a_reader_waits_at_the_gate_while_a_first_writer_recovers(tmp_path):
+    """A first writer holds ``.logplat-recovery.lock`` exclusively until it has recovered: a
+    reader arriving then waits, so it never reads a partition half way through recovery."""
+    _build(tmp_path, n=5)
+    gate = os.open(tmp_path / ".logplat-recovery.lock", os.O_RDWR)
+    fcntl.flock(gate, fcntl.LOCK_EX)  # what a first writer holds while it recovers
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        from storage_engine.manager import LogManager
+        with LogManager([{str(tmp_path)!r}], read_only=True) as m:
+            print(m.get_log("t", 0).log_end_offset)
+    """)
+    reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            reader.wait(timeout=2)
+    finally:
+        os.close(gate)  # recovery done: the gate opens
+    assert reader.communicate(timeout=60)[0].strip() == "5"
+
+
+def test_the_last_writer_writes_the_marker_while_a_reader_is_open(tmp_path):
+    """Readers are not counted: a writer closing while a consumer reads still knows it is the
+    last writer, so the next writer need not recover every partition."""
+    _build(tmp_path, n=5)
+    with LogManager([tmp_path], read_only=True):
+        m, log = _reload(tmp_path)
+        assert not (tmp_path / CLEAN).exists()  # consumed by the first writer
+        m.close()
+        assert (tmp_path / CLEAN).exists()

@@ -37,7 +37,7 @@ def every_name(root: Path) -> list[str]:
 
 @pytest.mark.parametrize("topic", [".logplat-session", ".logplat-session.1", ".logplat-session.1.2",
                                    ".logplat-topics", ".logplat-checkpoints", "recovery-point-offset-checkpoint",
-                                   ".kafka_cleanshutdown", ".logplat-session.lock"])
+                                   ".kafka_cleanshutdown", ".logplat-session.lock", ".logplat-recovery.lock"])
 def test_topic_named_like_an_internal_file_does_not_wedge_the_log_dir(logctl, topic):
     assert logctl("topic", "create", "other", "--partitions", "1")[0] == 0
     code, _, err = logctl("topic", "create", topic, "--partitions", "2")
