@@ -34,7 +34,9 @@ looks; any temporary file it finds was left by a process that died. In order:
    clean-shutdown marker alone cannot vouch for every partition. A torn batch or a header no
    batch can have (zeros, a size below the batch overhead) is cut there; a complete batch
    failing its CRC after a clean shutdown is only reported. A read-only view reads up to such
-   a header and names what recovery would do there.
+   a header and names what recovery would do there; when the next writable open will recover
+   (the last writer did not close cleanly and none has the dir open, ``LogDir``), the view
+   reads the log as that recovery leaves it (``LogSegment.valid_prefix``) and names the cut.
 8. A log start offset checkpoint beyond the log end is ignored (Kafka deletes every segment
    instead); a log with no segment gets an empty one at ``max(log start, recovery point)``.
 9. ``log start offset = max(checkpointed value, first segment's base offset)``; the recovery
@@ -182,11 +184,40 @@ class LogLoader:
         if not segments:
             base = self._empty_log_base()
             return LoadResult([], base, base, base, [], self.warnings)
+        if not self.had_clean_shutdown:
+            segments = self._view_recovery_cut(segments)
         self._note_invalid_headers(segments)
         self._ignore_log_start_beyond_end(segments, self.warnings)
         leo = segments[-1].read_next_offset()
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         return LoadResult(segments, log_start, min(self.recovery_point, leo), leo, [], self.warnings)
+
+    def _first_recovered(self, segments: list[LogSegment]) -> int:
+        """The index of the segment holding the recovery point (the first when none is at or
+        below it): after an unclean shutdown recovery revalidates it and every later one, as
+        Kafka's ``LogLoader.recoverLog`` does from the recovery point."""
+        return max((i for i, s in enumerate(segments) if s.base_offset <= self.recovery_point), default=0)
+
+    def _view_recovery_cut(self, segments: list[LogSegment]) -> list[LogSegment]:
+        """Read-only, when the next writable open recovers (no writer has the log dir open and
+        the last one did not close cleanly): read the log as that recovery leaves it, cut at
+        the end of the first recovered segment's valid prefix (``LogSegment.valid_prefix``,
+        the rule ``recover`` applies) without the later segments, and name the cut."""
+        for i in range(self._first_recovered(segments), len(segments)):
+            seg = segments[i]
+            prefix = seg.valid_prefix()
+            if prefix.problem is None:
+                continue
+            seg.limit_view(prefix.size)
+            later = segments[i + 1:]
+            for dropped in later:
+                dropped.close(trim_indexes=False)
+            self.warnings.append(
+                f"{prefix.problem}: the log dir was not shut down cleanly, so a writable open truncates "
+                f"{seg.log_path.name} to {prefix.size} bytes (log end offset {prefix.next_offset})"
+                + (f" and deletes the {len(later)} later segment(s)" if later else ""))
+            return segments[: i + 1]
+        return segments
 
     def _note_invalid_headers(self, segments: list[LogSegment]) -> None:
         """Read-only: a header no batch can have (a size below the minimum batch overhead, a bad
@@ -194,13 +225,12 @@ class LogLoader:
         there. Kafka's ``LogSegment.recover`` truncates at it (``CorruptRecordException``) and
         ``LogLoader.recoverLog`` deletes the later segments, for segments from the one holding
         the recovery point on; the active segment's tail is cut after any shutdown (``_recover``)."""
-        first_recovered = max((s.base_offset for s in segments if s.base_offset <= self.recovery_point),
-                              default=segments[0].base_offset)
+        first_recovered = self._first_recovered(segments)
         for i, seg in enumerate(segments):
             invalid = seg.read_end().invalid
             if invalid is None:
                 continue
-            if seg.base_offset < first_recovered:
+            if i < first_recovered:
                 self.warnings.append(f"{invalid}: below the recovery point, so a writable open leaves it; "
                                      f"reads stop there")
                 continue
@@ -375,10 +405,7 @@ class LogLoader:
             what = "a torn write" if state == "partial" else "a header no batch can have"
             self.actions.append(f"{segments[-1].log_path.name} ends in {what} at position {position}")
         else:
-            start = 0
-            for i, seg in enumerate(segments):
-                if seg.base_offset <= self.recovery_point:
-                    start = i
+            start = self._first_recovered(segments)
         for i in range(start, len(segments)):
             seg = segments[i]
             truncated = seg.recover()

@@ -80,6 +80,8 @@ class Log(LogReads):
         lso_checkpoint = self.log_dir.log_start_offsets.get(key)
         self._cleaned_to = self.log_dir.cleaner_offsets.get(key) or 0
         rp_checkpoint = self.log_dir.recovery_points.get(key)
+        if self.read_only:  # a view of what the next writable open makes of the log
+            had_clean_shutdown = self.log_dir.had_clean_shutdown
         result = LogLoader(
             self.dir,
             self.config,

@@ -78,8 +78,8 @@ class LogDir:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
 
         A read-only session (verify, consumers) only waits for a first writer's recovery to
-        finish, at the gate; it neither consumes nor writes the marker, holds no lock afterwards
-        and leaves no session file. A symlink, FIFO or directory in place of any of the dir's
+        finish, at the gate, and notes whether the next writer will recover; it neither consumes
+        nor writes the marker, holds no lock afterwards and leaves no session file. A symlink, FIFO or directory in place of any of the dir's
         own files is refused first, before anything is written.
         """
         self._check_is_a_log_dir()
@@ -112,15 +112,51 @@ class LogDir:
         os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
 
     def _wait_for_recovery(self) -> None:
-        """A reader waits while a first writer holds the gate (deciding, or recovering)."""
+        """A reader waits while a first writer holds the gate (deciding, or recovering), then,
+        still at the gate so no writer can join meanwhile, sets ``had_clean_shutdown`` to what
+        the next writer will find: False when it will recover (``_recovery_pending``)."""
         try:
-            fd = open_nofollow(self.path / RECOVERY_GATE, os.O_RDONLY)
-        except FileNotFoundError:
-            return  # no engine process ever wrote to this dir
+            fd: int | None = open_nofollow(self.path / RECOVERY_GATE, os.O_RDONLY)
+        except FileNotFoundError:  # no writer of this engine ever opened it (a broker's dir)
+            fd = None
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            self.had_clean_shutdown = not self._recovery_pending()
         finally:
-            os.close(fd)  # releases the flock
+            if fd is not None:
+                os.close(fd)  # releases the flock
+
+    def _recovery_pending(self) -> bool:
+        """Whether the next writable open recovers every partition: no writer has the dir open
+        and the last one did not close cleanly (no marker, or a session file left behind). A
+        writer that has the dir open has already recovered it: the reader sees its log as is.
+
+        Whether a writer has it open is asked of the session lock: an exclusive ``flock`` taken
+        and given back at once, which fails while any writer holds its shared one. The reader
+        is at the gate meanwhile, so no writer arriving can mistake it for another writer.
+        Where that lock cannot be taken (NFS refuses an exclusive lock on a file opened
+        read-only, and this process may not open it for writing) the reader cannot tell, and
+        reads the log as is."""
+        if (self.path / CLEAN_SHUTDOWN_FILE).exists() and not self._session_files():
+            return False
+        try:
+            fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDWR)
+        except FileNotFoundError:
+            return True
+        except PermissionError:
+            fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
+        except OSError as exc:
+            if exc.errno != errno.EROFS:
+                raise
+            fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a writer holds it (EAGAIN), or it cannot be taken here (EBADF, ENOLCK)
+            return False
+        finally:
+            os.close(fd)  # releases the flock if it was taken
+        return True
 
     def _open_gate(self) -> None:
         """Let readers and other writers past the gate."""

@@ -20,7 +20,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .config.topic import LogConfig
 from .config.values import INT_MAX, LONG_MAX
@@ -67,6 +67,16 @@ class SegmentEnd:
 
     next_offset: int
     invalid: CorruptRecordError | None
+
+
+@dataclass(frozen=True)
+class ValidPrefix:
+    """``LogSegment.valid_prefix``: the batches recovery keeps, from position 0. ``problem``
+    says what ends them short of the file's end (None when they reach it)."""
+
+    size: int
+    next_offset: int
+    problem: str | None
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,7 @@ class LogSegment:
         self._indexes_checked = False
         self._max_ts: tuple[int, int] | None = None  # (max timestamp so far, offset of it)
         self.indexes_forgotten = False  # see ``forget_indexes``
+        self._view_limit: int | None = None  # see ``limit_view``
         self._rolling_based_timestamp: int | None = None
         self._bytes_since_last_index_entry: int | None = None  # known after the first append
         self.created_ms = now_ms() if created_ms is None else created_ms
@@ -135,6 +146,8 @@ class LogSegment:
 
     def refresh_size(self) -> int:
         self._size = os.fstat(self._fd).st_size
+        if self._view_limit is not None:
+            self._size = min(self._size, self._view_limit)
         return self._size
 
     @property
@@ -361,36 +374,55 @@ class LogSegment:
         self._rolling_based_timestamp = mark.rolling_based_timestamp
         self._bytes_since_last_index_entry = mark.bytes_since_last_index_entry
 
-    def recover(self) -> int:
-        """Revalidate every batch, rebuild both indexes, truncate at the first bad batch.
-
-        Returns the number of bytes truncated. A partial batch at the end (a torn write) and a
-        batch failing its CRC or structure checks both end the valid prefix; everything from
-        there on is cut, as Kafka's ``LogSegment.recover`` does.
-        """
-        self.offset_index.reset()
-        self.time_index.reset()
-        max_ts, offset_of_max = -1, self.base_offset
-        valid_bytes = 0
-        last_index_entry = 0
+    def valid_prefix(self, visit: Callable[[RawBatch], None] | None = None) -> ValidPrefix:
+        """Kafka's ``LogSegment.recover`` walk, the one rule for where a segment's valid batches
+        end, shared by recovery and by a read-only view of a recovery still to come: from
+        position 0 every batch must be whole, parse, pass its CRC and structure checks
+        (``verify_batch``) and keep its offsets within int32 of the segment's base; the first
+        that does not ends the prefix. ``visit`` sees each valid batch in order. The view's
+        limit (``limit_view``) does not apply: this reads the file to its end."""
         path = str(self.log_path)
+        total = os.fstat(self._fd).st_size
+        size, next_offset, problem = 0, self.base_offset, None
         try:
-            for raw in self.batches(0, os.fstat(self._fd).st_size):
+            for raw in self.batches(0, total):
                 verify_batch(raw, path=path)
                 header = raw.header
                 if not 0 <= header.last_offset - self.base_offset <= INT_MAX:
+                    problem = (f"the batch at position {raw.position} of {path} ends at offset {header.last_offset}, "
+                               f"outside the segment's int32 range from {self.base_offset}")
                     break
-                if header.max_timestamp > max_ts:
-                    max_ts, offset_of_max = header.max_timestamp, header.last_offset
-                if valid_bytes - last_index_entry > self.config.index_interval_bytes:
-                    self.offset_index.append(header.last_offset, valid_bytes)
-                    self.time_index.maybe_append(max_ts, offset_of_max)
-                    last_index_entry = valid_bytes
-                valid_bytes += header.size_in_bytes
-        except CorruptRecordError:
-            pass
-        total = os.fstat(self._fd).st_size
-        truncated = total - valid_bytes
+                if visit is not None:
+                    visit(raw)
+                size, next_offset = raw.position + header.size_in_bytes, header.next_offset
+        except CorruptRecordError as exc:
+            problem = str(exc)
+        if problem is None and size < total:
+            problem = f"a partial batch (a torn write) at position {size} of {path}"
+        return ValidPrefix(size, next_offset, problem)
+
+    def recover(self) -> int:
+        """Revalidate every batch, rebuild both indexes, truncate at the end of the valid prefix
+        (``valid_prefix``): a torn write, a batch failing its CRC or structure checks and
+        everything after either are cut, as Kafka's ``LogSegment.recover`` does. Returns the
+        number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        max_ts, offset_of_max = -1, self.base_offset
+        last_index_entry = 0
+
+        def index(raw: RawBatch) -> None:
+            nonlocal max_ts, offset_of_max, last_index_entry
+            header = raw.header
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, header.last_offset
+            if raw.position - last_index_entry > self.config.index_interval_bytes:
+                self.offset_index.append(header.last_offset, raw.position)
+                self.time_index.maybe_append(max_ts, offset_of_max)
+                last_index_entry = raw.position
+
+        valid_bytes = self.valid_prefix(index).size
+        truncated = os.fstat(self._fd).st_size - valid_bytes
         if truncated:
             os.ftruncate(self._fd, valid_bytes)
         self._size = valid_bytes
@@ -402,6 +434,14 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._indexes_checked = True
         return truncated
+
+    def limit_view(self, size: int) -> None:
+        """Read-only: read the segment as recovery will leave it, its first ``size`` bytes with
+        indexes rebuilt (so none are used), while another process may still append to the file
+        only after recovering it (a later load drops the limit)."""
+        self._view_limit = size
+        self._size = min(self._size, size)
+        self.forget_indexes()
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batch holding ``offset`` and everything after it; returns bytes removed."""

@@ -325,3 +325,66 @@ def test_a_time_index_that_understates_the_largest_timestamp_is_reported(logctl)
     assert logctl("verify")[0] == 0
     with LogManager([logctl.root], read_only=True) as m:
         assert m.get_log("t", 0).segments[0].largest_timestamp == 500_000
+
+
+def _flip_last_byte(log_file: Path, batch: int) -> int:
+    """Damage batch number ``batch`` of the file inside its CRC (a bit rot, or a write the
+    crash tore inside the page cache); returns its base offset."""
+    raw = list(scan_batches(log_file.read_bytes()))[batch]
+    with open(log_file, "r+b") as f:
+        f.seek(raw.position + raw.header.size_in_bytes - 1)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([last[0] ^ 0xFF]))
+    return raw.header.base_offset
+
+
+@pytest.mark.parametrize("where", ["the active segment", "a middle segment", "under a log start beyond the cut"])
+def test_after_an_unclean_shutdown_the_views_show_the_cut_recovery_makes(logctl, where):
+    """No writer has the log dir open and the last one did not close cleanly: the next writable
+    open recovers from the recovery point and truncates at the first batch failing its CRC,
+    dropping the intact batches after it (whose offsets new records then take). The views
+    used to show those batches and the old log end offset."""
+    part = _build(logctl.root, n=12, segment_bytes=300)
+    bases = _bases(part)
+    assert len(bases) >= 3
+    (logctl.root / CLEAN).unlink()  # the last writer was killed
+    (logctl.root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")  # before its first flush
+    damaged = segment_file(part, bases[1] if where == "a middle segment" else bases[-1], ".log")
+    cut = _flip_last_byte(damaged, 1)
+    if where == "under a log start beyond the cut":
+        (logctl.root / "log-start-offset-checkpoint").write_text(f"0\n1\nt 0 {cut + 1}\n")
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert any("computed crc" in p and f"not shut down cleanly, so a writable open truncates {damaged.name}" in p
+               for p in problems), problems
+    assert views.consume[0] == 0 and [o for o, _ in views.consumed()] == list(range(cut))
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(cut))
+
+
+def test_while_a_writer_has_the_log_dir_open_the_views_cut_nothing(logctl):
+    """A writer that has the dir open has recovered it already, so the next writable open
+    recovers nothing: a batch damaged since is shown where it is, and reads stop there."""
+    part = _build(logctl.root, n=5)
+    with LogManager([logctl.root]):
+        assert not (logctl.root / CLEAN).exists()  # consumed by this writer
+        _flip_last_byte(segment_file(part, 0, ".log"), 2)
+        views = Views(logctl)
+        problems = views.verify_problems
+        assert any("computed crc" in p for p in problems) and not any("truncates" in p for p in problems), problems
+        code, _, err = views.consume
+        assert "computed crc" in _one_line_error(code, err)
+        assert [o for o, _ in views.consumed()] == [0, 1]
+        assert json.loads(views.describe[1])["partitions"][0]["log_end_offset"] == 5
+
+
+def test_after_a_clean_shutdown_a_damaged_batch_is_named_not_cut(logctl):
+    part = _build(logctl.root, n=5)
+    _flip_last_byte(segment_file(part, 0, ".log"), 2)
+    views = Views(logctl)
+    problems = views.verify_problems
+    assert any("computed crc" in p for p in problems) and not any("truncates" in p for p in problems), problems
+    assert json.loads(views.describe[1])["partitions"][0]["log_end_offset"] == 5
+    with LogManager([logctl.root]) as m:
+        assert m.get_log("t", 0).log_end_offset == 5  # a writable open after a clean shutdown cuts nothing
