@@ -205,6 +205,8 @@ class LogLoader:
         the rule ``recover`` applies) without the later segments, and name the cut."""
         for i in range(self._first_recovered(segments), len(segments)):
             seg = segments[i]
+            if seg.indexes_forgotten:
+                continue  # recovered already for its indexes (``_read_past_an_index_problem``)
             prefix = seg.valid_prefix()
             if prefix.problem is None:
                 continue
@@ -253,11 +255,21 @@ class LogLoader:
         sanity check) are left out of the view, which then reads the ``.log`` from its start as
         the rebuilt ones would; the warning says so (``verify`` reports it for the partition).
         A missing time index read as an empty one would understate the segment's largest
-        timestamp, where the rebuilt one will not."""
+        timestamp, where the rebuilt one will not. The rebuild is recovery of that segment, so
+        the view also ends it where recovery truncates it (a gap before the next segment, as in
+        Kafka's ``LogLoader``, which keeps the later segments there)."""
         problem = self._index_problem(seg)
-        if problem:
+        if not problem:
+            return
+        rebuild = f"{problem}; a writable open rebuilds both indexes of {seg.log_path.name} from it"
+        prefix = seg.valid_prefix()  # that rebuild is ``recover``: it also truncates, after any shutdown
+        if prefix.problem is None:
             seg.forget_indexes()
-            self.warnings.append(f"{problem}; a writable open rebuilds both indexes of {seg.log_path.name} from it")
+            self.warnings.append(rebuild)
+        else:
+            seg.limit_view(prefix.size)
+            self.warnings.append(f"{rebuild} and truncates it to {prefix.size} bytes at {prefix.problem}, keeping "
+                                 f"the later segments")
 
     def _empty_log_base(self) -> int:
         """Where a log without segments (re)starts: see ``load``."""

@@ -66,7 +66,8 @@ class LogDir:
         self._gate_fd: int | None = None
         self._session_file: Path | None = None
         self.first_opener = False
-        self.had_clean_shutdown = True
+        self.had_clean_shutdown = True  # a writer's: the first writer found the dir closed cleanly
+        self.recovery_pending: bool | None = False  # a reader's: see ``refresh_recovery_pending``
         self._load_failed = False
 
     @property
@@ -78,16 +79,17 @@ class LogDir:
         """Join the dir's session; sets ``first_opener`` and ``had_clean_shutdown``.
 
         A read-only session (verify, consumers) only waits for a first writer's recovery to
-        finish, at the gate, and notes whether the next writer will recover; it neither consumes
-        nor writes the marker, holds no lock afterwards and leaves no session file. A symlink, FIFO or directory in place of any of the dir's
-        own files is refused first, before anything is written.
+        finish, at the gate, and notes whether the next writer will recover
+        (``refresh_recovery_pending``); it neither consumes nor writes the marker, holds no
+        lock afterwards and leaves no session file. A symlink, FIFO or directory in place of
+        any of the dir's own files is refused first, before anything is written.
         """
         self._check_is_a_log_dir()
         for name in (SESSION_LOCK, RECOVERY_GATE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
                      LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
             check_regular_or_missing(self.path / name)
         if read_only:
-            self._wait_for_recovery()
+            self.refresh_recovery_pending()
             return
         self.path.mkdir(parents=True, exist_ok=True)
         self._gate_fd = open_nofollow(self.path / RECOVERY_GATE, os.O_RDWR | os.O_CREAT)
@@ -111,52 +113,68 @@ class LogDir:
         self._session_file = self.path / f".logplat-session.{os.getpid()}.{next(_session_counter)}"
         os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
 
-    def _wait_for_recovery(self) -> None:
-        """A reader waits while a first writer holds the gate (deciding, or recovering), then,
-        still at the gate so no writer can join meanwhile, sets ``had_clean_shutdown`` to what
-        the next writer will find: False when it will recover (``_recovery_pending``)."""
+    def refresh_recovery_pending(self, *, wait: bool = True) -> None:
+        """A reader's answer to "does the next writable open recover this dir?", kept in
+        ``recovery_pending`` (None: this process cannot tell), asked at open and again at each
+        reload of a log, since writers come and go. The reader asks while it holds the gate, so
+        no writer can join meanwhile. At open it waits there while a writer holds the gate
+        (deciding whether it is first, or recovering); a reload, which holds a partition lock
+        that a recovering writer may need, does not wait: a writer at the gate is a live one,
+        which recovers the dir before it writes. With no gate, no writer of this engine has
+        opened the dir since the gate was introduced (a broker's dir, say): the files alone
+        answer."""
         try:
-            fd: int | None = open_nofollow(self.path / RECOVERY_GATE, os.O_RDONLY)
-        except FileNotFoundError:  # no writer of this engine ever opened it (a broker's dir)
-            fd = None
+            gate: int | None = open_nofollow(self.path / RECOVERY_GATE, os.O_RDONLY)
+        except FileNotFoundError:
+            gate = None
         try:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_SH)
-            self.had_clean_shutdown = not self._recovery_pending()
+            if gate is None:
+                self.recovery_pending = not self._closed_cleanly()
+                return
+            try:
+                fcntl.flock(gate, fcntl.LOCK_SH | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                self.recovery_pending = False
+                return
+            self.recovery_pending = self._recovery_pending_at_gate()
         finally:
-            if fd is not None:
-                os.close(fd)  # releases the flock
+            if gate is not None:
+                os.close(gate)  # releases the flock
 
-    def _recovery_pending(self) -> bool:
-        """Whether the next writable open recovers every partition: no writer has the dir open
-        and the last one did not close cleanly (no marker, or a session file left behind). A
-        writer that has the dir open has already recovered it: the reader sees its log as is.
+    def _closed_cleanly(self) -> bool:
+        """The marker is there and no session file was left behind."""
+        return (self.path / CLEAN_SHUTDOWN_FILE).exists() and not self._session_files()
 
-        Whether a writer has it open is asked of the session lock: an exclusive ``flock`` taken
-        and given back at once, which fails while any writer holds its shared one. The reader
-        is at the gate meanwhile, so no writer arriving can mistake it for another writer.
-        Where that lock cannot be taken (NFS refuses an exclusive lock on a file opened
-        read-only, and this process may not open it for writing) the reader cannot tell, and
-        reads the log as is."""
-        if (self.path / CLEAN_SHUTDOWN_FILE).exists() and not self._session_files():
-            return False
+    def _recovery_pending_at_gate(self) -> bool | None:
+        """No writer has the dir open and the last one did not close cleanly. A writer that has
+        it open recovered it already: the reader sees its log as is.
+
+        Whether a writer has it open is asked of the session lock, first: an exclusive ``flock``
+        taken and given back at once, which fails while any writer holds its shared one; the
+        marker and session files are read while it is held, so a last writer closing meanwhile
+        cannot write the marker between the two looks. Where that lock cannot be taken (NFS
+        refuses an exclusive lock on a file opened read-only, and this process may not open it
+        for writing) an unclean dir gives None: the reader cannot tell."""
         try:
             fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDWR)
         except FileNotFoundError:
-            return True
-        except PermissionError:
-            fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
-        except OSError as exc:
-            if exc.errno != errno.EROFS:
+            return not self._closed_cleanly()  # no writer has opened it since the gate was made
+        except OSError as exc:  # not ours to write, or a read-only mount
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
             fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # a writer holds it (EAGAIN), or it cannot be taken here (EBADF, ENOLCK)
-            return False
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    return False  # a writer holds it
+                if self._closed_cleanly():  # EBADF, ENOLCK: no answer from the lock, none needed
+                    return False
+                return None
+            return not self._closed_cleanly()
         finally:
             os.close(fd)  # releases the flock if it was taken
-        return True
 
     def _open_gate(self) -> None:
         """Let readers and other writers past the gate."""

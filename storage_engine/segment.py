@@ -436,9 +436,9 @@ class LogSegment:
         return truncated
 
     def limit_view(self, size: int) -> None:
-        """Read-only: read the segment as recovery will leave it, its first ``size`` bytes with
-        indexes rebuilt (so none are used), while another process may still append to the file
-        only after recovering it (a later load drops the limit)."""
+        """Read-only: read the segment as recovery will leave it, its first ``size`` bytes, with
+        its indexes left out (recovery rebuilds them). A writer appends to the file only after
+        that recovery, which the reader's next load sees, and that load sets no limit."""
         self._view_limit = size
         self._size = min(self._size, size)
         self.forget_indexes()

@@ -710,9 +710,10 @@ def test_io_throttle_slows_a_cleaning_run(tmp_path):
         for i in range(100):
             put(log, ("k", "x" * 1000))
         log.roll()
-        # 300 KB/s against 1 KB batches checked every millisecond: a batch would have to take
-        # over 3 ms to go unthrottled (at 1 MB/s, a busy machine's 1 ms per batch already did)
-        cl = Cleaner(CleanerConfig(io_max_bytes_per_second=300_000.0))
+        # ~200 KB of reads and writes at 100 KB/s, checked every millisecond: ~2 s of throttling,
+        # so no stall short of that (an fsync on a busy disk absorbing the rate) leaves it
+        # unthrottled; at 300 KB/s and 1 MB/s a loaded machine's full suite sometimes did
+        cl = Cleaner(CleanerConfig(io_max_bytes_per_second=100_000.0))
         cl.throttler.check_interval_s = 0.001
         report = compact(m, cleaner=cl)
         assert report.throttled_s > 0.05 and content(log) == [(99, "k", "x" * 1000)]

@@ -388,3 +388,53 @@ def test_after_a_clean_shutdown_a_damaged_batch_is_named_not_cut(logctl):
     assert json.loads(views.describe[1])["partitions"][0]["log_end_offset"] == 5
     with LogManager([logctl.root]) as m:
         assert m.get_log("t", 0).log_end_offset == 5  # a writable open after a clean shutdown cuts nothing
+
+
+def test_a_dir_without_the_recovery_gate_is_judged_from_its_files(logctl):
+    """A log dir no writer of this engine opened since the gate existed (a broker's, or an
+    older engine's): no writer can be live, so the marker and session files alone decide, and
+    the session lock is left alone (a writer arriving must find it free to know it is first)."""
+    part = _build(logctl.root, n=5)
+    (logctl.root / CLEAN).unlink()
+    (logctl.root / ".logplat-recovery.lock").unlink()
+    cut = _flip_last_byte(segment_file(part, 0, ".log"), 2)
+    views = Views(logctl)
+    assert any("not shut down cleanly, so a writable open truncates" in p for p in views.verify_problems)
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(cut))
+
+
+def test_a_long_lived_reader_asks_again_whether_recovery_is_pending(tmp_path):
+    """A reader that opened while recovery was pending, and reloads after a writer came (and
+    recovered), reads the log as it is, not as a recovery that will no longer happen."""
+    part = _build(tmp_path, n=5, segment_bytes=300)
+    (tmp_path / CLEAN).unlink()
+    with LogManager([tmp_path], read_only=True) as reader:
+        view = reader.get_log("t", 0)
+        assert view.log_end_offset == 5
+        with LogManager([tmp_path]) as writer:
+            log = writer.get_log("t", 0)
+            log.roll()  # a new segment at the recovery point: the reader reloads
+            append_each(log, records(2, start=5))
+            _flip_last_byte(segment_file(part, 5, ".log"), 0)  # damaged while the writer is live
+            view.refresh()
+            assert view.log_end_offset == 7
+            assert not any("truncates" in p for p in view.pending_repairs), view.pending_repairs
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_segment_whose_index_is_rebuilt_is_also_cut_where_that_rebuild_truncates_it(logctl, clean):
+    """Rebuilding a missing index is recovery of that segment, after any shutdown: it truncates
+    at a batch failing its CRC and keeps the later segments, leaving a gap that reads stop at."""
+    part = _build(logctl.root, n=12, segment_bytes=300)
+    bases = _bases(part)
+    if not clean:
+        (logctl.root / CLEAN).unlink()
+        (logctl.root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    segment_file(part, bases[1], ".index").unlink()
+    cut = _flip_last_byte(segment_file(part, bases[1], ".log"), 1)
+    views = Views(logctl)
+    assert any("truncates it to" in p and "keeping the later segments" in p for p in views.verify_problems)
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert [o for o, _ in recovered] == list(range(cut)) and "missing" in error
+    assert views.consume[0] == 1 and [o for o, _ in views.consumed()] == list(range(cut))
