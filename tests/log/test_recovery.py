@@ -191,23 +191,29 @@ def test_a_swap_next_to_cleaned_files_is_discarded(tmp_path):
         m.close()
 
 
-def test_a_killed_writer_leaves_no_clean_marker_and_is_recovered(tmp_path):
-    _build(tmp_path, n=5)
+def _kill_a_writer_after(root, damage: str) -> None:
+    """A writer appends three records as one batch, runs ``damage`` (Python, with ``seg`` its
+    active segment) and is killed."""
     script = textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {str(REPO)!r})
         from tests.helpers.engine import records
         from storage_engine.manager import LogManager
-        m = LogManager([{str(tmp_path)!r}])
+        m = LogManager([{str(root)!r}])
         log = m.get_log("t", 0)
         log.append(records(3, start=5))
         seg = log.active_segment
-        # a torn write: half a batch at the tail, then the process dies
-        os.pwrite(seg._fd, b"\\x00" * 8 + b"\\x00\\x00\\x01\\x00" + b"\\x07" * 40, seg.size)
+        {damage}
         os.kill(os.getpid(), signal.SIGKILL)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+
+def test_a_killed_writer_leaves_no_clean_marker_and_is_recovered(tmp_path):
+    _build(tmp_path, n=5)
+    # a torn write: half a batch at the tail
+    _kill_a_writer_after(tmp_path, r'os.pwrite(seg._fd, b"\x00" * 8 + b"\x00\x00\x01\x00" + b"\x07" * 40, seg.size)')
     assert not (tmp_path / CLEAN).exists()
     m, log = _reload(tmp_path)
     try:
@@ -219,25 +225,12 @@ def test_a_killed_writer_leaves_no_clean_marker_and_is_recovered(tmp_path):
 
 
 def test_a_reader_does_not_make_the_first_writer_after_a_crash_skip_recovery(tmp_path):
-    """A read-only process (a consumer, the sensors' stats) holding the log dir open when the
-    first writer arrives after a crash used to make that writer join as a later opener, so it
+    """A read-only process (a consumer, ``verify``) holding the log dir open when the first
+    writer arrives after a crash used to make that writer join as a later opener, so it
     skipped recovery and appended after the dead writer's damage."""
     _build(tmp_path, n=5)
-    script = textwrap.dedent(f"""
-        import os, signal, sys
-        sys.path.insert(0, {str(REPO)!r})
-        from tests.helpers.engine import records
-        from storage_engine.manager import LogManager
-        m = LogManager([{str(tmp_path)!r}])
-        log = m.get_log("t", 0)
-        log.append(records(3, start=5))
-        seg = log.active_segment
-        # the last batch's bytes damaged in place (a complete batch failing its CRC), then death
-        os.pwrite(seg._fd, b"\\xff" * 8, seg.size - 8)
-        os.kill(os.getpid(), signal.SIGKILL)
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    # the last batch's bytes damaged in place: a complete batch failing its CRC
+    _kill_a_writer_after(tmp_path, r'os.pwrite(seg._fd, b"\xff" * 8, seg.size - 8)')
     reader = LogManager([tmp_path], read_only=True)
     try:
         m, log = _reload(tmp_path)
