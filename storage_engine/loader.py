@@ -97,6 +97,15 @@ class LoadResult:
     segments_changed: bool = False  # the repairs changed which segments the log has
 
 
+@dataclass(frozen=True)
+class RecoveryStart:
+    """``LogLoader._recovery_start``: the index of the first segment recovery revalidates (None:
+    no recovery), and why, for the notes."""
+
+    index: int | None
+    why: str
+
+
 def find_overlaps(spans: list[tuple[int, int, int]]) -> tuple[set[int], list[str]]:
     """For segments as ``(base offset, next offset, size in bytes)`` in base order: the bases of
     empty segments that start inside an earlier segment's offsets, and a description of each
@@ -184,8 +193,9 @@ class LogLoader:
         if not segments:
             base = self._empty_log_base()
             return LoadResult([], base, base, base, [], self.warnings)
-        if not self.had_clean_shutdown:
-            segments = self._view_recovery_cut(segments)
+        start = self._recovery_start(segments)
+        if start.index is not None:
+            segments = self._view_recovery_cut(segments, start)
         self._note_invalid_headers(segments)
         self._ignore_log_start_beyond_end(segments, self.warnings)
         leo = segments[-1].read_next_offset()
@@ -198,15 +208,36 @@ class LogLoader:
         Kafka's ``LogLoader.recoverLog`` does from the recovery point."""
         return max((i for i, s in enumerate(segments) if s.base_offset <= self.recovery_point), default=0)
 
-    def _view_recovery_cut(self, segments: list[LogSegment]) -> list[LogSegment]:
-        """Read-only, when the next writable open recovers (no writer has the log dir open and
-        the last one did not close cleanly): read the log as that recovery leaves it, cut at
-        the end of the first recovered segment's valid prefix (``LogSegment.valid_prefix``,
-        the rule ``recover`` applies) without the later segments, and name the cut."""
-        for i in range(self._first_recovered(segments), len(segments)):
+    def _recovery_start(self, segments: list[LogSegment]) -> RecoveryStart:
+        """Where recovery starts (``_recover``; read-only, ``_view_recovery_cut``). After an
+        unclean shutdown: the segment holding the recovery point, as Kafka's
+        ``LogLoader.recoverLog`` does. After a clean one: the active segment, when its unindexed
+        tail is torn or holds a header no batch can have (several processes share a log dir, so
+        the marker cannot vouch for every partition); a complete batch failing its CRC there is
+        damage, reported, not cut."""
+        if not self.had_clean_shutdown:
+            return RecoveryStart(self._first_recovered(segments), "the log dir was not shut down cleanly")
+        state, position = self._tail_state(segments[-1])
+        name = segments[-1].log_path.name
+        if state == "ok":
+            return RecoveryStart(None, "")
+        if state == "corrupt":
+            return RecoveryStart(None, f"{segments[-1].log_path} has a corrupt batch at position {position}; it was "
+                                       f"not truncated because the log dir was shut down cleanly")
+        what = "a torn write" if state == "partial" else "a header no batch can have"
+        return RecoveryStart(len(segments) - 1, f"{name} ends in {what} at position {position}")
+
+    def _view_recovery_cut(self, segments: list[LogSegment], start: RecoveryStart) -> list[LogSegment]:
+        """Read-only: read the log as the recovery a writable open makes (``_recover``) leaves
+        it: cut at the end of the first valid prefix (``LogSegment.valid_prefix``, the rule
+        ``recover`` applies) from ``start`` on, without the later segments, and name the cut.
+        A segment whose indexes the view left out (``indexes_forgotten``) is skipped: the view
+        already reads it as step 5's index rebuild leaves it, and that rebuild is a ``recover``,
+        so ``_recover`` finds nothing more to cut there."""
+        for i in range(start.index or 0, len(segments)):
             seg = segments[i]
             if seg.indexes_forgotten:
-                continue  # recovered already for its indexes (``_read_past_an_index_problem``)
+                continue
             prefix = seg.valid_prefix()
             if prefix.problem is None:
                 continue
@@ -215,31 +246,22 @@ class LogLoader:
             for dropped in later:
                 dropped.close(trim_indexes=False)
             self.warnings.append(
-                f"{prefix.problem}: the log dir was not shut down cleanly, so a writable open truncates "
-                f"{seg.log_path.name} to {prefix.size} bytes (log end offset {prefix.next_offset})"
+                f"{prefix.problem}: {start.why}, so a writable open truncates {seg.log_path.name} to {prefix.size} "
+                f"bytes (log end offset {prefix.next_offset})"
                 + (f" and deletes the {len(later)} later segment(s)" if later else ""))
             return segments[: i + 1]
         return segments
 
     def _note_invalid_headers(self, segments: list[LogSegment]) -> None:
         """Read-only: a header no batch can have (a size below the minimum batch overhead, a bad
-        magic) ends the batches a view reads in its segment; name it with what recovery does
-        there. Kafka's ``LogSegment.recover`` truncates at it (``CorruptRecordException``) and
-        ``LogLoader.recoverLog`` deletes the later segments, for segments from the one holding
-        the recovery point on; the active segment's tail is cut after any shutdown (``_recover``)."""
-        first_recovered = self._first_recovered(segments)
-        for i, seg in enumerate(segments):
+        magic: Kafka's ``CorruptRecordException``) ends the batches a view reads in its segment.
+        Those recovery cuts are cut in the view already (``_view_recovery_cut``); any left lies
+        where no recovery looks, so a writable open leaves it too."""
+        for seg in segments:
             invalid = seg.read_end().invalid
-            if invalid is None:
-                continue
-            if i < first_recovered:
-                self.warnings.append(f"{invalid}: below the recovery point, so a writable open leaves it; "
-                                     f"reads stop there")
-                continue
-            later = len(segments) - i - 1
-            when = " after an unclean shutdown" if later else ""  # the active tail: after any shutdown
-            self.warnings.append(f"{invalid}: a writable open{when} truncates {seg.log_path.name} there"
-                                 + (f" and deletes the {later} later segment(s)" if later else ""))
+            if invalid is not None:
+                self.warnings.append(f"{invalid}: before the segments recovery revalidates, so a writable open "
+                                     f"leaves it; reads stop there")
 
     def _check_entries(self) -> None:
         """Before anything changes, refuse what no partition dir may hold (``check_partition_entry``:
@@ -399,26 +421,18 @@ class LogLoader:
         return segments
 
     def _recover(self, segments: list[LogSegment]) -> list[LogSegment]:
+        """Step 7: from ``_recovery_start`` on, every segment is recovered (revalidated, its
+        indexes rebuilt); the first one truncated ends the log, and the later ones are deleted."""
         if not segments:
             return segments
+        start = self._recovery_start(segments)
+        if start.index is None:
+            if start.why:  # a batch failing its CRC after a clean shutdown: reads of it fail
+                self.warnings.append(start.why)
+            return segments
         if self.had_clean_shutdown:
-            start = len(segments) - 1
-            state, position = self._tail_state(segments[-1])
-            if state == "ok":
-                return segments
-            if state == "corrupt":
-                # Complete batches that fail their CRC after a clean shutdown are damage, not a
-                # torn write: report it (verify shows it, reads of it fail) and cut nothing.
-                self.warnings.append(
-                    f"{segments[-1].log_path} has a corrupt batch at position {position}; it was not "
-                    f"truncated because the log dir was shut down cleanly"
-                )
-                return segments
-            what = "a torn write" if state == "partial" else "a header no batch can have"
-            self.actions.append(f"{segments[-1].log_path.name} ends in {what} at position {position}")
-        else:
-            start = self._first_recovered(segments)
-        for i in range(start, len(segments)):
+            self.actions.append(start.why)
+        for i in range(start.index, len(segments)):
             seg = segments[i]
             truncated = seg.recover()
             if truncated:

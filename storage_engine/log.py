@@ -69,6 +69,8 @@ class Log(LogReads):
         self._unflushed = 0
         self._last_flush_ms = now_ms()
         self._dirty = False  # this process appended since its last flush
+        if read_only:  # a view of what the next writable open makes of the log
+            had_clean_shutdown = not log_dir.recovery_pending
         with self.lock.hold():
             self._load(had_clean_shutdown)
 
@@ -80,8 +82,6 @@ class Log(LogReads):
         lso_checkpoint = self.log_dir.log_start_offsets.get(key)
         self._cleaned_to = self.log_dir.cleaner_offsets.get(key) or 0
         rp_checkpoint = self.log_dir.recovery_points.get(key)
-        if self.read_only:  # a view of what the next writable open makes of the log
-            had_clean_shutdown = self.log_dir.recovery_pending is not True
         result = LogLoader(
             self.dir,
             self.config,
@@ -100,11 +100,6 @@ class Log(LogReads):
         # a read-only view of a partition without segments is an empty log (see LogLoader)
         self._tail_position = self.active_segment.refresh_size() if self.segments else 0
         self.load_warnings = result.warnings
-        if self.read_only and self.log_dir.recovery_pending is None:
-            self.load_warnings.append(
-                f"{self.log_dir.path} was not shut down cleanly and this process cannot ask its session lock "
-                f"whether a writer has it open: if none has, the next writable open recovers {self.tp} from its "
-                f"recovery point, which this view does not show")
         # this load changed the segment list (a swap completed, a stray removed): a plan made
         # from the files before it may be made again (``retention.apply_retention``)
         self.segments_repaired = result.segments_changed
@@ -159,13 +154,21 @@ class Log(LogReads):
         load (``LogManager._load_log``), this process leaves its log dir's clean-shutdown marker
         unwritten (``LogDir.record_load_failure``) and the next first opener recovers."""
         try:
-            if self.read_only:  # writers came or went since this view was loaded
-                self.log_dir.refresh_recovery_pending(wait=False)
-            self._load(had_clean_shutdown=True)
+            self._load(had_clean_shutdown=not (self.read_only and self.log_dir.recovery_pending))
         except BaseException as exc:
             if not isinstance(exc, REFUSED_UNCHANGED):
                 self.log_dir.record_load_failure()
             raise
+
+    def _reload_changed(self) -> None:
+        """Reload after another process changed the log, taking the lock. A reader first asks
+        again whether the next writable open recovers the log dir, as writers come and go
+        (``LogDir.refresh_recovery_pending``), and must ask before it takes the lock, which a
+        recovering writer needs."""
+        if self.read_only:
+            self.log_dir.refresh_recovery_pending()
+        with self.lock.hold():
+            self._reload()
 
     def _changed_on_disk(self) -> bool:
         return (
@@ -192,8 +195,7 @@ class Log(LogReads):
     def refresh(self) -> None:
         """For readers: pick up other processes' appends, and reload after segment-list changes."""
         if self.lock.generation() != self._generation or not self.segments:
-            with self.lock.hold():
-                self._reload()
+            self._reload_changed()
             return
         active = self.active_segment
         size = active.refresh_size()

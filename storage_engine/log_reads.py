@@ -34,8 +34,7 @@ class LogReads:
                 return fn()
             except (LogChangedError, FileNotFoundError) as exc:
                 last = exc
-                with self.lock.hold():
-                    self._reload()
+                self._reload_changed()
         raise LogChangedError(f"{self.tp} kept changing while it was read: {last}")
 
     def _check_range(self, offset: int) -> None:

@@ -15,10 +15,13 @@ cleanly":
   does at startup;
 * the last writer to close (it can upgrade to an exclusive lock and finds no other session
   file) writes the marker.
-Readers (``verify``, consumers, the sensors' stats) take no part in that count: a reader holding
-the session lock would make the first writer after a crash take itself for a later one and
-skip recovery. They only wait at a separate gate, ``.logplat-recovery.lock``, which a writer
-holds exclusively while it decides whether it is first and, if it is, until it has recovered.
+Readers (``verify``, consumers, the platform's reads) take no part in that count: a reader
+holding the session lock would make the first writer after a crash take itself for a later one
+and skip recovery. They pass a separate gate, ``.logplat-recovery.lock``, which a writer holds
+exclusively while it decides whether it is first and, if it is, until it has recovered. Holding
+the gate exclusively too, so no writer and no other reader is at the session lock meanwhile, a
+reader asks whether the next writable open will recover (``refresh_recovery_pending``): read-only
+views show the log as that recovery will leave it.
 A process killed at any point releases its ``flock`` with its file descriptors; its session
 file stays behind and so the next first writer recovers. A process in which a partition failed
 to load or recover leaves its session file behind on purpose, for the same outcome.
@@ -67,7 +70,7 @@ class LogDir:
         self._session_file: Path | None = None
         self.first_opener = False
         self.had_clean_shutdown = True  # a writer's: the first writer found the dir closed cleanly
-        self.recovery_pending: bool | None = False  # a reader's: see ``refresh_recovery_pending``
+        self.recovery_pending = False  # a reader's: see ``refresh_recovery_pending``
         self._load_failed = False
 
     @property
@@ -113,68 +116,57 @@ class LogDir:
         self._session_file = self.path / f".logplat-session.{os.getpid()}.{next(_session_counter)}"
         os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
 
-    def refresh_recovery_pending(self, *, wait: bool = True) -> None:
+    def refresh_recovery_pending(self) -> None:
         """A reader's answer to "does the next writable open recover this dir?", kept in
-        ``recovery_pending`` (None: this process cannot tell), asked at open and again at each
-        reload of a log, since writers come and go. The reader asks while it holds the gate, so
-        no writer can join meanwhile. At open it waits there while a writer holds the gate
-        (deciding whether it is first, or recovering); a reload, which holds a partition lock
-        that a recovering writer may need, does not wait: a writer at the gate is a live one,
-        which recovers the dir before it writes. With no gate, no writer of this engine has
-        opened the dir since the gate was introduced (a broker's dir, say): the files alone
-        answer."""
-        try:
-            gate: int | None = open_nofollow(self.path / RECOVERY_GATE, os.O_RDONLY)
-        except FileNotFoundError:
-            gate = None
-        try:
-            if gate is None:
-                self.recovery_pending = not self._closed_cleanly()
-                return
+        ``recovery_pending``: asked when the reader opens the dir and again before it reloads a
+        partition another process changed, as writers come and go. It waits at the gate while a
+        writer holds it (deciding whether it is first, or recovering), then asks holding the gate
+        exclusively, for a moment: so neither a writer nor another reader can be at the session
+        lock meanwhile. Never called with a partition lock held, which a recovering writer needs.
+        Without a gate, no writer of this engine has opened the dir since the gate was introduced
+        (a broker's dir, say), and the files alone answer, unless a gate appeared meanwhile."""
+        while True:
             try:
-                fcntl.flock(gate, fcntl.LOCK_SH | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                self.recovery_pending = False
+                gate = open_nofollow(self.path / RECOVERY_GATE, os.O_RDONLY)
+            except FileNotFoundError:
+                pending = not self._closed_cleanly()
+                if not (self.path / RECOVERY_GATE).exists():
+                    self.recovery_pending = pending
+                    return
+                continue  # a writer arrived between the two looks: ask at its gate
+            try:
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                self.recovery_pending = not self._writer_live() and not self._closed_cleanly()
                 return
-            self.recovery_pending = self._recovery_pending_at_gate()
-        finally:
-            if gate is not None:
+            finally:
                 os.close(gate)  # releases the flock
 
     def _closed_cleanly(self) -> bool:
-        """The marker is there and no session file was left behind."""
+        """The marker is there and no session file was left behind: what a first writer reads."""
         return (self.path / CLEAN_SHUTDOWN_FILE).exists() and not self._session_files()
 
-    def _recovery_pending_at_gate(self) -> bool | None:
-        """No writer has the dir open and the last one did not close cleanly. A writer that has
-        it open recovered it already: the reader sees its log as is.
-
-        Whether a writer has it open is asked of the session lock, first: an exclusive ``flock``
-        taken and given back at once, which fails while any writer holds its shared one; the
-        marker and session files are read while it is held, so a last writer closing meanwhile
-        cannot write the marker between the two looks. Where that lock cannot be taken (NFS
-        refuses an exclusive lock on a file opened read-only, and this process may not open it
-        for writing) an unclean dir gives None: the reader cannot tell."""
+    def _writer_live(self) -> bool:
+        """Whether a writer has the dir open (it recovered the dir when it opened it), asked of the
+        session lock by an exclusive ``flock`` taken and given back at once, which fails while any
+        writer holds its shared one. Called at the gate, before the marker is read, so a last
+        writer closing cannot write the marker between the two looks unseen. Where the lock
+        cannot be taken at all (NFS refuses an exclusive lock on a file this process may only
+        open read-only) a writer is assumed: the view shows the log as it is."""
         try:
             fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDWR)
         except FileNotFoundError:
-            return not self._closed_cleanly()  # no writer has opened it since the gate was made
+            return False
         except OSError as exc:  # not ours to write, or a read-only mount
             if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
             fd = open_nofollow(self.path / SESSION_LOCK, os.O_RDONLY)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES):
-                    return False  # a writer holds it
-                if self._closed_cleanly():  # EBADF, ENOLCK: no answer from the lock, none needed
-                    return False
-                return None
-            return not self._closed_cleanly()
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a writer holds it (EAGAIN), or no exclusive lock here (EBADF, ENOLCK)
+            return True
         finally:
             os.close(fd)  # releases the flock if it was taken
+        return False
 
     def _open_gate(self) -> None:
         """Let readers and other writers past the gate."""

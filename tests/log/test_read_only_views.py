@@ -8,9 +8,13 @@ compares with what a writable open (recovery) really produces.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import struct
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ from storage_engine.manager import LogManager
 from storage_engine.naming import segment_file
 from storage_engine.record import decode_batch, encode_batch, scan_batches
 from tests.helpers.engine import append_each, open_topic, records
+from tests.helpers.paths import REPO
 
 CLEAN = ".kafka_cleanshutdown"
 
@@ -438,3 +443,64 @@ def test_a_segment_whose_index_is_rebuilt_is_also_cut_where_that_rebuild_truncat
     recovered, error = views.agree_with_recovery(logctl.root)
     assert [o for o, _ in recovered] == list(range(cut)) and "missing" in error
     assert views.consume[0] == 1 and [o for o, _ in views.consumed()] == list(range(cut))
+
+
+def test_after_a_clean_shutdown_a_torn_tail_behind_a_damaged_batch_is_cut_where_recovery_cuts(logctl):
+    """A torn tail makes a writable open recover the active segment even after a clean
+    shutdown, and recovery cuts at the first batch failing its CRC, not at the tear."""
+    part = _build(logctl.root, n=6)
+    log_file = segment_file(part, 0, ".log")
+    cut = _flip_last_byte(log_file, 2)
+    with open(log_file, "ab") as f:
+        f.write(b"\x00" * 30)  # zeros a crash left after the last batch
+    views = Views(logctl)
+    assert any("computed crc" in p and "ends in a header no batch can have" in p and "so a writable open truncates "
+               f"{log_file.name} to" in p for p in views.verify_problems), views.verify_problems
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(cut))
+
+
+_READ_LEO = """
+import sys
+from storage_engine.manager import LogManager
+ends = set()
+for _ in range(300):
+    with LogManager([sys.argv[1]], read_only=True) as m:
+        ends.add(m.get_log("t", 0).log_end_offset)
+print(sorted(ends))
+"""
+
+
+def test_readers_asking_at_once_all_see_the_cut(tmp_path):
+    """Readers ask the session lock one at a time (at the gate, exclusively): two asking at
+    once used to take each other's probe for a live writer and show the log uncut."""
+    part = _build(tmp_path, n=6)
+    (tmp_path / CLEAN).unlink()
+    cut = _flip_last_byte(segment_file(part, 0, ".log"), 2)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    readers = [subprocess.Popen([sys.executable, "-c", _READ_LEO, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                                env=env) for _ in range(4)]
+    for reader in readers:
+        out, _ = reader.communicate(timeout=120)
+        assert reader.returncode == 0 and out.strip() == f"[{cut}]", out
+
+
+def test_a_reader_reloading_waits_while_a_first_writer_recovers(tmp_path):
+    """A reload asks again whether recovery is pending, waiting at the gate before it takes the
+    partition lock: it does not read a log a recovering writer is about to cut."""
+    _build(tmp_path, n=6)
+    with LogManager([tmp_path], read_only=True) as reader:
+        view = reader.get_log("t", 0)
+        with LogManager([tmp_path]) as writer:
+            writer.get_log("t", 0).roll()  # a change the reader reloads for
+        gate = os.open(tmp_path / ".logplat-recovery.lock", os.O_RDWR)
+        fcntl.flock(gate, fcntl.LOCK_EX)  # what a first writer holds while it recovers
+        try:
+            reload = threading.Thread(target=view.refresh)
+            reload.start()
+            reload.join(1.0)
+            assert reload.is_alive()
+        finally:
+            os.close(gate)
+        reload.join(60)
+        assert not reload.is_alive() and len(view.segments) == 2
