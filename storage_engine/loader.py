@@ -198,6 +198,7 @@ class LogLoader:
             segments = self._view_recovery_cut(segments, start)
         self._note_invalid_headers(segments)
         self._ignore_log_start_beyond_end(segments, self.warnings)
+        segments = self._drop_segments_below_log_start(segments)
         leo = segments[-1].read_next_offset()
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         return LoadResult(segments, log_start, min(self.recovery_point, leo), leo, [], self.warnings)
@@ -230,7 +231,8 @@ class LogLoader:
     def _view_recovery_cut(self, segments: list[LogSegment], start: RecoveryStart) -> list[LogSegment]:
         """Read-only: read the log as the recovery a writable open makes (``_recover``) leaves
         it: cut at the end of the first valid prefix (``LogSegment.valid_prefix``, the rule
-        ``recover`` applies) from ``start`` on, without the later segments, and name the cut.
+        ``recover`` applies) from ``start`` on, without the later segments, and name the cut;
+        every segment recovery revalidates is read without its indexes, which it rebuilds.
         A segment whose indexes the view left out (``indexes_forgotten``) is skipped: the view
         already reads it as step 5's index rebuild leaves it, and that rebuild is a ``recover``,
         so ``_recover`` finds nothing more to cut there."""
@@ -240,6 +242,7 @@ class LogLoader:
                 continue
             prefix = seg.valid_prefix()
             if prefix.problem is None:
+                seg.forget_indexes()  # recovery rebuilds them: an entry off by a few bytes goes
                 continue
             seg.limit_view(prefix.size)
             later = segments[i + 1:]
@@ -411,10 +414,16 @@ class LogLoader:
 
     def _drop_segments_below_log_start(self, segments: list[LogSegment]) -> list[LogSegment]:
         """Segments wholly below the checkpointed log start offset are a deletion that was
-        committed (retention writes the checkpoint first) but not finished: finish it."""
+        committed (retention writes the checkpoint first) but not finished: finish it. A
+        read-only view leaves them out and says so."""
         lso = self.log_start_offset_checkpoint
         while len(segments) > 1 and segments[1].base_offset <= lso:
             seg = segments.pop(0)
+            if self.read_only:
+                seg.close(trim_indexes=False)
+                self.warnings.append(f"{seg.log_path}: wholly below the log start offset {lso}; a writable open "
+                                     f"deletes it")
+                continue
             seg.close()
             seg.delete_files()
             self.actions.append(f"deleted {seg.log_path.name}, wholly below the log start offset {lso}")

@@ -378,8 +378,8 @@ class LogSegment:
         """Kafka's ``LogSegment.recover`` walk, the one rule for where a segment's valid batches
         end, shared by recovery and by a read-only view of a recovery still to come: from
         position 0 every batch must be whole, parse, pass its CRC and structure checks
-        (``verify_batch``) and keep its offsets within int32 of the segment's base; the first
-        that does not ends the prefix. ``visit`` sees each valid batch in order. The view's
+        (``verify_batch``), keep its offsets within int32 of the segment's base and start after
+        the batch before it ends; the first that does not ends the prefix. ``visit`` sees each valid batch in order. The view's
         limit (``limit_view``) does not apply: this reads the file to its end."""
         path = str(self.log_path)
         total = os.fstat(self._fd).st_size
@@ -391,6 +391,12 @@ class LogSegment:
                 if not 0 <= header.last_offset - self.base_offset <= INT_MAX:
                     problem = (f"the batch at position {raw.position} of {path} ends at offset {header.last_offset}, "
                                f"outside the segment's int32 range from {self.base_offset}")
+                    break
+                if size and header.base_offset < next_offset:
+                    # a damaged base offset (outside the CRC): Kafka's index append would refuse
+                    # it (``InvalidOffsetException``) and the log would never load
+                    problem = (f"the batch at position {raw.position} of {path} starts at offset "
+                               f"{header.base_offset}, below the end of the batch before it ({next_offset})")
                     break
                 if visit is not None:
                     visit(raw)

@@ -92,7 +92,7 @@ class Views:
         with LogManager([root]) as m:
             log = m.get_log("t", 0)
             recovered, error = _read_all(log)
-            start, end = log.log_start_offset, log.log_end_offset
+            start, end, segments = log.log_start_offset, log.log_end_offset, len(log.segments)
         code, _, err = self.consume
         if code == 0:
             assert error is None and self.consumed() == recovered
@@ -102,7 +102,7 @@ class Views:
         code, out, err = self.describe
         if code == 0:
             p = json.loads(out)["partitions"][0]
-            assert (p["log_start_offset"], p["log_end_offset"]) == (start, end)
+            assert (p["log_start_offset"], p["log_end_offset"], p["segments"]) == (start, end, segments)
         else:
             _one_line_error(code, err)
         return recovered, error
@@ -253,6 +253,7 @@ def test_a_stray_empty_segment_inside_the_active_segment_is_removed_and_offsets_
 
 
 def test_a_corrupted_base_offset_never_makes_offsets_go_backwards(logctl):
+    """After a clean shutdown nothing recovers the batch: reads stop before it."""
     part = _build(logctl.root)
     log_file = segment_file(part, 0, ".log")
     fifth = list(scan_batches(log_file.read_bytes()))[5]
@@ -504,3 +505,51 @@ def test_a_reader_reloading_waits_while_a_first_writer_recovers(tmp_path):
             os.close(gate)
         reload.join(60)
         assert not reload.is_alive() and len(view.segments) == 2
+
+
+def test_after_an_unclean_shutdown_a_corrupted_base_offset_ends_the_valid_batches(logctl):
+    """Recovery cuts at a batch whose base offset (outside the CRC) goes backwards: rebuilding
+    the index through it failed every writable open of the log dir (Kafka's index refuses the
+    offset too), while the views showed a log that opened."""
+    part = _build(logctl.root)
+    (logctl.root / CLEAN).unlink()
+    log_file = segment_file(part, 0, ".log")
+    fifth = list(scan_batches(log_file.read_bytes()))[5]
+    with open(log_file, "r+b") as f:
+        f.seek(fifth.position)
+        f.write(struct.pack(">q", 2))
+    views = Views(logctl)
+    assert any("starts at offset 2, below the end of the batch before it (5)" in p for p in views.verify_problems)
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(5))
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_an_index_entry_off_by_a_few_bytes_is_read_as_recovery_rebuilds_it(logctl, clean):
+    """An entry that passes the index's sanity check but points a few bytes off: recovery
+    rebuilds the indexes of every segment it revalidates (after a clean shutdown the active
+    one, whose tail then reads as torn), and the view reads those segments without them."""
+    part = _build(logctl.root, n=5)
+    index = segment_file(part, 0, ".index")
+    entries = index.read_bytes()
+    last = len(entries.rstrip(b"\0")) // 8 * 8 - 8
+    relative, position = struct.unpack_from(">ii", entries, last)
+    with open(index, "r+b") as f:
+        f.seek(last)
+        f.write(struct.pack(">ii", relative, position + 50))
+    if not clean:
+        (logctl.root / CLEAN).unlink()
+    views = Views(logctl)
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(5))
+
+
+def test_segments_wholly_below_the_log_start_are_left_out_of_the_view(logctl):
+    part = _build(logctl.root, n=12, segment_bytes=300)
+    bases = _bases(part)
+    (logctl.root / "log-start-offset-checkpoint").write_text(f"0\n1\nt 0 {bases[2]}\n")
+    views = Views(logctl)
+    assert any(f"wholly below the log start offset {bases[2]}; a writable open deletes it" in p
+               for p in views.verify_problems)
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and recovered[0][0] == bases[2]
