@@ -195,7 +195,7 @@ class LogLoader:
             return LoadResult([], base, base, base, [], self.warnings)
         start = self._recovery_start(segments)
         if start.index is not None:
-            segments = self._view_recovery_cut(segments, start)
+            segments = self._view_recovery_cut(segments, start.index, start.why)
         self._note_invalid_headers(segments)
         self._ignore_log_start_beyond_end(segments, self.warnings)
         segments = self._drop_segments_below_log_start(segments)
@@ -228,28 +228,28 @@ class LogLoader:
         what = "a torn write" if state == "partial" else "a header no batch can have"
         return RecoveryStart(len(segments) - 1, f"{name} ends in {what} at position {position}")
 
-    def _view_recovery_cut(self, segments: list[LogSegment], start: RecoveryStart) -> list[LogSegment]:
+    def _view_recovery_cut(self, segments: list[LogSegment], first: int, why: str) -> list[LogSegment]:
         """Read-only: read the log as the recovery a writable open makes (``_recover``) leaves
         it: cut at the end of the first valid prefix (``LogSegment.valid_prefix``, the rule
-        ``recover`` applies) from ``start`` on, without the later segments, and name the cut;
-        every segment recovery revalidates is read without its indexes, which it rebuilds.
-        A segment whose indexes the view left out (``indexes_forgotten``) is skipped: the view
+        ``recover`` applies) from segment ``first`` on, without the later segments, and name the
+        cut with ``why`` recovery runs. Every segment recovery revalidates is read without its
+        indexes, which it rebuilds. A segment whose indexes the view left out (``indexes_forgotten``) is skipped: the view
         already reads it as step 5's index rebuild leaves it, and that rebuild is a ``recover``,
         so ``_recover`` finds nothing more to cut there."""
-        for i in range(start.index or 0, len(segments)):
+        for i in range(first, len(segments)):
             seg = segments[i]
             if seg.indexes_forgotten:
                 continue
             prefix = seg.valid_prefix()
             if prefix.problem is None:
-                seg.forget_indexes()  # recovery rebuilds them: an entry off by a few bytes goes
+                seg.forget_indexes()  # recovery rebuilds them, so no entry of the old ones counts
                 continue
             seg.limit_view(prefix.size)
             later = segments[i + 1:]
             for dropped in later:
                 dropped.close(trim_indexes=False)
             self.warnings.append(
-                f"{prefix.problem}: {start.why}, so a writable open truncates {seg.log_path.name} to {prefix.size} "
+                f"{prefix.problem}: {why}, so a writable open truncates {seg.log_path.name} to {prefix.size} "
                 f"bytes (log end offset {prefix.next_offset})"
                 + (f" and deletes the {len(later)} later segment(s)" if later else ""))
             return segments[: i + 1]
