@@ -215,9 +215,15 @@ def check_partition_entry(directory: Path, entry: os.DirEntry) -> bool:
     """Whether one entry of a partition directory is a segment's file, after refusing what no
     partition dir may hold, naming it: a symlink, a FIFO, socket or device, a misnamed segment
     file (:func:`check_segment_file_name`), or a segment file that is not a regular file. The
-    loader and the partition stats both hold every entry to this one rule."""
+    loader and the partition stats both hold every entry to this one rule. An entry gone since
+    the listing is not a segment's file: stats read without the partition lock while writers
+    rename and remove files, and nobody sweeps ``.deleted`` files under the lock
+    (``retention.sweep_deleted_files``)."""
     check_dir_entry(entry)
     if not check_segment_file_name(directory, entry.name):
         return False
-    check_file_entry(entry)
+    try:
+        check_file_entry(entry)
+    except FileNotFoundError:
+        return False
     return True

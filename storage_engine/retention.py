@@ -256,13 +256,20 @@ def sweep_deleted_files(directory: Path, delay_ms: int) -> list[tuple[str, int]]
     A rename sets the ctime, which is the wall clock's, so the delay is measured by the wall
     clock whatever clock retention or the cleaner judged by: with a ``--now-ms`` in the past a
     file renamed just now never looked due, and a result said nothing was pending while it
-    stayed. A symbolic link named like one is removed itself, never followed."""
+    stayed. A symbolic link named like one is removed itself, never followed. Sweeping takes no
+    partition lock (a reader holding such a file open keeps reading it), so two sweepers (the
+    platform's sensor and a retention run, say) may meet: a file the other removed first is
+    not this one's to report."""
     removed = []
     now = wall_clock_ms()
     for entry in os.scandir(directory):
         if entry.name.endswith(DELETED_SUFFIX):
-            st = entry.stat(follow_symlinks=False)
-            if int(st.st_ctime * 1000) + delay_ms <= now:
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if int(st.st_ctime * 1000) + delay_ms > now:
+                    continue
                 os.unlink(entry.path)
-                removed.append((entry.name, st.st_size))
+            except FileNotFoundError:
+                continue
+            removed.append((entry.name, st.st_size))
     return removed

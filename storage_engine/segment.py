@@ -136,6 +136,21 @@ class LogSegment:
         self.created_ms = now_ms() if created_ms is None else created_ms
         jitter = config.segment_jitter_ms
         self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(min(jitter, config.segment_ms))
+        if create and writable:
+            self._create_index_files()
+
+    def _create_index_files(self) -> None:
+        """Both indexes of a segment created for appends, beside its ``.log``: a reader never
+        finds a live writer's new segment without them (``AbstractIndex.create_file``). When one
+        cannot be created (a full disk, a file size limit below ``segment.index.bytes``), the
+        segment's files go again, so the refused roll or load leaves nothing behind."""
+        try:
+            self.offset_index.create_file()
+            self.time_index.create_file()
+        except BaseException:
+            self.close(trim_indexes=False)
+            self.delete_files()
+            raise
 
     # ------------------------------------------------------------------ basic facts
 

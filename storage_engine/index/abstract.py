@@ -335,6 +335,13 @@ class AbstractIndex:
             raise IndexSizeError(f"cannot make {self._KIND} {self._path} {length} bytes long (an active segment's "
                                  f"indexes are preallocated to segment.index.bytes): {exc.strerror}") from None
 
+    def create_file(self) -> None:
+        """Create the (preallocated) file now rather than at the first entry, for a segment
+        just created for appends (``LogSegment``): Kafka's first append to a segment creates
+        both indexes; here a live writer's segment has them from the start, so a reader
+        loading it never finds a new segment without them and reports one to rebuild."""
+        self._write_fd()
+
     def trim_to_valid_size(self) -> None:
         """Shrink the file to its entries (on roll and close), creating it if still absent.
 

@@ -176,3 +176,32 @@ def test_an_append_a_damaged_index_refuses_is_undone(tmp_path):
     result = logctl(root, "produce", "t", "--partition", "0", stdin=lines(1, start=10))
     assert result.returncode == 1
     assert offsets(root) == list(range(10)) and log_files(root) == before
+
+
+def test_a_roll_that_cannot_create_its_indexes_leaves_no_segment_behind(tmp_path):
+    """A roll creates the new segment's ``.log`` and then its two indexes (so readers never see
+    it without them). With the filesystem out of inodes after the ``.log``, the refused produce
+    used to leave that empty ``.log`` behind, outside the segments its undo knew of."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=256", "tmpfs", str(mnt)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): the test needs one with few inodes")
+    try:
+        root = mnt / "logs"
+        create(root, "segment.bytes=4096")
+        assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
+        filler = mnt / "filler"
+        filler.mkdir()
+        while os.statvfs(mnt).f_ffree > 1:  # room for the new segment's .log, not for its index
+            (filler / str(os.statvfs(mnt).f_ffree)).touch()
+        before = log_files(root)
+
+        result = logctl(root, "produce", "t", "--partition", "0", "--batch-size", "10", stdin=lines(40, start=10))
+
+        assert_one_line_error(result, "t-0", "No space left on device")
+        assert log_files(root) == before
+        assert offsets(root) == list(range(10))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
