@@ -34,7 +34,7 @@ from .naming import is_digits, is_segment_file, parse_partition_dir, partition_d
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
-from .stats import PartitionStats, scan_log_dir
+from .stats import PartitionStats, live_stats, scan_log_dir
 from .topic_admin import TopicAdmin
 from .topic_store import TopicMetadata, TopicMetadataError, metadata_names, read_metadata
 
@@ -351,13 +351,20 @@ class LogManager(TopicAdmin):
     # ------------------------------------------------------------------ maintenance
 
     def partition_stats(self, topic: str | None = None) -> Iterator[PartitionStats]:
-        """Cheap stats of every partition (no log is opened, no record read)."""
+        """Cheap stats of every partition (no log is opened, no record read), what the dry runs
+        plan from. A reader of a log dir whose next writable open recovers it gets the stats of
+        its view instead (``live_stats``), cut where recovery will cut: the files' metadata
+        would plan for segments recovery deletes or truncates."""
         if topic is not None:
             validate_topic_name(topic)
         partitions = self.partition_locations()  # refuses symlinked partition dirs before anything is read
         for d in self.log_dirs:
-            if d.path.is_dir():
-                yield from (s for s in scan_log_dir(d.path, topic) if (s.topic, s.partition) in partitions)
+            if not d.path.is_dir():
+                continue
+            for stats in scan_log_dir(d.path, topic):
+                if (stats.topic, stats.partition) not in partitions:
+                    continue
+                yield live_stats(self.get_log(stats.topic, stats.partition)) if d.recovery_pending else stats
 
     def delete_expired_files(self) -> dict[tuple[str, int], list[tuple[str, int]]]:
         """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed

@@ -42,7 +42,7 @@ from .errors import LogChangedError
 from .faults import crash_point
 from .naming import DELETED_SUFFIX
 from .segment import now_ms as wall_clock_ms
-from .stats import PartitionStats, SegmentStat
+from .stats import PartitionStats, SegmentStat, live_stats
 
 REASON_LOG_START_OFFSET = "log-start-offset"
 REASON_SIZE = "retention.bytes"
@@ -177,15 +177,6 @@ class RetentionResult:
         return {**self.plan.to_dict(), "applied": True, "deleted_segments": self.deleted_segments,
                 "bytes_freed": self.bytes_freed, "log_start_offset_after": self.new_log_start_offset,
                 "pending_files": self.pending_files}
-
-
-def live_stats(log) -> PartitionStats:
-    """Exact stats of an open log (max timestamps from the segments themselves); lock held."""
-    segments = [
-        SegmentStat.of(s.base_offset, s.size, s.last_modified_ms, s is log.active_segment, s.max_timestamp_so_far)
-        for s in log.segments
-    ]
-    return PartitionStats(log.topic, log.partition, log.dir, segments, log.log_start_offset)
 
 
 def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionResult:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -29,6 +29,9 @@ from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, check_partition
 from .nofollow import check_not_symlink, open_nofollow
 from .record import BatchHeader
 from .record.file_records import read_headers
+
+if TYPE_CHECKING:
+    from .log import Log
 
 
 @dataclass
@@ -68,6 +71,7 @@ class PartitionStats:
     segments: list[SegmentStat]
     log_start_offset: int
     cleaner_checkpoint: int | None = None
+    log_end_offset: int | None = None  # known for an open log's stats; else read when needed (``segment_next_offset``)
 
     @property
     def size_bytes(self) -> int:
@@ -180,6 +184,18 @@ def segment_next_offset(directory: str, base: int) -> int:
     prefix = f"{directory}/{base:020d}"
     start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, base).position
     return _max_over_headers(prefix + LOG_SUFFIX, start, lambda header: header.next_offset, base)
+
+
+def live_stats(log: "Log") -> PartitionStats:
+    """Exact stats of an open log, max timestamps from the segments themselves: what retention re-plans from
+    under the lock, and what a reader plans from while recovery is pending (the segments as
+    the view cuts them, ``LogManager.partition_stats``)."""
+    segments = [
+        SegmentStat.of(s.base_offset, s.size, s.last_modified_ms, s is log.active_segment, s.max_timestamp_so_far)
+        for s in log.segments
+    ]
+    return PartitionStats(log.topic, log.partition, log.dir, segments, log.log_start_offset,
+                          log.log_dir.cleaner_offsets.get((log.topic, log.partition)), log.log_end_offset)
 
 
 def log_dir_checkpoints(log_dir: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:

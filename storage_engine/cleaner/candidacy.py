@@ -48,7 +48,9 @@ def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | 
         )
         for s in stats.segments
     ]
-    leo = segment_next_offset(str(directory), facts[-1].base_offset)
+    leo = stats.log_end_offset
+    if leo is None:
+        leo = segment_next_offset(str(directory), facts[-1].base_offset)
     return log_to_clean(stats.topic, stats.partition, facts, checkpoint=stats.cleaner_checkpoint,
                         log_start_offset=stats.log_start_offset, log_end_offset=leo, now_ms=now_ms, config=config)
 

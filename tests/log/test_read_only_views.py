@@ -369,6 +369,32 @@ def test_after_an_unclean_shutdown_the_views_show_the_cut_recovery_makes(logctl,
     assert error is None and [o for o, _ in recovered] == list(range(cut))
 
 
+def test_after_an_unclean_shutdown_the_dry_runs_plan_from_the_cut_recovery_makes(logctl):
+    """The dry runs plan from the partition's file metadata, which still held the segments
+    recovery deletes: ``retention --dry-run`` planned to delete them (by retention.bytes) and
+    ``compact --dry-run`` counted their offsets, unlike the real runs after recovery."""
+    part = _build(logctl.root, n=12, segment_bytes=300, retention_bytes=90, cleanup_policy="compact,delete")
+    bases = _bases(part)
+    assert len(bases) >= 4
+    (logctl.root / CLEAN).unlink()  # the last writer was killed
+    (logctl.root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    cut = _flip_last_byte(segment_file(part, bases[1], ".log"), 1)  # recovery keeps segment 0 and a batch of segment 1
+    before = _files(logctl.root)
+    code, out, err = logctl("retention", "--dry-run", "--json", "--now-ms", "2000")  # nothing is old yet
+    assert code == 0, err
+    planned = [s["base_offset"] for s in json.loads(out)["partitions"][0]["segments_to_delete"]]
+    code, out, err = logctl("compact", "--dry-run", "--json")
+    assert code == 0, err
+    candidate = json.loads(out)["partitions"][0]
+    assert _files(logctl.root) == before
+    assert planned == bases[:1]  # from the files: every segment but the last two
+    with LogManager([logctl.root]) as m:  # recovery
+        assert candidate["log_end_offset"] == m.get_log("t", 0).log_end_offset == cut
+    code, out, err = logctl("retention", "--json", "--now-ms", "2000")
+    assert code == 0, err
+    assert json.loads(out)["partitions"][0]["deleted_segments"] == planned
+
+
 def test_while_a_writer_has_the_log_dir_open_the_views_cut_nothing(logctl):
     """A writer that has the dir open has recovered it already, so the next writable open
     recovers nothing: a batch damaged since is shown where it is, and reads stop there."""
