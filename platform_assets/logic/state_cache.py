@@ -12,7 +12,10 @@ from and reuses it while the signature holds:
 * the active segment's size and mtime, which move on every append;
 * the partition's entries in the log dir's checkpoint files (the cleaner checkpoint, and the log
   start offset, which ``delete-records`` moves without touching the directory);
-* the topic's configuration.
+* the topic's configuration;
+* whether the next writable open recovers the log dir (a crash, no writer since): the state is
+  then the one of what recovery will leave, the read-only view's (``live_stats``), which the
+  files' metadata alone would not show.
 
 Two things the signature cannot see are handled by recomputing anyway:
 
@@ -44,7 +47,7 @@ from storage_engine.errors import LogError
 from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition, is_stray
 from storage_engine.naming import parse_partition_dir
 from storage_engine.nofollow import check_not_symlink
-from storage_engine.stats import log_dir_checkpoints, read_partition_stats
+from storage_engine.stats import live_stats, log_dir_checkpoints, read_partition_stats
 
 from .log_state import PartitionState, TopicPartition, state_of
 
@@ -141,7 +144,7 @@ class StateCache:
                 dir_mtime = entry.stat().st_mtime_ns
                 active = _active_signature(entry.path, previous.state) if previous else ()
                 lso, cleaner = checkpoints
-                signature = (dir_mtime, active, lso.get(tp), cleaner.get(tp))
+                signature = (dir_mtime, active, lso.get(tp), cleaner.get(tp), log_dir.recovery_pending)
                 found.append((entry.path, tp, signature, checkpoints, previous))
         budget = max(1, math.ceil(len(found) * refresh_share))
         expired = sorted((e.computed_ms, path) for path, _, _, _, e in found
@@ -165,8 +168,11 @@ class StateCache:
             started_ns = time.time_ns()
             lso, cleaner = checkpoints
             try:
-                stats = read_partition_stats(Path(path), log_start_offset_checkpoint=lso.get(tp),
-                                             cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
+                if signature[4]:  # recovery pending
+                    stats = live_stats(manager.get_log(*tp))
+                else:
+                    stats = read_partition_stats(Path(path), log_start_offset_checkpoint=lso.get(tp),
+                                                 cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
                 state = state_of(stats, config, now_ms=now_ms)
             except (LogError, OSError) as exc:
                 refused(tp, exc)
@@ -174,7 +180,7 @@ class StateCache:
                 continue
             active = _active_signature(path, state)
             latest_change = max(signature[0], active[1])
-            self._entries[path] = _Entry((signature[0], active, signature[2], signature[3]), config, state, now_ms,
+            self._entries[path] = _Entry((signature[0], active, *signature[2:]), config, state, now_ms,
                                          trusted=started_ns - latest_change > self.racy_ns)
             states.append(state)
             self.computed += 1

@@ -1,13 +1,15 @@
-"""Small builders shared by the engine tests: a manager on a temp dir and keyed records."""
+"""Small builders shared by the engine tests: a manager on a temp dir, keyed records, damage."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable
 
 from storage_engine.manager import LogManager
 from storage_engine.naming import parse_partition_dir
 from storage_engine.append_validation import ProducerRecord
+from storage_engine.record import scan_batches
 
 
 def records(n: int, *, start: int = 0, ts: int = 1_000, keys: int | None = None, value_size: int = 20) -> list[ProducerRecord]:
@@ -44,3 +46,15 @@ def fixture_log_dirs(root: Path) -> list[Path]:
             if parse_partition_dir(path.parent.name):
                 found.add(path.parent.parent)
     return sorted(found)
+
+
+def flip_last_byte(log_file: Path, batch: int) -> int:
+    """Damage batch number ``batch`` of the file inside its CRC (a bit rot, or a write the
+    crash tore inside the page cache); returns its base offset."""
+    raw = list(scan_batches(log_file.read_bytes()))[batch]
+    with open(log_file, "r+b") as f:
+        f.seek(raw.position + raw.header.size_in_bytes - 1)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([last[0] ^ 0xFF]))
+    return raw.header.base_offset

@@ -23,7 +23,7 @@ from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.naming import segment_file
 from storage_engine.record import decode_batch, encode_batch, scan_batches
-from tests.helpers.engine import append_each, open_topic, records
+from tests.helpers.engine import append_each, flip_last_byte, open_topic, records
 from tests.helpers.paths import REPO
 
 CLEAN = ".kafka_cleanshutdown"
@@ -333,18 +333,6 @@ def test_a_time_index_that_understates_the_largest_timestamp_is_reported(logctl)
         assert m.get_log("t", 0).segments[0].largest_timestamp == 500_000
 
 
-def _flip_last_byte(log_file: Path, batch: int) -> int:
-    """Damage batch number ``batch`` of the file inside its CRC (a bit rot, or a write the
-    crash tore inside the page cache); returns its base offset."""
-    raw = list(scan_batches(log_file.read_bytes()))[batch]
-    with open(log_file, "r+b") as f:
-        f.seek(raw.position + raw.header.size_in_bytes - 1)
-        last = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([last[0] ^ 0xFF]))
-    return raw.header.base_offset
-
-
 @pytest.mark.parametrize("where", ["the active segment", "a middle segment", "under a log start beyond the cut"])
 def test_after_an_unclean_shutdown_the_views_show_the_cut_recovery_makes(logctl, where):
     """No writer has the log dir open and the last one did not close cleanly: the next writable
@@ -357,7 +345,7 @@ def test_after_an_unclean_shutdown_the_views_show_the_cut_recovery_makes(logctl,
     (logctl.root / CLEAN).unlink()  # the last writer was killed
     (logctl.root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")  # before its first flush
     damaged = segment_file(part, bases[1] if where == "a middle segment" else bases[-1], ".log")
-    cut = _flip_last_byte(damaged, 1)
+    cut = flip_last_byte(damaged, 1)
     if where == "under a log start beyond the cut":
         (logctl.root / "log-start-offset-checkpoint").write_text(f"0\n1\nt 0 {cut + 1}\n")
     views = Views(logctl)
@@ -378,7 +366,7 @@ def test_after_an_unclean_shutdown_the_dry_runs_plan_from_the_cut_recovery_makes
     assert len(bases) >= 4
     (logctl.root / CLEAN).unlink()  # the last writer was killed
     (logctl.root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
-    cut = _flip_last_byte(segment_file(part, bases[1], ".log"), 1)  # recovery keeps segment 0 and a batch of segment 1
+    cut = flip_last_byte(segment_file(part, bases[1], ".log"), 1)  # recovery keeps segment 0 and a batch of segment 1
     before = _files(logctl.root)
     code, out, err = logctl("retention", "--dry-run", "--json", "--now-ms", "2000")  # nothing is old yet
     assert code == 0, err
@@ -401,7 +389,7 @@ def test_while_a_writer_has_the_log_dir_open_the_views_cut_nothing(logctl):
     part = _build(logctl.root, n=5)
     with LogManager([logctl.root]):
         assert not (logctl.root / CLEAN).exists()  # consumed by this writer
-        _flip_last_byte(segment_file(part, 0, ".log"), 2)
+        flip_last_byte(segment_file(part, 0, ".log"), 2)
         views = Views(logctl)
         problems = views.verify_problems
         assert any("computed crc" in p for p in problems) and not any("truncates" in p for p in problems), problems
@@ -413,7 +401,7 @@ def test_while_a_writer_has_the_log_dir_open_the_views_cut_nothing(logctl):
 
 def test_after_a_clean_shutdown_a_damaged_batch_is_named_not_cut(logctl):
     part = _build(logctl.root, n=5)
-    _flip_last_byte(segment_file(part, 0, ".log"), 2)
+    flip_last_byte(segment_file(part, 0, ".log"), 2)
     views = Views(logctl)
     problems = views.verify_problems
     assert any("computed crc" in p for p in problems) and not any("truncates" in p for p in problems), problems
@@ -429,7 +417,7 @@ def test_a_dir_without_the_recovery_gate_is_judged_from_its_files(logctl):
     part = _build(logctl.root, n=5)
     (logctl.root / CLEAN).unlink()
     (logctl.root / ".logplat-recovery.lock").unlink()
-    cut = _flip_last_byte(segment_file(part, 0, ".log"), 2)
+    cut = flip_last_byte(segment_file(part, 0, ".log"), 2)
     views = Views(logctl)
     assert any("not shut down cleanly, so a writable open truncates" in p for p in views.verify_problems)
     recovered, error = views.agree_with_recovery(logctl.root)
@@ -448,7 +436,7 @@ def test_a_long_lived_reader_asks_again_whether_recovery_is_pending(tmp_path):
             log = writer.get_log("t", 0)
             log.roll()  # a new segment at the recovery point: the reader reloads
             append_each(log, records(2, start=5))
-            _flip_last_byte(segment_file(part, 5, ".log"), 0)  # damaged while the writer is live
+            flip_last_byte(segment_file(part, 5, ".log"), 0)  # damaged while the writer is live
             view.refresh()
             assert view.log_end_offset == 7
             assert not any("truncates" in p for p in view.pending_repairs), view.pending_repairs
@@ -464,7 +452,7 @@ def test_a_segment_whose_index_is_rebuilt_is_also_cut_where_that_rebuild_truncat
         (logctl.root / CLEAN).unlink()
         (logctl.root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
     segment_file(part, bases[1], ".index").unlink()
-    cut = _flip_last_byte(segment_file(part, bases[1], ".log"), 1)
+    cut = flip_last_byte(segment_file(part, bases[1], ".log"), 1)
     views = Views(logctl)
     assert any("truncates it to" in p and "keeping the later segments" in p for p in views.verify_problems)
     recovered, error = views.agree_with_recovery(logctl.root)
@@ -477,7 +465,7 @@ def test_after_a_clean_shutdown_a_torn_tail_behind_a_damaged_batch_is_cut_where_
     shutdown, and recovery cuts at the first batch failing its CRC, not at the tear."""
     part = _build(logctl.root, n=6)
     log_file = segment_file(part, 0, ".log")
-    cut = _flip_last_byte(log_file, 2)
+    cut = flip_last_byte(log_file, 2)
     with open(log_file, "ab") as f:
         f.write(b"\x00" * 30)  # zeros a crash left after the last batch
     views = Views(logctl)
@@ -503,7 +491,7 @@ def test_readers_asking_at_once_all_see_the_cut(tmp_path):
     once used to take each other's probe for a live writer and show the log uncut."""
     part = _build(tmp_path, n=6)
     (tmp_path / CLEAN).unlink()
-    cut = _flip_last_byte(segment_file(part, 0, ".log"), 2)
+    cut = flip_last_byte(segment_file(part, 0, ".log"), 2)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     readers = [subprocess.Popen([sys.executable, "-c", _READ_LEO, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                                 env=env) for _ in range(4)]

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.helpers.engine import append_each, open_topic, records
+from tests.helpers.engine import append_each, flip_last_byte, open_topic, records
 
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
@@ -143,3 +143,23 @@ def test_a_stray_partition_directory_has_no_state(logs):
     states = read(cache(), logs)
     assert [s.partition for s in states] == [0, 1, 2]
     assert states == fresh(logs)
+
+
+def test_after_an_unclean_shutdown_states_show_what_recovery_leaves(logs):
+    """No writer since a crash: the next writable open truncates at the batch failing its CRC
+    and drops the segments after it. The states came from the files' metadata, so the sensors
+    planned for segments and bytes that recovery deletes."""
+    part = logs / "t-0"
+    bases = sorted(int(n[:20]) for n in os.listdir(part) if n.endswith(".log"))
+    assert len(bases) >= 3
+    (logs / ".kafka_cleanshutdown").unlink()  # the last writer was killed
+    (logs / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")  # before its first flush
+    flip_last_byte(part / f"{bases[1]:020d}.log", 1)
+    states_cache = cache()
+    states = read(states_cache, logs)
+    assert states == fresh(logs)
+    with LogManager([logs]) as manager:  # recovery
+        log = manager.get_log("t", 0)
+        recovered = (len(log.segments), log.size_bytes, log.segments[-1].base_offset)
+    assert (states[0].segments, states[0].size_bytes, states[0].active_base_offset) == recovered == (2, recovered[1], bases[1])
+    assert read(states_cache, logs) == fresh(logs) and states_cache.computed >= 1  # no longer pending
