@@ -134,7 +134,13 @@ class LogReads:
             for raw in batches:
                 if raw.header.is_control and not include_control:
                     continue
-                for rec in decode_batch(raw, path=self.segment_path(raw.header.base_offset)):
+                try:
+                    decoded = decode_batch(raw, path=self.segment_path(raw.header.base_offset))
+                except CorruptRecordError:
+                    if out:  # as above: a caller reading on from the records before it decoded each once
+                        return out
+                    raise
+                for rec in decoded:
                     if rec.offset >= start_offset:
                         out.append(rec)
                         if max_records is not None and len(out) >= max_records:

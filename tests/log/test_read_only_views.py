@@ -567,3 +567,19 @@ def test_segments_wholly_below_the_log_start_are_left_out_of_the_view(logctl):
                for p in views.verify_problems)
     recovered, error = views.agree_with_recovery(logctl.root)
     assert error is None and recovered[0][0] == bases[2]
+
+
+def test_a_read_returns_the_records_before_a_damaged_batch_then_names_it(logctl):
+    """A read up to a batch failing its CRC returns the records before it, and the next read,
+    starting there, raises. It used to raise at once, dropping what it had decoded, so
+    ``consume`` fell back to one batch per read and decoded the rest of the log again for each:
+    quadratic (8,000 records: 9.8 s, now 0.3 s)."""
+    part = _build(logctl.root, n=20)
+    flip_last_byte(segment_file(part, 0, ".log"), 15)
+    with LogManager([logctl.root], read_only=True) as m:
+        log = m.get_log("t", 0)
+        assert [r.offset for r in log.read(0, max_records=100)] == list(range(15))
+        with pytest.raises(LogError, match="computed crc"):
+            log.read(15, max_records=100)
+    code, out, err = logctl("consume", "t", "--partition", "0")
+    assert "computed crc" in _one_line_error(code, err) and len(out.splitlines()) == 15
