@@ -710,13 +710,15 @@ def test_io_throttle_slows_a_cleaning_run(tmp_path):
         for i in range(100):
             put(log, ("k", "x" * 1000))
         log.roll()
-        # ~200 KB of reads and writes at 100 KB/s, checked every millisecond: ~2 s of throttling,
-        # so no stall short of that (an fsync on a busy disk absorbing the rate) leaves it
-        # unthrottled; at 300 KB/s and 1 MB/s a loaded machine's full suite sometimes did
+        # ~200 KB of reads and writes at 100 KB/s, checked every millisecond: ~2 s of throttling
+        # on an idle machine. The throttle sleeps only when a check finds the rate above the
+        # target: a machine loaded enough (a full suite beside other work) to be slower than
+        # that on its own is rightly never throttled, as two full suites here showed.
         cl = Cleaner(CleanerConfig(io_max_bytes_per_second=100_000.0))
         cl.throttler.check_interval_s = 0.001
         report = compact(m, cleaner=cl)
-        assert report.throttled_s > 0.05, report.to_dict()
+        io_rate = (report.stats.bytes_read + report.stats.bytes_written) / report.duration_s
+        assert report.throttled_s > 0.05 or io_rate <= 100_000.0, report.to_dict()
         assert content(log) == [(99, "k", "x" * 1000)]
         assert report.mb_per_s < 2.0
 
