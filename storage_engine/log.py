@@ -373,9 +373,15 @@ class Log(LogReads):
         # the new segment first: when its files cannot be created (a read-only or full directory)
         # the active segment has not been touched yet
         segment = LogSegment(self.dir, new_offset, self.config, create=True, created_ms=now)
-        segment.resize_indexes(self.config.segment_index_bytes)
-        active.on_become_inactive()
-        active.flush()
+        try:
+            active.on_become_inactive()
+            active.flush()
+        except BaseException:
+            # not yet in the segment list, so an undo (``_rollback``) would not know it: left
+            # behind, it would end the log at its base offset, past offsets never written
+            segment.close(trim_indexes=False)
+            segment.delete_files()
+            raise
         self.segments.append(segment)
         self._bases.append(new_offset)
         self._tail_position = 0

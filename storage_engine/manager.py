@@ -525,5 +525,14 @@ class LogManager(TopicAdmin):
     def __enter__(self) -> "LogManager":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
+        """Close; when the block already failed, its error stays the one raised: closing after
+        it (checkpoints, the clean-shutdown marker on a full disk, say) can fail for the same
+        cause, and a close that writes neither leaves the next writable open to recover, which
+        is safe. The close's error is noted on it (``logctl`` prints both)."""
+        try:
+            self.close()
+        except (OSError, LogError) as close_error:
+            if exc is None:
+                raise
+            exc.add_note(f"closing the log dirs then failed too: {close_error}")

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from storage_engine.errors import AppendFailedError
 from storage_engine.manager import LogManager
+from tests.helpers.engine import open_topic, records
 from tests.helpers.paths import REPO
 
 #: coordination files whose bytes change on any writable open (lock generation, sessions)
@@ -205,3 +207,57 @@ def test_a_roll_that_cannot_create_its_indexes_leaves_no_segment_behind(tmp_path
         assert offsets(root) == list(range(10))
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_produce_failing_on_a_full_disk_is_the_error_reported_when_the_close_fails_too(small_fs):
+    """With no space left at all, closing the log dirs after the failed produce cannot write
+    the clean-shutdown marker either: that error used to replace the produce's own, so the
+    user read about a marker file and not that none of the records was appended."""
+    root = small_fs / "logs"
+    create(root, "segment.bytes=4096")
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
+    _fill(small_fs / "filler")
+    before = log_files(root)
+
+    result = logctl(root, "produce", "t", "--partition", "0", "--batch-size", "10", stdin=lines(40, start=10))
+
+    assert_one_line_error(result, "t-0", "none of its records was appended (log end offset still 10); closing the "
+                          "log dirs then failed too", ".kafka_cleanshutdown")
+    assert log_files(root) == before
+    (small_fs / "filler").unlink()
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(5, start=10)).returncode == 0
+    assert offsets(root) == list(range(15))
+
+
+def test_a_roll_refused_by_a_full_disk_leaves_no_segment_behind(small_fs):
+    """The roll creates the new segment, then finishes the old one (its last time index entry,
+    a flush); when that failed, the new segment was not in the log's list yet, so the append's
+    undo left its files behind, and the next open ended the log at its base offset: 20 offsets
+    that were never written."""
+    root = small_fs / "logs"
+    with open_topic(root, segment_bytes=4096) as m:
+        m.get_log("t", 0).append(records(10, value_size=100), now=1000)
+    with LogManager([root]) as m:
+        log = m.get_log("t", 0)
+        with log.lock.hold():
+            # the lock file of a partition never rolled is empty, and the undo's generation bump,
+            # its first write, would need a block of its own
+            log.bump_generation()
+        before = sorted(os.listdir(log.dir))
+        _fill(small_fs / "filler")
+        with pytest.raises(AppendFailedError, match="none of its records was appended"):
+            log.append_all([records(10, start=10, value_size=100)] * 4, now=1000)
+        assert sorted(os.listdir(log.dir)) == before and [s.base_offset for s in log.segments] == [0]
+        (small_fs / "filler").unlink()
+    with LogManager([root]) as m:
+        assert m.get_log("t", 0).log_end_offset == 10
+
+
+def _fill(filler: Path) -> None:
+    """Take every byte the filesystem has left."""
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
