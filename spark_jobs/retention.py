@@ -12,7 +12,6 @@ crash-safe protocol: log start offset checkpoint first, then ``.deleted`` rename
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -21,10 +20,11 @@ from typing import Mapping, Sequence
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogChangedError, LogError
-from storage_engine.manager import LogManager
+from storage_engine.manager import LogManager, PartitionLocation
+from storage_engine.naming import partition_dir_name
 from storage_engine.outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED
 from storage_engine.retention import apply_retention, plan_retention, sweep_deleted_files
-from storage_engine.stats import log_dir_checkpoints, stats_of
+from storage_engine.stats import log_dir_checkpoints
 
 from .distribute import run_tasks
 from .errors import SparkJobError
@@ -85,8 +85,7 @@ def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> 
     out: list[RetentionOutcome] = []
     for (log_dir, props), group in groupby(sorted(items, key=_where), key=_where):
         checkpoints = log_dir_checkpoints(Path(log_dir))
-        with contextlib.ExitStack() as stack:
-            manager = None if dry_run else stack.enter_context(LogManager([Path(log_dir)], dict(props)))
+        with LogManager([Path(log_dir)], dict(props), read_only=dry_run) as manager:
             out.extend(retain_partition(manager, item, now_ms, checkpoints) for item in group)
     return out
 
@@ -95,26 +94,27 @@ def _where(item: RetentionItem) -> tuple[str, tuple[tuple[str, str], ...]]:
     return item.log_dir, item.broker_props
 
 
-def retain_partition(manager: LogManager | None, item: RetentionItem, now_ms: int,
+def retain_partition(manager: LogManager, item: RetentionItem, now_ms: int,
                      checkpoints: tuple[dict, dict]) -> RetentionOutcome:
-    """Plan (and apply, through ``manager``; only plan without one) retention of one partition
-    with the engine; problems become outcomes, each with the seconds it took."""
+    """Plan (and, unless ``manager`` is read-only, apply) retention of one partition with the
+    engine; problems become outcomes, each with the seconds it took."""
     started = time.monotonic()
     outcome = _retain(manager, item, now_ms, checkpoints)
     outcome.duration_s = time.monotonic() - started
     return outcome
 
 
-def _retain(manager: LogManager | None, item: RetentionItem, now_ms: int, checkpoints: tuple[dict, dict]
+def _retain(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: tuple[dict, dict]
             ) -> RetentionOutcome:
     try:
-        stats = stats_of(Path(item.log_dir), item.topic, item.partition, checkpoints)
-        plan = plan_retention(stats, item.config, now_ms)
+        where = PartitionLocation(item.topic, item.partition, manager.log_dirs[0],
+                                  Path(item.log_dir) / partition_dir_name(item.topic, item.partition))
+        plan = plan_retention(manager.planning_stats(where, checkpoints), item.config, now_ms)
     except (LogError, OSError) as exc:
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", {})
     if not plan.deletions:
         return RetentionOutcome(item.topic, item.partition, NOTHING, None, plan.to_dict())
-    if manager is None:
+    if manager.read_only:
         return RetentionOutcome(item.topic, item.partition, PLANNED, None, plan.to_dict())
     try:
         log = manager.get_log(item.topic, item.partition)

@@ -45,7 +45,7 @@ from .nofollow import open_nofollow
 from .record import decode_batch
 from .record.file_records import read_batches
 from .record.rewrite import control_type_of
-from .stats import stats_of
+from .stats import live_stats
 
 #: Kafka's "no bound" value of ``max.compaction.lag.ms``.
 UNBOUNDED = LONG_MAX
@@ -171,11 +171,12 @@ def _producers(log: Log) -> ProducerSnapshot:
 
 
 def log_deadline(log: Log, now_ms: int) -> ErasureDeadline | None:
-    """The partition's erasure deadline as the sensors see it: the engine's candidacy from the
-    files' metadata (``candidacy_from_stats``)."""
+    """The partition's erasure deadline as the sensors see it: the engine's candidacy
+    (``candidacy_from_stats``) from the open log's stats (``live_stats``), which are the files'
+    metadata as the sensors plan from it, or the view's cut when recovery is pending."""
     if not log.config.compact:
         return None
-    ltc = candidacy_from_stats(stats_of(log.log_dir.path, log.topic, log.partition), log.config, now_ms)
+    ltc = candidacy_from_stats(live_stats(log), log.config, now_ms)
     return ltc.deadline if ltc is not None else None
 
 

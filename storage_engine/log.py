@@ -370,9 +370,13 @@ class Log(LogReads):
             return active
         for stray in (segment_file(self.dir, new_offset, sfx) for sfx in (".log", ".index", ".timeindex", ".txnindex")):
             stray.unlink(missing_ok=True)
-        # the new segment first: when its files cannot be created (a read-only or full directory)
-        # the active segment has not been touched yet
+        # The old segment's final time-index entry first: a kill after the next segment exists
+        # would leave it without one, past a recovery point a live writer then checkpoints. An
+        # undo (``_rollback``) takes the entry back; a plain roll refused next (a read-only or
+        # full directory) leaves a valid entry, as a clean close would.
+        active.append_final_time_index_entry()
         segment = LogSegment(self.dir, new_offset, self.config, create=True, created_ms=now)
+        crash_point("roll.after-new-segment")
         try:
             active.on_become_inactive()
             active.flush()

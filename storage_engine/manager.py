@@ -34,7 +34,7 @@ from .naming import is_digits, is_segment_file, parse_partition_dir, partition_d
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
-from .stats import PartitionStats, live_stats, scan_log_dir
+from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
 from .topic_store import TopicMetadata, TopicMetadataError, metadata_names, read_metadata
 
@@ -351,20 +351,44 @@ class LogManager(TopicAdmin):
     # ------------------------------------------------------------------ maintenance
 
     def partition_stats(self, topic: str | None = None) -> Iterator[PartitionStats]:
-        """Cheap stats of every partition (no log is opened, no record read), what the dry runs
-        plan from. A reader of a log dir whose next writable open recovers it gets the stats of
-        its view instead (``live_stats``), cut where recovery will cut: the files' metadata
-        would plan for segments recovery deletes or truncates."""
+        """Every partition's stats to plan from (``planning_stats``), by topic and partition,
+        each log dir's checkpoints read once. A partition deleted after the listing (its topic
+        deleted meanwhile) has none."""
         if topic is not None:
             validate_topic_name(topic)
-        partitions = self.partition_locations()  # refuses symlinked partition dirs before anything is read
-        for d in self.log_dirs:
-            if not d.path.is_dir():
+        checkpoints: dict[Path, tuple[dict, dict]] = {}
+        for key, loc in sorted(self.partition_locations().items()):  # refuses symlinked partition dirs first
+            if topic is not None and key[0] != topic:
                 continue
-            for stats in scan_log_dir(d.path, topic):
-                if (stats.topic, stats.partition) not in partitions:
-                    continue
-                yield live_stats(self.get_log(stats.topic, stats.partition)) if d.recovery_pending else stats
+            if loc.log_dir.path not in checkpoints:
+                checkpoints[loc.log_dir.path] = log_dir_checkpoints(loc.log_dir.path)
+            try:
+                yield self.planning_stats(loc, checkpoints[loc.log_dir.path])
+            except FileNotFoundError:
+                if os.path.lexists(loc.path):
+                    raise
+
+    def planning_stats(self, loc: PartitionLocation, checkpoints: tuple[dict, dict]) -> PartitionStats:
+        """One partition's stats for the dry runs, the sensors and the retention plans: cheap
+        file metadata (``stats.read_partition_stats``, no log opened, no record read), given its
+        log dir's ``checkpoints`` (``stats.log_dir_checkpoints``). A reader of a log dir whose
+        next writable open recovers it gets its read-only view's stats instead (``live_stats``),
+        cut where recovery will cut: the files would plan for segments recovery deletes. That
+        view reads the batches from the recovery point, and is closed at once, so planning
+        over thousands of partitions holds none of them open."""
+        if loc.log_dir.recovery_pending:
+            key = (loc.topic, loc.partition)
+            if key in self._logs:
+                return live_stats(self._logs[key])
+            log = self._load_log(loc)
+            try:
+                return live_stats(log)
+            finally:
+                log.close()
+        lso, cleaner = checkpoints
+        key = (loc.topic, loc.partition)
+        return read_partition_stats(loc.path, log_start_offset_checkpoint=lso.get(key),
+                                    cleaner_checkpoint=cleaner.get(key), topic_partition=key)
 
     def delete_expired_files(self) -> dict[tuple[str, int], list[tuple[str, int]]]:
         """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed
@@ -382,7 +406,7 @@ class LogManager(TopicAdmin):
         return removed
 
     def retention_plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:
-        """Retention plans for every partition, computed from file metadata only."""
+        """Retention plans for every partition, from their stats (``planning_stats``)."""
         configs: dict[str, LogConfig] = {}
         plans = []
         for stats in self.partition_stats(topic):
@@ -407,10 +431,11 @@ class LogManager(TopicAdmin):
         return build_cleaner_config(self.broker_props)
 
     def compaction_candidates(self, topic: str | None = None, *, now_ms: int) -> list[LogToClean]:
-        """Every compacted partition's cleaning candidacy from file metadata, dirtiest first.
+        """Every compacted partition's cleaning candidacy from its stats (``planning_stats``),
+        dirtiest first.
 
-        Due or not: ``LogToClean.due`` says which Kafka's cleaner would pick. No log is opened;
-        open transactions are only seen by the cleaning pass itself.
+        Due or not: ``LogToClean.due`` says which Kafka's cleaner would pick. Open transactions
+        are only seen by the cleaning pass itself.
         """
         configs: dict[str, LogConfig] = {}
         out = []

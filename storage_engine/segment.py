@@ -483,10 +483,18 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         return removed
 
-    def on_become_inactive(self) -> None:
-        """On roll: the final time-index entry, then trim both indexes to their entries."""
+    def append_final_time_index_entry(self) -> None:
+        """The largest timestamp so far as a time-index entry (Kafka's ``onBecomeInactiveSegment``
+        and ``close``), so the index answers for every batch: a roll writes it before it
+        creates the next segment, since a segment left without it past the recovery point is
+        one no recovery revisits."""
         max_ts, offset_of_max = self._load_max_timestamp()
         self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+
+    def on_become_inactive(self) -> None:
+        """On roll, once the next segment exists: the final time-index entry (already there,
+        see ``append_final_time_index_entry``), then both indexes trimmed to their entries."""
+        self.append_final_time_index_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 

@@ -5,10 +5,15 @@ partitions on every tick, so they must not open logs: a directory listing, one `
 segment, the checkpoint files (read once per log dir) and, only when a decision needs it, the
 tail of a time index. Each segment's largest timestamp is therefore computed lazily.
 
-The active segment is the exception to "index tails only": its time index lags behind the
-batches appended since the last index entry, so its largest timestamp is completed by reading
-the batch headers after the last offset-index entry (at most ``index.interval.bytes`` plus the
-newest batch). Headers are 61 bytes of each batch; record payloads are still never read.
+A segment's largest timestamp is its time index's last entry completed by the batch headers
+after the last offset-index entry (at most ``index.interval.bytes`` plus the newest batch), the
+rule of ``LogSegment.read_max_timestamp``: the active segment's time index lags behind the
+batches appended since its last entry, and so does a segment whose roll a crash interrupted
+before its final entry was written. Headers are 61 bytes of each batch; record payloads are
+still never read.
+
+A reader of a log dir whose recovery is pending plans from the read-only view instead
+(``LogManager.planning_stats``, ``live_stats``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -101,7 +106,7 @@ def _header_max_timestamp(log_path: str, start: int) -> int:
     return _max_over_headers(log_path, start, lambda header: header.max_timestamp, -1)
 
 
-def _segment_max_timestamp(directory: str, base: int, is_active: bool, has_time_index: bool) -> Callable[[], int]:
+def _segment_max_timestamp(directory: str, base: int, has_time_index: bool) -> Callable[[], int]:
     # Plain strings, not pathlib: building Path objects cost more than the reads themselves
     # when planning ten thousand partitions.
     prefix = f"{directory}/{base:020d}"
@@ -112,8 +117,6 @@ def _segment_max_timestamp(directory: str, base: int, is_active: bool, has_time_
         if not has_time_index:
             return _header_max_timestamp(log_path, 0)
         indexed = TimeIndex.read_last_entry_only(time_index, base).timestamp
-        if not is_active:
-            return indexed
         tail_start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, base).position
         return max(indexed, _header_max_timestamp(log_path, tail_start))
 
@@ -154,7 +157,7 @@ def read_partition_stats(
     last = len(entries) - 1
     segments = [
         SegmentStat(base, size, mtime, i == last,
-                    _segment_max_timestamp(dir_str, base, i == last, f"{base:020d}" in time_indexes))
+                    _segment_max_timestamp(dir_str, base, f"{base:020d}" in time_indexes))
         for i, (base, size, mtime) in enumerate(entries)
     ]
     first_base = segments[0].base_offset if segments else 0
@@ -187,9 +190,9 @@ def segment_next_offset(directory: str, base: int) -> int:
 
 
 def live_stats(log: "Log") -> PartitionStats:
-    """Exact stats of an open log, max timestamps from the segments themselves: what retention re-plans from
-    under the lock, and what a reader plans from while recovery is pending (the segments as
-    the view cuts them, ``LogManager.partition_stats``)."""
+    """Exact stats of an open log, max timestamps from the segments themselves: what retention
+    re-plans from under the lock, the erasure report's deadline, and what a reader plans from
+    while recovery is pending (the segments as the view cuts them, ``LogManager.planning_stats``)."""
     segments = [
         SegmentStat.of(s.base_offset, s.size, s.last_modified_ms, s is log.active_segment, s.max_timestamp_so_far)
         for s in log.segments
@@ -206,26 +209,3 @@ def log_dir_checkpoints(log_dir: Path) -> tuple[dict[tuple[str, int], int], dict
     return read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT), read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
 
 
-def stats_of(log_dir: Path, topic: str, partition: int,
-             checkpoints: tuple[dict, dict] | None = None) -> PartitionStats:
-    """Stats of one partition of a log dir (``checkpoints`` from :func:`log_dir_checkpoints`)."""
-    lso, cleaner = checkpoints if checkpoints is not None else log_dir_checkpoints(log_dir)
-    tp = (topic, partition)
-    return read_partition_stats(Path(log_dir) / f"{topic}-{partition}", log_start_offset_checkpoint=lso.get(tp),
-                                cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
-
-
-def scan_log_dir(log_dir: Path, topic: str | None = None) -> Iterator[PartitionStats]:
-    """Stats of every partition in a log dir (optionally one topic), checkpoints read once."""
-    log_dir = Path(log_dir)
-    lso, cleaner = log_dir_checkpoints(log_dir)
-    with os.scandir(log_dir) as it:
-        dirs = sorted((e.name, e.path) for e in it if e.is_dir())
-    for name, path in dirs:
-        parsed = parse_partition_dir(name)
-        if parsed is None or (topic is not None and parsed[0] != topic):
-            continue
-        yield read_partition_stats(
-            Path(path), log_start_offset_checkpoint=lso.get(parsed), cleaner_checkpoint=cleaner.get(parsed),
-            topic_partition=parsed,
-        )

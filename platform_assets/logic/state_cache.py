@@ -14,8 +14,8 @@ from and reuses it while the signature holds:
   start offset, which ``delete-records`` moves without touching the directory);
 * the topic's configuration;
 * whether the next writable open recovers the log dir (a crash, no writer since): the state is
-  then the one of what recovery will leave, the read-only view's (``live_stats``), which the
-  files' metadata alone would not show.
+  then the one of what recovery will leave, the read-only view's (``LogManager.planning_stats``),
+  which the files' metadata alone would not show.
 
 Two things the signature cannot see are handled by recomputing anyway:
 
@@ -47,7 +47,7 @@ from storage_engine.errors import LogError
 from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition, is_stray
 from storage_engine.naming import parse_partition_dir
 from storage_engine.nofollow import check_not_symlink
-from storage_engine.stats import live_stats, log_dir_checkpoints, read_partition_stats
+from storage_engine.stats import log_dir_checkpoints
 
 from .log_state import PartitionState, TopicPartition, state_of
 
@@ -166,14 +166,8 @@ class StateCache:
                 self.reused += 1
                 continue
             started_ns = time.time_ns()
-            lso, cleaner = checkpoints
             try:
-                if signature[4]:  # recovery pending
-                    stats = live_stats(manager.get_log(*tp))
-                else:
-                    stats = read_partition_stats(Path(path), log_start_offset_checkpoint=lso.get(tp),
-                                                 cleaner_checkpoint=cleaner.get(tp), topic_partition=tp)
-                state = state_of(stats, config, now_ms=now_ms)
+                state = state_of(manager.planning_stats(where[tp], checkpoints), config, now_ms=now_ms)
             except (LogError, OSError) as exc:
                 refused(tp, exc)
                 self._entries.pop(path, None)

@@ -477,34 +477,42 @@ class AbstractIndex:
         blocks that double in size. Agrees with ``last_entry()`` of a loaded index for every
         valid file.
         """
-        size = cls.ENTRY_SIZE
-        empty = cls._empty_entry(base_offset)
         try:
             fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
-            return empty
+            return cls._empty_entry(base_offset)
         try:
-            usable = _round_down(os.fstat(fd).st_size, size)
-            if usable == 0:
-                return empty
-            last = os.pread(fd, size, usable - size)
-            if last != bytes(size):
-                return cls._decode_one(last, base_offset)
-            end = _end_of_data(fd, usable, size)
-            block = _round_down(4096, size)
-            while end > 0:
-                start = max(0, _round_down(end - block, size))
-                data = os.pread(fd, end - start, start)
-                stripped = data.rstrip(b"\0")
-                if stripped:
-                    slot = start + _round_down(len(stripped) - 1, size)
-                    return cls._decode_one(os.pread(fd, size, slot), base_offset)
-                end = start
-                block = min(block * 2, _round_down(1 << 20, size))
-            # Nothing but zeros: a real all-zero entry only in a trimmed one-entry file.
-            return cls._make_entry(base_offset, 0, 0) if usable == size else empty
+            while True:  # again when the file shrank under the reads: its writer's close trimmed it
+                try:
+                    return cls._last_entry_of(fd, base_offset)
+                except _Shrank:
+                    continue
         finally:
             os.close(fd)
+
+    @classmethod
+    def _last_entry_of(cls, fd: int, base_offset: int) -> Any:
+        """``read_last_entry_only`` of an open file; ``_Shrank`` when a read finds it shorter
+        than its ``fstat`` said a moment before."""
+        size = cls.ENTRY_SIZE
+        usable = _round_down(os.fstat(fd).st_size, size)
+        if usable == 0:
+            return cls._empty_entry(base_offset)
+        last = _pread_exactly(fd, size, usable - size)
+        if last != bytes(size):
+            return cls._decode_one(last, base_offset)
+        end = _end_of_data(fd, usable, size)
+        block = _round_down(4096, size)
+        while end > 0:
+            start = max(0, _round_down(end - block, size))
+            stripped = _pread_exactly(fd, end - start, start).rstrip(b"\0")
+            if stripped:
+                slot = start + _round_down(len(stripped) - 1, size)
+                return cls._decode_one(_pread_exactly(fd, size, slot), base_offset)
+            end = start
+            block = min(block * 2, _round_down(1 << 20, size))
+        # Nothing but zeros: a real all-zero entry only in a trimmed one-entry file.
+        return cls._make_entry(base_offset, 0, 0) if usable == size else cls._empty_entry(base_offset)
 
     @classmethod
     def _decode_one(cls, data: bytes, base_offset: int) -> Any:
@@ -523,6 +531,17 @@ class AbstractIndex:
     def _floor_by_rel(self, target_offset: int) -> int:
         """Slot of the largest entry with offset <= target, or -1."""
         return bisect_right(self._rel, target_offset - self.base_offset) - 1
+
+
+class _Shrank(Exception):
+    """A read of an index file ended before the length its ``fstat`` gave (a trim meanwhile)."""
+
+
+def _pread_exactly(fd: int, n: int, offset: int) -> bytes:
+    data = os.pread(fd, n, offset)
+    if len(data) < n:
+        raise _Shrank()
+    return data
 
 
 def _end_of_data(fd: int, limit: int, entry_size: int) -> int:

@@ -58,3 +58,9 @@ def flip_last_byte(log_file: Path, batch: int) -> int:
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([last[0] ^ 0xFF]))
     return raw.header.base_offset
+
+
+def partition_stats(root: Path) -> list:
+    """What the dry runs and the sensors plan from: every partition's stats, read-only."""
+    with LogManager([root], read_only=True) as manager:
+        return list(manager.partition_stats())

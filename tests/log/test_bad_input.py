@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import CheckpointError, InvalidSegmentNameError, NotRegularFileError
-from storage_engine.stats import scan_log_dir
+
 from tests.helpers.cli import run_logctl
+from tests.helpers.engine import partition_stats
 from tests.helpers.paths import REPO
 from tests.log.test_adversarial_cli import snapshot
 
@@ -265,7 +266,7 @@ def test_a_segment_file_name_without_20_digits_is_refused_naming_it(logctl, name
         assert code == 1, (command, out, err)
         assert f"{part / name}: not a segment file name" in out + err and "No such file" not in out + err, (command, out, err)
     with pytest.raises(InvalidSegmentNameError, match=f"{part / name}: not a segment file name"):
-        list(scan_log_dir(logctl.root))  # the sensors' stats refuse it as the commands do
+        partition_stats(logctl.root)  # the sensors' stats refuse it as the commands do
     assert snapshot(logctl.root) == before
 
 
@@ -289,7 +290,7 @@ def test_a_directory_where_a_later_segments_file_belongs_is_refused_before_any_r
         assert code == 1 and f"{last} is a directory" in out + err, (command, out, err)
         assert snapshot(logctl.root) == before, command
     with pytest.raises(NotRegularFileError, match=f"{last} is a directory"):
-        list(scan_log_dir(logctl.root))
+        partition_stats(logctl.root)
 
 
 def test_the_stats_ignore_what_the_load_ignores(logctl):
@@ -298,7 +299,7 @@ def test_the_stats_ignore_what_the_load_ignores(logctl):
     assert logctl("produce", "t", "--partition", "0", stdin=RECORD)[0] == 0
     part = logctl.root / "t-0"
     (part / ("\uff10" * 20 + ".log")).write_bytes((part / "00000000000000000000.log").read_bytes())
-    [stats] = scan_log_dir(logctl.root)
+    [stats] = partition_stats(logctl.root)
     assert [s.base_offset for s in stats.segments] == [0]
     code, out, _ = logctl("topic", "describe", "t", "--json")
     assert code == 0 and json.loads(out)["partitions"][0]["log_end_offset"] == 1
@@ -358,7 +359,7 @@ def test_the_dry_runs_and_the_stats_refuse_a_malformed_checkpoint_as_the_runs_do
         code, out, err = logctl(*command)
         assert code == 1 and f"checkpoint file at: {logctl.root / name}" in out + err, (command, out, err)
     with pytest.raises(CheckpointError, match="Unrecognised version"):
-        list(scan_log_dir(logctl.root))
+        partition_stats(logctl.root)
     assert snapshot(logctl.root) == before
 
 

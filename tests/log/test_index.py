@@ -469,6 +469,28 @@ def test_read_last_entry_only_cases(tmp_path: Path) -> None:
     assert TimeIndex.read_last_entry_only(empty, 7) == TimestampOffset(-1, 7)
 
 
+def test_read_last_entry_only_of_a_file_trimmed_under_it(tmp_path: Path, monkeypatch) -> None:
+    """A reader's ``fstat`` saw the writer's preallocated file, which the writer's close then
+    trimmed before the reader's ``pread``: the empty read was decoded as an entry, and the dry
+    runs failed with "not enough values to unpack"."""
+    path = tmp_path / "00000000000000000045.timeindex"
+    t = TimeIndex(path, BASE, 10485760)
+    for i in range(1, 4):
+        t.maybe_append(i * 3, BASE + i)
+    real_pread = os.pread
+    trims = []
+
+    def pread_after_the_writers_close(fd, n, offset):
+        if not trims:
+            trims.append(offset)
+            t.close()  # trimmed to its three entries, between the reader's fstat and its read
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", pread_after_the_writers_close)
+    assert TimeIndex.read_last_entry_only(path, BASE) == TimestampOffset(9, BASE + 3)
+    assert trims and trims[0] > os.path.getsize(path)  # the first read aimed past the trimmed end
+
+
 @given(
     st.lists(st.integers(min_value=1, max_value=10**6), unique=True, max_size=40),
     st.integers(min_value=0, max_value=3000),

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import NotRegularFileError
-from storage_engine.stats import scan_log_dir
+
 from tests.helpers.cli import run_logctl
+from tests.helpers.engine import partition_stats
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
@@ -335,7 +336,7 @@ def test_a_fifo_where_a_file_belongs_is_refused_at_once(logctl, name):
         assert tree(logctl.root) == before, command
     if name.startswith("t-0/"):  # the sensors' stats refuse it too (they read no lock or metadata)
         with pytest.raises(NotRegularFileError, match=f"{fifo} is a FIFO"):
-            list(scan_log_dir(logctl.root))
+            partition_stats(logctl.root)
 
 
 @pytest.mark.parametrize("name", ["t-0/00000000000000000050.log", "t-0/00000000000000000000.index",
@@ -357,7 +358,7 @@ def test_a_directory_where_a_file_belongs_is_named(logctl, name):
         assert tree(logctl.root) == before, command
     if name.startswith("t-0/0"):  # a segment's file: the sensors' stats refuse it too
         with pytest.raises(NotRegularFileError, match=f"{directory} is a directory"):
-            list(scan_log_dir(logctl.root))
+            partition_stats(logctl.root)
 
 
 @pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"name": "t", "partitions": 99999999999}',

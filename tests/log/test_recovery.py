@@ -275,3 +275,24 @@ def test_the_last_writer_writes_the_marker_while_a_reader_is_open(tmp_path):
         assert not (tmp_path / CLEAN).exists()  # consumed by the first writer
         m.close()
         assert (tmp_path / CLEAN).exists()
+
+
+def test_a_writer_killed_mid_roll_beside_a_live_writer_leaves_the_old_segments_time_index_whole(tmp_path):
+    """The roll created the next segment and only then wrote the old one's final time-index
+    entry; killed between the two while another writer had the dir open (so the next open is no
+    first one and recovers nothing), the old segment was left without it for good: the next
+    append checkpointed a recovery point past it, and retention judged it by its mtime."""
+    with open_topic(tmp_path, segment_bytes=1024, index_interval_bytes=1 << 20) as m:
+        m.get_log("t", 0).append(records(5, value_size=100), now=1_000)
+    produce = [sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(tmp_path), "produce", "t",
+               "--partition", "0", "--batch-size", "1"]
+    lines = "".join(f'{{"key": "k{i}", "value": "{"v" * 100}"}}\n' for i in range(10))
+    with LogManager([tmp_path]):  # a live writer: the later writers are not the first opener
+        killed = subprocess.run(produce, input=lines, capture_output=True, text=True, cwd=REPO,
+                                env=dict(os.environ, LOGPLAT_CRASH_AT="roll.after-new-segment"))
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        after = subprocess.run(produce, input=lines, capture_output=True, text=True, cwd=REPO)
+        assert after.returncode == 0, after.stderr
+    with LogManager([tmp_path], read_only=True) as m:
+        report = verify_log(m.get_log("t", 0))
+        assert report.problems == [] and len(report.segments) >= 2

@@ -17,6 +17,7 @@ from storage_engine.errors import LogChangedError
 from storage_engine.manager import LogManager
 from storage_engine.retention import apply_retention
 from storage_engine.append_validation import ProducerRecord
+from storage_engine.record import RECORD_BATCH_OVERHEAD, scan_batches
 
 NOW = 1_000_000
 
@@ -204,9 +205,13 @@ def test_planning_reads_no_record_bytes(tmp_path):
     with open_topic(tmp_path, retention_ms=1000) as m:
         bases = build(m.get_log("t", 0), [(3, NOW - 5000, 50), (3, NOW - 3000, 50), (3, NOW, 50)])
         before = plan(m)
-    for base in bases[:-1]:  # wipe the record bytes of every inactive segment, keep the sizes
+    for base in bases[:-1]:  # wipe the records of every inactive segment, keep its batch headers and size
         path = tmp_path / "t-0" / f"{base:020d}.log"
-        path.write_bytes(b"\0" * path.stat().st_size)
+        data = bytearray(path.read_bytes())
+        for batch in scan_batches(bytes(data)):
+            end = batch.position + batch.header.size_in_bytes
+            data[batch.position + RECORD_BATCH_OVERHEAD:end] = bytes(end - batch.position - RECORD_BATCH_OVERHEAD)
+        path.write_bytes(bytes(data))
     with LogManager([tmp_path]) as m:
         stats = {s.partition: s for s in m.partition_stats("t")}
         assert m.retention_plans("t", now_ms=NOW)[0].deleted_bases == before.deleted_bases == tuple(bases[:2])
