@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
-from .errors import CorruptRecordError, LogError, RecordTooLargeError
+from .errors import LogError, RecordTooLargeError
 from .manager import LogManager, log_dirs_from_env
 from .naming import MAX_PARTITION
 from .outcomes import CHANGED, FAILED
@@ -279,16 +279,9 @@ def cmd_consume(args: argparse.Namespace, manager: LogManager) -> int:
             if offset > log.log_end_offset:
                 log.read_batches(offset)  # raises the out-of-range error
             break
-        want = remaining if remaining is not None else 10_000
-        try:
-            records = log.read(offset, max_records=want)
-        except CorruptRecordError:
-            # one batch at a time up to the corrupt one: its good records are printed, then the
-            # error (exit status 1) when the next read reaches the corrupt batch itself
-            records = log.read(offset, max_bytes=1)[:want]
-            if not records:  # a batch with nothing to print (a control batch): step over it
-                offset = log.read_batches(offset, max_bytes=1)[0].header.next_offset
-                continue
+        # a read stops before a corrupt batch with the records before it; the next one, starting
+        # there, raises, and the error is the command's (exit status 1) after those were printed
+        records = log.read(offset, max_records=remaining if remaining is not None else 10_000)
         if not records:
             break
         for r in records:

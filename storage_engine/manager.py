@@ -415,12 +415,19 @@ class LogManager(TopicAdmin):
         return plans
 
     def apply_retention(self, plans: Sequence[RetentionPlan], *, now_ms: int) -> list[RetentionResult]:
-        """Apply plans that delete something; sweep ``.deleted`` files whose delay has passed."""
+        """Apply plans that delete something; sweep ``.deleted`` files whose delay has passed.
+        A partition that changed since its plan (a producer rolled) is left alone and reported
+        so (``RetentionResult.changed``), as the Spark job reports it; the next run plans it
+        afresh. Failing the whole run there left the partitions before it changed and the
+        ones after it unvisited, under an error."""
         results = []
         for plan in plans:
             log = self.get_log(plan.topic, plan.partition)
             if plan.deletions:
-                results.append(apply_retention(log, plan, now_ms))
+                try:
+                    results.append(apply_retention(log, plan, now_ms))
+                except LogChangedError as exc:
+                    results.append(RetentionResult(plan, changed=str(exc)))
             sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
         return results
 

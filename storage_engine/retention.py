@@ -41,6 +41,7 @@ from .config.topic import LogConfig
 from .errors import LogChangedError
 from .faults import crash_point
 from .naming import DELETED_SUFFIX
+from .outcomes import CHANGED
 from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, SegmentStat, live_stats
 
@@ -172,11 +173,13 @@ class RetentionResult:
     bytes_freed: int = 0
     new_log_start_offset: int | None = None
     pending_files: list[str] = field(default_factory=list)  # renamed to .deleted, removed after the delay
+    changed: str | None = None  # not applied: the log changed since the plan (``LogChangedError``'s words)
 
     def to_dict(self) -> dict:
-        return {**self.plan.to_dict(), "applied": True, "deleted_segments": self.deleted_segments,
-                "bytes_freed": self.bytes_freed, "log_start_offset_after": self.new_log_start_offset,
-                "pending_files": self.pending_files}
+        out = {**self.plan.to_dict(), "applied": self.changed is None, "deleted_segments": self.deleted_segments,
+               "bytes_freed": self.bytes_freed, "log_start_offset_after": self.new_log_start_offset,
+               "pending_files": self.pending_files}
+        return out if self.changed is None else out | {"status": CHANGED, "reason": self.changed}
 
 
 def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionResult:

@@ -7,7 +7,9 @@ offset to a file position through the offset index and then scan batch headers f
 
 The ``.log`` file descriptor is opened when the segment object is created, so a segment that
 another process renames or deletes afterwards stays readable through it (POSIX keeps the
-inode alive). Index files are opened lazily; before an index is trusted the segment checks
+inode alive). A segment created for appends creates both index files with its ``.log``
+(``_create_index_files``); a loaded segment's are opened lazily. Before an index is trusted
+the segment checks
 that its ``.log`` path still names the inode it holds, because an index that belongs to a
 swapped-in replacement would point into the wrong file (``LogChangedError`` then makes the
 log reload and retry).

@@ -1,5 +1,6 @@
-"""Candidacy from file metadata alone, without opening the log (what the sensors and
-``LogCleanerManager``'s choice of the filthiest log need)."""
+"""Candidacy from a partition's planning stats (``LogManager.planning_stats``: file metadata, or
+a read-only view's while recovery is pending), without a cleaning pass: what the sensors and
+``LogCleanerManager``'s choice of the filthiest log need."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def first_batch_max_timestamp(log_path: Path) -> int:
 
 
 def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | None:
-    """A partition's :class:`LogToClean` from ``stats.read_partition_stats`` (file metadata, the
-    time index tails and the first 61 bytes of dirty segments): what ``logctl compact`` uses to
+    """A partition's :class:`LogToClean` from its planning stats (their log end offset when an
+    open log's, else read from the active segment's headers; the first 61 bytes of dirty
+    segments read here): what ``logctl compact`` uses to
     pick and order partitions. Open transactions are not seen here (the last stable offset is
     taken as the log end offset); the cleaning pass itself scans for them."""
     if not stats.segments:

@@ -182,6 +182,24 @@ def test_apply_refuses_a_plan_the_log_outgrew(tmp_path):
         assert apply_retention(log, None, later).deleted_segments == [0]
 
 
+def test_a_partition_that_changed_since_its_plan_is_reported_and_the_others_applied(tmp_path, capsys):
+    """``logctl retention`` (local) failed as a whole with the first partition a producer had
+    changed since the plan: the partitions before it already applied, the ones after it never
+    visited, exit 1. Now that partition is reported "changed" (as the Spark job reports it)."""
+    later = NOW + 10**6
+    with open_topic(tmp_path, partitions=3, retention_ms=100) as m:
+        for p in range(3):
+            build(m.get_log("t", p), [(1, 1, 10), (1, NOW, 10)])
+        plans = m.retention_plans("t", now_ms=later)
+        m.get_log("t", 1).append([ProducerRecord(b"z", b"z", later)], now=later)  # a producer, after the plan
+        results = m.apply_retention(plans, now_ms=later)
+    assert [(r.plan.partition, r.deleted_segments, r.changed is not None) for r in results] == [
+        (0, [0, 1], False), (1, [], True), (2, [0, 1], False)]
+    changed = results[1].to_dict()
+    assert changed["applied"] is False and changed["status"] == "changed"
+    assert "changed since retention was planned" in changed["reason"]
+
+
 def test_apply_refuses_a_plan_the_log_outgrew_even_after_routine_repairs(tmp_path):
     """Only a load that changed the segment list lets a plan be made again: the stray producer
     snapshot every close leaves (removed by the next open) is no licence to delete otherwise."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from tests.helpers.engine import append_each, flip_last_byte, open_topic, record
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
 from storage_engine.manager import LogManager
+from tests.helpers.paths import REPO
 
 NOW = int(time.time() * 1000)
 DAY_MS = 86_400_000
@@ -161,5 +165,32 @@ def test_after_an_unclean_shutdown_states_show_what_recovery_leaves(logs):
     with LogManager([logs]) as manager:  # recovery
         log = manager.get_log("t", 0)
         recovered = (len(log.segments), log.size_bytes, log.segments[-1].base_offset)
-    assert (states[0].segments, states[0].size_bytes, states[0].active_base_offset) == recovered == (2, recovered[1], bases[1])
+    assert (states[0].segments, states[0].size_bytes, states[0].active_base_offset) == recovered
+    assert recovered[0] == 2 and recovered[2] == bases[1]
     assert read(states_cache, logs) == fresh(logs) and states_cache.computed >= 1  # no longer pending
+
+
+def test_a_state_read_while_a_writer_lived_is_read_again_once_it_died(logs):
+    """Nothing in the partition changes when its writer is killed, so only the log dir's
+    "recovery pending" in the signature tells the cache that the state it keeps (read while a
+    writer was live, damage shown where it is) is no longer what a writable open leaves."""
+    part = logs / "t-0"
+    bases = sorted(int(n[:20]) for n in os.listdir(part) if n.endswith(".log"))
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from storage_engine.manager import LogManager
+        m = LogManager([{str(logs)!r}])
+        m.get_log("t", 0)
+        print("up", flush=True)
+        time.sleep(120)""")], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert writer.stdout.readline().strip() == "up"
+        (logs / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")  # before its first flush
+        flip_last_byte(part / f"{bases[1]:020d}.log", 1)  # damaged while the writer is live
+        states_cache = cache()
+        assert read(states_cache, logs)[0].segments == len(bases)  # a live writer recovers nothing
+    finally:
+        writer.kill()
+        writer.wait()
+    states = read(states_cache, logs)
+    assert states_cache.computed >= 1 and states == fresh(logs) and states[0].segments == 2

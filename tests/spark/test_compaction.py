@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.engine import open_topic
+from tests.helpers.engine import flip_last_byte, open_topic
 from storage_engine.checkpoint import read_checkpoint
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
@@ -365,6 +365,27 @@ def test_retention_job_deletes_below_a_compacted_topics_log_start_as_the_engine_
     result = retention_partitions(spark, [tmp_path / "spark"], now_ms=NOW)
     assert [(o.topic, o.status, o.deleted_segments) for o in result.outcomes] == [("cmp", DELETED, bases[:2])]
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+
+
+def test_retention_job_dry_run_after_an_unclean_shutdown_plans_as_the_engine_does(spark, tmp_path):
+    """No writer since a crash: the next writable open cuts the log at the batch failing its CRC.
+    The job's tasks planned from the files' metadata, the segments recovery deletes included,
+    where the engine's dry run plans from the cut (``LogManager.planning_stats``)."""
+    m = open_topic(tmp_path, "r", 1, retention_ms="-1", retention_bytes="50", segment_bytes="300")
+    for b in range(12):
+        m.get_log("r", 0).append([ProducerRecord(b"k", b"x" * 20, 1000 + b)], now=1000)
+    m.close()
+    part = tmp_path / "r-0"
+    bases = sorted(int(p.name[:20]) for p in part.glob("*.log"))
+    assert len(bases) >= 4
+    (tmp_path / ".kafka_cleanshutdown").unlink()
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nr 0 0\n")
+    flip_last_byte(part / f"{bases[1]:020d}.log", 1)
+    with LogManager([tmp_path], read_only=True) as m:
+        [local] = m.retention_plans(now_ms=NOW)
+    dry = retention_partitions(spark, [tmp_path], now_ms=NOW, dry_run=True)
+    assert [o.plan for o in dry.outcomes] == [local.to_dict()]
+    assert local.deleted_bases == tuple(bases[:1])  # the cut log; its files alone would give bases[:3]
 
 
 def test_logctl_engine_spark(spark, tmp_path, capsys):
