@@ -18,7 +18,8 @@ looks; any temporary file it finds was left by a process that died. In order:
    recovered, which rebuilds both from the ``.log`` (Kafka only rebuilds on a missing offset
    index; rebuilding the time index too keeps timestamp lookups and retention right).
 6. Segments wholly below the checkpointed log start offset are deleted: retention commits a
-   deletion by writing that checkpoint first, so these are deletions a crash interrupted.
+   deletion by writing that checkpoint first, so these are deletions a crash interrupted, or
+   what ``delete-records`` left for the next retention (a read-only view just leaves them out).
    Which files go and which swaps complete is decided by ``temp_files.plan_temp_files``, so
    the read-only view (``verify``, consumers) refuses exactly where this load would change
    segments, naming what it would do. A ``.log.swap`` the cleaner cannot have written (one
@@ -414,15 +415,14 @@ class LogLoader:
 
     def _drop_segments_below_log_start(self, segments: list[LogSegment]) -> list[LogSegment]:
         """Segments wholly below the checkpointed log start offset are a deletion that was
-        committed (retention writes the checkpoint first) but not finished: finish it. A
-        read-only view leaves them out and says so."""
+        committed (retention writes the checkpoint first, ``delete-records`` leaves them for
+        the next retention) but not finished: finish it. A read-only view leaves them out
+        without a word: they are no longer part of the log, and nothing is wrong."""
         lso = self.log_start_offset_checkpoint
         while len(segments) > 1 and segments[1].base_offset <= lso:
             seg = segments.pop(0)
             if self.read_only:
                 seg.close(trim_indexes=False)
-                self.warnings.append(f"{seg.log_path}: wholly below the log start offset {lso}; a writable open "
-                                     f"deletes it")
                 continue
             seg.close()
             seg.delete_files()
