@@ -401,7 +401,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
             continue
         if segs:
             reasons = ", ".join(f"{s['base_offset']} ({s['reason']}, {s['size_bytes']} B)" for s in segs)
-            lso = d.get("log_start_offset_after", d["new_log_start_offset"])
+            lso = d["log_start_offset_after"] if d["applied"] else d["new_log_start_offset"]  # planned, or done
             if lso is None:  # every segment goes: the active one is rolled first, at the log end offset
                 lso = "the log end offset (the active segment is rolled first)"
             lines.append(f"{d['topic']}-{d['partition']}: {verb} {len(segs)} segment(s), {d['bytes_to_free']} bytes: "

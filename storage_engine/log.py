@@ -371,20 +371,24 @@ class Log(LogReads):
         for stray in (segment_file(self.dir, new_offset, sfx) for sfx in (".log", ".index", ".timeindex", ".txnindex")):
             stray.unlink(missing_ok=True)
         # The old segment's final time-index entry first: a kill after the next segment exists
-        # would leave it without one, past a recovery point a live writer then checkpoints. An
-        # undo (``_rollback``) takes the entry back; a plain roll refused next (a read-only or
-        # full directory) leaves a valid entry, as a clean close would.
-        active.append_final_time_index_entry()
-        segment = LogSegment(self.dir, new_offset, self.config, create=True, created_ms=now)
-        crash_point("roll.after-new-segment")
+        # would leave it without one, past a recovery point a live writer then checkpoints.
+        # A roll refused at any step (a read-only or full directory) takes the entry and the
+        # trim back and removes the new segment, which is not in the segment list yet: left
+        # behind, it would end the log at its base offset, past offsets never written, and a
+        # trimmed active segment would refuse every later append as a full index.
+        mark = active.append_mark()
+        segment = None
         try:
+            active.append_final_time_index_entry()
+            segment = LogSegment(self.dir, new_offset, self.config, create=True, created_ms=now)
+            crash_point("roll.after-new-segment")
             active.on_become_inactive()
             active.flush()
         except BaseException:
-            # not yet in the segment list, so an undo (``_rollback``) would not know it: left
-            # behind, it would end the log at its base offset, past offsets never written
-            segment.close(trim_indexes=False)
-            segment.delete_files()
+            if segment is not None:
+                segment.close(trim_indexes=False)
+                segment.delete_files()
+            active.rollback(mark)
             raise
         self.segments.append(segment)
         self._bases.append(new_offset)

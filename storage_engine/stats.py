@@ -3,7 +3,8 @@
 Retention planning, the dirty-ratio check and the platform's sensors run over thousands of
 partitions on every tick, so they must not open logs: a directory listing, one ``stat`` per
 segment, the checkpoint files (read once per log dir) and, only when a decision needs it, the
-tail of a time index. Each segment's largest timestamp is therefore computed lazily.
+tails of a segment's indexes and the batch headers after them. Each segment's largest
+timestamp is therefore computed lazily.
 
 A segment's largest timestamp is its time index's last entry completed by the batch headers
 after the last offset-index entry (at most ``index.interval.bytes`` plus the newest batch), the
@@ -130,7 +131,8 @@ def read_partition_stats(
     cleaner_checkpoint: int | None = None,
     topic_partition: tuple[str, int] | None = None,
 ) -> PartitionStats:
-    """Stats of one partition directory (``<topic>-<n>``), from metadata only. What every engine
+    """Stats of one partition directory (``<topic>-<n>``), from metadata (and, lazily, index tails
+    and batch headers; see the module docstring). What every engine
     command refuses in it is refused here too, naming it: a symbolic link (the directory or in
     it), a FIFO, socket or device, a misnamed segment file, a directory where a segment's file
     belongs. Skipping them would show a log other than the one a run meets."""

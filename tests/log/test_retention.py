@@ -200,6 +200,27 @@ def test_a_partition_that_changed_since_its_plan_is_reported_and_the_others_appl
     assert "changed since retention was planned" in changed["reason"]
 
 
+def test_the_cli_names_the_planned_log_start_of_a_partition_that_changed(tmp_path, capsys, monkeypatch):
+    """A changed partition's line said the log start would move to "the log end offset (the
+    active segment is rolled first)" for a plan that rolled nothing: the applied result's empty
+    log start was read instead of the plan's."""
+    from storage_engine import retention
+
+    with open_topic(tmp_path, retention_bytes=400, segment_bytes=300) as m:
+        build(m.get_log("t", 0), [(2, NOW, 60)] * 4)  # four segments of one batch
+    real = retention.apply_retention
+
+    def a_producer_first(log, plan, now_ms):  # a producer's roll lands between the plan and the apply
+        log.append([ProducerRecord(b"z", b"z" * 60, NOW)] * 3, now=NOW)
+        log.roll(NOW)
+        return real(log, plan, now_ms)
+
+    monkeypatch.setattr("storage_engine.manager.apply_retention", a_producer_first)
+    assert logctl(["--log-dirs", str(tmp_path), "retention", "--now-ms", str(NOW)]) == 0
+    out = capsys.readouterr().out
+    assert "not applied (changed)" in out and "log start offset -> 4\n" in out and "rolled first" not in out, out
+
+
 def test_apply_refuses_a_plan_the_log_outgrew_even_after_routine_repairs(tmp_path):
     """Only a load that changed the segment list lets a plan be made again: the stray producer
     snapshot every close leaves (removed by the next open) is no licence to delete otherwise."""

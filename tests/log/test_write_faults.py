@@ -148,6 +148,28 @@ def test_a_produce_into_a_partition_dir_that_takes_no_new_file_changes_nothing(t
     assert offsets(root) == list(range(20))
 
 
+def test_a_retention_whose_roll_is_refused_changes_nothing(tmp_path):
+    """Everything expired, so retention rolls the active segment first, in a partition dir that
+    takes no new file: the roll had written the old segment's final time-index entry before it
+    failed, and left it (and, refused after the trim, indexes every later append found full)."""
+    root = tmp_path / "logs"
+    create(root, "retention.ms=1000")
+    assert logctl(root, "produce", "t", "--partition", "0", "--now-ms", "2000", stdin=lines(2)).returncode == 0
+    part = root / "t-0"
+    if subprocess.run(["chattr", "+i", str(part)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported on this filesystem: the test needs an immutable directory")
+    try:
+        before = log_files(root)
+        result = logctl(root, "retention", "--now-ms", str(10**12))
+        after = log_files(root)
+    finally:
+        subprocess.run(["chattr", "-i", str(part)], check=True)
+    assert_one_line_error(result, "Operation not permitted")
+    assert after == before
+    assert logctl(root, "retention", "--now-ms", str(10**12)).returncode == 0
+    assert offsets(root) == []
+
+
 def test_topic_create_on_a_full_disk_never_prints_success_before_failing(small_fs):
     """The topic's files fit, the checkpoints written when the log dirs close do not: the
     error (never a success line first) names the file and says the topic was created."""
