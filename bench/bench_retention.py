@@ -5,9 +5,7 @@ with their final time-index entry, one active), then times, in the same run:
 
 * the baseline: ``os.scandir`` of every partition directory plus one ``stat`` per segment;
 * ``LogManager.retention_plans``: the same listing, the checkpoint files, and as many
-  largest timestamps as the rules need (the oldest segment of each partition at least): each
-  a time-index tail, an offset-index tail and the batch headers after it (here one batch per
-  segment, so the headers read are few).
+  time-index tails as the rules need (the oldest segment of each partition at least).
 
     .venv/bin/python bench/bench_retention.py [--partitions 10000]
 """

@@ -3,15 +3,17 @@
 Retention planning, the dirty-ratio check and the platform's sensors run over thousands of
 partitions on every tick, so they must not open logs: a directory listing, one ``stat`` per
 segment, the checkpoint files (read once per log dir) and, only when a decision needs it, the
-tails of a segment's indexes and the batch headers after them. Each segment's largest
+tail of a time index (and for some segments the batch headers after the offset index's tail,
+below). Each segment's largest
 timestamp is therefore computed lazily.
 
-A segment's largest timestamp is its time index's last entry completed by the batch headers
-after the last offset-index entry (at most ``index.interval.bytes`` plus the newest batch), the
-rule of ``LogSegment.read_max_timestamp``: the active segment's time index lags behind the
-batches appended since its last entry, and so does a segment whose roll a crash interrupted
-before its final entry was written. Headers are 61 bytes of each batch; record payloads are
-still never read.
+A rolled segment's largest timestamp is its time index's last entry, the final one its roll
+wrote (Kafka's rule). The active segment's time index lags behind the batches appended since
+its last entry, and a segment without any entry may be one whose roll a kill interrupted
+before that final entry, in a version before the roll wrote it first: for those, the last entry
+is completed by the batch headers after the last offset-index entry (at most
+``index.interval.bytes`` plus the newest batch), as ``LogSegment.read_max_timestamp`` does for
+every segment. Headers are 61 bytes of each batch; record payloads are still never read.
 
 A reader of a log dir whose recovery is pending plans from the read-only view instead
 (``LogManager.planning_stats``, ``live_stats``).
@@ -107,7 +109,7 @@ def _header_max_timestamp(log_path: str, start: int) -> int:
     return _max_over_headers(log_path, start, lambda header: header.max_timestamp, -1)
 
 
-def _segment_max_timestamp(directory: str, base: int, has_time_index: bool) -> Callable[[], int]:
+def _segment_max_timestamp(directory: str, base: int, is_active: bool, has_time_index: bool) -> Callable[[], int]:
     # Plain strings, not pathlib: building Path objects cost more than the reads themselves
     # when planning ten thousand partitions.
     prefix = f"{directory}/{base:020d}"
@@ -118,6 +120,8 @@ def _segment_max_timestamp(directory: str, base: int, has_time_index: bool) -> C
         if not has_time_index:
             return _header_max_timestamp(log_path, 0)
         indexed = TimeIndex.read_last_entry_only(time_index, base).timestamp
+        if indexed >= 0 and not is_active:  # a rolled segment's final entry covers every batch
+            return indexed
         tail_start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, base).position
         return max(indexed, _header_max_timestamp(log_path, tail_start))
 
@@ -159,7 +163,7 @@ def read_partition_stats(
     last = len(entries) - 1
     segments = [
         SegmentStat(base, size, mtime, i == last,
-                    _segment_max_timestamp(dir_str, base, f"{base:020d}" in time_indexes))
+                    _segment_max_timestamp(dir_str, base, i == last, f"{base:020d}" in time_indexes))
         for i, (base, size, mtime) in enumerate(entries)
     ]
     first_base = segments[0].base_offset if segments else 0
