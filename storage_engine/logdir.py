@@ -224,7 +224,8 @@ class LogDir:
                 write_clean_shutdown_marker(self.path)
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
-        self._fd = None
+                raise  # a marker a full disk refused: the next first writer recovers, which is safe
+        finally:  # the session lock goes whatever happened, or a long-lived process kept it
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

@@ -549,8 +549,11 @@ class LogManager(TopicAdmin):
             except OSError as exc:  # keep closing the others; report at the end
                 errors.append(exc)
         self._logs.clear()
-        for d in self.log_dirs:
-            d.close_session()
+        for d in self.log_dirs:  # each dir's session ends, whatever another's close met
+            try:
+                d.close_session()
+            except OSError as exc:
+                errors.append(exc)
         if errors:
             raise errors[0]
 

@@ -7,6 +7,7 @@ file, a log dir byte-identical to before the call, and every earlier record stil
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import AppendFailedError
+from storage_engine.logdir import SESSION_FILE, SESSION_LOCK
 from storage_engine.manager import LogManager
 from tests.helpers.engine import open_topic, records
 from tests.helpers.paths import REPO
@@ -283,3 +285,23 @@ def _fill(filler: Path) -> None:
                 f.write(b"\0" * 4096)
         except OSError:
             pass
+
+
+def test_a_close_that_fails_in_one_log_dir_still_closes_the_others(small_fs, tmp_path):
+    """The first log dir's clean-shutdown marker does not fit on its full disk: the close raised
+    there and never left the other dir's session (no marker, its session file left, so its next
+    open recovered every partition), and kept the full dir's session lock, which in a
+    long-lived process made every reader take a writer for live."""
+    full, other = small_fs / "logs", tmp_path / "other"
+    manager = LogManager([full, other])
+    manager.create_topic("t", 2, {})
+    _fill(small_fs / "filler")
+    with pytest.raises(OSError, match="No space left on device"):
+        manager.close()
+    assert (other / ".kafka_cleanshutdown").exists()
+    assert not [p for p in other.iterdir() if SESSION_FILE.fullmatch(p.name)]
+    fd = os.open(full / SESSION_LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while this process still holds it
+    finally:
+        os.close(fd)
