@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
-from .errors import LogError, RecordTooLargeError
+from .errors import LogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from .manager import LogManager, log_dirs_from_env
 from .naming import MAX_PARTITION
 from .outcomes import CHANGED, FAILED
@@ -312,7 +312,15 @@ def cmd_dump(args: argparse.Namespace, manager: LogManager | None) -> int:
 
 def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     topics = [args.topic] if args.topic is not None else manager.topics()
-    reports = [verify_partition(manager, t, p) for t in topics for p in manager.partitions(t)]
+    reports = []
+    for t in topics:
+        try:
+            partitions = manager.partitions(t)
+        except UnknownTopicOrPartitionError:
+            if args.topic is not None:
+                raise
+            continue  # deleted (or being deleted) since the listing: no longer a topic to verify
+        reports.extend(verify_partition(manager, t, p) for p in partitions)
     misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
     strays = manager.stray_partition_dirs(args.topic)
     ok = all(r.ok for r in reports) and not misnamed and not strays

@@ -251,6 +251,26 @@ def test_verify_reports_corruption_with_exit_status_1(cli):
     assert any("position" in p and str(seg) in p for p in report["partitions"][0]["problems"])
 
 
+def test_verify_of_every_topic_leaves_out_one_deleted_after_the_listing(cli, monkeypatch):
+    """``verify`` lists the topics, then verifies each: a ``topic delete`` landing in between
+    made it fail as a whole with "Topic ... does not exist"."""
+    from storage_engine.manager import LogManager
+
+    for name in ("a", "b"):
+        cli("topic", "create", name, "--partitions", "1")
+    listing = LogManager.topics
+
+    def listed_then_deleted(manager):
+        names = listing(manager)
+        with LogManager([cli.root]) as admin:  # another process's delete, right after the listing
+            admin.delete_topic("a")
+        return names
+
+    monkeypatch.setattr(LogManager, "topics", listed_then_deleted)
+    report = cli.json("verify", "--json")
+    assert report["ok"] is True and [p["topic"] for p in report["partitions"]] == ["b"]
+
+
 def test_delete_records(cli):
     cli("topic", "create", "t", "--partitions", "1")
     cli("produce", "t", "--partition", "0", stdin=lines(*({"key": "k", "value": str(i)} for i in range(10))))
