@@ -139,9 +139,12 @@ class StateCache:
                 except LogError as exc:
                     refused(tp, exc)
                     continue
+                try:
+                    dir_mtime = entry.stat().st_mtime_ns
+                except FileNotFoundError:
+                    continue  # deleted since the listing (a topic delete)
                 where[tp] = PartitionLocation(tp[0], tp[1], log_dir, Path(entry.path))
                 previous = self._entries.get(entry.path)
-                dir_mtime = entry.stat().st_mtime_ns
                 active = _active_signature(entry.path, previous.state) if previous else ()
                 lso, cleaner = checkpoints
                 signature = (dir_mtime, active, lso.get(tp), cleaner.get(tp), log_dir.recovery_pending)
@@ -169,9 +172,10 @@ class StateCache:
             try:
                 state = state_of(manager.planning_stats(where[tp], checkpoints), config, now_ms=now_ms)
             except (LogError, OSError) as exc:
-                refused(tp, exc)
                 self._entries.pop(path, None)
-                continue
+                if not (isinstance(exc, FileNotFoundError) and not os.path.lexists(path)):
+                    refused(tp, exc)
+                continue  # or deleted since the listing (a topic delete), as ``partition_stats`` skips it
             active = _active_signature(path, state)
             latest_change = max(signature[0], active[1])
             self._entries[path] = _Entry((signature[0], active, *signature[2:]), config, state, now_ms,

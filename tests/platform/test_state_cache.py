@@ -194,3 +194,35 @@ def test_a_state_read_while_a_writer_lived_is_read_again_once_it_died(logs):
         writer.wait()
     states = read(states_cache, logs)
     assert states_cache.computed >= 1 and states == fresh(logs) and states[0].segments == 2
+
+
+@pytest.mark.parametrize("when", ["right after the log dir's listing", "as its files are listed"])
+def test_a_partition_deleted_after_the_listing_has_no_state(logs, monkeypatch, when):
+    """A topic delete renaming a partition dir away after the cache listed the log dir failed
+    the whole read (``partition_stats`` skips such a partition)."""
+    real = os.scandir
+    renamed = []
+    trigger = logs if when.startswith("right") else logs / "t-1"
+
+    def listed_then_deleted(path="."):
+        if Path(path) == trigger and not renamed:
+            entries = list(real(path)) if trigger == logs else None
+            renamed.append((logs / "t-1").rename(logs / "t-1.gone"))
+            return _Listing(entries) if entries is not None else real(path)
+        return real(path)
+
+    states_cache = cache()
+    with LogManager([logs], read_only=True) as manager:
+        monkeypatch.setattr(os, "scandir", listed_then_deleted)
+        states = states_cache.read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1)
+    assert renamed and [s.partition for s in states] == [0, 2]
+
+
+class _Listing(list):
+    """A listing taken earlier, usable as ``os.scandir``'s iterator and context manager."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
