@@ -652,7 +652,7 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         done = getattr(args, "report", None)
         if done:  # the command finished; closing the log dirs (checkpoints, shutdown marker) failed
             message += f" (after the command had completed: {done[0].splitlines()[0]})"
-        message = "; ".join([message, *getattr(exc, "__notes__", ())])  # LogManager.__exit__'s
+        message = "; ".join([message, *getattr(exc, "__notes__", ())])  # what failed after it: a close, an undo
         print("error: " + " ".join(message.split()), file=sys.stderr)  # one line, whatever the message holds
         return 1
 

@@ -384,11 +384,14 @@ class Log(LogReads):
             crash_point("roll.after-new-segment")
             active.on_become_inactive()
             active.flush()
-        except BaseException:
+        except BaseException as exc:
             if segment is not None:
                 segment.close(trim_indexes=False)
                 segment.delete_files()
-            active.rollback(mark)
+            try:
+                active.rollback(mark)
+            except OSError as undo:  # the roll's own error is the one to report (a file size limit, say)
+                exc.add_note(f"undoing the roll failed too: {undo}")
             raise
         self.segments.append(segment)
         self._bases.append(new_offset)

@@ -291,8 +291,8 @@ class LogSegment:
         """Largest timestamp so far and its offset, found as Kafka's ``LogSegment`` finds it
         (``maxTimestampSoFar``): the time index's last entry, then the batches from the offset
         index's last entry on, which the time index may not cover yet. Retention judges the
-        segment by it (the planning stats read the files so for the active segment and a segment
-        without any time-index entry, and trust a rolled segment's final entry, ``stats.py``);
+        segment by it (the planning stats read the files so, but trust the final entry of a roll
+        that trimmed the time index, ``stats.py``);
         ``verify`` compares what they read with every batch's, as a time index whose last entry
         understates the batches it covers would get the segment deleted early."""
         self._checked_indexes()

@@ -8,12 +8,13 @@ below). Each segment's largest
 timestamp is therefore computed lazily.
 
 A rolled segment's largest timestamp is its time index's last entry, the final one its roll
-wrote (Kafka's rule). The active segment's time index lags behind the batches appended since
-its last entry, and a segment without any entry may be one whose roll a kill interrupted
-before that final entry, in a version before the roll wrote it first: for those, the last entry
-is completed by the batch headers after the last offset-index entry (at most
-``index.interval.bytes`` plus the newest batch), as ``LogSegment.read_max_timestamp`` does for
-every segment. Headers are 61 bytes of each batch; record payloads are still never read.
+wrote before trimming the file (Kafka's rule). The active segment's time index lags behind the
+batches appended since its last entry, and a time index still untrimmed (a zero tail) or
+without any entry may be one whose roll a kill cut short, in a version before the roll wrote
+that entry first: for those, the last entry is completed by the batch headers after the last
+offset-index entry (at most ``index.interval.bytes`` plus the newest batch), as
+``LogSegment.read_max_timestamp`` does for every segment. Headers are 61 bytes of each batch;
+record payloads are still never read.
 
 A reader of a log dir whose recovery is pending plans from the read-only view instead
 (``LogManager.planning_stats``, ``live_stats``).
@@ -119,8 +120,9 @@ def _segment_max_timestamp(directory: str, base: int, is_active: bool, has_time_
         log_path = prefix + LOG_SUFFIX
         if not has_time_index:
             return _header_max_timestamp(log_path, 0)
-        indexed = TimeIndex.read_last_entry_only(time_index, base).timestamp
-        if indexed >= 0 and not is_active:  # a rolled segment's final entry covers every batch
+        last, trimmed = TimeIndex.read_tail(time_index, base)
+        indexed = last.timestamp
+        if indexed >= 0 and trimmed and not is_active:  # a finished roll's final entry covers every batch
             return indexed
         tail_start = OffsetIndex.read_last_entry_only(prefix + INDEX_SUFFIX, base).position
         return max(indexed, _header_max_timestamp(log_path, tail_start))

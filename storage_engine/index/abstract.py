@@ -469,7 +469,15 @@ class AbstractIndex:
 
     @classmethod
     def read_last_entry_only(cls, path: Path, base_offset: int) -> Any:
-        """The file's last entry without loading the index: one ``pread`` for a trimmed file.
+        """The file's last entry without loading the index (see ``read_tail``)."""
+        return cls.read_tail(path, base_offset)[0]
+
+    @classmethod
+    def read_tail(cls, path: Path, base_offset: int) -> tuple[Any, bool]:
+        """The file's last entry without loading the index, and whether the file is trimmed to
+        its entries (no zero tail: a rolled segment's, or a missing or empty one), which the
+        stats use to tell a roll that finished from one a kill cut short. One ``pread`` for a
+        trimmed file.
 
         Used by cheap stats over thousands of partitions. For an untrimmed file (another
         process's active segment) the zero tail is skipped backwards: holes are jumped with
@@ -480,27 +488,33 @@ class AbstractIndex:
         try:
             fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
-            return cls._empty_entry(base_offset)
+            return cls._empty_entry(base_offset), True
         try:
             while True:  # again when the file shrank under the reads: its writer's close trimmed it
                 try:
-                    return cls._last_entry_of(fd, base_offset)
+                    return cls._tail_of(fd, base_offset)
                 except _Shrank:
                     continue
         finally:
             os.close(fd)
 
     @classmethod
-    def _last_entry_of(cls, fd: int, base_offset: int) -> Any:
-        """``read_last_entry_only`` of an open file; ``_Shrank`` when a read finds it shorter
-        than its ``fstat`` said a moment before."""
+    def _tail_of(cls, fd: int, base_offset: int) -> tuple[Any, bool]:
+        """``read_tail`` of an open file; ``_Shrank`` when a read finds it shorter than its
+        ``fstat`` said a moment before."""
         size = cls.ENTRY_SIZE
         usable = _round_down(os.fstat(fd).st_size, size)
         if usable == 0:
-            return cls._empty_entry(base_offset)
+            return cls._empty_entry(base_offset), True
         last = _pread_exactly(fd, size, usable - size)
         if last != bytes(size):
-            return cls._decode_one(last, base_offset)
+            return cls._decode_one(last, base_offset), True
+        return cls._last_entry_before_zeros(fd, base_offset, usable), usable == size  # see its end
+
+    @classmethod
+    def _last_entry_before_zeros(cls, fd: int, base_offset: int, usable: int) -> Any:
+        """The last entry of a file with a zero tail (preallocated, not trimmed)."""
+        size = cls.ENTRY_SIZE
         end = _end_of_data(fd, usable, size)
         block = _round_down(4096, size)
         while end > 0:

@@ -381,3 +381,26 @@ def test_retention_after_delete_records_deletes_what_the_open_already_dropped(tm
     assert min(int(n[:20]) for n in os.listdir(tmp_path / "o-0") if n.endswith(".log")) <= 152
     with LogManager([tmp_path]) as m:
         assert m.get_log("o", 0).log_start_offset == 152
+
+
+def test_a_roll_cut_short_before_its_final_time_index_entry_is_planned_by_its_batches(tmp_path):
+    """A kill between a roll's new segment and the old one's final time-index entry (before the
+    roll wrote that entry first) leaves the old time index untrimmed, its last entry an earlier
+    batch's: the stats trusted it and planned a deletion that the apply, reading the batches,
+    refused as a change on every run."""
+    later = NOW + 10**6
+    with open_topic(tmp_path, retention_ms=10**6, index_interval_bytes=1) as m:
+        log = m.get_log("t", 0)
+        log.append([ProducerRecord(b"a", b"x" * 50, 1_000)], now=NOW)
+        log.append([ProducerRecord(b"b", b"x" * 50, 1_001)], now=NOW)
+        log.append([ProducerRecord(b"c", b"x" * 50, later)], now=NOW)
+        log.roll(NOW)
+        log.append([ProducerRecord(b"d", b"x" * 50, later)], now=NOW)
+    time_index = tmp_path / "t-0" / "00000000000000000000.timeindex"
+    entries = time_index.read_bytes()
+    assert len(entries) == 2 * 12  # b's and c's (the first batch is never indexed)
+    time_index.write_bytes(entries[:12] + bytes(10 * 12))  # c's missing, the file untrimmed
+    with LogManager([tmp_path], read_only=True) as m:
+        [stats] = m.partition_stats("t")
+        assert stats.segments[0].max_record_timestamp == later
+        assert m.retention_plans("t", now_ms=later).pop().deleted_bases == ()

@@ -14,6 +14,7 @@ import resource
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -305,3 +306,40 @@ def test_a_close_that_fails_in_one_log_dir_still_closes_the_others(small_fs, tmp
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while this process still holds it
     finally:
         os.close(fd)
+
+
+def test_a_roll_whose_undo_fails_too_reports_its_own_error(tmp_path):
+    """Under a file size limit below segment.index.bytes, beside a writer that keeps the active
+    segment's indexes preallocated, the roll cannot create the next segment's indexes, and
+    taking its final time-index entry back (shrinking the file and growing it again) fails as
+    well: that bare "[Errno 27] File too large" replaced the roll's error naming the file."""
+    root = tmp_path / "logs"
+    with open_topic(root, segment_bytes=4096) as m:
+        m.get_log("t", 0).append(records(10, value_size=100), now=1000)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from storage_engine.manager import LogManager
+        from tests.helpers.engine import records
+        m = LogManager([{str(root)!r}])
+        m.get_log("t", 0).append(records(1, start=10, value_size=100), now=1000)
+        print("up", flush=True)
+        time.sleep(120)""")], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        roller = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import resource, signal
+            from storage_engine.manager import LogManager
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            m = LogManager([{str(root)!r}])
+            log = m.get_log("t", 0)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (5000 * 1024, 5000 * 1024))
+            try:
+                log.roll(2000)
+            except Exception as exc:
+                print(type(exc).__name__, exc, *getattr(exc, "__notes__", ()), sep=" | ")""")],
+            capture_output=True, text=True, cwd=REPO, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert roller.stdout.startswith("IndexSizeError | cannot make index"), roller.stdout + roller.stderr
+    assert "00000000000000000011.index" in roller.stdout and "undoing the roll failed too" in roller.stdout
