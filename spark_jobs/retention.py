@@ -3,10 +3,11 @@
 Retention is cheap per partition (file metadata, a checkpoint write, renames), so the work is
 spread as slices of partitions, not one task each: with thousands of partitions the cost is
 opening logs, which the slices run in parallel. Each task, for each of its partitions, reads the
-cheap stats, computes the engine's :func:`~storage_engine.retention.plan_retention` and, unless
-``dry_run``, applies it with :func:`~storage_engine.retention.apply_retention` under the
-partition lock; a partition whose segments changed between that plan and the apply is reported
-``changed`` and left alone (the next run plans afresh). Deletion itself is the engine's
+engine's planning stats (``LogManager.planning_stats``), computes its
+:func:`~storage_engine.retention.plan_retention` and, unless ``dry_run``, applies it with
+``LogManager.apply_retention`` under the partition lock; a partition whose segments changed
+between that plan and the apply is reported ``changed`` and left alone (the next run plans
+afresh). Deletion itself is the engine's
 crash-safe protocol: log start offset checkpoint first, then ``.deleted`` renames.
 """
 
@@ -19,11 +20,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from storage_engine.config.topic import LogConfig
-from storage_engine.errors import LogChangedError, LogError
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager, PartitionLocation
 from storage_engine.naming import partition_dir_name
 from storage_engine.outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED
-from storage_engine.retention import apply_retention, plan_retention, sweep_deleted_files
+from storage_engine.retention import plan_retention
 from storage_engine.stats import log_dir_checkpoints
 
 from .distribute import run_tasks
@@ -117,13 +118,11 @@ def _retain(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: 
     if manager.read_only:
         return RetentionOutcome(item.topic, item.partition, PLANNED, None, plan.to_dict())
     try:
-        log = manager.get_log(item.topic, item.partition)
-        result = apply_retention(log, plan, now_ms)
-        sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
-    except LogChangedError as exc:
-        return RetentionOutcome(item.topic, item.partition, CHANGED, str(exc), plan.to_dict())
+        [result] = manager.apply_retention([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
     except (LogError, OSError) as exc:
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", plan.to_dict())
+    if result.changed is not None:
+        return RetentionOutcome(item.topic, item.partition, CHANGED, result.changed, plan.to_dict())
     return RetentionOutcome(item.topic, item.partition, DELETED, None, plan.to_dict(), result.deleted_segments,
                             result.bytes_freed, result.new_log_start_offset)
 

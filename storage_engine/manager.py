@@ -376,8 +376,8 @@ class LogManager(TopicAdmin):
         cut where recovery will cut: the files would plan for segments recovery deletes. That
         view reads the batches from the recovery point, and is closed at once, so planning
         over thousands of partitions holds none of them open."""
+        key = (loc.topic, loc.partition)
         if loc.log_dir.recovery_pending:
-            key = (loc.topic, loc.partition)
             if key in self._logs:
                 return live_stats(self._logs[key])
             log = self._load_log(loc)
@@ -386,7 +386,6 @@ class LogManager(TopicAdmin):
             finally:
                 log.close()
         lso, cleaner = checkpoints
-        key = (loc.topic, loc.partition)
         return read_partition_stats(loc.path, log_start_offset_checkpoint=lso.get(key),
                                     cleaner_checkpoint=cleaner.get(key), topic_partition=key)
 

@@ -3,9 +3,8 @@
 Retention planning, the dirty-ratio check and the platform's sensors run over thousands of
 partitions on every tick, so they must not open logs: a directory listing, one ``stat`` per
 segment, the checkpoint files (read once per log dir) and, only when a decision needs it, the
-tail of a time index (and for some segments the batch headers after the offset index's tail,
-below). Each segment's largest
-timestamp is therefore computed lazily.
+tail of a time index (for some segments also the batch headers after the offset index's tail,
+below). Each segment's largest timestamp is therefore computed lazily.
 
 A rolled segment's largest timestamp is its time index's last entry, the final one its roll
 wrote before trimming the file (Kafka's rule). The active segment's time index lags behind the
@@ -215,5 +214,3 @@ def log_dir_checkpoints(log_dir: Path) -> tuple[dict[tuple[str, int], int], dict
     dir refuses it: a view that took it for empty planned runs that would then be refused."""
     log_dir = Path(log_dir)
     return read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT), read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
-
-

@@ -64,3 +64,14 @@ def partition_stats(root: Path) -> list:
     """What the dry runs and the sensors plan from: every partition's stats, read-only."""
     with LogManager([root], read_only=True) as manager:
         return list(manager.partition_stats())
+
+
+class TakenListing(list):
+    """Directory entries listed earlier, usable as ``os.scandir``'s iterator and context manager:
+    what a test hands a reader after another process changed the directory under it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

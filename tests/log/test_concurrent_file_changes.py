@@ -19,7 +19,7 @@ from storage_engine.manager import LogManager
 from storage_engine.retention import sweep_deleted_files
 from storage_engine.stats import read_partition_stats
 from storage_engine.verify import verify_partition
-from tests.helpers.engine import open_topic, records
+from tests.helpers.engine import TakenListing, open_topic, records
 
 NOW = 1_000_000
 
@@ -61,20 +61,10 @@ def removed_after_listing(monkeypatch):
             for entry in entries:
                 if gone(entry.name):
                     os.unlink(entry.path)
-            return _Listing(entries)
+            return TakenListing(entries)
 
         monkeypatch.setattr(os, "scandir", scandir)
     return arm
-
-
-class _Listing(list):
-    """A taken listing, usable as ``os.scandir``'s iterator and context manager."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _log_with_pending_deletions(tmp_path: Path) -> Path:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.helpers.engine import append_each, flip_last_byte, open_topic, records
+from tests.helpers.engine import TakenListing, append_each, flip_last_byte, open_topic, records
 
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
@@ -208,7 +208,7 @@ def test_a_partition_deleted_after_the_listing_has_no_state(logs, monkeypatch, w
         if Path(path) == trigger and not renamed:
             entries = list(real(path)) if trigger == logs else None
             renamed.append((logs / "t-1").rename(logs / "t-1.gone"))
-            return _Listing(entries) if entries is not None else real(path)
+            return TakenListing(entries) if entries is not None else real(path)
         return real(path)
 
     states_cache = cache()
@@ -216,13 +216,3 @@ def test_a_partition_deleted_after_the_listing_has_no_state(logs, monkeypatch, w
         monkeypatch.setattr(os, "scandir", listed_then_deleted)
         states = states_cache.read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1)
     assert renamed and [s.partition for s in states] == [0, 2]
-
-
-class _Listing(list):
-    """A listing taken earlier, usable as ``os.scandir``'s iterator and context manager."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
