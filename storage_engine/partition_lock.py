@@ -44,6 +44,7 @@ class PartitionLock:
         self.read_only = read_only
         self._fd: int | None = None
         self._depth = 0
+        self._reserved = False
 
     def _open(self) -> int | None:
         """The lock file's descriptor; None for a read-only user of a directory never locked."""
@@ -63,6 +64,11 @@ class PartitionLock:
         fd = self._open()
         if self._depth == 0 and fd is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                self._reserve_generation(fd)
+            except OSError:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise
         self._depth += 1
         try:
             yield
@@ -70,6 +76,20 @@ class PartitionLock:
             self._depth -= 1
             if self._depth == 0 and fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _reserve_generation(self, fd: int) -> None:
+        """Give a lock file its generation's 8 bytes (0) the first time a writer holds it, so
+        that every bump overwrites them in place. A bump that first had to allocate the file's
+        block failed on a full disk, and the undo of a change the full disk refused bumps
+        (``Log._rollback``). Under the lock: no bump can come between the size and the write."""
+        if self.read_only or self._reserved:
+            return
+        if os.fstat(fd).st_size < _GENERATION.size:
+            try:
+                os.pwrite(fd, _GENERATION.pack(0), 0)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        self._reserved = True
 
     @property
     def held(self) -> bool:
@@ -99,3 +119,4 @@ class PartitionLock:
             os.close(self._fd)
             self._fd = None
             self._depth = 0
+            self._reserved = False

@@ -249,9 +249,13 @@ class AbstractIndex:
     def _truncate_to_entries(self, n: int) -> None:
         """Keep the first ``n`` entries and zero the dropped slots on disk.
 
-        Zeroing (by shrinking and re-growing the file, which leaves a sparse hole) keeps the
-        invariant that everything after the last entry reads as zero tail; Kafka leaves stale
-        slots because it never rereads an untrimmed file without rebuilding it.
+        Zeroing keeps the invariant that everything after the last entry reads as zero tail;
+        Kafka leaves stale slots because it never rereads an untrimmed file without rebuilding
+        it. The slots are overwritten in place: that needs no free space (their blocks are the
+        file's already) and no room under a file size limit, so the undo of a failed append or
+        roll (``rollback``) works on the full disk or under the limit that made it fail.
+        Cutting the file and growing it back fails under a limit below a preallocated index's
+        length.
         """
         old = len(self._rel)
         if n >= old:
@@ -259,10 +263,7 @@ class AbstractIndex:
         del self._rel[n:]
         del self._val[n:]
         if self._length is not None:
-            fd = self._write_fd()
-            length = self._length
-            os.ftruncate(fd, n * self.ENTRY_SIZE)
-            os.ftruncate(fd, length)
+            os.pwrite(self._write_fd(), bytes((old - n) * self.ENTRY_SIZE), n * self.ENTRY_SIZE)
             self._dirty = True
 
     def mark(self) -> "IndexMark":

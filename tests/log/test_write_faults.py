@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -237,14 +238,22 @@ def test_a_roll_that_cannot_create_its_indexes_leaves_no_segment_behind(tmp_path
 def test_a_produce_failing_on_a_full_disk_is_the_error_reported_when_the_close_fails_too(small_fs):
     """With no space left at all, closing the log dirs after the failed produce cannot write
     the clean-shutdown marker either: that error used to replace the produce's own, so the
-    user read about a marker file and not that none of the records was appended."""
+    user read about a marker file and not that none of the records was appended. The disk is
+    filled once the command has opened the log dir (and so taken the marker's block back), while
+    it waits for its input; no roll (the undo of a roll frees the new segment's blocks)."""
     root = small_fs / "logs"
-    create(root, "segment.bytes=4096")
+    create(root)
     assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
-    _fill(small_fs / "filler")
     before = log_files(root)
-
-    result = logctl(root, "produce", "t", "--partition", "0", "--batch-size", "10", stdin=lines(40, start=10))
+    producer = subprocess.Popen([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "produce", "t",
+                                 "--partition", "0", "--batch-size", "10"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not [p for p in root.iterdir() if SESSION_FILE.fullmatch(p.name)] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    _fill(small_fs / "filler")
+    out, err = producer.communicate(lines(40, start=10), timeout=120)
+    result = subprocess.CompletedProcess(producer.args, producer.returncode, out, err)
 
     assert_one_line_error(result, "t-0", "none of its records was appended (log end offset still 10); closing the "
                           "log dirs then failed too", ".kafka_cleanshutdown")
@@ -264,10 +273,6 @@ def test_a_roll_refused_by_a_full_disk_leaves_no_segment_behind(small_fs):
         m.get_log("t", 0).append(records(10, value_size=100), now=1000)
     with LogManager([root]) as m:
         log = m.get_log("t", 0)
-        with log.lock.hold():
-            # the lock file of a partition never rolled is empty, and the undo's generation bump,
-            # its first write, would need a block of its own
-            log.bump_generation()
         before = sorted(os.listdir(log.dir))
         _fill(small_fs / "filler")
         with pytest.raises(AppendFailedError, match="none of its records was appended"):
@@ -308,11 +313,13 @@ def test_a_close_that_fails_in_one_log_dir_still_closes_the_others(small_fs, tmp
         os.close(fd)
 
 
-def test_a_roll_whose_undo_fails_too_reports_its_own_error(tmp_path):
+def test_a_roll_refused_by_a_file_size_limit_is_undone_in_full(tmp_path):
     """Under a file size limit below segment.index.bytes, beside a writer that keeps the active
-    segment's indexes preallocated, the roll cannot create the next segment's indexes, and
-    taking its final time-index entry back (shrinking the file and growing it again) fails as
-    well: that bare "[Errno 27] File too large" replaced the roll's error naming the file."""
+    segment's indexes preallocated, the roll cannot create the next segment's indexes. Taking
+    its final time-index entry back used to cut the file and grow it again, which the limit
+    refused too: the live writer's preallocated .timeindex was left short, and a bare "[Errno
+    27] File too large" replaced the roll's error naming the file. Zeroing the slot in place
+    needs no room under the limit: the files are as they were and the roll's error is the one."""
     root = tmp_path / "logs"
     with open_topic(root, segment_bytes=4096) as m:
         m.get_log("t", 0).append(records(10, value_size=100), now=1000)
@@ -326,6 +333,7 @@ def test_a_roll_whose_undo_fails_too_reports_its_own_error(tmp_path):
         time.sleep(120)""")], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert holder.stdout.readline().strip() == "up"
+        before = log_files(root)
         roller = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
             import resource, signal
             from storage_engine.manager import LogManager
@@ -338,8 +346,10 @@ def test_a_roll_whose_undo_fails_too_reports_its_own_error(tmp_path):
             except Exception as exc:
                 print(type(exc).__name__, exc, *getattr(exc, "__notes__", ()), sep=" | ")""")],
             capture_output=True, text=True, cwd=REPO, timeout=120)
+        after = log_files(root)
     finally:
         holder.kill()
         holder.wait()
     assert roller.stdout.startswith("IndexSizeError | cannot make index"), roller.stdout + roller.stderr
-    assert "00000000000000000011.index" in roller.stdout and "undoing the roll failed too" in roller.stdout
+    assert "00000000000000000011.index" in roller.stdout and "undoing" not in roller.stdout
+    assert after == before
