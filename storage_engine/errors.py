@@ -148,6 +148,11 @@ class AppendFailedError(LogError):
     everything it had written was undone, so none of its records is in the log."""
 
 
+class UndoFailedError(LogError):
+    """A failed write whose undo failed too: the files may hold part of it, so the log takes no
+    more writes in this process, and the log dir is left for recovery, as after a crash."""
+
+
 class NeedsRecoveryError(LogError):
     """A read-only view refused: the files are not what the next writable open would leave
     (an interrupted swap); the message says what that open would do."""

@@ -17,7 +17,7 @@ from typing import Collection, Sequence
 from .checkpoint import fsync_dir
 from .config.topic import LogConfig
 from .config.values import LONG_MAX
-from .errors import AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError
+from .errors import AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError, UndoFailedError
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .log_reads import LogReads
 from .partition_lock import PartitionLock
@@ -29,6 +29,9 @@ from .record import CompressionType
 from .segment import AppendMark, LogSegment, now_ms
 from .append_validation import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
 
+#: what a failed undo leaves (``Log._undo``): the process stops writing, recovery rebuilds the log
+UNDO_FAILED_NEXT = ("it takes no more writes in this process, and the next writable open of its log dir, once every "
+                    "process has closed it, recovers it from its files")
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Log(LogReads):
         self._unflushed = 0
         self._last_flush_ms = now_ms()
         self._dirty = False  # this process appended since its last flush
+        self._undo_failure: str | None = None  # why this process can no longer vouch for the log (``_undo``)
         if read_only:  # a view of what the next writable open makes of the log
             had_clean_shutdown = not log_dir.recovery_pending
         with self.lock.hold():
@@ -179,6 +183,8 @@ class Log(LogReads):
     def _require_writable(self) -> None:
         if self.read_only:
             raise LogError(f"{self.tp} was opened read-only")
+        if self._undo_failure is not None:
+            raise UndoFailedError(f"{self.tp}: an earlier write here failed and {self._undo_failure}; {UNDO_FAILED_NEXT}")
 
     def _sync_locked(self) -> None:
         """Before a change: reload if another process changed the segment list or appended."""
@@ -260,7 +266,8 @@ class Log(LogReads):
         leaves the first half committed (and a torn batch until the next recovery). Here a
         failure undoes the whole call under the lock (``_rollback``) and raises
         :class:`AppendFailedError`: the log is as it was, and a caller can retry without
-        duplicating anything. A kill part way through is no failure this process sees: the whole
+        duplicating anything (an undo that fails too raises :class:`UndoFailedError`, see
+        ``_undo``). A kill part way through is no failure this process sees: the whole
         batches written before it stay (recovery drops a torn one), unacknowledged.
         """
         now = now_ms() if now is None else now
@@ -277,21 +284,38 @@ class Log(LogReads):
                 ]
                 self._flush_locked(now)  # durable, and the recovery point with it, before success
                 self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
-            except OSError as exc:
-                failed_in = exc.filename or self.active_segment.log_path
-                self._rollback(mark)
-                raise AppendFailedError(
-                    f"{self.tp}: writing {failed_in} failed ({exc.strerror or exc}); the produce call was undone, "
-                    f"none of its records was appended (log end offset still {self._leo})"
-                ) from None
-            except BaseException:  # any other failure after a batch went in (a damaged index refusing
-                self._rollback(mark)  # its entry, say) undoes the call too: it used to keep the records
-                raise
+            except BaseException as exc:  # any failure after a batch went in (a damaged index refusing
+                self._undo(mark, exc)  # its entry, say) undoes the call too: it used to keep the records
+                if not isinstance(exc, OSError):
+                    raise
+                failed = f"{self.tp}: writing {exc.filename or self.active_segment.log_path} failed ({exc.strerror or exc})"
+                if self._undo_failure is not None:
+                    raise UndoFailedError(f"{failed}; {self._undo_failure}; {UNDO_FAILED_NEXT}") from None
+                raise AppendFailedError(f"{failed}; the produce call was undone, none of its records was appended "
+                                        f"(log end offset still {self._leo})") from None
             return infos
 
     def _tail_mark(self) -> "_TailMark":
         return _TailMark(len(self.segments), self.active_segment.append_mark(), self._leo, self.recovery_point,
                          self._unflushed, self._dirty)
+
+    def _undo(self, mark: "_TailMark", failure: BaseException) -> None:
+        """Undo a failed produce call (``_rollback``). When the undo fails as well, the files and
+        this process's view of them may differ, so the log refuses every later write here
+        (``_undo_failure``) and this process leaves its log dir's clean-shutdown marker
+        unwritten (``LogDir.record_load_failure``): the next writable open recovers the log from
+        its files, as after a crash, keeping the batches that were written whole. Writing on
+        from a stale log end offset would have left a gap in the offsets."""
+        try:
+            self._rollback(mark)
+        except (OSError, LogError) as undo:
+            self._undo_failed(f"undoing it failed too ({undo}), so some of its batches may be in the log")
+            failure.add_note(self._undo_failure)
+
+    def _undo_failed(self, why: str) -> None:
+        if self._undo_failure is None:
+            self._undo_failure = why
+        self.log_dir.record_load_failure()
 
     def _rollback(self, mark: "_TailMark") -> None:
         """Undo appends and rolls since ``mark`` (lock held): segments created since are removed,
@@ -391,6 +415,7 @@ class Log(LogReads):
             try:
                 active.rollback(mark)
             except OSError as undo:  # the roll's own error is the one to report (a file size limit, say)
+                self._undo_failed(f"undoing its roll failed too ({undo})")
                 exc.add_note(f"undoing the roll failed too: {undo}")
             raise
         self.segments.append(segment)
@@ -485,7 +510,8 @@ class Log(LogReads):
             self.lock.close()
             return
         with self.lock.hold():
-            current = not self._changed_on_disk()
+            # after a failed undo nothing is written: the next writable open recovers the files
+            current = self._undo_failure is None and not self._changed_on_disk()
             if current and self._dirty:
                 self._flush_locked(now_ms())
                 self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})

@@ -198,8 +198,8 @@ class LogDir:
         self._open_gate()
 
     def record_load_failure(self) -> None:
-        """A partition of this dir failed to load or recover in this process, so the process
-        cannot vouch for the dir: Kafka writes the marker only for dirs that had a clean shutdown
+        """A partition of this dir failed to load or recover in this process, or failed to undo
+        a failed write (``Log._undo``), so the process cannot vouch for the dir: Kafka writes the marker only for dirs that had a clean shutdown
         or whose logs all finished loading (``LogManager.shutdown``, ``loadLogsCompletedFlags``).
         ``close_session`` then leaves the session file behind, as a process that died does: no
         later closer writes the marker, and the next first opener recovers every partition."""

@@ -7,6 +7,7 @@ file, a log dir byte-identical to before the call, and every earlier record stil
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.errors import AppendFailedError
+from storage_engine.errors import AppendFailedError, UndoFailedError
 from storage_engine.logdir import SESSION_FILE, SESSION_LOCK
 from storage_engine.manager import LogManager
 from tests.helpers.engine import open_topic, records
@@ -353,3 +354,77 @@ def test_a_roll_refused_by_a_file_size_limit_is_undone_in_full(tmp_path):
     assert roller.stdout.startswith("IndexSizeError | cannot make index"), roller.stdout + roller.stderr
     assert "00000000000000000011.index" in roller.stdout and "undoing" not in roller.stdout
     assert after == before
+
+
+def test_a_produce_whose_undo_fails_too_stops_the_writer_and_leaves_the_dir_to_recovery(small_fs, monkeypatch):
+    """The full disk refuses the produce, and the undo's cut of the ``.log`` back to its old
+    length fails too (an I/O error, injected in ``os.ftruncate``: no real device fails on cue).
+    The undo used to stop half way, leaving this process's log end offset past the files'
+    end: its next append went on from there, a gap in the offsets, and its close wrote the
+    clean-shutdown marker, so no recovery ever looked. Now the error says the undo failed, the
+    log takes no more writes in this process, the close leaves the dir unclean, and the next
+    open recovers the whole batches that were written, and appends right after them."""
+    root = small_fs / "logs"
+    with open_topic(root, segment_bytes=1 << 20) as m:
+        m.get_log("t", 0).append(records(10, value_size=100), now=1000)
+    manager = LogManager([root])
+    log = manager.get_log("t", 0)
+    real_ftruncate = os.ftruncate
+
+    def failing_ftruncate(fd: int, length: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_ftruncate(fd, length)
+
+    _fill(small_fs / "filler")
+    monkeypatch.setattr(os, "ftruncate", failing_ftruncate)
+    with pytest.raises(UndoFailedError, match=r"No space left on device\); undoing it failed too \(\[Errno 5\] "
+                                              r"Input/output error\), so some of its batches may be in the log; "
+                                              r"it takes no more writes in this process"):
+        log.append_all([records(50, start=10, value_size=100)] * 4, now=1000)
+    monkeypatch.setattr(os, "ftruncate", real_ftruncate)
+    (small_fs / "filler").unlink()
+    with pytest.raises(UndoFailedError, match="an earlier write here failed and undoing it failed too"):
+        log.append(records(1, start=10, value_size=100), now=1000)
+    manager.close()
+    assert not (root / ".kafka_cleanshutdown").exists()
+
+    with LogManager([root]) as m:
+        log = m.get_log("t", 0)
+        end = log.log_end_offset
+        assert end in (10, 60, 110, 160, 210)  # whole batches of the refused call, or none of them
+        assert log.append(records(1, start=end, value_size=100), now=1000).first_offset == end
+    assert offsets(root) == list(range(end + 1))
+
+
+def test_a_roll_whose_undo_fails_too_stops_the_writer(tmp_path, monkeypatch):
+    """A roll refused by a partition dir that takes no new file (``chattr +i``), whose undo
+    cannot zero the final time-index entry it wrote (an I/O error, injected in ``os.pwrite``):
+    the roll's error is the one raised, with the undo's noted, and the log takes no more writes
+    in this process (it used to append on beside an entry it meant to remove)."""
+    root = tmp_path / "logs"
+    with open_topic(root) as m:
+        m.get_log("t", 0).append(records(10, value_size=100), now=1000)
+    part = root / "t-0"
+    with LogManager([root]) as manager:
+        log = manager.get_log("t", 0)
+        real_pwrite = os.pwrite
+
+        def failing_pwrite(fd: int, data: bytes, offset: int) -> int:
+            if os.readlink(f"/proc/self/fd/{fd}").endswith(".timeindex") and not any(data):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return real_pwrite(fd, data, offset)
+
+        if subprocess.run(["chattr", "+i", str(part)], capture_output=True).returncode != 0:
+            pytest.skip("chattr +i is not supported on this filesystem: the test needs an immutable directory")
+        try:
+            monkeypatch.setattr(os, "pwrite", failing_pwrite)
+            with pytest.raises(PermissionError) as refused:
+                log.roll(2000)
+            monkeypatch.setattr(os, "pwrite", real_pwrite)
+        finally:
+            subprocess.run(["chattr", "-i", str(part)], check=True)
+        assert refused.value.__notes__ == ["undoing the roll failed too: [Errno 5] Input/output error"]
+        with pytest.raises(UndoFailedError, match=r"an earlier write here failed and undoing its roll failed too"):
+            log.append(records(1, start=10, value_size=100), now=1000)
+    assert offsets(root) == list(range(10))
