@@ -311,18 +311,13 @@ def cmd_dump(args: argparse.Namespace, manager: LogManager | None) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
-    topics = [args.topic] if args.topic is not None else manager.topics()
-    reports = []
-    for t in topics:
-        try:
-            partitions = manager.partitions(t)
-        except UnknownTopicOrPartitionError:
-            if args.topic is not None:
-                raise
-            continue  # deleted (or being deleted) since the listing: no longer a topic to verify
-        reports.extend(verify_partition(manager, t, p) for p in partitions)
-    misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
-    strays = manager.stray_partition_dirs(args.topic)
+    with manager.topics_unchanging():  # a create, alter or delete in flight is not damage
+        listed = {t: _listed_partitions(manager, t, named=args.topic is not None)
+                  for t in ([args.topic] if args.topic is not None else manager.topics())}
+        misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
+        strays = manager.stray_partition_dirs(args.topic)
+    reports = [r for t, partitions in listed.items() for p in partitions
+               if (r := verify_partition(manager, t, p)).log_end_offset is not None or _still_listed(manager, t, p)]
     ok = all(r.ok for r in reports) and not misnamed and not strays
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
@@ -350,6 +345,25 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
                   "stray_dirs": [str(p) for p, _ in strays]},
            "\n".join(lines) or "no partitions")
     return 0 if ok else 1
+
+
+def _listed_partitions(manager: LogManager, topic: str, *, named: bool) -> list[int]:
+    """A topic's partitions for ``verify``; none for one of every topic deleted meanwhile."""
+    try:
+        return manager.partitions(topic)
+    except UnknownTopicOrPartitionError:
+        if named:
+            raise
+        return []
+
+
+def _still_listed(manager: LogManager, topic: str, partition: int) -> bool:
+    """Whether a partition ``verify`` could not open is still there to report: not when its
+    topic was deleted (or its delete begun) after the listing."""
+    try:
+        return partition in manager.partitions(topic)
+    except UnknownTopicOrPartitionError:
+        return False
 
 
 class Engine(Protocol):

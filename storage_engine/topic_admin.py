@@ -29,7 +29,8 @@ from .faults import crash_point
 from .logdir import LogDir
 from .naming import delete_dir_name, is_delete_dir_name, validate_topic_name
 from .partition_lock import LOCK_FILE_NAME
-from .topic_store import TopicMetadata, metadata_lock, metadata_names, read_metadata, remove_metadata, write_metadata
+from .topic_store import (TopicMetadata, metadata_lock, metadata_names, metadata_read_lock, read_metadata, remove_metadata,
+                          write_metadata)
 
 
 class TopicAdmin:
@@ -161,6 +162,11 @@ class TopicAdmin:
 
     def _metadata_lock(self) -> ContextManager[None]:
         return metadata_lock([d.path for d in self.log_dirs])
+
+    def topics_unchanging(self) -> ContextManager[None]:
+        """For a reader listing topics and their partition directories together: no topic
+        change is half made while it lists (``topic_store.metadata_read_lock``)."""
+        return metadata_read_lock([d.path for d in self.log_dirs])
 
     def delete_topic(self, name: str) -> TopicMetadata:
         """Kafka's asynchronous delete, made crash-safe across processes.

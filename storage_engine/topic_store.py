@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 import uuid
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -151,6 +152,39 @@ def remove_metadata(log_dir: Path, topic: str) -> None:
     except FileNotFoundError:
         return
     fsync_dir(path.parent)
+
+
+#: how long a reader waits for a topic change in flight (``metadata_read_lock``)
+READ_LOCK_WAIT_S = 30.0
+
+
+@contextmanager
+def metadata_read_lock(log_dirs: Sequence[Path], wait_s: float = READ_LOCK_WAIT_S) -> Iterator[None]:
+    """Shared ``flock`` on every log dir's ``.logplat-topics.lock`` (path order), for a reader
+    that lists topics against their partition directories (``verify``): it sees them between
+    two changes, never a create, an alter of the partition count or a delete half made, which
+    it reported as missing directories and strays. A log dir without the file has seen no
+    change. Hold it only while listing, and never block on it: a first writer can hold the
+    recovery gate while it waits for this lock (to finish a pending delete), and a reader that
+    held the lock while it waited at the gate would wait for ever. So the wait is polled, at
+    most ``wait_s`` per log dir, and past it the listing goes on without the lock."""
+    with ExitStack() as stack:
+        for d in sorted(Path(p) for p in log_dirs):
+            try:
+                fd = open_nofollow(d / METADATA_LOCK, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            stack.callback(os.close, fd)
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.005)
+        yield
 
 
 @contextmanager

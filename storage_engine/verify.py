@@ -54,10 +54,10 @@ class VerifyReport:
 def verify_partition(manager: LogManager, topic: str, partition: int) -> VerifyReport:
     """``verify_log`` of one partition; a log that a read-only open refuses (an interrupted swap,
     overlapping segments) is reported with that refusal as its problem, so one damaged
-    partition does not hide the others."""
+    partition does not hide the others. So is a directory gone (its topic deleted meanwhile)."""
     try:
         log = manager.get_log(topic, partition)
-    except LogError as exc:
+    except (LogError, FileNotFoundError) as exc:
         return VerifyReport(topic, partition, None, None, problems=[str(exc)])
     return verify_log(log)
 

@@ -6,13 +6,16 @@ import base64
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from storage_engine.cli import main
+from tests.helpers.paths import REPO
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -252,23 +255,54 @@ def test_verify_reports_corruption_with_exit_status_1(cli):
 
 
 def test_verify_of_every_topic_leaves_out_one_deleted_after_the_listing(cli, monkeypatch):
-    """``verify`` lists the topics, then verifies each: a ``topic delete`` landing in between
-    made it fail as a whole with "Topic ... does not exist"."""
+    """``verify`` lists the topics, then opens each partition: a ``topic delete`` landing in
+    between made it report the deleted topic's partitions as unreadable ("Topic ... does not
+    exist", or a bare "[Errno 2]" on the renamed directory), and exit 1."""
     from storage_engine.manager import LogManager
 
     for name in ("a", "b"):
-        cli("topic", "create", name, "--partitions", "1")
-    listing = LogManager.topics
+        cli("topic", "create", name, "--partitions", "2")
+    opening = LogManager.get_log
 
-    def listed_then_deleted(manager):
-        names = listing(manager)
-        with LogManager([cli.root]) as admin:  # another process's delete, right after the listing
-            admin.delete_topic("a")
-        return names
+    def deleted_then_opened(manager, topic, partition):
+        if topic == "a" and (cli.root / "a-0").exists():
+            with LogManager([cli.root]) as admin:  # another process's delete, just before the open
+                admin.delete_topic("a")
+        return opening(manager, topic, partition)
 
-    monkeypatch.setattr(LogManager, "topics", listed_then_deleted)
+    monkeypatch.setattr(LogManager, "get_log", deleted_then_opened)
     report = cli.json("verify", "--json")
-    assert report["ok"] is True and [p["topic"] for p in report["partitions"]] == ["b"]
+    assert report["ok"] is True and [p["topic"] for p in report["partitions"]] == ["b", "b"]
+
+
+def test_verify_waits_for_a_topic_create_in_flight(tmp_path):
+    """A ``topic create`` writes the topic's metadata, then its partition directories one by
+    one; ``verify`` listing in between reported the directories not made yet as unreadable
+    partitions (and an ``alter --partitions`` in flight, its new ones as strays), and exited 1.
+    It lists under the topics lock, shared: here it waits for a create stopped half way
+    (SIGSTOP), and passes once it has finished."""
+    root = tmp_path / "logs"
+    run = [sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root)]
+    assert subprocess.run([*run, "topic", "create", "base", "--partitions", "1"], cwd=REPO).returncode == 0
+    creator = subprocess.Popen([*run, "topic", "create", "x", "--partitions", "400"], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while not (root / "x-5").exists() and creator.poll() is None:
+            time.sleep(0.001)
+        os.kill(creator.pid, signal.SIGSTOP)
+        made = len(list(root.glob("x-*")))
+        assert 5 <= made < 400, "the create finished before it could be stopped half way"
+        verifier = subprocess.Popen([*run, "verify", "--json"], cwd=REPO, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        with pytest.raises(subprocess.TimeoutExpired):
+            verifier.wait(timeout=3)  # waiting for the create
+    finally:
+        os.kill(creator.pid, signal.SIGCONT)
+    assert creator.wait(timeout=120) == 0, creator.stderr.read()
+    out, err = verifier.communicate(timeout=120)
+    report = json.loads(out)
+    assert verifier.returncode == 0 and report["ok"] is True, err
+    assert len([p for p in report["partitions"] if p["topic"] == "x"]) == 400
 
 
 def test_delete_records(cli):
