@@ -19,7 +19,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import ContextManager, Mapping, Sequence
+from typing import ContextManager, Iterable, Mapping, Sequence
 
 from .checkpoint import fsync_dir
 from .config.broker import MAX_PARTITIONS_KEY, build_log_config
@@ -59,10 +59,18 @@ class TopicAdmin:
             self._check_checkpoint_files()
             meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
             write_metadata(meta, self.log_dirs[0].path)
-            for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
-                self._open_log(self._create_partition_dir(name, p))  # as Kafka does: starts with an empty segment
-                if p == 0:
-                    crash_point("topic-create-partway")
+            made: list[Path] = []
+            try:
+                for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
+                    loc = self._create_partition_dir(name, p)
+                    made.append(loc.path)
+                    self._open_log(loc)  # as Kafka does: starts with an empty segment
+                    if p == 0:
+                        crash_point("topic-create-partway")
+            except BaseException:  # a refusal (a kill is not one) leaves no half-made topic behind
+                self._discard(name, range(partitions), made)
+                remove_metadata(self.log_dirs[0].path, name)
+                raise
         return meta
 
     def creation_config(self, name: str, configs: Mapping[str, str]) -> LogConfig:
@@ -128,17 +136,21 @@ class TopicAdmin:
                 new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
                 write_metadata(new, holder.path)
             except BaseException:  # not committed: what it opened is closed, what it made removed
-                for p in [*adopted, *missing]:
-                    log = self._logs.pop((name, p), None)
-                    if log is not None:
-                        log.close()
-                for path in reversed(made):
-                    if path.is_dir():
-                        shutil.rmtree(path)
-                    else:
-                        path.unlink(missing_ok=True)
+                self._discard(name, [*adopted, *missing], made)
                 raise
         return new
+
+    def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
+        """Undo a refused topic change: close the logs it opened, remove what it made."""
+        for p in partitions:
+            log = self._logs.pop((name, p), None)
+            if log is not None:
+                log.close()
+        for path in reversed(made):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
 
     def _current_metadata(self, name: str) -> tuple[LogDir, TopicMetadata]:
         """The log dir holding the topic's metadata, and the metadata; for a topic without any

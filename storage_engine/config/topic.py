@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from ..errors import ConfigError, UnknownConfigError
+from ..index.time_index import TimeIndex
 from .values import LONG_MAX, Validator, at_least, between, each_one_of, one_of, parse_value
 
 
@@ -42,6 +43,13 @@ def _header_name(key: str, raw: object, value: Any) -> None:
         raise ConfigError(key, raw, "Value must be a printable header name of at most 255 bytes")
 
 
+def _index_bytes(key: str, raw: object, value: Any) -> None:
+    # Kafka's validator takes 4, and then no segment can be made: a time index needs room for
+    # one 12-byte entry ("Invalid max index size"). Refused here, before any file is written.
+    if value < TimeIndex.ENTRY_SIZE:
+        raise ConfigError(key, raw, f"Value must be at least {TimeIndex.ENTRY_SIZE} (one time index entry)")
+
+
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
@@ -53,7 +61,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
         ConfigSpec("segment.bytes", "INT", 1073741824, at_least(14), "segment file size limit"),
         ConfigSpec("segment.ms", "LONG", 604800000, at_least(1), "roll a segment this old"),
         ConfigSpec("segment.jitter.ms", "LONG", 0, at_least(0), "random slack on segment.ms"),
-        ConfigSpec("segment.index.bytes", "INT", 10485760, at_least(4), "index file size"),
+        ConfigSpec("segment.index.bytes", "INT", 10485760, _index_bytes, "index file size"),
         ConfigSpec("index.interval.bytes", "INT", 4096, at_least(0), "bytes between index entries"),
         ConfigSpec("retention.ms", "LONG", 604800000, at_least(-1), "delete segments older"),
         ConfigSpec("retention.bytes", "LONG", -1, None, "delete segments beyond this size"),

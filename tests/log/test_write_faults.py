@@ -428,3 +428,21 @@ def test_a_roll_whose_undo_fails_too_stops_the_writer(tmp_path, monkeypatch):
         with pytest.raises(UndoFailedError, match=r"an earlier write here failed and undoing its roll failed too"):
             log.append(records(1, start=10, value_size=100), now=1000)
     assert offsets(root) == list(range(10))
+
+
+def test_a_topic_create_refused_after_its_metadata_leaves_nothing_behind(tmp_path):
+    """The create writes the topic's metadata, then makes and opens each partition, whose open
+    preallocates its indexes to segment.index.bytes: under a smaller file size limit that is
+    refused. The metadata and the first partition's directory used to stay, a topic every
+    later command failed on (a value of segment.index.bytes below one time index entry, which
+    Kafka's validator takes, did the same to every writable command of the log dir)."""
+    root = tmp_path / "logs"
+    create(root)
+    before = log_files(root)
+    result = logctl(root, "topic", "create", "y", "--partitions", "2", preexec_fn=_file_size_limit(5000 * 1024))
+    assert_one_line_error(result, "cannot make index", "File too large")
+    assert log_files(root) == before
+    assert not list(root.glob("y-*")) and not list(root.rglob("y.json"))
+    assert logctl(root, "topic", "create", "y", "--partitions", "2").returncode == 0
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(3)).returncode == 0
+    assert offsets(root) == [0, 1, 2]
