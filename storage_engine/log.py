@@ -23,7 +23,7 @@ from .log_reads import LogReads
 from .partition_lock import PartitionLock
 from .logdir import LogDir
 from .faults import crash_point
-from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, segment_file
+from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, check_not_metadata_log, segment_file
 from .producer_state import ProducerStateManager
 from .record import CompressionType
 from .segment import AppendMark, LogSegment, now_ms
@@ -186,6 +186,10 @@ class Log(LogReads):
         if self._undo_failure is not None:
             raise UndoFailedError(f"{self.tp}: an earlier write here failed and {self._undo_failure}; {UNDO_FAILED_NEXT}")
 
+    def _require_producible(self) -> None:
+        check_not_metadata_log(self.topic, "produce")
+        self._require_writable()
+
     def _sync_locked(self) -> None:
         """Before a change: reload if another process changed the segment list or appended."""
         if self._changed_on_disk():
@@ -244,7 +248,7 @@ class Log(LogReads):
     ) -> AppendInfo:
         """Append records as one batch (a produce request from a producer with ``compression``)."""
         now = now_ms() if now is None else now
-        self._require_writable()
+        self._require_producible()
         with self.lock.hold():
             self._sync_locked()
             self._check_offsets_fit(self._leo + len(records))
@@ -271,7 +275,7 @@ class Log(LogReads):
         batches written before it stay (recovery drops a torn one), unacknowledged.
         """
         now = now_ms() if now is None else now
-        self._require_writable()
+        self._require_producible()
         with self.lock.hold():
             self._sync_locked()
             self._check_offsets_fit(self._leo + sum(len(records) for records in batches))
@@ -338,7 +342,7 @@ class Log(LogReads):
     def append_batch(self, data: bytes, *, now: int | None = None) -> AppendInfo:
         """Append one producer-built batch (offsets are assigned here, as a leader does)."""
         now = now_ms() if now is None else now
-        self._require_writable()
+        self._require_producible()
         with self.lock.hold():
             self._sync_locked()
             batch = validate_producer_batch(data, base_offset=self._leo, config=self.config, now_ms=now, tp=self.tp)
@@ -451,6 +455,7 @@ class Log(LogReads):
 
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (kafka-delete-records); segments go with the next retention run."""
+        check_not_metadata_log(self.topic, "delete-records")
         self._require_writable()
         with self.lock.hold():
             self._sync_locked()

@@ -64,6 +64,24 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+#: KRaft's metadata log: in a broker's log dir copied here it reads like a topic, but it is the
+#: cluster's metadata, which Kafka trims only below its latest snapshot (``.checkpoint``) and
+#: never lets a client create, produce to or configure. The engine reads it and changes nothing.
+METADATA_LOG_TOPIC = "__cluster_metadata"
+
+
+def check_not_metadata_log(topic: str, what: str) -> None:
+    """Refuse ``what`` (a topic change, a produce) on KRaft's metadata log."""
+    if topic == METADATA_LOG_TOPIC:
+        raise InvalidTopicError(f"{what} refused: {topic} is KRaft's metadata log, not a topic; it is read here, "
+                                "never changed")
+
+
+def collides(name: str, other: str) -> bool:
+    """Kafka's ``Topic.hasCollision``: names equal once '.' reads as '_' (metric names mix them)."""
+    return name != other and name.replace(".", "_") == other.replace(".", "_")
+
+
 def _validate_partition(topic: str, partition: int) -> None:
     if isinstance(partition, bool) or not isinstance(partition, int):
         raise InvalidTopicError(f"Partition {partition!r} of topic {topic!r} is not an integer")

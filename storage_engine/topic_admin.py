@@ -27,7 +27,7 @@ from .config.topic import LogConfig, check_config_key, creation_overrides, valid
 from .errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
 from .faults import crash_point
 from .logdir import LogDir
-from .naming import delete_dir_name, is_delete_dir_name, validate_topic_name
+from .naming import check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, validate_topic_name
 from .partition_lock import LOCK_FILE_NAME
 from .topic_store import (TopicMetadata, metadata_lock, metadata_names, metadata_read_lock, read_metadata, remove_metadata,
                           write_metadata)
@@ -41,6 +41,7 @@ class TopicAdmin:
         """Validate everything, write the metadata file (the commit point), then the partition dirs."""
         self._require_writable()
         validate_topic_name(name)
+        check_not_metadata_log(name, "topic create")
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
         if partitions > self.max_partitions:
@@ -56,6 +57,10 @@ class TopicAdmin:
                 self._finish_delete(name, found[0])
             elif found is not None or name in {t for t, _ in self.partition_locations()}:
                 raise TopicExistsError(f"Topic '{name}' already exists.")
+            for other in self.topics():
+                if collides(name, other):
+                    raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other} (Kafka refuses "
+                                            "names that differ only in '.' and '_')")
             self._check_checkpoint_files()
             meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
             write_metadata(meta, self.log_dirs[0].path)
@@ -83,6 +88,7 @@ class TopicAdmin:
         """Change config overrides; the merged result is validated before the file is replaced."""
         self._require_writable()
         validate_topic_name(name)
+        check_not_metadata_log(name, "topic alter")
         with self._metadata_lock():
             holder, meta = self._current_metadata(name)
             merged = dict(meta.configs)
@@ -107,6 +113,7 @@ class TopicAdmin:
         leaves directories beyond the count, strays until a rerun adopts them."""
         self._require_writable()
         validate_topic_name(name)
+        check_not_metadata_log(name, "topic alter --partitions")
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= self.max_partitions:
             raise InvalidPartitionsError(f"Number of partitions {count} for topic {name} must be 1 to "
                                          f"{self.max_partitions} ({MAX_PARTITIONS_KEY})")
@@ -192,6 +199,7 @@ class TopicAdmin:
         """
         self._require_writable()
         validate_topic_name(name)
+        check_not_metadata_log(name, "topic delete")
         with self._metadata_lock():
             holder, meta = self._current_metadata(name)
             self._check_checkpoint_files()

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError, UnknownConfigError
 from ..index.time_index import TimeIndex
+from ..naming import METADATA_LOG_TOPIC
 from .values import LONG_MAX, Validator, at_least, between, each_one_of, one_of, parse_value
 
 
@@ -214,10 +215,13 @@ class LogConfig:
 
 #: Kafka's internal topics are compacted: the broker creates ``__consumer_offsets`` with
 #: ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes`` (100 MiB), and
-#: ``__transaction_state`` likewise (``transaction.state.log.segment.bytes``).
+#: ``__transaction_state`` likewise (``transaction.state.log.segment.bytes``). KRaft's metadata
+#: log is never cleaned by topic rules (``naming.METADATA_LOG_TOPIC``): no retention, no
+#: compaction; topic retention deleted a copied broker's whole metadata log past its snapshot.
 INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {
     "__consumer_offsets": {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
     "__transaction_state": {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+    METADATA_LOG_TOPIC: {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
 }
 
 

@@ -11,6 +11,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.engine import fixture_log_dirs
 
 from storage_engine.manager import LogManager
@@ -118,3 +120,27 @@ def test_the_retention_deleted_segment_is_removed_and_offsets_do_not_go_back(rea
         assert not list((dst / "rappel_conso-0").glob("*.deleted"))
         # Every segment is gone; the empty log restarts at the recovery point, not at 0.
         assert log.log_end_offset == 20907 == log.log_start_offset
+
+
+def test_retention_leaves_a_broker_s_kraft_metadata_log_whole(real_kafka, tmp_path):
+    """A broker's log dir holds KRaft's ``__cluster_metadata-0``, which Kafka trims only below
+    its latest snapshot (here ``00000000000000007111-0000000001.checkpoint``), never by topic
+    retention: the engine's retention deleted the whole log (offsets 0..18565) as an expired
+    topic, losing every record past the snapshot. It is now read and never changed, and no
+    command makes, configures or writes such a topic."""
+    from storage_engine.errors import InvalidTopicError
+
+    root = _copy(real_kafka / "renoagilsaputra__kafka" / "data", tmp_path / "data")
+    metadata_log = root / "__cluster_metadata-0"
+    before = {p.name: p.read_bytes() for p in metadata_log.iterdir() if p.suffix in (".log", ".checkpoint")}
+    with LogManager([root]) as m:
+        plans = m.retention_plans("__cluster_metadata", now_ms=2**62)
+        assert [p.deletions for p in plans] == [()]
+        m.apply_retention(m.retention_plans(now_ms=2**62), now_ms=2**62)
+        for change in (lambda: m.create_topic("__cluster_metadata", 1),
+                       lambda: m.alter_topic("__cluster_metadata", {"retention.ms": "1"}),
+                       lambda: m.get_log("__cluster_metadata", 0).append([], now=0),
+                       lambda: m.get_log("__cluster_metadata", 0).delete_records(10)):
+            with pytest.raises(InvalidTopicError, match="KRaft's metadata log, not a topic"):
+                change()
+    assert {p.name: p.read_bytes() for p in metadata_log.iterdir() if p.suffix in (".log", ".checkpoint")} == before

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from storage_engine.errors import InvalidTopicError
 from storage_engine.manager import LogManager
 from tests.helpers.paths import REPO
 
@@ -414,3 +415,14 @@ def test_an_internal_topics_policy_can_still_be_set_explicitly(tmp_path):
     with LogManager([tmp_path]) as m:
         m.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact,delete"})
         assert m.topic_config("__consumer_offsets").compact and m.topic_config("__consumer_offsets").delete
+
+
+def test_a_topic_name_colliding_with_an_existing_one_is_refused(tmp_path):
+    """Kafka refuses a topic whose name equals an existing one's once '.' reads as '_' (their
+    metric names would be the same); both were created."""
+    with LogManager([tmp_path / "logs"]) as m:
+        m.create_topic("a.b", 1)
+        with pytest.raises(InvalidTopicError, match="Topic 'a_b' collides with existing topic: a.b"):
+            m.create_topic("a_b", 1)
+        assert m.topics() == ["a.b"] and not (tmp_path / "logs" / "a_b-0").exists()
+        m.create_topic("a-b", 1)  # '-' is no '.' or '_'
