@@ -513,7 +513,10 @@ class LogManager(TopicAdmin):
         self, topic: str | None = None, *, now_ms: int, max_passes: int | None = None
     ) -> list[CompactionReport]:
         """Compact every due partition, dirtiest first; a partition another process changed or is
-        cleaning is skipped (its report says why). A partition that is not due is opened only
+        cleaning is skipped (its report says why), one whose files cannot be read or written is
+        reported failed and the others are cleaned all the same, as Kafka's cleaner thread goes
+        on past an uncleanable partition (the run stopped there, and the reports of the
+        partitions it had already cleaned were never printed). A partition that is not due is opened only
         when its checkpoint was found out of range (it is reset) or its topic is
         ``compact,delete`` (the after-steps run either way, as in Kafka's cleaner thread); it is
         reported when retention deleted something."""
@@ -535,6 +538,8 @@ class LogManager(TopicAdmin):
                                             max_passes=max_passes, cleaner=cleaner))
             except LogChangedError as exc:
                 reports.append(CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=str(exc)))
+            except (LogError, OSError) as exc:  # its own files' problem: nothing of it swapped, the others go on
+                reports.append(CompactionReport(ltc.topic, ltc.partition, now_ms, failed=f"{type(exc).__name__}: {exc}"))
         return reports
 
     def close(self) -> None:

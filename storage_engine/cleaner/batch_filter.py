@@ -9,6 +9,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from .offset_map import OffsetMap
+from ..config.values import LONG_MAX
 from ..record import RawBatch, Record, decode_batch, verify_batch
 from ..record.records import BatchHeader
 from ..record.rewrite import (
@@ -205,8 +206,8 @@ class BatchFilter:
         ``spans`` are ``(start, end, timestamp delta)`` of each survivor in ``buf``; the bytes are
         the record layer's (``rebuild_v2_batch``)."""
         horizon = None
-        if stamp_horizon:
-            horizon = self.now_ms + self.delete_retention_ms
+        if stamp_horizon:  # saturated: delete.retention.ms may be Long.MAX ("keep tombstones for ever")
+            horizon = min(self.now_ms + self.delete_retention_ms, LONG_MAX)
             self.stats.horizons_stamped += 1
         data, max_ts = rebuild_v2_batch(h, buf, spans, horizon)
         return self._emit(data, h.last_offset, max_ts, len(spans), copied=False)

@@ -42,8 +42,8 @@ class CompactionReport:
     throttled_s: float = 0.0
     rounds: list[dict] = field(default_factory=list)
     skipped: str | None = None
-    # why a distributed job could not clean it (its other partitions go on); the local engine
-    # raises instead. ``logctl`` exits 1 when any partition failed.
+    # why a run over several partitions could not clean it (the others go on): a distributed
+    # job, or the local run over the due ones (``compact_due``). ``logctl`` exits 1 when any failed.
     failed: str | None = None
     retention: dict | None = None
     warnings: list[str] = field(default_factory=list)

@@ -166,6 +166,27 @@ def test_tombstone_is_stamped_with_a_delete_horizon_then_removed_after_it(tmp_pa
         assert report.stats.tombstones_removed == 1
 
 
+def test_a_delete_retention_of_long_max_keeps_tombstones_for_ever(tmp_path):
+    """delete.retention.ms=9223372036854775807 ("keep tombstones"): now + the retention passed
+    int64, and every compaction of the partition failed writing the batch's timestamps. The
+    horizon saturates at Long.MAX, which no clock reaches."""
+    long_max = 2**63 - 1
+    with compacted(tmp_path, delete_retention_ms=long_max) as m:
+        log = m.get_log("t", 0)
+        put(log, ("k", "v"))
+        put(log, ("other", "o"))
+        put(log, ("k", None))
+        log.roll()
+        compact(m, NOW)
+        assert content(log) == [(1, "other", "o"), (2, "k", None)]
+        assert [h.delete_horizon_ms for h in headers(log) if h.base_offset == 2] == [long_max]
+        assert log.read(2)[0].timestamp == NOW and verify_log(log).ok
+        put(log, ("x", "1"), ts=NOW + 500)
+        log.roll()
+        compact(m, 2**62)
+        assert (2, "k", None) in content(log)
+
+
 def test_tombstone_horizon_in_a_compressed_batch_keeps_every_timestamp(tmp_path):
     with compacted(tmp_path, delete_retention_ms=50) as m:
         log = m.get_log("t", 0)

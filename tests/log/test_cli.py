@@ -332,3 +332,20 @@ def test_the_installed_console_script_and_env_log_dirs(tmp_path):
     assert run("produce", "t", "--partition", "3", stdin=lines({"key": "k", "value": "v"})).returncode == 0
     out = run("consume", "t", "--partition", "3").stdout
     assert json.loads(out)["value"] == "v"
+
+
+def test_compact_goes_on_past_a_partition_it_cannot_read(cli):
+    """Two due partitions, one with a batch failing its CRC in its dirty section: the run used to
+    stop there with a one-line error, after it had cleaned the other one, whose report it never
+    printed. Now the damaged one is reported failed (exit 1) and the other cleaned and reported."""
+    from tests.helpers.engine import flip_last_byte
+
+    for topic in ("a", "b"):
+        cli("topic", "create", topic, "--partitions", "1", "--config", "cleanup.policy=compact",
+            "--config", "segment.bytes=200", "--config", "min.cleanable.dirty.ratio=0.01")
+        for i in range(10):
+            cli("produce", topic, "--partition", "0", stdin=lines({"key": f"k{i % 2}", "value": f"v{i}"}))
+    flip_last_byte(cli.root / "a-0" / "00000000000000000000.log", 0)
+    code, out, err = cli("compact")
+    assert code == 1 and err == ""
+    assert "a-0: failed: CorruptRecordError" in out and "b-0: cleaned in" in out
