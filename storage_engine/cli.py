@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
@@ -659,6 +661,9 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         for text in args.report:
             print(text)
         return status
+    except BrokenPipeError:  # the reader of the output went away (``| head``): no error of the command's
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor of the flush at exit
+        return 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE stopped
     except (LogError, OSError, ValueError) as exc:  # ValueError: a NUL byte in a path, undecodable text
         message = str(exc)
         if getattr(exc, "filename", None) and str(exc.filename) not in message:

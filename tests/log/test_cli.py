@@ -349,3 +349,22 @@ def test_compact_goes_on_past_a_partition_it_cannot_read(cli):
     code, out, err = cli("compact")
     assert code == 1 and err == ""
     assert "a-0: failed: CorruptRecordError" in out and "b-0: cleaned in" in out
+
+
+@pytest.mark.parametrize("command", [["consume", "t", "--partition", "0"], ["dump", "t-0/00000000000000000000.log"]])
+def test_output_into_a_closed_pipe_stops_quietly(tmp_path, command):
+    """``logctl consume | head -1``: the reader closes the pipe after one line, and the command
+    printed "error: [Errno 32] Broken pipe" and exited 1. It stops quietly now, with the status
+    of a tool SIGPIPE stopped."""
+    root = tmp_path / "logs"
+    run = [sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root)]
+    command = [str(root / c) if c.startswith("t-0/") else c for c in command]
+    assert subprocess.run([*run, "topic", "create", "t", "--partitions", "1"], cwd=REPO).returncode == 0
+    records = lines(*({"key": f"k{i}", "value": "v" * 100} for i in range(5000)))
+    assert subprocess.run([*run, "produce", "t", "--partition", "0"], input=records, text=True, cwd=REPO,
+                          capture_output=True).returncode == 0
+    reader = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    result = subprocess.run([*run, *command], stdout=reader.stdin, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    reader.stdin.close()
+    reader.wait()
+    assert result.stderr == "" and result.returncode == 128 + signal.SIGPIPE
