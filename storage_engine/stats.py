@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
     read_checkpoint,
 )
 from .index import OffsetIndex, TimeIndex
@@ -211,6 +212,9 @@ def live_stats(log: "Log") -> PartitionStats:
 def log_dir_checkpoints(log_dir: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """The log dir's log-start-offset and cleaner-offset checkpoints. A missing file is empty; a
     malformed one raises ``CheckpointError`` naming it, as every engine command that opens the
-    dir refuses it: a view that took it for empty planned runs that would then be refused."""
+    dir refuses it: a view that took it for empty planned runs that would then be refused. The
+    recovery-point checkpoint is read for the same reason, though no plan needs its entries
+    (dry runs planned deletions that the run then refused over it)."""
     log_dir = Path(log_dir)
+    read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
     return read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT), read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)

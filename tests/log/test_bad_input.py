@@ -348,7 +348,8 @@ def test_the_topic_metadata_folder_given_as_the_log_dir_is_refused(logctl, monke
         assert snapshot(logctl.root) == before, command
 
 
-@pytest.mark.parametrize("name", ["log-start-offset-checkpoint", "cleaner-offset-checkpoint"])
+@pytest.mark.parametrize("name", ["log-start-offset-checkpoint", "cleaner-offset-checkpoint",
+                                  "recovery-point-offset-checkpoint"])
 def test_the_dry_runs_and_the_stats_refuse_a_malformed_checkpoint_as_the_runs_do(logctl, name):
     """The partition stats took a malformed checkpoint for an empty one, so ``--dry-run`` (exit
     0) and the sensors planned runs that every writable command then refused."""
