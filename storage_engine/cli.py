@@ -22,6 +22,7 @@ from .config.properties import broker_props_from_env
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
 from .errors import LogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from .manager import LogManager, log_dirs_from_env
+from .topic_admin import check_creation
 from .naming import MAX_PARTITION
 from .outcomes import CHANGED, FAILED
 from .dump import dump_file
@@ -652,11 +653,14 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
             read_only = (args.command in READ_ONLY or getattr(args, "dry_run", False)
                          or (args.command == "topic" and args.topic_command in ("list", "describe")))
             log_dirs = log_dirs_from_env(args.log_dirs)
-            if read_only:  # a mistyped path would read as a log dir without topics
+            broker_props = broker_props_from_env()
+            if args.command == "topic" and args.topic_command == "create":  # the one command that makes a log dir
+                check_creation(args.name, args.partitions, _parse_config_pairs(args.config), broker_props)
+            else:  # a mistyped path would read as a log dir without topics, and a write would make it
                 for d in log_dirs:
                     if not d.is_dir():
                         raise LogError(f"log dir {d} {'is not a directory' if d.exists() else 'does not exist'}")
-            with LogManager(log_dirs, broker_props_from_env(), read_only=read_only) as manager:
+            with LogManager(log_dirs, broker_props, read_only=read_only) as manager:
                 status = COMMANDS[args.command](args, manager)
         for text in args.report:
             print(text)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import ContextManager, Iterable, Mapping, Sequence
 
 from .checkpoint import fsync_dir
-from .config.broker import MAX_PARTITIONS_KEY, build_log_config
+from .config.broker import MAX_PARTITIONS_KEY, build_log_config, max_partitions_per_topic
 from .config.topic import LogConfig, check_config_key, creation_overrides, validate_topic_overrides
 from .errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
 from .faults import crash_point
@@ -33,6 +33,29 @@ from .topic_store import (TopicMetadata, metadata_lock, metadata_names, metadata
                           write_metadata)
 
 
+def check_creation(name: str, partitions: int, configs: Mapping[str, str], broker_props: Mapping[str, str]
+                   ) -> dict[str, str]:
+    """Everything a topic create refuses without looking at a log dir (the name, the partition
+    count within the broker's limit, the configs), checked before anything is written: by
+    ``create_topic``, and by ``logctl`` before it opens, and so makes, a log dir. Returns the
+    overrides the topic is created with."""
+    validate_topic_name(name)
+    check_not_metadata_log(name, "topic create")
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
+    limit = max_partitions_per_topic(broker_props)
+    if partitions > limit:
+        raise InvalidTopicError(f"Number of partitions {partitions} for topic {name} is above the limit of {limit} "
+                                f"({MAX_PARTITIONS_KEY})")
+    return _creation_config(name, configs, broker_props)[0]
+
+
+def _creation_config(name: str, configs: Mapping[str, str], broker_props: Mapping[str, str]
+                     ) -> tuple[dict[str, str], LogConfig]:
+    overrides = creation_overrides(name, {k: str(v) for k, v in configs.items()})
+    return overrides, build_log_config(broker_props, validate_topic_overrides(overrides))
+
+
 class TopicAdmin:
     """Topic create, alter and delete for :class:`~storage_engine.manager.LogManager`, which
     mixes it in: it uses the manager's log dirs, metadata lookups and partition opens."""
@@ -40,17 +63,7 @@ class TopicAdmin:
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
         """Validate everything, write the metadata file (the commit point), then the partition dirs."""
         self._require_writable()
-        validate_topic_name(name)
-        check_not_metadata_log(name, "topic create")
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise InvalidTopicError(f"Number of partitions must be larger than 0, got {partitions} for topic {name}")
-        if partitions > self.max_partitions:
-            raise InvalidTopicError(
-                f"Number of partitions {partitions} for topic {name} is above the limit of {self.max_partitions} "
-                f"({MAX_PARTITIONS_KEY})"
-            )
-        self.creation_config(name, configs or {})  # validated before anything is written
-        overrides = creation_overrides(name, {k: str(v) for k, v in (configs or {}).items()})
+        overrides = check_creation(name, partitions, configs or {}, self.broker_props)
         with self._metadata_lock():
             found = self._find_metadata(name)
             if found is not None and found[1].deleting:
@@ -81,8 +94,7 @@ class TopicAdmin:
     def creation_config(self, name: str, configs: Mapping[str, str]) -> LogConfig:
         """The config a topic created now with ``configs`` would have (an internal topic's
         defaults first, the broker's ``log.*`` settings under both); raises as the create would."""
-        overrides = creation_overrides(name, {k: str(v) for k, v in configs.items()})
-        return build_log_config(self.broker_props, validate_topic_overrides(overrides))
+        return _creation_config(name, configs, self.broker_props)[1]
 
     def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
         """Change config overrides; the merged result is validated before the file is replaced."""

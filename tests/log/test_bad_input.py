@@ -138,10 +138,14 @@ def test_retention_previews_what_it_does_with_a_log_start_checkpoint_past_the_lo
     assert (code, done, err) == (0, preview, "")
 
 
-@pytest.mark.parametrize("command", [["verify"], ["topic", "list"], ["consume", "t", "--partition", "0"]])
+@pytest.mark.parametrize("command", [["verify"], ["topic", "list"], ["consume", "t", "--partition", "0"],
+                                     ["retention"], ["compact"], ["compact", "--partition", "0"],
+                                     ["produce", "t", "--partition", "0"], ["topic", "delete", "t"],
+                                     ["delete-records", "t", "--partition", "0", "--before-offset", "0"]])
 def test_a_log_dir_that_is_not_there_is_an_error_not_an_empty_log_dir(logctl, tmp_path, command):
     """A mistyped --log-dirs read as a log dir without topics ("no partitions", exit 0); an empty
-    one fell back to ./data/logs."""
+    one fell back to ./data/logs. A writable command made the mistyped directory, and reported
+    success on it ("No partitions"), or failed and left it made."""
     code, _, err = logctl("--log-dirs", str(tmp_path / "typo"), *command)
     assert (code, err) == (1, f"error: log dir {tmp_path / 'typo'} does not exist\n")
     (tmp_path / "a-file").write_text("")
@@ -150,6 +154,19 @@ def test_a_log_dir_that_is_not_there_is_an_error_not_an_empty_log_dir(logctl, tm
     code, _, err = logctl("--log-dirs", "", *command)
     assert (code, err) == (1, "error: no log directory in ''\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "logs"]  # "logs": the fixture's topic
+
+
+@pytest.mark.parametrize("args", [["--config", "retention.ms=abc"], ["--config", "retention.ms"],
+                                  ["--partitions", "0"], ["--config", "segment.index.bytes=8"]])
+def test_a_refused_topic_create_makes_no_log_dir(logctl, tmp_path, args):
+    """``topic create`` is the one command that makes a log dir that is not there yet (a first
+    run); refused for its input, it made the directory, its locks and its shutdown marker."""
+    new = tmp_path / "new" / "logs"
+    code, _, err = logctl("--log-dirs", str(new), "topic", "create", "x", *(["--partitions", "1"] * ("--partitions"
+                                                                                                  not in args)), *args)
+    one_line_error(code, err)
+    assert not (tmp_path / "new").exists()
+    assert logctl("--log-dirs", str(new), "topic", "create", "x", "--partitions", "1")[0] == 0
 
 
 def test_consume_prints_the_good_records_before_a_corrupt_batch(logctl):
