@@ -654,12 +654,12 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
                          or (args.command == "topic" and args.topic_command in ("list", "describe")))
             log_dirs = log_dirs_from_env(args.log_dirs)
             broker_props = broker_props_from_env()
-            if args.command == "topic" and args.topic_command == "create":  # the one command that makes a log dir
+            creating = args.command == "topic" and args.topic_command == "create"  # the one command that makes one
+            if creating:
                 check_creation(args.name, args.partitions, _parse_config_pairs(args.config), broker_props)
-            else:  # a mistyped path would read as a log dir without topics, and a write would make it
-                for d in log_dirs:
-                    if not d.is_dir():
-                        raise LogError(f"log dir {d} {'is not a directory' if d.exists() else 'does not exist'}")
+            for d in log_dirs:  # a mistyped path would read as a log dir without topics, and a write would make it
+                if not d.is_dir() and (d.exists() or not creating):
+                    raise LogError(f"log dir {d} {'is not a directory' if d.exists() else 'does not exist'}")
             with LogManager(log_dirs, broker_props, read_only=read_only) as manager:
                 status = COMMANDS[args.command](args, manager)
         for text in args.report:

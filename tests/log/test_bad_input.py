@@ -167,6 +167,9 @@ def test_a_refused_topic_create_makes_no_log_dir(logctl, tmp_path, args):
     one_line_error(code, err)
     assert not (tmp_path / "new").exists()
     assert logctl("--log-dirs", str(new), "topic", "create", "x", "--partitions", "1")[0] == 0
+    (tmp_path / "a-file").write_text("")  # and a file is no log dir to make: it said "[Errno 20] Not a directory"
+    code, _, err = logctl("--log-dirs", str(tmp_path / "a-file"), "topic", "create", "x", "--partitions", "1")
+    assert (code, err) == (1, f"error: log dir {tmp_path / 'a-file'} is not a directory\n")
 
 
 def test_consume_prints_the_good_records_before_a_corrupt_batch(logctl):
