@@ -106,6 +106,7 @@ class WholeTask:
     log_dir: str
     size_bytes: int
     broker_props: tuple[tuple[str, str], ...]
+    config: LogConfig  # the topic's, resolved over every log dir (``LogManager(topic_configs=...)``)
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,8 @@ def clean_whole_tasks(tasks: Sequence[WholeTask], now_ms: int, force: bool) -> l
     out: list[PartitionOutcome] = []
     for (log_dir, props), group in groupby(sorted(tasks, key=lambda t: (t.log_dir, t.broker_props)),
                                            key=lambda t: (t.log_dir, t.broker_props)):
-        with LogManager([Path(log_dir)], dict(props)) as manager:
+        group = list(group)
+        with LogManager([Path(log_dir)], dict(props), topic_configs={t.topic: t.config for t in group}) as manager:
             out.extend(clean_whole(manager, task, now_ms, force) for task in group)
     return out
 
@@ -367,7 +369,8 @@ class CompactionJob:
         for topic, partition in sorted(chosen):
             s = stats[(topic, partition)]
             if (s.size_bytes <= threshold and self.split_bytes != 0) or self._needs_order(topic):
-                self.whole.append(WholeTask(topic, partition, str(Path(s.directory).parent), s.size_bytes, props))
+                self.whole.append(WholeTask(topic, partition, str(Path(s.directory).parent), s.size_bytes, props,
+                                            self.manager.topic_config(topic)))
                 continue
             outcome, plan = _plan_partition(self.manager, self.cleaner, topic, partition, self.now_ms, self.force)
             if plan is not None:

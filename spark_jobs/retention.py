@@ -85,8 +85,10 @@ def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> 
     6.8 s for 2,000 partitions)."""
     out: list[RetentionOutcome] = []
     for (log_dir, props), group in groupby(sorted(items, key=_where), key=_where):
+        group = list(group)
         checkpoints = log_dir_checkpoints(Path(log_dir))
-        with LogManager([Path(log_dir)], dict(props), read_only=dry_run) as manager:
+        with LogManager([Path(log_dir)], dict(props), read_only=dry_run,
+                        topic_configs={item.topic: item.config for item in group}) as manager:
             out.extend(retain_partition(manager, item, now_ms, checkpoints) for item in group)
     return out
 

@@ -90,8 +90,13 @@ class LogManager(TopicAdmin):
         broker_props: Mapping[str, str] | None = None,
         *,
         read_only: bool = False,
+        topic_configs: Mapping[str, LogConfig] | None = None,
     ) -> None:
-        """``read_only`` opens logs as they are, repairing nothing: for verify and consumers."""
+        """``read_only`` opens logs as they are, repairing nothing: for verify and consumers.
+        ``topic_configs``: topics' configs resolved over every log dir, for a manager opened on
+        some of them only. A topic's metadata is in one log dir and its partitions in any: a
+        Spark task opens just its partition's log dir, where it read a topic without metadata
+        (the broker defaults, ``cleanup.policy=delete``) for every partition outside that one."""
         if not log_dirs:
             raise LogError("at least one log directory is needed")
         paths = [Path(p).resolve() for p in log_dirs]
@@ -104,6 +109,7 @@ class LogManager(TopicAdmin):
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
         self.read_only = read_only
+        self._given_configs = dict(topic_configs or {})
         try:
             # in path order, as the topic metadata locks: a first writer holds one dir's gate until
             # it has opened (and recovered) them all, so two processes must meet the gates in one order
@@ -287,6 +293,8 @@ class LogManager(TopicAdmin):
         return dict(INTERNAL_TOPIC_DEFAULTS.get(topic, {}))  # a broker's internal topic copied without its metadata
 
     def topic_config(self, topic: str) -> LogConfig:
+        if topic in self._given_configs:
+            return self._given_configs[topic]
         return build_log_config(self.broker_props, validate_topic_overrides(self.topic_overrides(topic)))
 
     def _require_writable(self) -> None:

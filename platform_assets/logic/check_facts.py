@@ -41,6 +41,7 @@ from typing import Mapping, Sequence
 
 from spark_jobs.distribute import each, pack, run_tasks, task_slots
 from storage_engine.cleaner.strategy import Winners, version_rule
+from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
@@ -136,6 +137,7 @@ class FactsTask:
     # the broker defaults the cleaner ran with (``log.cleaner.compaction.strategy``, say): the
     # checks judge each key's winner by the same rule
     broker_props: Mapping[str, str]
+    config: LogConfig  # the topic's, resolved over every log dir (its metadata may be in another)
 
 
 def record_hash(key: bytes, value: bytes) -> int:
@@ -149,7 +151,8 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
     latest: dict[bytes, tuple[int, int, bool]] = {}
     in_cleaned: dict[bytes, int] = {}
     error = None
-    with LogManager([Path(task.log_dir)], dict(task.broker_props), read_only=True) as manager:
+    with LogManager([Path(task.log_dir)], dict(task.broker_props), read_only=True,
+                    topic_configs={task.topic: task.config}) as manager:
         log = manager.get_log(task.topic, task.partition)
         rule = version_rule(log.config.compaction_strategy, log.config.compaction_strategy_header)
         winners = Winners(rule) if rule is not None else None
@@ -190,8 +193,9 @@ def key_facts(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, i
         return {}
     with LogManager(list(log_dirs), dict(broker_props), read_only=True) as manager:
         stats = {s.partition: s for s in manager.partition_stats(topic) if s.partition in ending}
+        config = manager.topic_config(topic)
     tasks = [FactsTask(str(Path(s.directory).parent), topic, p, int(ending[p]), int((cleaned_end or {}).get(p, 0)),
-                       s.size_bytes, verify, dict(broker_props)) for p, s in sorted(stats.items())]
+                       s.size_bytes, verify, dict(broker_props), config) for p, s in sorted(stats.items())]
     packed = pack(tasks, lambda t: t.size_bytes, task_slots(spark))
     return dict(run_tasks(spark, packed, each(read_key_facts)))
 

@@ -5,6 +5,7 @@ record or an expired tombstone does not, duplicates in the cleaned range, and ve
 from __future__ import annotations
 
 from storage_engine.append_validation import ProducerRecord
+from storage_engine.manager import LogManager
 from tests.helpers.engine import append_each, open_topic
 
 from platform_assets.logic.check_facts import Digest, FactsTask, key_facts, read_key_facts, record_hash, summarize
@@ -17,7 +18,10 @@ def _log(root, records):
 
 
 def _facts(root, ending=100, cleaned_end=0):
-    return read_key_facts(FactsTask(str(root), "t", 0, ending, cleaned_end, 0, verify=True, broker_props={}))[1]
+    with LogManager([root], read_only=True) as manager:
+        config = manager.topic_config("t")
+    return read_key_facts(FactsTask(str(root), "t", 0, ending, cleaned_end, 0, verify=True, broker_props={},
+                                    config=config))[1]
 
 
 def test_the_digest_follows_latest_values_only(tmp_path):
@@ -73,3 +77,18 @@ def test_spark_tasks_read_every_partition_asked_for(spark, tmp_path):
     facts = key_facts(spark, [str(tmp_path)], "t", {0: 10, 2: 10}, broker_props={}, verify=False)
     assert {p: d.digest.keys for p, d in summarize(facts).items()} == {0: 1, 2: 3}
     assert all(f.verification is None for f in facts.values())
+
+
+def test_a_partition_outside_its_topic_s_metadata_log_dir_is_read_with_the_topic_s_config(spark, tmp_path):
+    """A topic's metadata is in the first log dir, its partitions spread over all: a task opened
+    only its partition's log dir and read a topic without metadata, so the latest values of a
+    ``compaction.strategy=timestamp`` topic's partition in the second dir were judged by offset."""
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    with LogManager(dirs) as manager:
+        manager.create_topic("t", 2, {"cleanup.policy": "compact", "compaction.strategy": "timestamp"})
+        for p in range(2):
+            append_each(manager.get_log("t", p), [ProducerRecord(b"a", b"newer", 2_000), ProducerRecord(b"a", b"older", 1_000)])
+    assert sorted(d.name for d in tmp_path.glob("d*/t-*")) == ["t-0", "t-1"] and (dirs[1] / "t-1").is_dir()
+    facts = key_facts(spark, [str(d) for d in dirs], "t", {0: 10, 1: 10}, broker_props={}, verify=False)
+    by_timestamp = Digest(1, record_hash(b"a", b"newer"))
+    assert {p: f.digest for p, f in summarize(facts).items()} == {0: by_timestamp, 1: by_timestamp}

@@ -429,3 +429,35 @@ def test_logctl_engine_spark_exits_1_naming_a_partition_its_job_could_not_clean(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("c-0: failed: InvalidSegmentNameError: ") and "5.log" in lines[0]
     assert lines[1:] == ["c-1: nothing to delete"]
+
+
+def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark, tmp_path):
+    """A topic's metadata is in the first log dir and its partitions spread over all: a task
+    opened only its partitions' log dir, so a partition in the second one read as a topic
+    without metadata (the broker defaults). The compaction failed it ("cleanup.policy=delete:
+    only compacted topics are cleaned") and retention judged it by the default retention.ms."""
+    rnd = random.Random(7)
+    dirs = [tmp_path / "local" / "d1", tmp_path / "local" / "d2"]
+    with LogManager(dirs) as m:
+        m.create_topic("c", 4, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                "segment.bytes": "1500", "delete.retention.ms": "0"})
+        m.create_topic("r", 4, {"retention.ms": "50000", "segment.bytes": "1500"})
+        for topic in ("c", "r"):
+            for p in range(4):
+                log = m.get_log(topic, p)
+                for b in range(30):
+                    log.append([ProducerRecord(f"k{rnd.randrange(5)}".encode(), os.urandom(40), NOW - 100_000 + b)],
+                               now=NOW - 100_000 + b)
+    assert [len(list(d.glob("c-*"))) for d in dirs] == [2, 2]
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    spark_dirs = [tmp_path / "spark" / d.name for d in dirs]
+    with LogManager(dirs) as m:
+        local = {(r.topic, r.partition): r for r in m.compact_due(now_ms=NOW)}
+        m.apply_retention(m.retention_plans("r", now_ms=NOW), now_ms=NOW)
+    result = compact_partitions(spark, spark_dirs, now_ms=NOW)
+    assert {(o.topic, o.partition): o.status for o in result.outcomes} == {k: COMPACTED for k in local}
+    assert len(local) == 4
+    retention = retention_partitions(spark, spark_dirs, now_ms=NOW)
+    assert {o.status for o in retention.outcomes if o.topic == "r"} == {DELETED}
+    for local_dir, spark_dir in zip(dirs, spark_dirs):
+        assert_same_dirs(local_dir, spark_dir)
