@@ -36,7 +36,8 @@ from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
-from .topic_store import TopicMetadata, TopicMetadataError, metadata_names, read_metadata
+from .topic_store import (TopicMetadata, TopicMetadataError, mark_placed, metadata_names, placed_elsewhere, placed_path,
+                          read_metadata)
 
 DEFAULT_LOG_DIRS = "./data/logs"
 
@@ -237,14 +238,21 @@ class LogManager(TopicAdmin):
                     continue
         return sorted(found)
 
-    def _create_partition_dir(self, topic: str, partition: int) -> PartitionLocation:
+    def _create_partition_dir(self, topic: str, partition: int, home: LogDir) -> tuple[PartitionLocation, list[Path]]:
+        """Make a partition's directory in the least loaded log dir; the topic's metadata is in
+        ``home``, and any other log dir chosen records that (``topic_store.mark_placed``).
+        Returns the location and what was made, in order (a refused change removes it)."""
         counts = {str(d.path): sum(1 for name in os.listdir(d.path) if parse_partition_dir(name))
                   if d.path.is_dir() else 0 for d in self.log_dirs}
         chosen = choose_log_dir(counts)
         log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
+        made = []
+        if log_dir is not home and placed_elsewhere(log_dir.path, topic) is None:
+            mark_placed(log_dir.path, topic, home.path)
+            made.append(placed_path(log_dir.path, topic))
         path = log_dir.path / partition_dir_name(topic, partition)
         path.mkdir(parents=True, exist_ok=True)
-        return PartitionLocation(topic, partition, log_dir, path)
+        return PartitionLocation(topic, partition, log_dir, path), [*made, path]
 
     def _find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
         """The log dir holding the topic's metadata file and its (validated) content."""
@@ -287,9 +295,20 @@ class LogManager(TopicAdmin):
     # ------------------------------------------------------------------ configuration
 
     def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides from its metadata. A topic without metadata (a broker's
+        log dir copied in) has none, bar an internal topic's; one whose metadata is in a log
+        dir not given here is refused: its partitions were placed from there."""
         meta = self.topic_metadata(topic)
         if meta is not None:
             return dict(meta.configs)
+        for d in self.log_dirs:
+            home = placed_elsewhere(d.path, topic)
+            if home is not None:
+                raise TopicMetadataError(
+                    f"the metadata of topic {topic} is in log dir {home}, which is not among the log dirs given "
+                    f"({self.dir_list()}): {d.path} holds partitions of it placed from there, which the broker "
+                    f"defaults would misjudge; give every log dir (if the topic was deleted without {d.path}, "
+                    f"remove its partition directories there and {placed_path(d.path, topic)})")
         return dict(INTERNAL_TOPIC_DEFAULTS.get(topic, {}))  # a broker's internal topic copied without its metadata
 
     def topic_config(self, topic: str) -> LogConfig:
@@ -324,7 +343,8 @@ class LogManager(TopicAdmin):
                     f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic "
                     "delete removes the topic (a topic create killed part way leaves such gaps)"
                 )
-            loc = self._create_partition_dir(topic, partition)
+            found = self._find_metadata(topic)
+            loc, _ = self._create_partition_dir(topic, partition, found[0] if found else self.log_dirs[0])
         return self._open_log(loc)
 
     def _locate(self, topic: str, partition: int) -> PartitionLocation | None:

@@ -30,7 +30,7 @@ from .logdir import LogDir
 from .naming import check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, validate_topic_name
 from .partition_lock import LOCK_FILE_NAME
 from .topic_store import (TopicMetadata, metadata_lock, metadata_names, metadata_read_lock, read_metadata, remove_metadata,
-                          write_metadata)
+                          remove_placed, write_metadata)
 
 
 def check_creation(name: str, partitions: int, configs: Mapping[str, str], broker_props: Mapping[str, str]
@@ -80,8 +80,8 @@ class TopicAdmin:
             made: list[Path] = []
             try:
                 for p in range(partitions):  # under the lock: a concurrent delete waits for every partition
-                    loc = self._create_partition_dir(name, p)
-                    made.append(loc.path)
+                    loc, paths = self._create_partition_dir(name, p, self.log_dirs[0])
+                    made.extend(paths)
                     self._open_log(loc)  # as Kafka does: starts with an empty segment
                     if p == 0:
                         crash_point("topic-create-partway")
@@ -148,8 +148,8 @@ class TopicAdmin:
                         made.append(lock)
                     self._open_log(loc)
                 for p in missing:
-                    loc = self._create_partition_dir(name, p)
-                    made.append(loc.path)
+                    loc, paths = self._create_partition_dir(name, p, holder)
+                    made.extend(paths)
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
                 new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
@@ -233,6 +233,8 @@ class TopicAdmin:
                 stale = [tp for tp in checkpoint.read() if tp[0] == name]
                 if stale:
                     checkpoint.update(remove=stale)
+        for d in self.log_dirs:
+            remove_placed(d.path, name)
         remove_metadata(holder.path, name)
         crash_point("topic-delete-unlisted")
         self._remove_delete_dirs()

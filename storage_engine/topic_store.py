@@ -154,6 +154,49 @@ def remove_metadata(log_dir: Path, topic: str) -> None:
     fsync_dir(path.parent)
 
 
+_PLACED_SUFFIX = ".home"  # as long as ".json": a 249-character topic fits NAME_MAX
+
+
+def placed_path(log_dir: Path, topic: str) -> Path:
+    validate_topic_name(topic)
+    return Path(log_dir) / TOPICS_DIR / f"{topic}{_PLACED_SUFFIX}"
+
+
+def mark_placed(log_dir: Path, topic: str, home: Path) -> None:
+    """Record in ``log_dir`` that partitions of ``topic`` are placed here while its metadata is
+    in the log dir ``home`` (the file holds that path, for the error that names it). A command
+    given this log dir without ``home`` then refuses the topic (``placed_elsewhere``) instead
+    of reading it as one without metadata, under the broker defaults: retention deleted the
+    latest values of a compacted topic so. Written before the partition's directory is made;
+    the caller holds :func:`metadata_lock`."""
+    path = placed_path(log_dir, topic)
+    check_dir_or_missing(path.parent)
+    path.parent.mkdir(exist_ok=True)
+    check_under(path.parent, log_dir)
+    atomic_write(path, str(home).encode("utf-8"), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))
+
+
+def placed_elsewhere(log_dir: Path, topic: str) -> str | None:
+    """The log dir holding the metadata of ``topic``, whose partitions ``mark_placed`` recorded
+    here; None when there is no such record."""
+    path = placed_path(log_dir, topic)
+    check_dir_or_missing(path.parent)
+    try:
+        return read_bytes_nofollow(path).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+
+
+def remove_placed(log_dir: Path, topic: str) -> None:
+    path = placed_path(log_dir, topic)
+    check_dir_or_missing(path.parent)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    fsync_dir(path.parent)
+
+
 #: how long a reader waits for a topic change in flight (``metadata_read_lock``)
 READ_LOCK_WAIT_S = 30.0
 

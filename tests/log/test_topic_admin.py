@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.errors import InvalidTopicError
+from storage_engine.append_validation import ProducerRecord
+from storage_engine.errors import InvalidTopicError, LogError
 from storage_engine.manager import LogManager
 from tests.helpers.paths import REPO
 
@@ -426,3 +427,29 @@ def test_a_topic_name_colliding_with_an_existing_one_is_refused(tmp_path):
             m.create_topic("a_b", 1)
         assert m.topics() == ["a.b"] and not (tmp_path / "logs" / "a_b-0").exists()
         m.create_topic("a-b", 1)  # '-' is no '.' or '_'
+
+
+def test_a_log_dir_given_without_the_one_holding_its_topics_metadata_refuses_the_topic(tmp_path):
+    """A topic's metadata is in the first log dir, its partitions in any. Given the second log
+    dir alone, a compacted topic's partition there read as a topic without metadata, under the
+    broker defaults (cleanup.policy=delete, 7 days): describe showed them and retention deleted
+    its latest values. The log dir now records where the metadata of the partitions placed in
+    it is, and every command refuses the topic, naming that log dir, until it is given."""
+    from storage_engine.topic_store import placed_path
+
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    with LogManager([d1, d2]) as m:
+        m.create_topic("c", 2, {"cleanup.policy": "compact"})
+        m.get_log("c", 1).append([ProducerRecord(b"k", b"latest", 1_000)], now=1_000)
+    assert (d2 / "c-1").is_dir() and placed_path(d2, "c").is_file() and not placed_path(d1, "c").exists()
+    before = sorted(p.name for p in (d2 / "c-1").iterdir())
+    with LogManager([d2]) as m:
+        for use in (lambda: m.topic_config("c"), lambda: m.retention_plans(now_ms=10**12),
+                    lambda: m.get_log("c", 1)):
+            with pytest.raises(LogError, match=f"the metadata of topic c is in log dir {d1}, which is not among"):
+                use()
+    assert sorted(p.name for p in (d2 / "c-1").iterdir()) == before
+    with LogManager([d1, d2]) as m:
+        assert m.topic_config("c").compact
+        m.delete_topic("c")
+    assert not placed_path(d2, "c").exists() and not list(tmp_path.glob("d*/c-*"))
