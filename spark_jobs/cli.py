@@ -52,7 +52,10 @@ class SparkEngine:
         return [o.report for o in result.outcomes]
 
     def retention(self, manager: LogManager, topic: str | None, *, now_ms: int, dry_run: bool) -> list[dict]:
-        chosen = None if topic is None else [(topic, p) for p in manager.partitions(topic)]
+        chosen = None
+        if topic is not None:  # its partitions with a directory, as local retention plans (an unknown topic refused)
+            manager.partitions(topic)
+            chosen = [tp for tp in sorted(manager.partition_locations()) if tp[0] == topic]
         result = retention_partitions(self.spark, partitions=chosen, now_ms=now_ms, dry_run=dry_run, manager=manager)
         # a partition whose stats could not be read failed before it had a plan: it is still listed
         return [

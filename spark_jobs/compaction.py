@@ -82,6 +82,7 @@ from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
 from storage_engine.manager import LogManager
+from storage_engine.naming import partition_dir_name
 from storage_engine.outcomes import CHANGED, COMPACTED, FAILED, SKIPPED
 from storage_engine.segment import LogSegment
 
@@ -367,7 +368,13 @@ class CompactionJob:
                      if self.split_bytes is None else self.split_bytes)
         props = tuple(sorted(self.manager.broker_props.items()))
         for topic, partition in sorted(chosen):
-            s = stats[(topic, partition)]
+            s = stats.get((topic, partition))
+            if s is None:  # counted by the topic's metadata, no directory on disk: nothing to clean, as locally
+                if partitions is not None:
+                    why = f"its directory {partition_dir_name(topic, partition)} is in none of the log dirs"
+                    self.result.outcomes.append(PartitionOutcome(topic, partition, SKIPPED, why, CompactionReport(
+                        topic, partition, self.now_ms, engine="spark", skipped=why)))
+                continue
             if (s.size_bytes <= threshold and self.split_bytes != 0) or self._needs_order(topic):
                 self.whole.append(WholeTask(topic, partition, str(Path(s.directory).parent), s.size_bytes, props,
                                             self.manager.topic_config(topic)))

@@ -461,3 +461,25 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     assert {o.status for o in retention.outcomes if o.topic == "r"} == {DELETED}
     for local_dir, spark_dir in zip(dirs, spark_dirs):
         assert_same_dirs(local_dir, spark_dir)
+
+
+def test_both_jobs_pass_over_a_partition_the_metadata_counts_without_a_directory(spark, tmp_path, capsys):
+    """A topic's metadata counts a partition whose directory is not there (a broker's log dir
+    copied in part, then altered; a create killed part way): ``compact --engine spark`` failed
+    with a traceback (``KeyError``), ``retention --topic --engine spark`` refused the topic, while
+    the local engine cleaned the partitions that are there. Both now do as the local engine."""
+    from spark_jobs.cli import main
+
+    random_topic(tmp_path / "local", "c", 3, partitions=2)
+    shutil.rmtree(tmp_path / "local" / "c-1")
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    spark_root = str(tmp_path / "spark")
+    local_reports(tmp_path / "local", NOW)
+    assert main(["--log-dirs", spark_root, "compact", "--engine", "spark", "--now-ms", str(NOW), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(p["partition"], p["skipped"], p["failed"], p["passes"]) for p in out["partitions"]] == [(0, None, None, 1)]
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+    assert main(["--log-dirs", spark_root, "compact", "--engine", "spark", "--topic", "c", "--partition", "1"]) == 0
+    assert "c-1: skipped: its directory c-1 is in none of the log dirs" in capsys.readouterr().out
+    assert main(["--log-dirs", spark_root, "retention", "--engine", "spark", "--topic", "c", "--json"]) == 0
+    assert [p["partition"] for p in json.loads(capsys.readouterr().out)["partitions"]] == [0]
