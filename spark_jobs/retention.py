@@ -115,14 +115,15 @@ def _retain(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: 
         plan = plan_retention(manager.planning_stats(where, checkpoints), item.config, now_ms)
     except (LogError, OSError) as exc:
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", {})
-    if not plan.deletions:
-        return RetentionOutcome(item.topic, item.partition, NOTHING, None, plan.to_dict())
     if manager.read_only:
-        return RetentionOutcome(item.topic, item.partition, PLANNED, None, plan.to_dict())
+        return RetentionOutcome(item.topic, item.partition, PLANNED if plan.deletions else NOTHING, None, plan.to_dict())
     try:
-        [result] = manager.apply_retention([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
+        results = manager.apply_retention([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
     except (LogError, OSError) as exc:
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", plan.to_dict())
+    if not results:  # nothing to delete: swept only
+        return RetentionOutcome(item.topic, item.partition, NOTHING, None, plan.to_dict())
+    [result] = results
     if result.changed is not None:
         return RetentionOutcome(item.topic, item.partition, CHANGED, result.changed, plan.to_dict())
     return RetentionOutcome(item.topic, item.partition, DELETED, None, plan.to_dict(), result.deleted_segments,

@@ -446,16 +446,24 @@ class LogManager(TopicAdmin):
         A partition that changed since its plan (a producer rolled) is left alone and reported
         so (``RetentionResult.changed``), as the Spark job reports it; the next run plans it
         afresh. Failing the whole run there left the partitions before it changed and the
-        ones after it unvisited, under an error."""
+        ones after it unvisited, under an error. A partition with nothing to delete is not
+        opened, only swept: its writable open changed files all the same (a broker's stale
+        producer snapshots removed), which the Spark job, opening only what it deletes from,
+        left, and cost a load per partition."""
         results = []
+        delays: dict[str, int] = {}
         for plan in plans:
-            log = self.get_log(plan.topic, plan.partition)
             if plan.deletions:
+                log = self.get_log(plan.topic, plan.partition)
                 try:
                     results.append(apply_retention(log, plan, now_ms))
                 except LogChangedError as exc:
                     results.append(RetentionResult(plan, changed=str(exc)))
-            sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
+                sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
+            elif (loc := self._locate(plan.topic, plan.partition)) is not None:
+                if plan.topic not in delays:
+                    delays[plan.topic] = self.topic_config(plan.topic).file_delete_delay_ms
+                sweep_deleted_files(loc.path, delays[plan.topic])
         return results
 
     # ------------------------------------------------------------------ compaction

@@ -483,3 +483,22 @@ def test_both_jobs_pass_over_a_partition_the_metadata_counts_without_a_directory
     assert "c-1: skipped: its directory c-1 is in none of the log dirs" in capsys.readouterr().out
     assert main(["--log-dirs", spark_root, "retention", "--engine", "spark", "--topic", "c", "--json"]) == 0
     assert [p["partition"] for p in json.loads(capsys.readouterr().out)["partitions"]] == [0]
+
+
+def test_retention_leaves_broker_logs_as_the_engine_does(spark, real_kafka, tmp_path):
+    """Local retention opened every partition for writing, even with nothing to delete, and
+    that open removed a broker's stale producer snapshots (``__consumer_offsets-29``), which
+    the Spark job, opening only what it deletes from, left: the two engines' log dirs differed.
+    Neither opens a partition it has nothing to delete from now; both sweep ``.deleted`` files."""
+    src = real_kafka / "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions" / "kafka-data"
+    shutil.copytree(src, tmp_path / "local")
+    for p in [tmp_path / "local", *(tmp_path / "local").rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    now = 1_800_000_000_000
+    with LogManager([tmp_path / "local"]) as m:
+        m.apply_retention(m.retention_plans(now_ms=now), now_ms=now)
+    retention_partitions(spark, [tmp_path / "spark"], now_ms=now)
+    assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+    snapshots = sorted(p.name for p in (tmp_path / "local" / "__consumer_offsets-29").glob("*.snapshot"))
+    assert snapshots == sorted(p.name for p in (src / "__consumer_offsets-29").glob("*.snapshot"))
