@@ -47,6 +47,7 @@ from pyspark.sql.types import (
 )
 
 from storage_engine.config.topic import LogConfig
+from storage_engine.config.values import INT_MAX, LONG_MAX
 from storage_engine.errors import CorruptRecordError
 from storage_engine.log import Log
 from storage_engine.manager import LogManager, PartitionLocation
@@ -54,6 +55,7 @@ from storage_engine.naming import DELETED_SUFFIX, parse_partition_number
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
 from storage_engine.segment import LogSegment
+from storage_engine.usage import INTEGER
 
 from .errors import DataSourceOptionError, SparkJobError
 
@@ -148,18 +150,32 @@ def _bad(option: str, value: object, why: str) -> DataSourceOptionError:
     return DataSourceOptionError(f"kafka-log option {option}={value!r}: {why}")
 
 
-def _parse_int(option: str, text: str, *, minimum: int, whole: str | None = None) -> int:
-    """``text`` as an integer >= ``minimum``; errors show ``whole`` (the full option value) when
-    ``text`` is one item of a list."""
+def _parse_int(option: str, text: str, *, minimum: int, maximum: int = LONG_MAX, whole: str | None = None) -> int:
+    """``text`` as an integer in ``[minimum, maximum]``, in ASCII digits as ``logctl`` reads
+    them (``int()`` took "1_0" as 10, "+1" and other scripts' digits); errors show ``whole``
+    (the full option value) when ``text`` is one item of a list."""
     shown = text if whole is None else whole
     item = "" if whole is None else f"{text.strip()!r} is "
-    try:
-        number = int(text.strip())
-    except ValueError:
-        raise _bad(option, shown, f"{item}not an integer") from None
+    if not INTEGER.fullmatch(text.strip()):
+        raise _bad(option, shown, f"{item}not an integer")
+    number = int(text.strip())
     if number < minimum:
         raise _bad(option, shown, f"{item}below {minimum}" if item else f"must be at least {minimum}")
+    if number > maximum:
+        raise _bad(option, shown, f"{item}above {maximum}" if item else f"must be at most {maximum}")
     return number
+
+
+def _unique_keys(option: str, text: str):
+    """A ``json.loads`` hook refusing a key given twice (the last one silently won)."""
+    def build(pairs: list[tuple[str, object]]) -> dict:
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise _bad(option, text, f"{key!r} is given twice")
+            out[key] = value
+        return out
+    return build
 
 
 def _split_list(option: str, text: str) -> list[str]:
@@ -180,7 +196,7 @@ def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPar
             raise _bad(option, text, f"{word} is not allowed here in a batch query")
         return words[word]
     try:
-        body = json.loads(text)
+        body = json.loads(text, object_pairs_hook=_unique_keys(option, text))
     except json.JSONDecodeError as exc:
         raise _bad(option, text, f"not JSON ({exc.msg}); expected e.g. {{\"topic\": {{\"0\": 12}}}}") from None
     if not isinstance(body, dict):
@@ -193,7 +209,7 @@ def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPar
             number = parse_partition_number(part) if isinstance(part, str) else None
             if number is None:
                 raise _bad(option, text, f"partition {part!r} of topic {topic!r} is not a partition number")
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+            if isinstance(offset, bool) or not isinstance(offset, int) or not EARLIEST <= offset <= LONG_MAX:
                 raise _bad(option, text, f"offset {offset!r} of {topic}-{part} is not an offset, -2 or -1")
             if offset == forbidden:
                 raise _bad(option, text, f"offset {offset} of {topic}-{part} is not allowed here in a batch query")
@@ -257,6 +273,9 @@ class ReadOptions:
             parsed = {} if text is None else _parse_offsets_json(name, text, forbidden)
             return parsed if isinstance(parsed, dict) else {}  # earliest/latest everywhere: the default
 
+        for single in ("startingOffset", "endingOffset"):
+            if single.lower() in given and f"{single}s".lower() in given:
+                raise _bad(single, given[single.lower()], f"give {single} or {single}s, not both")
         start, end = number("startingOffset", 0), number("endingOffset", 0)
         if start is not None and end is not None and start > end:
             raise _bad("startingOffset", start, f"is above endingOffset={end} (the end is exclusive)")
@@ -264,7 +283,7 @@ class ReadOptions:
         if "partitions" in given:
             text = given["partitions"]
             items = _split_list("partitions", text)
-            partitions = tuple(_parse_int("partitions", p, minimum=0, whole=text) for p in items)
+            partitions = tuple(_parse_int("partitions", p, minimum=0, maximum=INT_MAX, whole=text) for p in items)
         return cls(
             log_dirs=_parse_log_dirs(given.get("path"), given.get("paths")),
             topics=tuple(_split_list("topics", given["topics"])) if "topics" in given else None,

@@ -22,14 +22,14 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-_INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits, as Kafka's tools parse them
+INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits, as Kafka's tools parse them (logctl, the kafka-log source)
 
 
 def bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
     """An argparse ``type`` for an integer within ``[low, high]``; the error names the range."""
 
     def parse(text: str) -> int:
-        if not _INTEGER.fullmatch(text):  # int() also took " 2", "+2", "1_0" and other scripts' digits
+        if not INTEGER.fullmatch(text):  # int() also took " 2", "+2", "1_0" and other scripts' digits
             raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}")
         value = int(text)
         if not low <= value <= high:

@@ -290,6 +290,19 @@ def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
         ({"startingOffsets": '{"t": {"\u0663": 1}}'}, r"startingOffsets=.*partition '\u0663' of topic 't' is not a partition"),
         ({"startingOffsets": '{"t": {"0": -5}}'}, r"startingOffsets=.*offset -5 of t-0"),
         ({"startOffset": "5"}, r"startoffset='5'.*unknown option"),
+        # int() took these: "1_0" as partition 10, "+1", other scripts' digits
+        ({"partitions": "1_0"}, r"partitions='1_0'.*'1_0' is not an integer"),
+        ({"partitions": "+1"}, r"partitions='\+1'.*not an integer"),
+        ({"endingOffset": "\u0663"}, r"endingOffset='\u0663'.*not an integer"),
+        ({"partitions": "2147483648"}, r"partitions='2147483648'.*above 2147483647"),
+        # Long.MAX + 1, as a number and in the JSON form: accepted, and read nothing
+        ({"startingOffset": "9223372036854775808"}, r"startingOffset='9223372036854775808'.*at most 9223372036854775807"),
+        ({"startingOffsets": '{"t": {"0": 9223372036854775808}}'}, r"startingOffsets=.*offset 9223372036854775808 of t-0"),
+        # the last one silently won
+        ({"startingOffsets": '{"t": {"0": 5}, "t": {"0": 7}}'}, r"startingOffsets=.*'t' is given twice"),
+        ({"startingOffsets": '{"t": {"0": 5, "0": 7}}'}, r"startingOffsets=.*'0' is given twice"),
+        ({"startingOffset": "1", "startingOffsets": '{"t": {"0": 5}}'}, r"startingOffset='1'.*not both"),
+        ({"endingOffset": "1", "endingOffsets": "latest"}, r"endingOffset='1'.*not both"),
     ],
 )
 def test_malformed_options(logs, options, message):
