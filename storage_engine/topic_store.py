@@ -145,7 +145,11 @@ def write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
 
 
 def remove_metadata(log_dir: Path, topic: str) -> None:
-    path = metadata_path(log_dir, topic)
+    _remove(metadata_path(log_dir, topic))
+
+
+def _remove(path: Path) -> None:
+    """Remove a file of the metadata folder, durably; one already gone is no error."""
     check_dir_or_missing(path.parent)
     try:
         path.unlink()
@@ -188,13 +192,7 @@ def placed_elsewhere(log_dir: Path, topic: str) -> str | None:
 
 
 def remove_placed(log_dir: Path, topic: str) -> None:
-    path = placed_path(log_dir, topic)
-    check_dir_or_missing(path.parent)
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return
-    fsync_dir(path.parent)
+    _remove(placed_path(log_dir, topic))
 
 
 #: how long a reader waits for a topic change in flight (``metadata_read_lock``)

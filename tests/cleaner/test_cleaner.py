@@ -141,15 +141,21 @@ def test_the_active_segment_is_never_cleaned(tmp_path):
 # ---------------------------------------------------------------------------------- tombstones
 
 
+def _stamp_a_tombstone(m):
+    """``k`` written, superseded by its tombstone, and compacted at ``NOW``: the tombstone stays."""
+    log = m.get_log("t", 0)
+    put(log, ("k", "v"))
+    put(log, ("other", "o"))
+    put(log, ("k", None))
+    log.roll()
+    compact(m, NOW)
+    assert content(log) == [(1, "other", "o"), (2, "k", None)]
+    return log
+
+
 def test_tombstone_is_stamped_with_a_delete_horizon_then_removed_after_it(tmp_path):
     with compacted(tmp_path, delete_retention_ms=1000) as m:
-        log = m.get_log("t", 0)
-        put(log, ("k", "v"))
-        put(log, ("other", "o"))
-        put(log, ("k", None))
-        log.roll()
-        compact(m, NOW)
-        assert content(log) == [(1, "other", "o"), (2, "k", None)]
+        log = _stamp_a_tombstone(m)
         tomb = [h for h in headers(log) if h.base_offset == 2][0]
         assert tomb.delete_horizon_ms == NOW + 1000  # KIP-534: baseTimestamp = now + delete.retention.ms
         assert verify_log(log).ok
@@ -172,13 +178,7 @@ def test_a_delete_retention_of_long_max_keeps_tombstones_for_ever(tmp_path):
     horizon saturates at Long.MAX, which no clock reaches."""
     long_max = 2**63 - 1
     with compacted(tmp_path, delete_retention_ms=long_max) as m:
-        log = m.get_log("t", 0)
-        put(log, ("k", "v"))
-        put(log, ("other", "o"))
-        put(log, ("k", None))
-        log.roll()
-        compact(m, NOW)
-        assert content(log) == [(1, "other", "o"), (2, "k", None)]
+        log = _stamp_a_tombstone(m)
         assert [h.delete_horizon_ms for h in headers(log) if h.base_offset == 2] == [long_max]
         assert log.read(2)[0].timestamp == NOW and verify_log(log).ok
         put(log, ("x", "1"), ts=NOW + 500)
