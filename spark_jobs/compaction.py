@@ -107,7 +107,7 @@ class WholeTask:
     log_dir: str
     size_bytes: int
     broker_props: tuple[tuple[str, str], ...]
-    config: LogConfig  # the topic's, resolved over every log dir (``LogManager(topic_configs=...)``)
+    configs: Mapping[str, LogConfig]  # every topic's, resolved over every log dir (``LogManager.topic_configs``)
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def clean_whole_tasks(tasks: Sequence[WholeTask], now_ms: int, force: bool) -> l
     for (log_dir, props), group in groupby(sorted(tasks, key=lambda t: (t.log_dir, t.broker_props)),
                                            key=lambda t: (t.log_dir, t.broker_props)):
         group = list(group)
-        with LogManager([Path(log_dir)], dict(props), topic_configs={t.topic: t.config for t in group}) as manager:
+        with LogManager([Path(log_dir)], dict(props), topic_configs=group[0].configs) as manager:
             out.extend(clean_whole(manager, task, now_ms, force) for task in group)
     return out
 
@@ -367,6 +367,7 @@ class CompactionJob:
         threshold = (split_threshold(sum(s.size_bytes for s in stats.values()), slots)
                      if self.split_bytes is None else self.split_bytes)
         props = tuple(sorted(self.manager.broker_props.items()))
+        configs = self.manager.topic_configs()
         for topic, partition in sorted(chosen):
             s = stats.get((topic, partition))
             if s is None:  # counted by the topic's metadata, no directory on disk: nothing to clean, as locally
@@ -377,7 +378,7 @@ class CompactionJob:
                 continue
             if (s.size_bytes <= threshold and self.split_bytes != 0) or self._needs_order(topic):
                 self.whole.append(WholeTask(topic, partition, str(Path(s.directory).parent), s.size_bytes, props,
-                                            self.manager.topic_config(topic)))
+                                            configs))
                 continue
             outcome, plan = _plan_partition(self.manager, self.cleaner, topic, partition, self.now_ms, self.force)
             if plan is not None:

@@ -39,8 +39,12 @@ class RetentionItem:
     topic: str
     partition: int
     log_dir: str
-    config: LogConfig
+    configs: Mapping[str, LogConfig]  # every topic's, resolved over every log dir (``LogManager.topic_configs``)
     broker_props: tuple[tuple[str, str], ...]
+
+    @property
+    def config(self) -> LogConfig:
+        return self.configs[self.topic]
 
 
 @dataclass
@@ -87,8 +91,7 @@ def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> 
     for (log_dir, props), group in groupby(sorted(items, key=_where), key=_where):
         group = list(group)
         checkpoints = log_dir_checkpoints(Path(log_dir))
-        with LogManager([Path(log_dir)], dict(props), read_only=dry_run,
-                        topic_configs={item.topic: item.config for item in group}) as manager:
+        with LogManager([Path(log_dir)], dict(props), read_only=dry_run, topic_configs=group[0].configs) as manager:
             out.extend(retain_partition(manager, item, now_ms, checkpoints) for item in group)
     return out
 
@@ -172,7 +175,7 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
     """Where each chosen partition lives, with its topic's config; validated before any task runs."""
     locations = manager.partition_locations()
     props = tuple(sorted(manager.broker_props.items()))
-    configs: dict[str, LogConfig] = {}
+    configs = manager.topic_configs()
     if partitions is None:
         chosen = sorted(locations)
     else:
@@ -180,11 +183,6 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
         for tp in chosen:
             if tp not in locations:
                 raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager.dir_list()}")
-    return [RetentionItem(t, p, str(locations[(t, p)].log_dir.path), _config(manager, configs, t), props)
-            for t, p in chosen]
-
-
-def _config(manager: LogManager, cache: dict[str, LogConfig], topic: str) -> LogConfig:
-    if topic not in cache:
-        cache[topic] = manager.topic_config(topic)
-    return cache[topic]
+    for t in {t for t, _ in chosen} - set(configs):
+        manager.topic_config(t)  # refused, naming the topic, before any task runs
+    return [RetentionItem(t, p, str(locations[(t, p)].log_dir.path), configs, props) for t, p in chosen]

@@ -94,8 +94,8 @@ class LogManager(TopicAdmin):
         topic_configs: Mapping[str, LogConfig] | None = None,
     ) -> None:
         """``read_only`` opens logs as they are, repairing nothing: for verify and consumers.
-        ``topic_configs``: topics' configs resolved over every log dir, for a manager opened on
-        some of them only. A topic's metadata is in one log dir and its partitions in any: a
+        ``topic_configs``: topics' configs resolved over every log dir (``topic_configs()``), for
+        a manager opened on some of them only. A topic's metadata is in one log dir and its partitions in any: a
         Spark task opens just its partition's log dir, where it read a topic without metadata
         (the broker defaults, ``cleanup.policy=delete``) for every partition outside that one."""
         if not log_dirs:
@@ -310,6 +310,19 @@ class LogManager(TopicAdmin):
                     f"defaults would misjudge; give every log dir (if the topic was deleted without {d.path}, "
                     f"remove its partition directories there and {placed_path(d.path, topic)})")
         return dict(INTERNAL_TOPIC_DEFAULTS.get(topic, {}))  # a broker's internal topic copied without its metadata
+
+    def topic_configs(self) -> dict[str, LogConfig]:
+        """Every topic's config, for managers opened on some of the log dirs only
+        (``topic_configs=``): a Spark task opening an unclean log dir first recovers every
+        partition there, of any topic. A topic whose config is refused is left out; opening it
+        is refused there as here."""
+        out = {}
+        for topic in self.topics():
+            try:
+                out[topic] = self.topic_config(topic)
+            except LogError:
+                continue
+        return out
 
     def topic_config(self, topic: str) -> LogConfig:
         if topic in self._given_configs:

@@ -137,7 +137,7 @@ class FactsTask:
     # the broker defaults the cleaner ran with (``log.cleaner.compaction.strategy``, say): the
     # checks judge each key's winner by the same rule
     broker_props: Mapping[str, str]
-    config: LogConfig  # the topic's, resolved over every log dir (its metadata may be in another)
+    configs: Mapping[str, LogConfig]  # every topic's, resolved over every log dir (``LogManager.topic_configs``)
 
 
 def record_hash(key: bytes, value: bytes) -> int:
@@ -152,7 +152,7 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
     in_cleaned: dict[bytes, int] = {}
     error = None
     with LogManager([Path(task.log_dir)], dict(task.broker_props), read_only=True,
-                    topic_configs={task.topic: task.config}) as manager:
+                    topic_configs=task.configs) as manager:
         log = manager.get_log(task.topic, task.partition)
         rule = version_rule(log.config.compaction_strategy, log.config.compaction_strategy_header)
         winners = Winners(rule) if rule is not None else None
@@ -193,9 +193,9 @@ def key_facts(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, i
         return {}
     with LogManager(list(log_dirs), dict(broker_props), read_only=True) as manager:
         stats = {s.partition: s for s in manager.partition_stats(topic) if s.partition in ending}
-        config = manager.topic_config(topic)
+        configs = manager.topic_configs()
     tasks = [FactsTask(str(Path(s.directory).parent), topic, p, int(ending[p]), int((cleaned_end or {}).get(p, 0)),
-                       s.size_bytes, verify, dict(broker_props), config) for p, s in sorted(stats.items())]
+                       s.size_bytes, verify, dict(broker_props), configs) for p, s in sorted(stats.items())]
     packed = pack(tasks, lambda t: t.size_bytes, task_slots(spark))
     return dict(run_tasks(spark, packed, each(read_key_facts)))
 

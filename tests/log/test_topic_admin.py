@@ -453,3 +453,23 @@ def test_a_log_dir_given_without_the_one_holding_its_topics_metadata_refuses_the
         assert m.topic_config("c").compact
         m.delete_topic("c")
     assert not placed_path(d2, "c").exists() and not list(tmp_path.glob("d*/c-*"))
+
+
+def test_a_manager_of_one_log_dir_given_every_topic_s_config_recovers_it(tmp_path):
+    """What a Spark task does: it opens only its partitions' log dir, with the configs the driver
+    resolved over every log dir. When that dir is unclean the task's open recovers every
+    partition in it, of any topic, so it needs them all (``topic_configs()``): given only its
+    own topic's, the open failed on the other topic placed there from the first log dir."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    with LogManager([d1, d2]) as m:
+        for topic in ("c", "d"):
+            m.create_topic(topic, 2, {"cleanup.policy": "compact"})
+    (d2 / ".kafka_cleanshutdown").unlink()
+    with LogManager([d1, d2], read_only=True) as m:
+        configs = m.topic_configs()
+    assert sorted(configs) == ["c", "d"] and configs["c"].compact
+    with pytest.raises(LogError, match="the metadata of topic d is in log dir"):
+        LogManager([d2], topic_configs={"c": configs["c"]})
+    with LogManager([d2], topic_configs=configs) as m:
+        assert m.get_log("c", 1).config.compact and m.get_log("d", 1).config.compact
+    assert (d2 / ".kafka_cleanshutdown").exists()

@@ -19,9 +19,9 @@ def _log(root, records):
 
 def _facts(root, ending=100, cleaned_end=0):
     with LogManager([root], read_only=True) as manager:
-        config = manager.topic_config("t")
+        configs = manager.topic_configs()
     return read_key_facts(FactsTask(str(root), "t", 0, ending, cleaned_end, 0, verify=True, broker_props={},
-                                    config=config))[1]
+                                    configs=configs))[1]
 
 
 def test_the_digest_follows_latest_values_only(tmp_path):

@@ -435,7 +435,9 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     """A topic's metadata is in the first log dir and its partitions spread over all: a task
     opened only its partitions' log dir, so a partition in the second one read as a topic
     without metadata (the broker defaults). The compaction failed it ("cleanup.policy=delete:
-    only compacted topics are cleaned") and retention judged it by the default retention.ms."""
+    only compacted topics are cleaned") and retention judged it by the default retention.ms.
+    The second log dir is left unclean, so the first task there recovers every partition in
+    it, of both topics: it needs every topic's config, not only those of its partitions."""
     rnd = random.Random(7)
     dirs = [tmp_path / "local" / "d1", tmp_path / "local" / "d2"]
     with LogManager(dirs) as m:
@@ -449,12 +451,13 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
                     log.append([ProducerRecord(f"k{rnd.randrange(5)}".encode(), os.urandom(40), NOW - 100_000 + b)],
                                now=NOW - 100_000 + b)
     assert [len(list(d.glob("c-*"))) for d in dirs] == [2, 2]
+    (dirs[1] / ".kafka_cleanshutdown").unlink()
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     spark_dirs = [tmp_path / "spark" / d.name for d in dirs]
     with LogManager(dirs) as m:
         local = {(r.topic, r.partition): r for r in m.compact_due(now_ms=NOW)}
         m.apply_retention(m.retention_plans("r", now_ms=NOW), now_ms=NOW)
-    result = compact_partitions(spark, spark_dirs, now_ms=NOW)
+    result = compact_partitions(spark, spark_dirs, [("c", p) for p in range(4)], now_ms=NOW)
     assert {(o.topic, o.partition): o.status for o in result.outcomes} == {k: COMPACTED for k in local}
     assert len(local) == 4
     retention = retention_partitions(spark, spark_dirs, now_ms=NOW)
