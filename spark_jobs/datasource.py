@@ -273,9 +273,6 @@ class ReadOptions:
             parsed = {} if text is None else _parse_offsets_json(name, text, forbidden)
             return parsed if isinstance(parsed, dict) else {}  # earliest/latest everywhere: the default
 
-        for single in ("startingOffset", "endingOffset"):
-            if single.lower() in given and f"{single}s".lower() in given:
-                raise _bad(single, given[single.lower()], f"give {single} or {single}s, not both")
         start, end = number("startingOffset", 0), number("endingOffset", 0)
         if start is not None and end is not None and start > end:
             raise _bad("startingOffset", start, f"is above endingOffset={end} (the end is exclusive)")

@@ -352,6 +352,8 @@ def test_a_directory_where_a_file_belongs_is_named(logctl, name):
     directory.mkdir()
     before = tree(logctl.root)
     for command in _COMMANDS[:-1]:  # topic delete opens no file of a partition: it may remove them
+        if command[0] == "retention" and name == "t-0/.logplat.lock":
+            continue  # nothing to delete here: retention only sweeps the partition, neither opens nor locks it
         code, out, err = logctl(*command, stdin=RECORD)
         assert code == 1, (command, out, err)
         assert f"{directory} is a directory" in out + err and "Errno" not in out + err, (command, out, err)

@@ -301,8 +301,6 @@ def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
         # the last one silently won
         ({"startingOffsets": '{"t": {"0": 5}, "t": {"0": 7}}'}, r"startingOffsets=.*'t' is given twice"),
         ({"startingOffsets": '{"t": {"0": 5, "0": 7}}'}, r"startingOffsets=.*'0' is given twice"),
-        ({"startingOffset": "1", "startingOffsets": '{"t": {"0": 5}}'}, r"startingOffset='1'.*not both"),
-        ({"endingOffset": "1", "endingOffsets": "latest"}, r"endingOffset='1'.*not both"),
     ],
 )
 def test_malformed_options(logs, options, message):
