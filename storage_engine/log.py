@@ -161,7 +161,7 @@ class Log(LogReads):
             self._load(had_clean_shutdown=not (self.read_only and self.log_dir.recovery_pending))
         except BaseException as exc:
             if not isinstance(exc, REFUSED_UNCHANGED):
-                self.log_dir.record_load_failure()
+                self.log_dir.record_load_failure((self.topic, self.partition))
             raise
 
     def _reload_changed(self) -> None:
@@ -319,7 +319,7 @@ class Log(LogReads):
     def _undo_failed(self, why: str) -> None:
         if self._undo_failure is None:
             self._undo_failure = why
-        self.log_dir.record_load_failure()
+        self.log_dir.record_load_failure((self.topic, self.partition))
 
     def _rollback(self, mark: "_TailMark") -> None:
         """Undo appends and rolls since ``mark`` (lock held): segments created since are removed,

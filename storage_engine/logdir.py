@@ -71,7 +71,7 @@ class LogDir:
         self.first_opener = False
         self.had_clean_shutdown = True  # a writer's: the first writer found the dir closed cleanly
         self.recovery_pending = False  # a reader's: see ``refresh_recovery_pending``
-        self._load_failed = False
+        self._load_failures: set[tuple[str, int] | None] = set()  # partitions (None: the dir's scan)
 
     @property
     def checkpoint_files(self) -> tuple[CheckpointFile, CheckpointFile, CheckpointFile]:
@@ -197,13 +197,19 @@ class LogDir:
             fcntl.flock(self._fd, fcntl.LOCK_SH)
         self._open_gate()
 
-    def record_load_failure(self) -> None:
-        """A partition of this dir failed to load or recover in this process, or failed to undo
-        a failed write (``Log._undo``), so the process cannot vouch for the dir: Kafka writes the marker only for dirs that had a clean shutdown
-        or whose logs all finished loading (``LogManager.shutdown``, ``loadLogsCompletedFlags``).
+    def record_load_failure(self, partition: tuple[str, int] | None = None) -> None:
+        """A partition of this dir (None: the dir's scan) failed to load or recover in this
+        process, or failed to undo a failed write (``Log._undo``), so the process cannot vouch
+        for the dir: Kafka writes the marker only for dirs that had a clean shutdown or whose
+        logs all finished loading (``LogManager.shutdown``, ``loadLogsCompletedFlags``).
         ``close_session`` then leaves the session file behind, as a process that died does: no
         later closer writes the marker, and the next first opener recovers every partition."""
-        self._load_failed = True
+        self._load_failures.add(partition)
+
+    def forget_load_failure(self, partition: tuple[str, int]) -> None:
+        """A partition whose failed open is undone with everything its change made (a refused
+        ``topic create``, say): it no longer stands between this process and the marker."""
+        self._load_failures.discard(partition)
 
     def _session_files(self) -> list[Path]:
         with os.scandir(self.path) as it:
@@ -215,7 +221,7 @@ class LogDir:
         self._open_gate()  # a writer whose startup failed part way
         if self._fd is None:
             return
-        if self._session_file is not None and not self._load_failed:
+        if self._session_file is not None and not self._load_failures:
             self._session_file.unlink(missing_ok=True)
         self._session_file = None
         try:

@@ -152,7 +152,7 @@ class LogManager(TopicAdmin):
                        partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
         except BaseException as exc:
             if not had_clean_shutdown or not isinstance(exc, _REFUSED_UNCHANGED):
-                loc.log_dir.record_load_failure()
+                loc.log_dir.record_load_failure((loc.topic, loc.partition))
             raise
 
     # ------------------------------------------------------------------ discovery

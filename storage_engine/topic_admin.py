@@ -27,7 +27,8 @@ from .config.topic import LogConfig, check_config_key, creation_overrides, valid
 from .errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
 from .faults import crash_point
 from .logdir import LogDir
-from .naming import check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, validate_topic_name
+from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, partition_dir_name,
+                     validate_topic_name)
 from .partition_lock import LOCK_FILE_NAME
 from .topic_store import (TopicMetadata, metadata_lock, metadata_names, metadata_read_lock, read_metadata, remove_metadata,
                           remove_placed, write_metadata)
@@ -160,7 +161,10 @@ class TopicAdmin:
         return new
 
     def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
-        """Undo a refused topic change: close the logs it opened, remove what it made."""
+        """Undo a refused topic change: close the logs it opened, remove what it made. A
+        partition whose open failed, made by the change and now removed, no longer keeps this
+        process from writing the clean-shutdown marker (the refusal left the log dir for a
+        full recovery, a change on disk)."""
         for p in partitions:
             log = self._logs.pop((name, p), None)
             if log is not None:
@@ -170,6 +174,11 @@ class TopicAdmin:
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
+        removed = set(made)
+        for d in self.log_dirs:
+            for p in partitions:
+                if d.path / partition_dir_name(name, p) in removed:
+                    d.forget_load_failure((name, p))
 
     def _current_metadata(self, name: str) -> tuple[LogDir, TopicMetadata]:
         """The log dir holding the topic's metadata, and the metadata; for a topic without any

@@ -443,6 +443,8 @@ def test_a_topic_create_refused_after_its_metadata_leaves_nothing_behind(tmp_pat
     assert_one_line_error(result, "cannot make index", "File too large")
     assert log_files(root) == before
     assert not list(root.glob("y-*")) and not list(root.rglob("y.json"))
+    # nor left for a full recovery: the marker written, no session file left behind
+    assert (root / ".kafka_cleanshutdown").exists() and not [p for p in root.iterdir() if SESSION_FILE.fullmatch(p.name)]
     assert logctl(root, "topic", "create", "y", "--partitions", "2").returncode == 0
     assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(3)).returncode == 0
     assert offsets(root) == [0, 1, 2]
