@@ -23,7 +23,8 @@ from typing import ContextManager, Iterable, Mapping, Sequence
 
 from .checkpoint import fsync_dir
 from .config.broker import MAX_PARTITIONS_KEY, build_log_config, max_partitions_per_topic
-from .config.topic import LogConfig, check_config_key, creation_overrides, validate_topic_overrides
+from .config.topic import (LogConfig, check_config_key, check_segment_index_bytes, creation_overrides,
+                           validate_topic_overrides)
 from .errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
 from .faults import crash_point
 from .logdir import LogDir
@@ -54,7 +55,9 @@ def check_creation(name: str, partitions: int, configs: Mapping[str, str], broke
 def _creation_config(name: str, configs: Mapping[str, str], broker_props: Mapping[str, str]
                      ) -> tuple[dict[str, str], LogConfig]:
     overrides = creation_overrides(name, {k: str(v) for k, v in configs.items()})
-    return overrides, build_log_config(broker_props, validate_topic_overrides(overrides))
+    config = build_log_config(broker_props, validate_topic_overrides(overrides))
+    check_segment_index_bytes(config)
+    return overrides, config
 
 
 class TopicAdmin:
@@ -109,7 +112,7 @@ class TopicAdmin:
                 check_config_key(key)
                 merged.pop(key, None)
             merged.update({k: str(v) for k, v in set_configs.items()})
-            build_log_config(self.broker_props, validate_topic_overrides(merged))
+            check_segment_index_bytes(build_log_config(self.broker_props, validate_topic_overrides(merged)))
             new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
             write_metadata(new, holder.path)
         for (topic, partition), log in self._logs.items():

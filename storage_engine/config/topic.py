@@ -44,13 +44,6 @@ def _header_name(key: str, raw: object, value: Any) -> None:
         raise ConfigError(key, raw, "Value must be a printable header name of at most 255 bytes")
 
 
-def _index_bytes(key: str, raw: object, value: Any) -> None:
-    # Kafka's validator takes 4, and then no segment can be made: a time index needs room for
-    # one 12-byte entry ("Invalid max index size"). Refused here, before any file is written.
-    if value < TimeIndex.ENTRY_SIZE:
-        raise ConfigError(key, raw, f"Value must be at least {TimeIndex.ENTRY_SIZE} (one time index entry)")
-
-
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
@@ -62,7 +55,7 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
         ConfigSpec("segment.bytes", "INT", 1073741824, at_least(14), "segment file size limit"),
         ConfigSpec("segment.ms", "LONG", 604800000, at_least(1), "roll a segment this old"),
         ConfigSpec("segment.jitter.ms", "LONG", 0, at_least(0), "random slack on segment.ms"),
-        ConfigSpec("segment.index.bytes", "INT", 10485760, _index_bytes, "index file size"),
+        ConfigSpec("segment.index.bytes", "INT", 10485760, at_least(4), "index file size"),
         ConfigSpec("index.interval.bytes", "INT", 4096, at_least(0), "bytes between index entries"),
         ConfigSpec("retention.ms", "LONG", 604800000, at_least(-1), "delete segments older"),
         ConfigSpec("retention.bytes", "LONG", -1, None, "delete segments beyond this size"),
@@ -223,6 +216,17 @@ INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {
     "__transaction_state": {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
     METADATA_LOG_TOPIC: {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
 }
+
+
+def check_segment_index_bytes(config: LogConfig) -> None:
+    """Refuse, for a topic created or altered now, a ``segment.index.bytes`` (or the broker's
+    ``log.index.size.max.bytes`` under it) below one 12-byte time index entry. Kafka's
+    validator takes 4, and then no segment of the topic can be made ("Invalid max index size"):
+    one create so broke every writable command of its log dir. A value stored before stays
+    readable, so that the topic can be altered or deleted."""
+    if config.segment_index_bytes < TimeIndex.ENTRY_SIZE:
+        raise ConfigError("segment.index.bytes", config.segment_index_bytes,
+                          f"Value must be at least {TimeIndex.ENTRY_SIZE} (one time index entry)")
 
 
 def creation_overrides(topic: str, overrides: Mapping[str, str]) -> dict[str, str]:

@@ -473,3 +473,28 @@ def test_a_manager_of_one_log_dir_given_every_topic_s_config_recovers_it(tmp_pat
     with LogManager([d2], topic_configs=configs) as m:
         assert m.get_log("c", 1).config.compact and m.get_log("d", 1).config.compact
     assert (d2 / ".kafka_cleanshutdown").exists()
+
+
+def test_a_segment_index_size_below_one_time_index_entry_is_refused_for_new_settings_only(tmp_path):
+    """segment.index.bytes 4..11 passes Kafka's validator, and then no segment can be made: a
+    topic created so broke every writable command of its log dir. A create or an alter to such
+    a value is refused (the broker's log.index.size.max.bytes too); a topic that already holds
+    one (written by an older version) can still be altered back and deleted."""
+    root = tmp_path / "logs"
+    with LogManager([root]) as m:
+        with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
+            m.create_topic("y", 1, {"segment.index.bytes": "8"})
+        m.create_topic("t", 1)
+        with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
+            m.alter_topic("t", {"segment.index.bytes": "11"})
+        assert m.topics() == ["t"] and not (root / "y-0").exists()
+    with LogManager([root], {"log.index.size.max.bytes": "4"}) as m:
+        with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
+            m.create_topic("z", 1)
+    meta = root / ".logplat-topics" / "t.json"
+    meta.write_text(meta.read_text().replace('"configs": {}', '"configs": {"segment.index.bytes": "8"}'))
+    with LogManager([root]) as m:
+        assert m.topic_config("t").segment_index_bytes == 8
+        m.alter_topic("t", {}, ["segment.index.bytes"])
+        assert m.topic_config("t").segment_index_bytes == 10485760
+        m.delete_topic("t")
