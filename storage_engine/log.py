@@ -413,14 +413,20 @@ class Log(LogReads):
             active.on_become_inactive()
             active.flush()
         except BaseException as exc:
+            undo_errors = []  # each step is tried; the roll's own error is the one to report
             if segment is not None:
-                segment.close(trim_indexes=False)
-                segment.delete_files()
+                try:
+                    segment.close(trim_indexes=False)
+                    segment.delete_files()
+                except OSError as undo:
+                    undo_errors.append(undo)
             try:
                 active.rollback(mark)
-            except OSError as undo:  # the roll's own error is the one to report (a file size limit, say)
-                self._undo_failed(f"undoing its roll failed too ({undo})")
-                exc.add_note(f"undoing the roll failed too: {undo}")
+            except OSError as undo:  # a file size limit, say
+                undo_errors.append(undo)
+            if undo_errors:
+                self._undo_failed(f"undoing its roll failed too ({undo_errors[0]})")
+                exc.add_note(f"undoing the roll failed too: {undo_errors[0]}")
             raise
         self.segments.append(segment)
         self._bases.append(new_offset)

@@ -448,3 +448,42 @@ def test_a_topic_create_refused_after_its_metadata_leaves_nothing_behind(tmp_pat
     assert logctl(root, "topic", "create", "y", "--partitions", "2").returncode == 0
     assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(3)).returncode == 0
     assert offsets(root) == [0, 1, 2]
+
+
+def test_a_roll_whose_new_segment_cannot_be_removed_still_takes_its_entry_back(tmp_path, monkeypatch):
+    """The roll is refused after it made the new segment (its flush fails: an I/O error from
+    ``os.fsync``), and removing the new segment's files fails too (``os.unlink``, likewise
+    injected). That failure replaced the roll's error, skipped taking back the old segment's
+    final time-index entry and let the log write on. Each undo step is now tried, the roll's
+    error raised with the undo's noted, and the log takes no more writes in this process."""
+    root = tmp_path / "logs"
+    with open_topic(root) as m:
+        m.get_log("t", 0).append(records(10, value_size=100), now=1000)
+    time_index = root / "t-0" / "00000000000000000000.timeindex"
+    with LogManager([root]) as manager:
+        log = manager.get_log("t", 0)
+        before = time_index.read_bytes()
+
+        real_fsync = os.fsync
+
+        def failing_fsync(fd: int) -> None:  # the old segment's flush, once the new segment is made
+            if os.readlink(f"/proc/self/fd/{fd}").endswith("00000000000000000000.log"):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            real_fsync(fd)
+
+        real_unlink = os.unlink
+
+        def failing_unlink(path, *args, **kwargs) -> None:  # the new segment's files (strays are absent)
+            if os.path.lexists(path):
+                raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+            real_unlink(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        monkeypatch.setattr(os, "unlink", failing_unlink)
+        with pytest.raises(OSError, match="Input/output error") as refused:
+            log.roll(2000)
+        monkeypatch.undo()
+        assert refused.value.__notes__[0].startswith("undoing the roll failed too: [Errno 5]")
+        assert time_index.read_bytes() == before
+        with pytest.raises(UndoFailedError, match="undoing its roll failed too"):
+            log.append(records(1, start=10, value_size=100), now=1000)
