@@ -319,8 +319,9 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
                   for t in ([args.topic] if args.topic is not None else manager.topics())}
         misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
         strays = manager.stray_partition_dirs(args.topic)
-    reports = [r for t, partitions in listed.items() for p in partitions
-               if (r := verify_partition(manager, t, p)).log_end_offset is not None or _still_listed(manager, t, p)]
+    reports = [r for t, partitions in listed.items() for p in partitions  # a named topic is reported whatever
+               if (r := verify_partition(manager, t, p)).log_end_offset is not None or args.topic is not None
+               or _still_listed(manager, t, p)]
     ok = all(r.ok for r in reports) and not misnamed and not strays
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,

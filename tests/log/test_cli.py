@@ -368,3 +368,22 @@ def test_output_into_a_closed_pipe_stops_quietly(tmp_path, command):
     reader.stdin.close()
     reader.wait()
     assert result.stderr == "" and result.returncode == 128 + signal.SIGPIPE
+
+
+def test_verify_of_a_named_topic_deleted_before_its_open_fails(cli, monkeypatch):
+    """``verify --topic a``, with ``a`` deleted between the listing and the open: only ``verify``
+    of every topic leaves a deleted topic out; a named one must not pass with nothing verified."""
+    from storage_engine.manager import LogManager
+
+    cli("topic", "create", "a", "--partitions", "1")
+    opening = LogManager.get_log
+
+    def deleted_then_opened(manager, topic, partition):
+        if (cli.root / "a-0").exists():
+            with LogManager([cli.root]) as admin:
+                admin.delete_topic("a")
+        return opening(manager, topic, partition)
+
+    monkeypatch.setattr(LogManager, "get_log", deleted_then_opened)
+    code, out, _ = cli("verify", "--topic", "a")
+    assert code == 1 and "a-0: 1 problem(s)" in out

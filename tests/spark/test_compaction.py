@@ -470,7 +470,9 @@ def test_both_jobs_pass_over_a_partition_the_metadata_counts_without_a_directory
     """A topic's metadata counts a partition whose directory is not there (a broker's log dir
     copied in part, then altered; a create killed part way): ``compact --engine spark`` failed
     with a traceback (``KeyError``), ``retention --topic --engine spark`` refused the topic, while
-    the local engine cleaned the partitions that are there. Both now do as the local engine."""
+    the local engine cleaned the partitions that are there. Both now pass over it as the local
+    engine's runs over due partitions do; named, the Spark job reports it skipped (a forced local
+    compaction of it opens it writable, which makes its directory again, empty)."""
     from spark_jobs.cli import main
 
     random_topic(tmp_path / "local", "c", 3, partitions=2)
