@@ -124,6 +124,7 @@ class LogManager(TopicAdmin):
                 d.finish_startup()
             if not read_only:
                 self._finish_pending_deletes()
+                self._mark_placements()
         except BaseException:
             self.close()  # leave the sessions (and the clean-shutdown marker) as they were
             raise

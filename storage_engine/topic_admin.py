@@ -28,11 +28,11 @@ from .config.topic import (LogConfig, check_config_key, check_segment_index_byte
 from .errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
 from .faults import crash_point
 from .logdir import LogDir
-from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, partition_dir_name,
-                     validate_topic_name)
+from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, parse_partition_dir,
+                     partition_dir_name, validate_topic_name)
 from .partition_lock import LOCK_FILE_NAME
-from .topic_store import (TopicMetadata, metadata_lock, metadata_names, metadata_read_lock, read_metadata, remove_metadata,
-                          remove_placed, write_metadata)
+from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock, placed_elsewhere,
+                          read_metadata, remove_metadata, remove_placed, write_metadata)
 
 
 def check_creation(name: str, partitions: int, configs: Mapping[str, str], broker_props: Mapping[str, str]
@@ -115,6 +115,7 @@ class TopicAdmin:
             check_segment_index_bytes(build_log_config(self.broker_props, validate_topic_overrides(merged)))
             new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
             write_metadata(new, holder.path)
+        self._mark_placements(name)  # a broker's topic gets its metadata here first
         for (topic, partition), log in self._logs.items():
             if topic == name:
                 log.config = self.topic_config(name)
@@ -161,6 +162,7 @@ class TopicAdmin:
             except BaseException:  # not committed: what it opened is closed, what it made removed
                 self._discard(name, [*adopted, *missing], made)
                 raise
+        self._mark_placements(name)  # directories adopted from another log dir
         return new
 
     def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
@@ -250,6 +252,37 @@ class TopicAdmin:
         remove_metadata(holder.path, name)
         crash_point("topic-delete-unlisted")
         self._remove_delete_dirs()
+
+    def _mark_placements(self, topic: str | None = None) -> None:
+        """Record in each log dir holding partitions of a topic whose metadata is in another log
+        dir where that is (``topic_store.mark_placed``), for every such topic (or ``topic``):
+        a create marks the partitions it places, and this covers the rest, at a writable open
+        and after an alter: directories adopted by ``alter --partitions``, a broker's topic whose
+        metadata an alter wrote first, and topics made before the marks existed."""
+        if len(self.log_dirs) < 2:
+            return
+        homes: dict[str, LogDir] = {}
+        for d in self.log_dirs:
+            for name in metadata_names(d.path):
+                homes.setdefault(name, d)
+        missing = [(d, t) for d in self.log_dirs for t in sorted(self._topics_placed_in(d))
+                   if (topic is None or t == topic) and t in homes and homes[t] is not d
+                   and placed_elsewhere(d.path, t) is None]
+        if not missing:
+            return
+        with self._metadata_lock():  # a delete removes the marks under it
+            for d, t in missing:
+                home = self._find_metadata(t)
+                if home is not None and home[0] is not d and not home[1].deleting:
+                    mark_placed(d.path, t, home[0].path)
+
+    @staticmethod
+    def _topics_placed_in(log_dir: LogDir) -> set[str]:
+        if not log_dir.path.is_dir():
+            return set()
+        with os.scandir(log_dir.path) as it:
+            return {parsed[0] for entry in it
+                    if (parsed := parse_partition_dir(entry.name)) is not None and entry.is_dir(follow_symlinks=False)}
 
     def _pending_deletes(self) -> list[tuple[str, LogDir]]:
         out = []

@@ -498,3 +498,28 @@ def test_a_segment_index_size_below_one_time_index_entry_is_refused_for_new_sett
         m.alter_topic("t", {}, ["segment.index.bytes"])
         assert m.topic_config("t").segment_index_bytes == 10485760
         m.delete_topic("t")
+
+
+def test_partitions_in_another_log_dir_are_marked_however_they_came_there(tmp_path):
+    """Only a create marked the partitions it placed outside its metadata's log dir: a directory
+    adopted by ``alter --partitions``, and a topic made before the marks existed, still read
+    under the broker defaults from that log dir alone. An alter and any writable open given
+    every log dir now mark them."""
+    from storage_engine.topic_store import placed_path
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    with LogManager([a, b]) as m:
+        m.create_topic("t", 1, {"cleanup.policy": "compact"})
+    assert (a / "t-0").is_dir()
+    (b / "t-1").mkdir()  # a broker's partition copied in: a stray until adopted
+    with LogManager([a, b]) as m:
+        m.add_partitions("t", 2)
+    assert placed_path(b, "t").is_file()
+    placed_path(b, "t").unlink()  # as a topic made by an older version
+    with LogManager([a, b], read_only=True):
+        assert not placed_path(b, "t").exists()  # a reader writes nothing
+    with LogManager([a, b]):
+        pass
+    with LogManager([b]) as m:
+        with pytest.raises(LogError, match=f"the metadata of topic t is in log dir {a}"):
+            m.topic_config("t")
