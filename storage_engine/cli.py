@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import signal
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
@@ -666,10 +667,10 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         for text in args.report:
             print(text)
         return status
-    except BrokenPipeError:  # the reader of the output went away (``| head``): no error of the command's
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor of the flush at exit
-        return 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE stopped
     except (LogError, OSError, ValueError) as exc:  # ValueError: a NUL byte in a path, undecodable text
+        if _reader_went_away(exc):  # ``logctl consume | head``: no error of the command's
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor of the flush at exit
+            return 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE stopped
         message = str(exc)
         if getattr(exc, "filename", None) and str(exc.filename) not in message:
             message += f": {exc.filename}"
@@ -679,6 +680,18 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         message = "; ".join([message, *getattr(exc, "__notes__", ())])  # what failed after it: a close, an undo
         print("error: " + " ".join(message.split()), file=sys.stderr)  # one line, whatever the message holds
         return 1
+
+
+def _reader_went_away(exc: BaseException) -> bool:
+    """A broken pipe on the command's output: stdout is a pipe or socket, and the error names no
+    file (the engine writes no pipe of its own: it refuses FIFOs in log dirs)."""
+    if not isinstance(exc, BrokenPipeError) or exc.filename is not None:
+        return False
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 if __name__ == "__main__":
