@@ -234,14 +234,21 @@ def _read_produce_input(stream: TextIO, encoding: str) -> list[ProducerRecord]:
     return records
 
 
-def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
+def _produce_input(args: argparse.Namespace) -> list[ProducerRecord]:
+    """The records on stdin, read and checked before the log dirs are opened (an open is a
+    change: the clean-shutdown marker is consumed, and written again at the close)."""
     records = _read_produce_input(sys.stdin, args.encoding)
     if not records:
         raise UsageError("no records on stdin")
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
+    return records
+
+
+def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
+    records = args.records
     codec = CompressionType.from_name(args.compression)
     size = args.batch_size
-    if size < 1:
-        raise UsageError(f"--batch-size must be at least 1, got {size}")
     chunks = [records[i : i + size] for i in range(0, len(records), size)]
     now = args.now_ms if args.now_ms is not None else now_ms()
     if args.partition not in manager.partitions(args.topic):
@@ -662,6 +669,8 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
             for d in log_dirs:  # a mistyped path would read as a log dir without topics, and a write would make it
                 if not d.is_dir() and (d.exists() or not creating):
                     raise LogError(f"log dir {d} {'is not a directory' if d.exists() else 'does not exist'}")
+            if args.command == "produce":
+                args.records = _produce_input(args)
             with LogManager(log_dirs, broker_props, read_only=read_only) as manager:
                 status = COMMANDS[args.command](args, manager)
         for text in args.report:

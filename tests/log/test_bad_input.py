@@ -417,3 +417,16 @@ def test_a_missing_partition_directory_is_named_as_missing(logctl):
     code, _, err = logctl("consume", "u", "--partition", "2")
     one_line_error(code, err)
     assert "Partition 2 of topic u does not exist (partitions: [0, 1])" in err
+
+
+@pytest.mark.parametrize("stdin", ["", "not json\n", '{"key": 1}\n'])
+def test_a_produce_refused_for_its_input_does_not_open_the_log_dirs(logctl, stdin):
+    """Refused input used to be read once the log dirs were open, and that open is itself a
+    change: the first opener consumes the clean-shutdown marker and the close writes it again.
+    The input is read and checked first now: the marker is the same file, untouched."""
+    marker = logctl.root / ".kafka_cleanshutdown"
+    before = os.stat(marker)
+    code, _, err = logctl("produce", "t", "--partition", "0", stdin=stdin)
+    one_line_error(code, err)
+    after = os.stat(marker)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
