@@ -227,9 +227,7 @@ class AbstractIndex:
         return self._fd
 
     def _append_entry(self, rel: int, val: int) -> None:
-        fd = self._write_fd()
-        n = len(self._rel)
-        os.pwrite(fd, self._pack(rel, val), n * self.ENTRY_SIZE)
+        self._pwrite(self._pack(rel, val), len(self._rel) * self.ENTRY_SIZE)
         self._rel.append(rel)
         self._val.append(val)
         self._dirty = True
@@ -263,8 +261,16 @@ class AbstractIndex:
         del self._rel[n:]
         del self._val[n:]
         if self._length is not None:
-            os.pwrite(self._write_fd(), bytes((old - n) * self.ENTRY_SIZE), n * self.ENTRY_SIZE)
+            self._pwrite(bytes((old - n) * self.ENTRY_SIZE), n * self.ENTRY_SIZE)
             self._dirty = True
+
+    def _pwrite(self, data: bytes, position: int) -> None:
+        """Write at ``position``; an error names the file (a full disk while recovery rebuilt an
+        index said only "[Errno 28] No space left on device")."""
+        try:
+            os.pwrite(self._write_fd(), data, position)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self._path)) from None
 
     def mark(self) -> "IndexMark":
         """Where the index stands, so that appends after it can be undone (``rollback``)."""

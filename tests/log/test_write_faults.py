@@ -239,27 +239,23 @@ def test_a_roll_that_cannot_create_its_indexes_leaves_no_segment_behind(tmp_path
 def test_a_produce_failing_on_a_full_disk_is_the_error_reported_when_the_close_fails_too(small_fs):
     """With no space left at all, closing the log dirs after the failed produce cannot write
     the clean-shutdown marker either: that error used to replace the produce's own, so the
-    user read about a marker file and not that none of the records was appended. The disk is
-    filled once the command has opened the log dir (and so taken the marker's block back), while
-    it waits for its input; no roll (the undo of a roll frees the new segment's blocks)."""
+    user read about a marker file and not that none of the records was appended. The marker
+    cannot be written because a directory stands where its temporary file goes (the command's
+    own open frees the old marker's block, which the full disk would give back to it)."""
     root = small_fs / "logs"
     create(root)
     assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
+    (root / ".kafka_cleanshutdown.tmp").mkdir()
     before = log_files(root)
-    producer = subprocess.Popen([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "produce", "t",
-                                 "--partition", "0", "--batch-size", "10"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    deadline = time.monotonic() + 60
-    while not [p for p in root.iterdir() if SESSION_FILE.fullmatch(p.name)] and time.monotonic() < deadline:
-        time.sleep(0.01)
     _fill(small_fs / "filler")
-    out, err = producer.communicate(lines(40, start=10), timeout=120)
-    result = subprocess.CompletedProcess(producer.args, producer.returncode, out, err)
 
-    assert_one_line_error(result, "t-0", "none of its records was appended (log end offset still 10); closing the "
-                          "log dirs then failed too", ".kafka_cleanshutdown")
+    result = logctl(root, "produce", "t", "--partition", "0", "--batch-size", "10", stdin=lines(40, start=10))
+
+    assert_one_line_error(result, "t-0", "No space left on device", "none of its records was appended (log end "
+                          "offset still 10); closing the log dirs then failed too", ".kafka_cleanshutdown.tmp")
     assert log_files(root) == before
     (small_fs / "filler").unlink()
+    (root / ".kafka_cleanshutdown.tmp").rmdir()
     assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(5, start=10)).returncode == 0
     assert offsets(root) == list(range(15))
 
@@ -424,7 +420,8 @@ def test_a_roll_whose_undo_fails_too_stops_the_writer(tmp_path, monkeypatch):
             monkeypatch.setattr(os, "pwrite", real_pwrite)
         finally:
             subprocess.run(["chattr", "-i", str(part)], check=True)
-        assert refused.value.__notes__ == ["undoing the roll failed too: [Errno 5] Input/output error"]
+        assert refused.value.__notes__ == ["undoing the roll failed too: [Errno 5] Input/output error: "
+                                           f"'{part / '00000000000000000000.timeindex'}'"]
         with pytest.raises(UndoFailedError, match=r"an earlier write here failed and undoing its roll failed too"):
             log.append(records(1, start=10, value_size=100), now=1000)
     assert offsets(root) == list(range(10))
@@ -487,3 +484,19 @@ def test_a_roll_whose_new_segment_cannot_be_removed_still_takes_its_entry_back(t
         assert time_index.read_bytes() == before
         with pytest.raises(UndoFailedError, match="undoing its roll failed too"):
             log.append(records(1, start=10, value_size=100), now=1000)
+
+
+def test_recovery_on_a_full_disk_names_the_index_it_could_not_write(small_fs):
+    """After an unclean shutdown the first writable open recovers the active segment and
+    rebuilds its indexes; on a full disk that failed with a bare "[Errno 28] No space left on
+    device", naming no file."""
+    root = small_fs / "logs"
+    create(root)
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
+    (root / ".kafka_cleanshutdown").unlink()
+    _fill(small_fs / "filler")
+    result = logctl(root, "produce", "t", "--partition", "0", stdin=lines(1, start=10))
+    assert_one_line_error(result, "No space left on device", str(root / "t-0" / "00000000000000000000."))
+    (small_fs / "filler").unlink()
+    assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(1, start=10)).returncode == 0
+    assert offsets(root) == list(range(11))
