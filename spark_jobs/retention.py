@@ -183,6 +183,6 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
         for tp in chosen:
             if tp not in locations:
                 raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager.dir_list()}")
-    for t in {t for t, _ in chosen} - set(configs):
-        manager.topic_config(t)  # refused, naming the topic, before any task runs
+    for t in {t for t, _ in chosen} - set(configs):  # a topic being deleted, or one whose config is refused
+        configs[t] = manager.topic_config(t)  # (raising, naming it, before any task runs)
     return [RetentionItem(t, p, str(locations[(t, p)].log_dir.path), configs, props) for t, p in chosen]

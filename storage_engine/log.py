@@ -413,17 +413,18 @@ class Log(LogReads):
             active.on_become_inactive()
             active.flush()
         except BaseException as exc:
-            undo_errors = []  # each step is tried; the roll's own error is the one to report
+            undo_errors = []  # the roll's own error is the one to report
             if segment is not None:
                 try:
                     segment.close(trim_indexes=False)
                     segment.delete_files()
                 except OSError as undo:
                     undo_errors.append(undo)
-            try:
-                active.rollback(mark)
-            except OSError as undo:  # a file size limit, say
-                undo_errors.append(undo)
+            if not undo_errors:  # with the new segment still there, the old one keeps its final entry
+                try:
+                    active.rollback(mark)
+                except OSError as undo:  # a file size limit, say
+                    undo_errors.append(undo)
             if undo_errors:
                 self._undo_failed(f"undoing its roll failed too ({undo_errors[0]})")
                 exc.add_note(f"undoing the roll failed too: {undo_errors[0]}")

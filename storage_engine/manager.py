@@ -357,8 +357,13 @@ class LogManager(TopicAdmin):
                     f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic "
                     "delete removes the topic (a topic create killed part way leaves such gaps)"
                 )
-            found = self._find_metadata(topic)
-            loc, _ = self._create_partition_dir(topic, partition, found[0] if found else self.log_dirs[0])
+            with self._metadata_lock():  # a create in flight makes the directory itself: wait, then look again
+                found = self._find_metadata(topic)
+                if found is None or found[1].deleting:
+                    raise UnknownTopicOrPartitionError(f"Topic {topic} was deleted meanwhile")
+                loc = self._locate(topic, partition)
+                if loc is None:
+                    loc, _ = self._create_partition_dir(topic, partition, found[0])
         return self._open_log(loc)
 
     def _locate(self, topic: str, partition: int) -> PartitionLocation | None:

@@ -523,3 +523,33 @@ def test_partitions_in_another_log_dir_are_marked_however_they_came_there(tmp_pa
     with LogManager([b]) as m:
         with pytest.raises(LogError, match=f"the metadata of topic t is in log dir {a}"):
             m.topic_config("t")
+
+
+def test_a_produce_beside_a_topic_create_in_flight_waits_for_its_directory(tmp_path):
+    """A create writes the metadata, then the partition directories one by one, under the
+    topics lock. A produce in between found a partition listed without a directory and made
+    one, in the less loaded log dir, while the create then made it in the other: "Duplicate
+    log directories", and every later command refused the log dirs. The produce now waits for
+    the create (here stopped half way, SIGSTOP) and opens the directory it made."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    run = [sys.executable, "-m", "storage_engine.cli", "--log-dirs", ",".join(map(str, dirs))]
+    assert subprocess.run([*run, "topic", "create", "base", "--partitions", "1"], cwd=REPO).returncode == 0
+    creator = subprocess.Popen([*run, "topic", "create", "c", "--partitions", "400"], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while not any((d / "c-5").exists() for d in dirs) and creator.poll() is None:
+            time.sleep(0.001)
+        os.kill(creator.pid, signal.SIGSTOP)
+        assert sum(1 for d in dirs for _ in d.glob("c-*")) < 399, "the create finished before it could be stopped"
+        producer = subprocess.Popen([*run, "produce", "c", "--partition", "399"], cwd=REPO, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        producer.stdin.write(RECORD)
+        producer.stdin.close()
+        with pytest.raises(subprocess.TimeoutExpired):
+            producer.wait(timeout=3)  # waiting for the create
+    finally:
+        os.kill(creator.pid, signal.SIGCONT)
+    assert creator.wait(timeout=120) == 0, creator.stderr.read()
+    assert producer.wait(timeout=120) == 0, producer.stderr.read()
+    assert [d.name for d in dirs if (d / "c-399").exists()] in (["a"], ["b"])
+    assert subprocess.run([*run, "verify"], cwd=REPO, capture_output=True).returncode == 0

@@ -447,12 +447,13 @@ def test_a_topic_create_refused_after_its_metadata_leaves_nothing_behind(tmp_pat
     assert offsets(root) == [0, 1, 2]
 
 
-def test_a_roll_whose_new_segment_cannot_be_removed_still_takes_its_entry_back(tmp_path, monkeypatch):
+def test_a_roll_whose_new_segment_cannot_be_removed_stops_the_writer(tmp_path, monkeypatch):
     """The roll is refused after it made the new segment (its flush fails: an I/O error from
     ``os.fsync``), and removing the new segment's files fails too (``os.unlink``, likewise
-    injected). That failure replaced the roll's error, skipped taking back the old segment's
-    final time-index entry and let the log write on. Each undo step is now tried, the roll's
-    error raised with the undo's noted, and the log takes no more writes in this process."""
+    injected). That failure replaced the roll's error and let the log write on. The roll's
+    error is raised now with the undo's noted, and the log takes no more writes in this
+    process; the old segment keeps its final time-index entry, as a segment that is no longer
+    the last one must (recovery, starting at the new one, would never add it back)."""
     root = tmp_path / "logs"
     with open_topic(root) as m:
         m.get_log("t", 0).append(records(10, value_size=100), now=1000)
@@ -481,9 +482,11 @@ def test_a_roll_whose_new_segment_cannot_be_removed_still_takes_its_entry_back(t
             log.roll(2000)
         monkeypatch.undo()
         assert refused.value.__notes__[0].startswith("undoing the roll failed too: [Errno 5]")
-        assert time_index.read_bytes() == before
+        assert len(time_index.read_bytes().rstrip(b"\0")) > len(before.rstrip(b"\0"))  # the final entry stays
         with pytest.raises(UndoFailedError, match="undoing its roll failed too"):
             log.append(records(1, start=10, value_size=100), now=1000)
+    assert logctl(root, "verify").returncode == 0  # recovered at the next open, nothing understated
+    assert offsets(root) == list(range(10))
 
 
 def test_recovery_on_a_full_disk_names_the_index_it_could_not_write(small_fs):

@@ -507,3 +507,26 @@ def test_retention_leaves_broker_logs_as_the_engine_does(spark, real_kafka, tmp_
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
     snapshots = sorted(p.name for p in (tmp_path / "local" / "__consumer_offsets-29").glob("*.snapshot"))
     assert snapshots == sorted(p.name for p in (src / "__consumer_offsets-29").glob("*.snapshot"))
+
+
+def test_retention_dry_run_beside_a_topic_delete_left_half_done(spark, tmp_path):
+    """A ``topic delete`` killed after its commit point leaves the topic marked deleting, its
+    directories still there until a writable open finishes it. The dry run (read-only) listed
+    them, and its tasks failed with a bare ``KeyError``: the driver's configs left the topic
+    out. It plans them as the local dry run does."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    root = tmp_path / "logs"
+    with open_topic(root, "t", 2) as m:
+        m.create_topic("u", 1)
+    killed = subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "topic", "delete",
+                             "t"], cwd=REPO, env=dict(os.environ, LOGPLAT_CRASH_AT="topic-delete-marked"))
+    assert killed.returncode != 0 and (root / "t-0").is_dir()
+    result = retention_partitions(spark, [root], now_ms=NOW, dry_run=True)
+    with LogManager([root], read_only=True) as m:
+        local = sorted((p.topic, p.partition) for p in m.retention_plans(now_ms=NOW))
+    assert sorted((o.topic, o.partition) for o in result.outcomes) == local
+    assert {o.status for o in result.outcomes} == {NOTHING}
