@@ -271,7 +271,12 @@ class ReadOptions:
         def offsets(name: str, forbidden: int) -> dict[TopicPartition, int]:
             text = given.get(name.lower())
             parsed = {} if text is None else _parse_offsets_json(name, text, forbidden)
-            return parsed if isinstance(parsed, dict) else {}  # earliest/latest everywhere: the default
+            if isinstance(parsed, dict):  # per partition, over the single option
+                return parsed
+            single = name[:-1]  # earliest/latest names every partition, as the single option does
+            if single.lower() in given:
+                raise _bad(name, text, f"names every partition, as {single}={given[single.lower()]} does: give one")
+            return {}  # earliest/latest everywhere: the default
 
         start, end = number("startingOffset", 0), number("endingOffset", 0)
         if start is not None and end is not None and start > end:

@@ -301,6 +301,9 @@ def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
         # the last one silently won
         ({"startingOffsets": '{"t": {"0": 5}, "t": {"0": 7}}'}, r"startingOffsets=.*'t' is given twice"),
         ({"startingOffsets": '{"t": {"0": 5, "0": 7}}'}, r"startingOffsets=.*'0' is given twice"),
+        # a whole-log word and a single offset both name every partition: the single one won
+        ({"startingOffset": "5", "startingOffsets": "earliest"}, r"startingOffsets='earliest'.*startingOffset=5"),
+        ({"endingOffset": "5", "endingOffsets": "latest"}, r"endingOffsets='latest'.*endingOffset=5"),
     ],
 )
 def test_malformed_options(logs, options, message):
