@@ -31,7 +31,7 @@ from .logdir import LogDir
 from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, parse_partition_dir,
                      partition_dir_name, validate_topic_name)
 from .partition_lock import LOCK_FILE_NAME
-from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock, placed_elsewhere,
+from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock, placed_names,
                           read_metadata, remove_metadata, remove_placed, write_metadata)
 
 
@@ -265,9 +265,9 @@ class TopicAdmin:
         for d in self.log_dirs:
             for name in metadata_names(d.path):
                 homes.setdefault(name, d)
-        missing = [(d, t) for d in self.log_dirs for t in sorted(self._topics_placed_in(d))
-                   if (topic is None or t == topic) and t in homes and homes[t] is not d
-                   and placed_elsewhere(d.path, t) is None]
+        missing = [(d, t) for d in self.log_dirs for marked in [placed_names(d.path)]
+                   for t in sorted(self._topics_placed_in(d))
+                   if (topic is None or t == topic) and t in homes and homes[t] is not d and t not in marked]
         if not missing:
             return
         with self._metadata_lock():  # a delete removes the marks under it

@@ -29,6 +29,7 @@ from .nofollow import check_dir_or_missing, check_file_entry, check_under, open_
 TOPICS_DIR = ".logplat-topics"
 METADATA_LOCK = ".logplat-topics.lock"
 _SUFFIX = ".json"
+_PLACED_SUFFIX = ".home"  # as long as ".json": a 249-character topic fits NAME_MAX
 
 
 class TopicMetadataError(LogError):
@@ -104,8 +105,9 @@ def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:
     return parse_metadata(data, path, topic)
 
 
-def metadata_names(log_dir: Path) -> list[str]:
-    """Topic names with a metadata file here; files whose stem is not a legal topic are ignored."""
+def metadata_names(log_dir: Path, suffix: str = _SUFFIX) -> list[str]:
+    """Topic names with a metadata file here (or, with ``suffix``, another file of the folder:
+    a placement mark); files whose stem is not a legal topic are ignored."""
     directory = Path(log_dir) / TOPICS_DIR
     check_dir_or_missing(directory)
     try:
@@ -114,7 +116,7 @@ def metadata_names(log_dir: Path) -> list[str]:
         return []
     out = []
     for name in names:
-        stem = name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else ""
+        stem = name[: -len(suffix)] if name.endswith(suffix) else ""
         if stem and len(stem) <= MAX_TOPIC_LENGTH:
             try:
                 validate_topic_name(stem)
@@ -122,6 +124,11 @@ def metadata_names(log_dir: Path) -> list[str]:
                 continue
             out.append(stem)
     return out
+
+
+def placed_names(log_dir: Path) -> set[str]:
+    """Topics with a placement mark here (``mark_placed``), in one listing of the folder."""
+    return set(metadata_names(log_dir, _PLACED_SUFFIX))
 
 
 def write_metadata(meta: TopicMetadata, log_dir: Path) -> None:
@@ -156,9 +163,6 @@ def _remove(path: Path) -> None:
     except FileNotFoundError:
         return
     fsync_dir(path.parent)
-
-
-_PLACED_SUFFIX = ".home"  # as long as ".json": a 249-character topic fits NAME_MAX
 
 
 def placed_path(log_dir: Path, topic: str) -> Path:
