@@ -32,7 +32,7 @@ from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delet
                      partition_dir_name, validate_topic_name)
 from .partition_lock import LOCK_FILE_NAME
 from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock, placed_names,
-                          read_metadata, remove_metadata, remove_placed, write_metadata)
+                          placed_path, read_metadata, remove_metadata, remove_placed, write_metadata)
 
 
 def check_creation(name: str, partitions: int, configs: Mapping[str, str], broker_props: Mapping[str, str]
@@ -114,8 +114,13 @@ class TopicAdmin:
             merged.update({k: str(v) for k, v in set_configs.items()})
             check_segment_index_bytes(build_log_config(self.broker_props, validate_topic_overrides(merged)))
             new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
-            write_metadata(new, holder.path)
-        self._mark_placements(name)  # a broker's topic gets its metadata here first
+            made: list[Path] = []
+            try:
+                self._mark_for(name, holder, meta.partitions, made)  # a broker's topic gets its metadata here first
+                write_metadata(new, holder.path)
+            except BaseException:  # not committed: no mark points at metadata that is not there
+                self._discard(name, (), made)
+                raise
         for (topic, partition), log in self._logs.items():
             if topic == name:
                 log.config = self.topic_config(name)
@@ -157,12 +162,12 @@ class TopicAdmin:
                     made.extend(paths)
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
+                self._mark_for(name, holder, count, made)  # directories adopted from another log dir
                 new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
                 write_metadata(new, holder.path)
             except BaseException:  # not committed: what it opened is closed, what it made removed
                 self._discard(name, [*adopted, *missing], made)
                 raise
-        self._mark_placements(name)  # directories adopted from another log dir
         return new
 
     def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
@@ -253,36 +258,50 @@ class TopicAdmin:
         crash_point("topic-delete-unlisted")
         self._remove_delete_dirs()
 
-    def _mark_placements(self, topic: str | None = None) -> None:
-        """Record in each log dir holding partitions of a topic whose metadata is in another log
-        dir where that is (``topic_store.mark_placed``), for every such topic (or ``topic``):
-        a create marks the partitions it places, and this covers the rest, at a writable open
-        and after an alter: directories adopted by ``alter --partitions``, a broker's topic whose
-        metadata an alter wrote first, and topics made before the marks existed."""
+    def _mark_placements(self) -> None:
+        """At a writable open, ``_mark_for`` every topic with partitions in a log dir without
+        their mark: topics made before the marks existed (a create, an alter and an ``alter
+        --partitions`` mark what they place, before their commit point)."""
         if len(self.log_dirs) < 2:
             return
         homes: dict[str, LogDir] = {}
         for d in self.log_dirs:
             for name in metadata_names(d.path):
                 homes.setdefault(name, d)
-        missing = [(d, t) for d in self.log_dirs for marked in [placed_names(d.path)]
-                   for t in sorted(self._topics_placed_in(d))
-                   if (topic is None or t == topic) and t in homes and homes[t] is not d and t not in marked]
-        if not missing:
+        counts = self.partition_counts()
+        unmarked = sorted({t for d in self.log_dirs for marked in [placed_names(d.path)]
+                           for t, ps in self._partitions_placed_in(d).items() if t in homes and homes[t] is not d
+                           and t not in marked and any(p < counts.get(t, 0) for p in ps)})
+        if not unmarked:
             return
         with self._metadata_lock():  # a delete removes the marks under it
-            for d, t in missing:
+            for t in unmarked:
                 home = self._find_metadata(t)
-                if home is not None and home[0] is not d and not home[1].deleting:
-                    mark_placed(d.path, t, home[0].path)
+                if home is not None and not home[1].deleting:
+                    self._mark_for(t, home[0], home[1].partitions, [])
+
+    def _mark_for(self, name: str, home: LogDir, partitions: int, made: list[Path]) -> None:
+        """Record in each log dir but ``home`` that holds partitions of ``name`` (below
+        ``partitions``: strays are no partitions) that its metadata is in ``home``
+        (``topic_store.mark_placed``); the marks written go into ``made``, which a refused
+        change removes. Under the topics lock."""
+        for d in self.log_dirs:
+            if (d is not home and any(p < partitions for p in self._partitions_placed_in(d).get(name, ()))
+                    and name not in placed_names(d.path)):
+                mark_placed(d.path, name, home.path)
+                made.append(placed_path(d.path, name))
 
     @staticmethod
-    def _topics_placed_in(log_dir: LogDir) -> set[str]:
+    def _partitions_placed_in(log_dir: LogDir) -> dict[str, set[int]]:
+        """The partition directories of a log dir by topic, strays included."""
+        out: dict[str, set[int]] = {}
         if not log_dir.path.is_dir():
-            return set()
+            return out
         with os.scandir(log_dir.path) as it:
-            return {parsed[0] for entry in it
-                    if (parsed := parse_partition_dir(entry.name)) is not None and entry.is_dir(follow_symlinks=False)}
+            for entry in it:
+                if (parsed := parse_partition_dir(entry.name)) is not None and entry.is_dir(follow_symlinks=False):
+                    out.setdefault(parsed[0], set()).add(parsed[1])
+        return out
 
     def _pending_deletes(self) -> list[tuple[str, LogDir]]:
         out = []

@@ -553,3 +553,33 @@ def test_a_produce_beside_a_topic_create_in_flight_waits_for_its_directory(tmp_p
     assert producer.wait(timeout=120) == 0, producer.stderr.read()
     assert [d.name for d in dirs if (d / "c-399").exists()] in (["a"], ["b"])
     assert subprocess.run([*run, "verify"], cwd=REPO, capture_output=True).returncode == 0
+
+
+def test_an_alter_that_cannot_mark_its_placement_commits_nothing(tmp_path):
+    """``alter --partitions`` adopting a directory in another log dir marks there where the
+    metadata is. The mark was written after the commit, so a log dir refusing it (here its
+    metadata folder immutable, ``chattr +i``) failed a change already made: the count was 2, a
+    retry said "already has 2 partitions". The mark is written before the commit point now,
+    and a refusal leaves the topic as it was."""
+    from storage_engine.topic_store import placed_path
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    with LogManager([a, b]) as m:
+        m.create_topic("t", 1, {"cleanup.policy": "compact"})
+    (b / "t-1").mkdir()
+    folder = b / ".logplat-topics"
+    folder.mkdir()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported on this filesystem: the test needs an immutable directory")
+    try:
+        with LogManager([a, b]) as m:
+            with pytest.raises(PermissionError):
+                m.add_partitions("t", 2)
+            assert m.partitions("t") == [0]
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    with LogManager([a, b]) as m:
+        assert m.topic_metadata("t").partitions == 1
+        m.add_partitions("t", 2)
+        assert m.partitions("t") == [0, 1]
+    assert placed_path(b, "t").is_file()
