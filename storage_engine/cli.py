@@ -329,7 +329,7 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
         strays = manager.stray_partition_dirs(args.topic)
     reports = [r for t, partitions in listed.items() for p in partitions  # a named topic is reported whatever
                if (r := verify_partition(manager, t, p)).log_end_offset is not None or args.topic is not None
-               or _still_listed(manager, t, p)]
+               or p in _listed_partitions(manager, t, named=False)]  # not when deleted since the listing
     ok = all(r.ok for r in reports) and not misnamed and not strays
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
@@ -367,15 +367,6 @@ def _listed_partitions(manager: LogManager, topic: str, *, named: bool) -> list[
         if named:
             raise
         return []
-
-
-def _still_listed(manager: LogManager, topic: str, partition: int) -> bool:
-    """Whether a partition ``verify`` could not open is still there to report: not when its
-    topic was deleted (or its delete begun) after the listing."""
-    try:
-        return partition in manager.partitions(topic)
-    except UnknownTopicOrPartitionError:
-        return False
 
 
 class Engine(Protocol):

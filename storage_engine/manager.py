@@ -36,8 +36,7 @@ from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
-from .topic_store import (TopicMetadata, TopicMetadataError, mark_placed, metadata_names, placed_elsewhere, placed_path,
-                          read_metadata)
+from .topic_store import TopicMetadata, TopicMetadataError, metadata_names, placed_elsewhere, placed_path, read_metadata
 
 DEFAULT_LOG_DIRS = "./data/logs"
 
@@ -247,10 +246,8 @@ class LogManager(TopicAdmin):
                   if d.path.is_dir() else 0 for d in self.log_dirs}
         chosen = choose_log_dir(counts)
         log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
-        made = []
-        if log_dir is not home and placed_elsewhere(log_dir.path, topic) is None:
-            mark_placed(log_dir.path, topic, home.path)
-            made.append(placed_path(log_dir.path, topic))
+        made: list[Path] = []
+        self._mark_in(log_dir, topic, home, made)
         path = log_dir.path / partition_dir_name(topic, partition)
         path.mkdir(parents=True, exist_ok=True)
         return PartitionLocation(topic, partition, log_dir, path), [*made, path]

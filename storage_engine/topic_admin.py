@@ -286,10 +286,15 @@ class TopicAdmin:
         (``topic_store.mark_placed``); the marks written go into ``made``, which a refused
         change removes. Under the topics lock."""
         for d in self.log_dirs:
-            if (d is not home and any(p < partitions for p in self._partitions_placed_in(d).get(name, ()))
-                    and name not in placed_names(d.path)):
-                mark_placed(d.path, name, home.path)
-                made.append(placed_path(d.path, name))
+            if any(p < partitions for p in self._partitions_placed_in(d).get(name, ())):
+                self._mark_in(d, name, home, made)
+
+    @staticmethod
+    def _mark_in(log_dir: LogDir, name: str, home: LogDir, made: list[Path]) -> None:
+        """The one placement mark: in ``log_dir``, unless it is ``home`` or has the mark already."""
+        if log_dir is not home and name not in placed_names(log_dir.path):
+            mark_placed(log_dir.path, name, home.path)
+            made.append(placed_path(log_dir.path, name))
 
     @staticmethod
     def _partitions_placed_in(log_dir: LogDir) -> dict[str, set[int]]:
