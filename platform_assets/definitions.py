@@ -19,13 +19,14 @@ from .logic.settings import PlatformSettings
 
 def build_definitions(settings: PlatformSettings | None = None) -> dg.Definitions:
     settings = settings or PlatformSettings.from_env()
-    topics = discover_topics(settings.log_dirs, settings.broker_props)
+    catalog = discover_topics(settings.log_dirs, settings.broker_props)
+    topics = catalog.topics
     jobs = {t.name: build_cleanup_job(t) for t in topics}
     return dg.Definitions(
         assets=[build_log_asset(t) for t in topics],
         asset_checks=[build_log_checks(t) for t in topics],
         jobs=list(jobs.values()),
-        sensors=build_sensors(topics, jobs, settings),
+        sensors=build_sensors(catalog, jobs, settings),
         schedules=build_sweep_schedules(topics, jobs, settings),
         resources=build_resources(settings),
         # Every run is one step (one topic asset): a separate step process would only add its

@@ -55,7 +55,7 @@ class SparkEngine:
         chosen = None
         if topic is not None:  # its partitions with a directory, as local retention plans (an unknown topic refused)
             manager.partitions(topic)
-            chosen = [tp for tp in sorted(manager.partition_locations()) if tp[0] == topic]
+            chosen = sorted(manager.partition_locations(topic))
         result = retention_partitions(self.spark, partitions=chosen, now_ms=now_ms, dry_run=dry_run, manager=manager)
         # a partition whose stats could not be read failed before it had a plan: it is still listed
         return [

@@ -338,7 +338,7 @@ class SegmentSplit(InputPartition):
 
 def _choose_partitions(manager: LogManager, opts: ReadOptions, on_disk: list[TopicPartition]) -> list[TopicPartition]:
     """The topic-partitions to read, checking every name the options give explicitly."""
-    known_topics = set(manager.topics())
+    known_topics = set(manager.topic_names())
     topics = opts.topics if opts.topics is not None else tuple(sorted(known_topics))
     unknown = [t for t in topics if t not in known_topics]
     if unknown:
@@ -471,7 +471,11 @@ def plan_splits(opts: ReadOptions) -> list[SegmentSplit]:
     """Every split of a read, in topic, partition and offset order (runs on the driver)."""
     splits: list[SegmentSplit] = []
     with LogManager(list(opts.log_dirs), read_only=True) as manager:
-        locations = manager.partition_locations()
+        if opts.topics is None:
+            locations = manager.partition_locations()
+        else:  # only the topics read are checked: another topic's bad file fails its own reads
+            known = set(manager.topic_names())  # an unknown topic is refused by name below
+            locations = {k: v for t in opts.topics if t in known for k, v in manager.partition_locations(t).items()}
         for tp in _choose_partitions(manager, opts, sorted(locations)):
             log = _open_read_only(manager, locations[tp])
             try:

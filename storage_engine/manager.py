@@ -158,14 +158,16 @@ class LogManager(TopicAdmin):
     # ------------------------------------------------------------------ discovery
 
     @staticmethod
-    def _scan_dir(log_dir: LogDir) -> Iterator[PartitionLocation]:
-        """Partition directories of a log dir; a symlink among them (or inside one) is refused,
-        so no command, reading or writing, follows it out of the log dir."""
+    def _scan_dir(log_dir: LogDir, topic: str | None = None) -> Iterator[PartitionLocation]:
+        """Partition directories of a log dir (of ``topic`` only, when given); a symlink among
+        them (or inside one) is refused, so no command, reading or writing, follows it out of the
+        log dir. Given a topic, the others' directories are not looked into: a bad file in one
+        topic's partition fails that topic's commands, not every other topic's."""
         if not log_dir.path.is_dir():
             return
         for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
             parsed = parse_partition_dir(entry.name)
-            if parsed is None:
+            if parsed is None or topic not in (None, parsed[0]):
                 continue
             if entry.is_symlink():
                 check_not_symlink(entry.path)  # raises, naming the link
@@ -173,21 +175,22 @@ class LogManager(TopicAdmin):
                 check_dir_entries(entry.path)
                 yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
 
-    def _partition_dirs(self) -> dict[tuple[str, int], PartitionLocation]:
-        """Every directory named like a partition's, strays included; a partition in two log
-        dirs is refused."""
+    def _partition_dirs(self, topic: str | None = None) -> dict[tuple[str, int], PartitionLocation]:
+        """Every directory named like a partition's (of ``topic`` only, when given), strays
+        included; a partition in two log dirs is refused."""
         found: dict[tuple[str, int], PartitionLocation] = {}
         for d in self.log_dirs:
-            for loc in self._scan_dir(d):
+            for loc in self._scan_dir(d, topic):
                 key = (loc.topic, loc.partition)
                 if key in found:
                     raise duplicate_partition(found[key], loc.path)
                 found[key] = loc
         return found
 
-    def partition_locations(self) -> dict[tuple[str, int], PartitionLocation]:
-        """Every partition's directory; a stray one (``stray_partition_dirs``) is no partition."""
-        found = self._partition_dirs()
+    def partition_locations(self, topic: str | None = None) -> dict[tuple[str, int], PartitionLocation]:
+        """Every partition's directory (of ``topic`` only, when given); a stray one
+        (``stray_partition_dirs``) is no partition."""
+        found = self._partition_dirs(topic)
         counts = self.partition_counts()
         return {key: loc for key, loc in found.items() if not is_stray(key, counts)}
 
@@ -213,8 +216,8 @@ class LogManager(TopicAdmin):
         names it rather than leaving it out in silence, and ``topic delete`` removes it with its
         topic."""
         counts = self.partition_counts()
-        return [(loc.path, counts[key[0]]) for key, loc in sorted(self._partition_dirs().items())
-                if is_stray(key, counts) and topic in (None, key[0])]
+        return [(loc.path, counts[key[0]]) for key, loc in sorted(self._partition_dirs(topic).items())
+                if is_stray(key, counts)]
 
     def misnamed_partition_dirs(self) -> list[Path]:
         """Directories of the log dirs named like a partition's (digits after the last ``-``) and
@@ -265,21 +268,50 @@ class LogManager(TopicAdmin):
         found = self._find_metadata(topic)
         return found[1] if found is not None and not found[1].deleting else None
 
-    def _deleting(self) -> set[str]:
-        return {n for d in self.log_dirs for n in metadata_names(d.path)
-                if (m := read_metadata(d.path, n)) is not None and m.deleting}
+    def _deleting(self, *, skip_unreadable: bool = False) -> set[str]:
+        """Topics whose deletion is under way; a malformed metadata file is refused, or with
+        ``skip_unreadable`` its topic counts as not being deleted."""
+        deleting = set()
+        for d in self.log_dirs:
+            for name in metadata_names(d.path):
+                try:
+                    meta = read_metadata(d.path, name)
+                except LogError:
+                    if not skip_unreadable:
+                        raise
+                    continue
+                if meta is not None and meta.deleting:
+                    deleting.add(name)
+        return deleting
 
-    def topics(self) -> list[str]:
-        names = {t for t, _ in self.partition_locations()}
+    def _listed_names(self) -> set[str]:
+        """The names of the metadata files and of the partition directories, nothing read."""
+        names: set[str] = set()
         for d in self.log_dirs:
             names.update(metadata_names(d.path))
-        return sorted(names - self._deleting())
+            if d.path.is_dir():
+                with os.scandir(d.path) as it:
+                    names.update(parsed[0] for e in it if (parsed := parse_partition_dir(e.name)) is not None)
+        return names
+
+    def topics(self) -> list[str]:
+        """Every topic, after checking every partition directory (``_scan_dir``) and metadata
+        file: a command over all topics is refused before it changes any of them, not part way
+        through."""
+        self._partition_dirs()
+        return sorted(self._listed_names() - self._deleting())
+
+    def topic_names(self) -> list[str]:
+        """Every topic, from the names of the metadata files and partition directories alone:
+        nothing inside them is checked, so one topic's bad file or metadata does not hide the
+        others (the code location lists topics so). Each topic is checked where it is used."""
+        return sorted(self._listed_names() - self._deleting(skip_unreadable=True))
 
     def partitions(self, topic: str) -> list[int]:
         found = self._find_metadata(topic)
         if found is not None and found[1].deleting:
             raise UnknownTopicOrPartitionError(f"Topic {topic} is marked for deletion")
-        on_disk = {p for t, p in self._partition_dirs() if t == topic}  # refuses a symlink or FIFO there first
+        on_disk = {p for _, p in self._partition_dirs(topic)}  # refuses a symlink or FIFO there first
         if found is not None:  # its metadata's count: a directory beyond it is a stray
             return list(range(found[1].partitions))
         if not on_disk:
@@ -315,7 +347,7 @@ class LogManager(TopicAdmin):
         partition there, of any topic. A topic whose config is refused is left out; opening it
         is refused there as here."""
         out = {}
-        for topic in self.topics():
+        for topic in self.topic_names():
             try:
                 out[topic] = self.topic_config(topic)
             except LogError:
@@ -401,9 +433,7 @@ class LogManager(TopicAdmin):
         if topic is not None:
             validate_topic_name(topic)
         checkpoints: dict[Path, tuple[dict, dict]] = {}
-        for key, loc in sorted(self.partition_locations().items()):  # refuses symlinked partition dirs first
-            if topic is not None and key[0] != topic:
-                continue
+        for key, loc in sorted(self.partition_locations(topic).items()):  # refuses symlinked partition dirs first
             if loc.log_dir.path not in checkpoints:
                 checkpoints[loc.log_dir.path] = log_dir_checkpoints(loc.log_dir.path)
             try:
@@ -433,19 +463,28 @@ class LogManager(TopicAdmin):
         return read_partition_stats(loc.path, log_start_offset_checkpoint=lso.get(key),
                                     cleaner_checkpoint=cleaner.get(key), topic_partition=key)
 
-    def delete_expired_files(self) -> dict[tuple[str, int], list[tuple[str, int]]]:
+    def delete_expired_files(self, *, unreadable: dict[str, str] | None = None
+                             ) -> dict[tuple[str, int], list[tuple[str, int]]]:
         """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed
         since their rename by the wall clock (Kafka's scheduled ``deleteSegmentFiles``), whether or not anything
         else touches the partition; returns the removed files and sizes by partition. Needs no
-        partition lock: readers that still hold such a file open keep reading it."""
+        partition lock: readers that still hold such a file open keep reading it. A topic that
+        cannot be read (a symlink in a partition dir, a refused config) is refused, or with
+        ``unreadable`` recorded there by topic and passed over, so it does not stop the others'."""
         removed = {}
-        configs: dict[str, LogConfig] = {}
-        for (topic, partition), loc in sorted(self.partition_locations().items()):
-            if topic not in configs:
-                configs[topic] = self.topic_config(topic)
-            files = sweep_deleted_files(loc.path, configs[topic].file_delete_delay_ms)
-            if files:
-                removed[(topic, partition)] = files
+        for topic in self.topic_names():
+            try:
+                locations = self.partition_locations(topic)
+                delay_ms = self.topic_config(topic).file_delete_delay_ms
+            except LogError as exc:
+                if unreadable is None:
+                    raise
+                unreadable[topic] = str(exc)
+                continue
+            for key, loc in sorted(locations.items()):
+                files = sweep_deleted_files(loc.path, delay_ms)
+                if files:
+                    removed[key] = files
         return removed
 
     def retention_plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:

@@ -63,7 +63,7 @@ def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
         partitions_def=topic_partitions_def(topic.name),
         kinds={"spark", "kafka"},
         tags={"logplat/policy": topic.policy},
-        metadata={"topic": topic.name, "partitions_at_load": len(topic.partitions), **topic.shown_configs()},
+        metadata={"topic": topic.name, **topic.shown_configs()},
     )
 
     @dg.multi_asset(

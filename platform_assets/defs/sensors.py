@@ -42,7 +42,7 @@ from storage_engine.naming import parse_partition_number
 from storage_engine.segment import now_ms as wall_clock_ms
 
 from .assets import cleanup_run_config
-from ..logic.catalog import Topic
+from ..logic.catalog import Catalog, Topic
 from .checks import clear_sensor_results, evaluations, log_asset_key
 from ..logic.check_outcomes import HEALTH_CHECK
 from ..logic.health import health_outcome, unreadable_outcome
@@ -138,8 +138,11 @@ def _existing_keys(instance: dg.DagsterInstance, topics: Iterable[str]) -> dict[
 # ------------------------------------------------------------------------------- the sensors
 
 
-def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> dg.SensorDefinition:
-    known = {t.name for t in topics}
+def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.SensorDefinition:
+    known = {t.name for t in catalog.topics}
+    # topics the code location could not build (a refused config): a reload does not help until
+    # the topic is repaired, so they are named with the reason on every tick
+    not_built = [f"topic {name} is not in this code location: {why}" for name, why in sorted(catalog.refused.items())]
 
     @platform_sensor("log_state_sensor", "Adds partition keys for new partitions (numeric order) and records each "
                      "partition's state and log_health when it changed.", settings)
@@ -157,10 +160,12 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
         # the code location knows the topics of its last load: a topic created or deleted since
         # shows in the tick's reason, which the UI shows, until the location is reloaded
         reload_notes = [f"topics {what} (reload the code location): {', '.join(names)}" for what, names in (
-            ("not in this code location yet", sorted(on_disk - known)),
+            ("not in this code location yet", sorted(on_disk - known - set(catalog.refused))),
             ("gone from the log dirs", sorted(known - on_disk))) if names]
         for note in reload_notes:
             context.log.info(note)
+        for note in not_built:
+            context.log.error(note)
         if unreadable:
             context.log.error(unreadable_note(unreadable))
         requests, events = [], []
@@ -196,12 +201,12 @@ def build_state_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> d
         for asset_key, partitions in _health_partitions(events).items():
             clear_sensor_results(context.instance, asset_key, HEALTH_CHECK, partitions)
         if not requests and not events:
-            return dg.SensorResult(skip_reason="; ".join([f"{len(states)} partition(s), none changed", *reload_notes]),
+            return dg.SensorResult(skip_reason="; ".join([f"{len(states)} partition(s), none changed", *reload_notes, *not_built]),
                                    cursor=cursor.dump())
         # a tick that requests no run is "skipped" in the UI; its reason says what it recorded
         done = "; ".join([f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
                           f"{sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added or removed",
-                          *reload_notes])
+                          *reload_notes, *not_built])
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor.dump(),
                                skip_reason=done)
 
@@ -321,10 +326,14 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
     @platform_sensor("deleted_files_sensor", "Removes .deleted segment files once file.delete.delay.ms has passed, "
                      "and records what each partition freed.", settings)
     def deleted_files_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
+        unreadable: dict[str, str] = {}  # one topic that cannot be read does not stop the others' sweep
         with log_store.manager() as manager:
-            removed = manager.delete_expired_files()
+            removed = manager.delete_expired_files(unreadable=unreadable)
+        refused = [f"topic {topic} not swept: {why}" for topic, why in sorted(unreadable.items())]
+        for note in refused:
+            context.log.error(note)
         if not removed:
-            return dg.SkipReason("no .deleted file is past its topic's file.delete.delay.ms")
+            return dg.SkipReason("; ".join(["no .deleted file is past its topic's file.delete.delay.ms", *refused]))
         events = [
             dg.AssetObservation(asset_key=log_asset_key(topic), partition=partition_key(partition),
                                 metadata={"deleted_files_removed": len(files),
@@ -333,16 +342,18 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
         ]
         total = sum(size for files in removed.values() for _, size in files)
         done = f"removed {sum(map(len, removed.values()))} .deleted file(s), {size_text(total)}, from {len(removed)} partition(s)"
-        return dg.SensorResult(asset_events=events, skip_reason=done)  # the tick's reason in the UI, not "empty result"
+        # the tick's reason in the UI, not "empty result"
+        return dg.SensorResult(asset_events=events, skip_reason="; ".join([done, *refused]))
 
     return deleted_files_sensor
 
 
-def build_sensors(topics: Sequence[Topic], jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
+def build_sensors(catalog: Catalog, jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
                   settings: PlatformSettings) -> list[dg.SensorDefinition]:
     """The state sensor, the sweeper of ``.deleted`` files, and the run sensors of the topics
     that have work of their kind."""
-    sensors = [build_state_sensor(topics, settings)]
+    topics = catalog.topics
+    sensors = [build_state_sensor(catalog, settings)]
     if topics:
         sensors.append(build_deleted_files_sensor(topics, settings))
     if topics:

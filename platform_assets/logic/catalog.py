@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import LONG_MAX
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 
 from .units import duration_text, size_text
@@ -52,10 +53,10 @@ def safe_name(topic: str) -> str:
 
 @dataclass(frozen=True)
 class Topic:
-    """One topic as the definitions see it at load time."""
+    """One topic as the definitions see it at load time (its partitions are the asset's dynamic
+    partition keys, which the state sensor keeps up to date)."""
 
     name: str
-    partitions: tuple[int, ...]
     config: LogConfig
 
     @property
@@ -99,7 +100,25 @@ def config_text(key: str, value: object) -> str:
     return str(value)
 
 
-def discover_topics(log_dirs: Sequence[str], broker_props: Mapping[str, str]) -> list[Topic]:
-    """Every topic in the log dirs (metadata files and partition directories), read-only."""
+@dataclass(frozen=True)
+class Catalog:
+    """The topics the code location is built from, and those it could not build, with why."""
+
+    topics: tuple[Topic, ...]
+    refused: Mapping[str, str]
+
+
+def discover_topics(log_dirs: Sequence[str], broker_props: Mapping[str, str]) -> Catalog:
+    """Every topic in the log dirs (metadata files and partition directories), read-only. Only
+    names and configs are read: a bad file in one partition shows on that partition (the
+    sensors' ``log_health``, its runs), and a topic whose config is refused is left out with the
+    reason, which the state sensor reports; neither stops the code location from loading, which
+    would stop every run of every topic."""
+    topics, refused = [], {}
     with LogManager(list(log_dirs), broker_props, read_only=True) as manager:
-        return [Topic(t, tuple(manager.partitions(t)), manager.topic_config(t)) for t in manager.topics()]
+        for name in manager.topic_names():
+            try:
+                topics.append(Topic(name, manager.topic_config(name)))
+            except LogError as exc:
+                refused[name] = str(exc)
+    return Catalog(tuple(topics), refused)

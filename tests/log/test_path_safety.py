@@ -379,3 +379,30 @@ def test_hostile_metadata_is_a_one_line_error_naming_the_file(logctl, body):
         code, out, err = _run_or_fail_if_blocked(logctl, *command, stdin=RECORD)
         assert code == 1 and err.count("\n") == 1 and str(meta) in err and "Traceback" not in err, (command, err)
     assert tree(logctl.root) == before
+
+
+@pytest.mark.parametrize("command", [
+    ["consume", "u", "--partition", "0"],
+    ["produce", "u", "--partition", "0"],
+    ["topic", "describe", "u"],
+    ["retention", "--topic", "u", "--now-ms", "999999999"],
+    ["compact", "--topic", "u", "--dry-run"],
+    ["verify", "--topic", "u"],
+])
+def test_another_topics_symlinked_file_fails_only_that_topics_commands(logctl, tmp_path, command):
+    """A symlink inside one topic's partition dir is that topic's problem: a command on another
+    topic looks only into its own directories (it was refused for every topic of the log dir, and
+    the code location, which lists the topics, failed to load). A command over every topic is
+    still refused before it changes any."""
+    for topic in ("t", "u"):
+        assert logctl("topic", "create", topic, "--partitions", "1", "--config", "cleanup.policy=compact,delete")[0] == 0
+        assert logctl("produce", topic, "--partition", "0", stdin=RECORD)[0] == 0
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"precious bytes that must survive" * 10)
+    link = logctl.root / "t-0" / "00000000000000099999.log"
+    link.symlink_to(victim)
+    code, out, err = logctl(*command, stdin=RECORD)
+    assert code == 0, (out, err)
+    code, out, err = logctl("retention", "--now-ms", "999999999")
+    assert code == 1 and str(link) in err and "symbolic link" in err, (out, err)
+    assert victim.read_bytes() == b"precious bytes that must survive" * 10

@@ -3,7 +3,9 @@ one partition, a range (one run), each cleanup policy, the checks, and a sweep's
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import replace
 
 import dagster as dg
 import pytest
@@ -343,3 +345,44 @@ def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follo
     with LogManager([root], broker_props, read_only=True) as manager:
         kept = [r.offset for r in manager.get_log("prices", 0).read(0, max_records=100) if r.offset < checkpoint - 1]
     assert kept == sorted(o for _, o in best.values() if o < checkpoint - 1)
+
+
+def test_one_topics_bad_file_or_config_does_not_stop_the_others(tmp_path, spark):
+    """A symlink in one partition dir (orders-0) and a refused config in another topic's metadata
+    (profiles.v1) made the code location fail to load, so every run of every topic failed, and
+    the ``.deleted`` sweeper failed every tick. Now the location loads: orders keeps its asset
+    and its bad partition shows as unreadable in log_health, profiles.v1 is left out with the
+    reason on every state tick, and another topic is cleaned and swept as before."""
+    root = tmp_path / "logs"
+    clicks = replace(DELETE, configs={**DELETE.configs, "file.delete.delay.ms": "0"})
+    with LogManager([root]) as manager:
+        produce(manager, [COMPACTED, COMPACT_DELETE, clicks], now_ms=NOW)
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"outside the log dir")
+    link = root / "orders-0" / "00000000000000099999.log"
+    link.symlink_to(victim)
+    meta = root / ".logplat-topics" / "profiles.v1.json"
+    data = json.loads(meta.read_text())
+    data["configs"]["min.cleanable.dirty.ratio"] = "banana"
+    meta.write_text(json.dumps(data))
+    expired = root / "clicks-0" / "00000000000000000000.log.deleted"
+    expired.write_bytes(b"x")
+
+    defs, settings = definitions_for(root)
+    assert {a.key.path[1] for a in defs.assets} == {"orders", "clicks"}
+    with dg.instance_for_test() as instance:
+        data = tick(defs, settings, instance, "log_state_sensor")
+        apply_partition_requests(instance, data.dynamic_partitions_requests)
+        assert "topic profiles.v1 is not in this code location: Invalid value 'banana'" in data.skip_message
+        assert "not in this code location yet" not in data.skip_message  # a reload would not help
+        health = {(e.asset_key.path[1], e.partition): e for e in data.asset_events
+                  if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == HEALTH_CHECK}
+        assert not health[("orders", "0")].passed and "symbolic link" in health[("orders", "0")].description
+        assert health[("orders", "1")].passed and "cleaning due: retention" in health[("clicks", "0")].description
+        swept = tick(defs, settings, instance, "deleted_files_sensor")
+        assert not expired.exists()
+        assert "topic orders not swept" in swept.skip_message and "topic profiles.v1 not swept" in swept.skip_message
+        result = dg.materialize([_asset(defs, "clicks")], instance=instance, partition_key="0",
+                                resources=resources_with_test_session(settings))
+        assert result.success
+    assert victim.read_bytes() == b"outside the log dir"

@@ -27,7 +27,7 @@ from storage_engine.manager import LogManager
 from storage_engine.naming import parse_partition_dir
 from storage_engine.record import CompressionType, decode_batch, scan_batches
 from storage_engine.append_validation import ProducerRecord
-from storage_engine.errors import NeedsRecoveryError
+from storage_engine.errors import NeedsRecoveryError, UnsafePathError
 from spark_jobs.datasource import (
     KAFKA_ARROW_SCHEMA,
     KAFKA_SOURCE_SCHEMA,
@@ -442,3 +442,19 @@ def test_broker_logs_caught_mid_swap_and_after_retention(spark, real_kafka):
     deleted_dir = real_kafka / "JobCollins__daas" / "kafka" / "data"
     # Only .deleted files are left: nothing is live, so nothing is read.
     assert read(spark, deleted_dir, topics="rappel_conso").count() == 0
+
+
+def test_another_topics_symlinked_file_fails_only_reads_of_that_topic(logs, tmp_path):
+    """A symlink in one topic's partition dir refuses reads of that topic (and of every topic),
+    never follows the link, and no longer refuses a read of another topic of the log dir."""
+    root = _copy(logs[0], tmp_path / "logs")
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"outside the log dir")
+    link = root / "events-0" / "00000000000000099999.log"
+    link.symlink_to(victim)
+    splits = plan_splits(ReadOptions.parse({"path": str(root), "topics": "audit"}))
+    assert {(s.topic, s.partition) for s in splits} == {("audit", 0)}
+    for options in ({"topics": "events"}, {}):
+        with pytest.raises(UnsafePathError, match="symbolic link"):
+            plan_splits(ReadOptions.parse({"path": str(root), **options}))
+    assert victim.read_bytes() == b"outside the log dir"
