@@ -135,11 +135,26 @@ def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict
 
 
 def _run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, topic: Topic,
-                    log_store: LogStoreResource) -> list[int]:
-    """The run's partitions; every partition of the topic for a run without any (Dagster runs
-    checks selected without their asset unpartitioned)."""
+                    log_store: LogStoreResource, *, whole_topic: bool) -> list[int]:
+    """The run's partitions, checked before anything is read or cleaned. A run without any
+    gets every partition of the topic with ``whole_topic`` (Dagster runs checks selected without
+    their asset unpartitioned), and is refused without: a cleaning run without a partition
+    (launched with no partition tags) would clean every partition and then have none to record
+    its materializations under."""
     if context.has_partition_key or context.has_partition_key_range:
-        return sorted(partition_number(k) for k in context.partition_keys)
+        try:
+            partitions = sorted(partition_number(k) for k in context.partition_keys)
+        except ValueError as exc:
+            raise dg.Failure(f"{exc}: the run names no partition of topic {topic.name}", allow_retries=False) from None
+        if not partitions:
+            keys = context.partition_key_range
+            raise dg.Failure(f"the partition range {keys.start}..{keys.end} of topic {topic.name} holds no partition "
+                             "(its start is after its end)", allow_retries=False)
+        return partitions
+    if not whole_topic:
+        raise dg.Failure(f"a cleaning run of topic {topic.name} needs a partition or a partition range: launch it "
+                         "from the asset's partitions, as a backfill, or let the topic's sensors launch it",
+                         allow_retries=False)
     with log_store.manager() as manager:
         return manager.partitions(topic.name)
 
@@ -148,7 +163,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
                      pyspark: LogSparkResource, log_store: LogStoreResource) -> Iterator[Any]:
     """The body of the topic asset (see the module docstring)."""
     asset_key = log_asset_key(topic.name)
-    partitions = _run_partitions(context, topic, log_store)
+    partitions = _run_partitions(context, topic, log_store, whole_topic=False)
     now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
     observed = _observe(log_store, topic.name, partitions, now_ms)
     cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in observed.items()}
@@ -235,7 +250,7 @@ def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspa
     op_context = context.op_execution_context
     asset_key = log_asset_key(topic.name)
     selected = {k.name for k in context.selected_asset_check_keys}
-    partitions = _run_partitions(op_context, topic, log_store)
+    partitions = _run_partitions(op_context, topic, log_store, whole_topic=True)
     # the asset ran before this step in the same run when the run has materializations of it
     with_asset = bool(run_materializations(op_context.instance, asset_key, op_context.run.run_id,
                                            [partition_key(p) for p in partitions]))

@@ -347,6 +347,34 @@ def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follo
     assert kept == sorted(o for _, o in best.values() if o < checkpoint - 1)
 
 
+def _tree(root) -> dict:
+    return {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("tags, said", [
+    ({}, "needs a partition or a partition range"),
+    ({RANGE[0]: "2", RANGE[1]: "0"}, "the partition range 2..0 of topic orders holds no partition"),
+    ({"dagster/partition": "01"}, "partition key '01' is not a partition number"),
+], ids=["no-partition", "reversed-range", "bad-key"])
+def test_a_cleaning_run_that_names_no_partition_is_refused_before_it_cleans_anything(platform, tags, said):
+    """A run of the cleanup job launched without partition tags cleaned every partition of the
+    topic and then failed with nothing recorded (Dagster had no partition to record the
+    materializations under); a reversed range "succeeded" with an empty materialization; a key
+    that is not a partition number failed with a traceback. Each is now refused in one line
+    before anything is read or written."""
+    root, defs, _, instance = platform
+    instance.add_dynamic_partitions("partitions__orders", ["01"])
+    before = _tree(root)
+    job = defs.resolve_job_def("cleanup__orders")
+    result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert said in message and message.count("\n") <= 1, message
+    assert not result.asset_materializations_for_node(_asset(defs, "orders").op.name)
+    assert _tree(root) == before
+
+
 def test_one_topics_bad_file_or_config_does_not_stop_the_others(tmp_path, spark):
     """A symlink in one partition dir (orders-0) and a refused config in another topic's metadata
     (profiles.v1) made the code location fail to load, so every run of every topic failed, and
