@@ -85,6 +85,7 @@ def test_the_committed_instance_config(tmp_path, monkeypatch):
         assert instance.event_log_storage.supports_global_concurrency_limits
         assert not instance.telemetry_enabled
         assert instance.run_retries_max_retries == 1
+        assert not instance.run_retries_retry_on_asset_or_op_failure  # a step that failed on the data fails again
         assert (home / "history").is_dir()  # SQLite storage under DAGSTER_HOME
 
 
