@@ -327,10 +327,12 @@ class LogManager(TopicAdmin):
     def topic_overrides(self, topic: str) -> dict[str, str]:
         """The topic's config overrides from its metadata. A topic without metadata (a broker's
         log dir copied in) has none, bar an internal topic's; one whose metadata is in a log
-        dir not given here is refused: its partitions were placed from there."""
-        meta = self.topic_metadata(topic)
-        if meta is not None:
-            return dict(meta.configs)
+        dir not given here is refused: its partitions were placed from there. A topic whose
+        deletion a kill interrupted keeps its config until its files are gone: recovery loads its
+        partitions before the open finishes the delete."""
+        found = self._find_metadata(topic)
+        if found is not None:
+            return dict(found[1].configs)
         for d in self.log_dirs:
             home = placed_elsewhere(d.path, topic)
             if home is not None:
