@@ -81,6 +81,20 @@ def _require_compacted(topic: str, config: LogConfig) -> None:
                        "only compacted topics are cleaned")
 
 
+def _check_distinct_dirs(paths: Sequence[Path]) -> None:
+    """Refuse two log dirs that are one directory under two paths (a bind mount): a writer
+    would wait for ever on the lock it already holds through the other path."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue  # not made yet: two new paths are two directories
+        first = seen.setdefault((st.st_dev, st.st_ino), path)
+        if first != path:
+            raise LogError(f"log dirs {first} and {path} are the same directory (a bind mount?): give it once")
+
+
 class LogManager(TopicAdmin):
     """Opens log dirs, recovers them after an unclean shutdown, and hands out ``Log`` objects."""
 
@@ -102,6 +116,7 @@ class LogManager(TopicAdmin):
         paths = [Path(p).resolve() for p in log_dirs]
         if len(set(paths)) != len(paths):
             raise LogError(f"duplicate entries in log.dirs: {[str(p) for p in paths]}")
+        _check_distinct_dirs(paths)
         self.broker_props = dict(broker_props or {})
         build_log_config(self.broker_props)  # validate broker settings before touching anything
         self.max_partitions = max_partitions_per_topic(self.broker_props)

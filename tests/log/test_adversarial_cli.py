@@ -235,3 +235,27 @@ def test_the_real_logctl_refuses_bad_input(template, tmp_path, argv, stdin):
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 1 and err.startswith("error: ") and err.count("\n") == 1, err
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("argv,stdin", [(["topic", "create", "a", "--partitions", "2"], b""),
+                                        (["produce", "plain", "--partition", "0"], GOOD.encode())])
+def test_one_log_dir_under_two_paths_is_refused_not_waited_on(template, tmp_path, argv, stdin):
+    """The same directory given twice through a bind mount: the writer waited for ever on the
+    lock it already held through the first path (``d1,d1`` and a symlink were refused, being
+    one path once resolved). The dirs' device and inode now tell."""
+    root, bound = tmp_path / "logs", tmp_path / "bound"
+    shutil.copytree(template / "logs", root, symlinks=True)
+    bound.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(root), str(bound)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here ({mounted.stderr.strip()}): the test needs one directory under two paths")
+    try:
+        before = snapshot(root)
+        logctl = Path(sys.executable).with_name("logctl")
+        proc = subprocess.run([str(logctl), "--log-dirs", f"{root},{bound}", *argv], input=stdin, capture_output=True,
+                              cwd=REPO, timeout=60)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and err.count("\n") == 1 and "are the same directory" in err, err
+        assert snapshot(root) == before
+    finally:
+        subprocess.run(["umount", "-l", str(bound)], check=False)
