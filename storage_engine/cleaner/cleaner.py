@@ -141,7 +141,7 @@ class Cleaner:
         round (whose map is exact: it reports its entries, and no capacity)."""
         self._last_stable_offset = result.last_stable_offset
         report.passes += 1
-        report.stats.add(result.stats)
+        report.add_pass(result.stats)
         report.distinct_keys += result.map_entries
         report.map_entries = result.map_entries
         report.map_entries_max = max(report.map_entries_max, result.map_entries)

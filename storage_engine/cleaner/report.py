@@ -24,7 +24,13 @@ class CompactionReport:
     dirty_ratio_before: float | None = None
     dirty_ratio_after: float | None = None
     due_reason: str = ""
-    stats: CleanerStats = field(default_factory=CleanerStats)
+    stats: CleanerStats = field(default_factory=CleanerStats)  # summed over passes: what was processed
+    # the cleaned range before the run and after it (``add_pass``): over several passes the
+    # summed reads count the earlier passes' output again
+    start_bytes: int = 0
+    start_records: int = 0
+    end_bytes: int = 0
+    end_records: int = 0
     distinct_keys: int = 0  # keys mapped, summed over passes
     map_entries: int = 0  # of the last pass
     map_entries_max: int = 0  # the most keys one pass held
@@ -48,6 +54,16 @@ class CompactionReport:
     retention: dict | None = None
     warnings: list[str] = field(default_factory=list)
 
+    def add_pass(self, stats: CleanerStats) -> None:
+        """Add one pass's counters. Each pass reads the cleaned range from the log start (as
+        Kafka's ``Cleaner.cleanSegments`` groups it), so it reads the previous pass's output
+        again plus what is newly dirty: the run's start size is the first pass's read plus each
+        later pass's read beyond the output before it, its end size the last pass's output."""
+        self.start_bytes += stats.bytes_read - self.end_bytes
+        self.start_records += stats.records_read - self.end_records
+        self.end_bytes, self.end_records = stats.bytes_written, stats.records_written
+        self.stats.add(stats)
+
     @property
     def mb_per_s(self) -> float:
         return self.stats.bytes_read / (1024 * 1024) / self.duration_s if self.duration_s > 0 else 0.0
@@ -58,13 +74,11 @@ class CompactionReport:
 
     @property
     def size_reduction_pct(self) -> float:
-        s = self.stats
-        return 100.0 * (1 - s.bytes_written / s.bytes_read) if s.bytes_read else 0.0
+        return 100.0 * (1 - self.end_bytes / self.start_bytes) if self.start_bytes else 0.0
 
     @property
     def records_reduction_pct(self) -> float:
-        s = self.stats
-        return 100.0 * (1 - s.records_written / s.records_read) if s.records_read else 0.0
+        return 100.0 * (1 - self.end_records / self.start_records) if self.start_records else 0.0
 
     def to_dict(self) -> dict:
         s = self.stats
@@ -87,6 +101,10 @@ class CompactionReport:
             "bytes_written": s.bytes_written,
             "records_read": s.records_read,
             "records_written": s.records_written,
+            "start_bytes": self.start_bytes,
+            "start_records": self.start_records,
+            "end_bytes": self.end_bytes,
+            "end_records": self.end_records,
             "map_bytes_read": s.map_bytes_read,
             "map_records_read": s.map_records_read,
             "scan_bytes_read": s.scan_bytes_read,
@@ -146,8 +164,8 @@ class CompactionReport:
             f"  Indexed {s.map_bytes_read / mb:,.1f} MB in {s.index_seconds:.2f} seconds; "
             f"{self.distinct_keys:,} distinct keys; map fill {100 * self.map_fill:.1f}% "
             f"({self.map_bytes_per_entry:.0f} bytes/key)",
-            f"  Start size: {s.bytes_read / mb:,.1f} MB ({s.records_read:,} messages), end size: "
-            f"{s.bytes_written / mb:,.1f} MB ({s.records_written:,} messages)",
+            f"  Start size: {self.start_bytes / mb:,.1f} MB ({self.start_records:,} messages), end size: "
+            f"{self.end_bytes / mb:,.1f} MB ({self.end_records:,} messages)",
             f"  {self.size_reduction_pct:.1f}% size reduction ({self.records_reduction_pct:.1f}% fewer messages): "
             f"{s.duplicates_removed:,} duplicates, {s.tombstones_removed:,} tombstones, "
             f"{s.unkeyed_removed:,} unkeyed, {s.aborted_removed:,} aborted, {s.markers_removed:,} markers removed",

@@ -352,6 +352,29 @@ def test_a_small_map_cleans_part_of_the_dirty_section_and_moves_the_checkpoint_t
         assert content(log) == [(20 + k, f"k{k:02d}", "r1") for k in range(20)]
 
 
+def test_a_run_of_several_passes_reports_the_ranges_sizes_before_and_after_not_the_sum_of_its_reads(tmp_path):
+    """Each pass reads the cleaned range from the log start again, so the summed reads counted
+    the earlier passes' output again: "Start size" was several times the log, and the size
+    reduction far too small. The start and end are the range before the run and after it."""
+    with compacted(tmp_path) as m:
+        log = m.get_log("t", 0)
+        for r in range(3):
+            for k in range(20):
+                put(log, (f"k{k:02d}", f"r{r}" * 20))
+        log.roll()
+        before = sum(s.size for s in log.segments[:-1])
+        report = compact(m, cleaner=small_map_cleaner(5.5))
+        after = sum(s.size for s in log.segments[:-1])
+        assert report.passes > 3 and report.stats.bytes_read > 2 * before  # what the passes processed
+        assert (report.start_bytes, report.start_records) == (before, 60)
+        assert (report.end_bytes, report.end_records) == (after, 20)
+        d = report.to_dict()
+        assert d["size_reduction_pct"] == round(100 * (1 - after / before), 3)
+        assert d["records_reduction_pct"] == round(100 * 40 / 60, 3)
+        assert f"Start size: {before / 2**20:,.1f} MB (60 messages), end size: {after / 2**20:,.1f} MB (20 messages)" \
+            in report.summary()
+
+
 def test_a_full_map_still_updates_keys_it_holds(tmp_path):
     with compacted(tmp_path) as m:
         log = m.get_log("t", 0)
