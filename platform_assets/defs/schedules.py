@@ -10,7 +10,9 @@ only what Kafka's rules select is cleaned. A partition there for its erasure dea
 (``forced_by_deadline``) needs a forced run, as the compaction sensor asks; a forced run cleans
 every partition of its range, so the sweep then asks for one run per group of consecutive
 partitions that need work instead, forced only where such a partition is. A topic with nothing to do is skipped, which keeps the
-run list and the event log free of empty runs. The sweep is the backstop for the sensors: it
+run list and the event log free of empty runs. A partition whose cleaning failed in its current
+state (a sweep's run or a sensor's, ``failed_states``) is left until it changes: swept every
+interval, it failed the same way each time (a corrupt batch) and filled the Runs page. The sweep is the backstop for the sensors: it
 catches partitions a sensor left for a later tick (its per-tick bound) or missed because it was
 stopped.
 
@@ -26,13 +28,13 @@ import dagster as dg
 
 from .assets import cleanup_run_config
 from ..logic.catalog import Topic
-from .jobs import TOPIC_TAG, TRIGGER_TAG
+from .jobs import STATES_TAG, TOPIC_TAG, TRIGGER_TAG
 from ..logic.partition_keys import partition_key
 from .partitions import partitions_def_name
 from .resources import LogStoreResource
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG
-from .sensors import current_states, default_status, unreadable_note
-from ..logic.log_state import TopicPartition, contiguous_runs, forced_by_deadline
+from .sensors import current_states, default_status, encode_tokens, failed_states, unreadable_note
+from ..logic.log_state import TopicPartition, compaction_token, contiguous_runs, forced_by_deadline
 from ..logic.settings import PlatformSettings
 
 MINUTE_MS = 60_000
@@ -68,12 +70,17 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
         unreadable: dict[TopicPartition, str] = {}
         states = current_states(log_store, settings, [topic.name], unreadable)
-        due = sorted((s for s in states
-                      if partition_key(s.partition) in keys and s.needs_cleaning),
-                     key=lambda s: s.partition)
+        needing = [s for s in states if partition_key(s.partition) in keys and s.needs_cleaning]
+        failed = failed_states(context.instance, topic.name)
+        due = sorted((s for s in needing if (s.partition, s.state_hash) not in failed), key=lambda s: s.partition)
         if not due:
-            return dg.SkipReason(f"nothing to sweep in {topic.name} ({len(states)} partition(s))"
-                                 + (f"; {unreadable_note(unreadable)}" if unreadable else ""))
+            notes = [f"nothing to sweep in {topic.name} ({len(states)} partition(s))"]
+            if len(needing) > len(due):  # swept every interval, each run failed on them again
+                notes.append(f"{len(needing) - len(due)} partition(s) whose cleaning failed in their current state "
+                             "are left until they change (log_health says why)")
+            if unreadable:
+                notes.append(unreadable_note(unreadable))
+            return dg.SkipReason("; ".join(notes))
         # a forced run cleans every partition of its range: then only runs of consecutive
         # partitions that need work, each forced only if it holds one asked for by its deadline;
         # no range covers a partition that cannot be read (its run would fail on it)
@@ -82,7 +89,8 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
             run_key=f"sweep:{run[0].partition}-{run[-1].partition}",
             run_config=cleanup_run_config(topic, force_compaction=forced_by_deadline(run)),
             tags={TOPIC_TAG: topic.name, RANGE_START_TAG: partition_key(run[0].partition),
-                  RANGE_END_TAG: partition_key(run[-1].partition), TRIGGER_TAG: "sweep"},
+                  RANGE_END_TAG: partition_key(run[-1].partition), TRIGGER_TAG: "sweep",
+                  STATES_TAG: encode_tokens(run, {s.tp: compaction_token(s) for s in run})},
         ) for run in runs]
 
     return _sweep

@@ -227,28 +227,42 @@ class _RunSensorSpec:
     forced: Callable[[Sequence[PartitionState]], bool] = lambda run: False
 
 
-def _encode_tokens(run: Sequence[PartitionState], tokens: Mapping[TopicPartition, str]) -> str:
+def encode_tokens(run: Sequence[PartitionState], tokens: Mapping[TopicPartition, str]) -> str:
+    """A run's ``logplat/states`` tag: each partition's token (``<partition>:<token>``)."""
     return ",".join(f"{s.partition}:{tokens[s.tp]}" for s in run)
+
+
+def _run_tokens(instance: dg.DagsterInstance, runs: dg.RunsFilter) -> set[tuple[str, int, str]]:
+    """(topic, partition, token) of every partition the latest ``runs`` covered (their states tag)."""
+    found = set()
+    for record in instance.get_run_records(runs, limit=RECENT_RUNS):
+        tags = record.dagster_run.tags
+        for item in filter(None, tags.get(STATES_TAG, "").split(",")):
+            key, _, token = item.partition(":")
+            if (partition := parse_partition_number(key)) is not None:
+                found.add((tags.get(TOPIC_TAG, ""), partition, token))
+    return found
 
 
 def _used_tokens(instance: dg.DagsterInstance, sensor_name: str) -> set[tuple[str, int, str]]:
     """(topic, partition, token) of every partition a recent run of the sensor covered: a
     partition whose token is among them already had its run in its current state."""
-    used = set()
-    records = instance.get_run_records(dg.RunsFilter(tags={SENSOR_NAME_TAG: sensor_name}), limit=RECENT_RUNS)
-    for record in records:
-        tags = record.dagster_run.tags
-        for item in filter(None, tags.get(STATES_TAG, "").split(",")):
-            key, _, token = item.partition(":")
-            if (partition := parse_partition_number(key)) is not None:
-                used.add((tags.get(TOPIC_TAG, ""), partition, token))
-    return used
+    return _run_tokens(instance, dg.RunsFilter(tags={SENSOR_NAME_TAG: sensor_name}))
+
+
+def failed_states(instance: dg.DagsterInstance, topic: str) -> set[tuple[int, str]]:
+    """(partition, state hash) of the topic's partitions whose recent cleaning runs failed, by
+    whoever launched them: asked again in the same state, such a run fails the same way (a
+    corrupt batch) until the log changes or is repaired. A token starts with the state hash
+    (``compaction_token``, ``retention_token``)."""
+    runs = dg.RunsFilter(tags={TOPIC_TAG: topic}, statuses=[dg.DagsterRunStatus.FAILURE])
+    return {(partition, token.split("-")[0]) for _, partition, token in _run_tokens(instance, runs)}
 
 
 def _run_request(spec: _RunSensorSpec, topic: Topic, run: Sequence[PartitionState],
                  tokens: Mapping[TopicPartition, str]) -> dg.RunRequest:
     """One partition: a partitioned run; consecutive partitions: a single-run range (one Spark job)."""
-    tags = {TOPIC_TAG: topic.name, TRIGGER_TAG: spec.trigger, STATES_TAG: _encode_tokens(run, tokens),
+    tags = {TOPIC_TAG: topic.name, TRIGGER_TAG: spec.trigger, STATES_TAG: encode_tokens(run, tokens),
             REASON_TAG: spec.reason(run)[:MAX_REASON]}
     first, last = partition_key(run[0].partition), partition_key(run[-1].partition)
     if first == last:

@@ -305,6 +305,30 @@ def test_the_sweep_runs_no_range_over_a_partition_that_cannot_be_read(logs, inst
 
 
 
+def test_the_sweep_leaves_a_partition_whose_cleaning_failed_in_its_current_state(logs, instance):
+    """A partition whose cleaning fails on its data (a corrupt batch) was swept again every
+    interval, each run failing the same way. A failed run of the topic, a sweep's or a
+    sensor's, now holds the partition back until its state changes; the others are swept."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    sweep = defs.get_repository_def().get_schedule_def("sweep__orders")
+    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
+    (first,) = sweep.evaluate_tick(context).run_requests
+    tokens = dict(item.split(":") for item in first.tags["logplat/states"].split(","))
+    assert set(tokens) == {"0", "2"}  # the partitions with work (orders-1 has none)
+    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.FAILURE,
+                                   tags={"logplat/topic": "orders", "logplat/trigger": "sweep",
+                                         "logplat/states": f"0:{tokens['0']}"}))
+    requests = sweep.evaluate_tick(context).run_requests
+    assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+            for r in requests] == [("2", "2")]
+    with LogManager([logs]) as manager:  # orders-0 changes: swept again
+        append_each(manager.get_log("orders", 0), MORE_RECORDS)
+    (again,) = sweep.evaluate_tick(context).run_requests
+    assert again.tags["dagster/asset_partition_range_start"] == "0"
+
+
 def test_log_health_says_which_partitions_need_cleaning_and_why_once_per_change(logs, instance):
     defs, settings = definitions_for(logs)
     first = health_results(discover(defs, settings, instance))
