@@ -248,7 +248,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         # the sensors stay on: `scripts/ui.sh` (dagster dev) goes on cleaning without a click
         runs = [r for r in client.runs(created_after=started) if r["tags"].get("logplat/trigger")]
         failed = [r["runId"] for r in runs if r["status"] == "FAILURE"]
-        failed_ticks = {name: ticks for name in SENSORS if (ticks := client.failed_ticks(name))}
+        failed_ticks = {name: ticks for name in SENSORS if (ticks := client.failed_ticks(name, after=started))}
         recorded = recorded_by_dagster(client, topics, started * 1000 - 1)
     except DevServerError as exc:  # the webserver stopped answering
         print(f"error: {exc}", file=sys.stderr)

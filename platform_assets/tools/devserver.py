@@ -194,12 +194,14 @@ class GraphQL:
                           {"id": state["sensorState"]["id"], "sel": state["sensorState"]["selectorId"]})
         return data["stopSensor"]["instigationState"]["status"]
 
-    def failed_ticks(self, name: str, limit: int = 100) -> list[str]:
-        """The first line of each failed tick's error of a sensor, newest first."""
+    def failed_ticks(self, name: str, *, after: float | None = None, limit: int = 100) -> list[str]:
+        """The first line of each failed tick's error of a sensor, newest first; with ``after``
+        (a Unix time), only the ticks since then (an instance's earlier failures are not this
+        run's)."""
         selector = {"repositoryLocationName": self.location_name(), "repositoryName": REPOSITORY, "sensorName": name}
-        data = self.query("""query($s: SensorSelector!, $n: Int) { sensorOrError(sensorSelector: $s) {
-            ... on Sensor { sensorState { ticks(limit: $n, statuses: [FAILURE]) { error { message } } } } } }""",
-                          {"s": selector, "n": limit})
+        data = self.query("""query($s: SensorSelector!, $n: Int, $after: Float) { sensorOrError(sensorSelector: $s) {
+            ... on Sensor { sensorState { ticks(limit: $n, statuses: [FAILURE], afterTimestamp: $after) {
+                error { message } } } } } }""", {"s": selector, "n": limit, "after": after})
         messages = [((t.get("error") or {}).get("message") or "").strip()
                     for t in data["sensorOrError"]["sensorState"]["ticks"]]
         return [m.splitlines()[0] if m else "(no message)" for m in messages]

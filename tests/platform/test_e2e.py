@@ -8,7 +8,10 @@ from __future__ import annotations
 import shutil
 import time
 
+import dagster as dg
 import pytest
+from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
+from dagster._utils.error import SerializableErrorInfo
 from tests.helpers.engine import append_each
 
 from platform_assets.tools.devserver import DevServer, wait_for
@@ -53,6 +56,16 @@ def _completed(client, backfill_id):
     return check
 
 
+def _record_failed_tick(home, sensor: str, *, timestamp: float) -> None:
+    """A failed tick of ``sensor`` at ``timestamp``, stored in the instance as the daemon stores one."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        state = next(s for s in instance.all_instigator_state() if s.name == sensor)
+        instance.create_tick(TickData(
+            instigator_origin_id=state.instigator_origin_id, instigator_name=sensor,
+            instigator_type=InstigatorType.SENSOR, status=TickStatus.FAILURE, timestamp=timestamp,
+            selector_id=state.selector_id, error=SerializableErrorInfo("an earlier failure", [], "Exception")))
+
+
 @pytest.mark.slow
 def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
     logs = tmp_path / "logs"
@@ -64,6 +77,7 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
     env = {"LOGPLAT_LOG_DIRS": str(logs), "LOGPLAT_AUTOMATION": "stopped", "LOGPLAT_SENSOR_INTERVAL_S": "5",
            "LOGPLAT_SPARK_MASTER": "local[2]"}
 
+    started = time.time()
     with DevServer(home, REPO / "workspace.yaml", tmp_path / "server-logs", env) as server:
         client = server.client()
         assert client.set_sensor("log_state_sensor", True) == "RUNNING"
@@ -111,6 +125,11 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
         time.sleep(2 * 5)  # two more state-sensor ticks after the last change
         for name in ("log_state_sensor", "compaction_sensor", "deleted_files_sensor"):
             assert client.failed_ticks(name) == [], (name, server.logs())
+        # the main job counts the failed ticks since it started (an instance's earlier failures,
+        # from a previous run of it, failed every later one)
+        _record_failed_tick(home, "compaction_sensor", timestamp=started - 60)
+        assert client.failed_ticks("compaction_sensor") == ["an earlier failure"]
+        assert client.failed_ticks("compaction_sensor", after=started) == []
         # the backfill found nothing to compact in orders-0: its checks audited it rather than "Skipped"
         latest_values = [e for e in client.check_executions(["logs", "orders"], "latest_values_preserved")
                          if e["partition"] == "0"]
