@@ -278,32 +278,72 @@ def _serve(server: ConnectServer, log: Path | None) -> int:
     return 1
 
 
+#: how long the processes the command started may outlive it (``dagster dev``'s code server and
+#: run workers) before they are killed
+COMMAND_GROUP_GRACE_S = 10
+
+
 def _run_with(server: ConnectServer, command: list[str]) -> int:
-    """``command`` with the server as its Spark, to its end; its exit status. Ctrl-C reaches the
-    command from the terminal and it decides when to end; a kill or a hang-up sent to this
-    process is passed on to it."""
+    """``command`` with the server as its Spark, to its end; its exit status. The command runs in
+    a process group of its own, and a stop signal sent to this process (Ctrl-C, a kill, a
+    hang-up) is passed on to the whole group: ``dagster dev`` stops its webserver and daemon on
+    SIGTERM, but not its code server and run workers, which a kill of ``scripts/ui.sh`` left
+    running with no parent, on a Spark server that was gone. Whatever of the group outlives the
+    command is ended (``_end_group``)."""
     child: subprocess.Popen | None = None
     pending: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
-        if signum == signal.SIGINT:  # the terminal sent it to the command too
-            return
         if child is None:
             pending.append(signum)
         else:
-            child.send_signal(signum)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signum)
 
     for signum in STOP_SIGNALS:  # caught, not ignored: the command starts with the default handling
         signal.signal(signum, forward)
     try:
-        child = subprocess.Popen(command, env=dict(os.environ, **{MASTER_ENV: server.url}))
+        child = subprocess.Popen(command, env=dict(os.environ, **{MASTER_ENV: server.url}), start_new_session=True)
     except OSError as exc:
         print(f"error: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    for signum in pending:
-        child.send_signal(signum)
-    status = child.wait()
+    try:
+        for signum in pending:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signum)
+        status = child.wait()
+    finally:
+        _end_group(child.pid, COMMAND_GROUP_GRACE_S)
     return status if status >= 0 else 128 - status
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (from ``/proc``: a zombie waiting for its
+    reaper does not count, and ``kill(-pgid, 0)`` would)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # ended meanwhile
+        state, _ppid, group = text[text.rindex(")") + 2:].split()[:3]
+        if state != "Z" and int(group) == pgid:
+            return True
+    return False
+
+
+def _end_group(pgid: int, grace_s: float) -> None:
+    """End what is left of a process group once its leader has ended: SIGTERM, then SIGKILL
+    after ``grace_s``."""
+    if not _group_alive(pgid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _group_alive(pgid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 if __name__ == "__main__":

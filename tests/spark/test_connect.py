@@ -382,6 +382,14 @@ def test_a_server_that_lives_as_long_as_a_command(tmp_path):
     assert missing.stderr.splitlines() == ["error: command not found: no-such-command-here"]
 
 
+def _running(pid: int) -> bool:
+    """Whether the process runs (a zombie left for its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.slow
 def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command(tmp_path):
     """A kill while the JVM starts leaves nothing running and prints no traceback; a kill while
@@ -404,17 +412,25 @@ def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command
     assert starting.returncode == 128 + signal.SIGTERM and out == "" and err == ""
     assert _servers_on(port) == []
 
+    # the command starts processes of its own, as dagster dev starts a code server and run
+    # workers, which a kill of scripts/ui.sh left running: one ends on SIGTERM, one ignores it
     port = free_port()
-    command = "import sys, time; print('READY', flush=True); time.sleep(600)"
+    command = ("import subprocess, sys, time; "
+               "kids = [subprocess.Popen(['sleep', '600']), subprocess.Popen([sys.executable, '-c', "
+               "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])]; "
+               "print('READY', *(k.pid for k in kids), flush=True); time.sleep(600)")
     running = subprocess.Popen([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port), "--master",
                                 "local[1]", "--", sys.executable, "-c", command], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert running.stdout.readline().startswith(f"Spark Connect server on sc://127.0.0.1:{port} ")
-    assert running.stdout.readline() == "READY\n"
+    ready, *kids = running.stdout.readline().split()
+    assert ready == "READY" and len(kids) == 2
+    time.sleep(0.5)  # the second has set its handler
     running.send_signal(signal.SIGTERM)
     out, err = running.communicate(timeout=120)
     assert running.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-3000:]
     assert _servers_on(port) == []
+    assert [pid for pid in map(int, kids) if _running(pid)] == []
 
 
 @pytest.mark.parametrize("args, error", [
