@@ -58,12 +58,14 @@ def _completed(client, backfill_id):
 
 def _record_failed_tick(home, sensor: str, *, timestamp: float) -> None:
     """A failed tick of ``sensor`` at ``timestamp``, stored in the instance as the daemon stores one."""
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        state = next(s for s in instance.all_instigator_state() if s.name == sensor)
-        instance.create_tick(TickData(
-            instigator_origin_id=state.instigator_origin_id, instigator_name=sensor,
-            instigator_type=InstigatorType.SENSOR, status=TickStatus.FAILURE, timestamp=timestamp,
-            selector_id=state.selector_id, error=SerializableErrorInfo("an earlier failure", [], "Exception")))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DAGSTER_HOME", str(home))  # dagster.yaml names its storage by it
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            state = next(s for s in instance.all_instigator_state() if s.name == sensor)
+            instance.create_tick(TickData(
+                instigator_origin_id=state.instigator_origin_id, instigator_name=sensor,
+                instigator_type=InstigatorType.SENSOR, status=TickStatus.FAILURE, timestamp=timestamp,
+                selector_id=state.selector_id, error=SerializableErrorInfo("an earlier failure", [], "Exception")))
 
 
 @pytest.mark.slow
