@@ -398,6 +398,9 @@ class LogManager(TopicAdmin):
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
                 )
             if self.read_only:  # the partition exists (the metadata says so); its directory does not
+                if meta.log_dirs > len(self.log_dirs):
+                    self.check_every_log_dir_given(meta, f"the directory of partition {partition}, missing from "
+                                                         "these, may be in a log dir not given")
                 raise UnknownTopicOrPartitionError(
                     f"The directory {partition_dir_name(topic, partition)} of partition {partition} of topic {topic} "
                     f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic "
@@ -409,6 +412,8 @@ class LogManager(TopicAdmin):
                     raise UnknownTopicOrPartitionError(f"Topic {topic} was deleted meanwhile")
                 loc = self._locate(topic, partition)
                 if loc is None:
+                    self.check_every_log_dir_given(found[1], f"the directory of partition {partition}, missing from "
+                                                             "these, may be in a log dir not given")
                     loc, _ = self._create_partition_dir(topic, partition, found[0])
         return self._open_log(loc)
 

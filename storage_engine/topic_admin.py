@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import ContextManager, Iterable, Mapping, Sequence
 
@@ -79,7 +80,7 @@ class TopicAdmin:
                     raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other} (Kafka refuses "
                                             "names that differ only in '.' and '_')")
             self._check_checkpoint_files()
-            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
+            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex, log_dirs=len(self.log_dirs))
             write_metadata(meta, self.log_dirs[0].path)
             made: list[Path] = []
             try:
@@ -113,7 +114,7 @@ class TopicAdmin:
                 merged.pop(key, None)
             merged.update({k: str(v) for k, v in set_configs.items()})
             check_segment_index_bytes(build_log_config(self.broker_props, validate_topic_overrides(merged)))
-            new = TopicMetadata(meta.name, meta.partitions, merged, meta.topic_id)
+            new = replace(meta, configs=merged)
             made: list[Path] = []
             try:
                 self._mark_for(name, holder, meta.partitions, made)  # a broker's topic gets its metadata here first
@@ -147,6 +148,7 @@ class TopicAdmin:
                 raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
                                              f"higher than the requested {count}: a partition count never goes down.")
             self._check_checkpoint_files()
+            self.check_every_log_dir_given(meta, "a partition directory made now may be in a log dir not given")
             adopted = {p: loc for p in range(meta.partitions, count) if (loc := self._locate(name, p)) is not None}
             missing = [p for p in range(count) if p not in adopted and (p >= meta.partitions or self._locate(name, p)
                                                                       is None)]  # gaps below the count too
@@ -163,12 +165,22 @@ class TopicAdmin:
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
                 self._mark_for(name, holder, count, made)  # directories adopted from another log dir
-                new = TopicMetadata(meta.name, count, meta.configs, meta.topic_id)
+                new = replace(meta, partitions=count, log_dirs=max(meta.log_dirs, len(self.log_dirs)))
                 write_metadata(new, holder.path)
             except BaseException:  # not committed: what it opened is closed, what it made removed
                 self._discard(name, [*adopted, *missing], made)
                 raise
         return new
+
+    def check_every_log_dir_given(self, meta: TopicMetadata, why: str) -> None:
+        """Refuse to make partition directories of a topic placed over more log dirs than are
+        given (``TopicMetadata.log_dirs``): a directory missing from these may be in another,
+        and an empty copy of it here hid its records, then wedged every command given all of
+        them on "Duplicate log directories"."""
+        if meta.log_dirs > len(self.log_dirs):
+            raise LogError(f"topic {meta.name} was placed over {meta.log_dirs} log dirs and {len(self.log_dirs)} "
+                           f"{'is' if len(self.log_dirs) == 1 else 'are'} given ({self.dir_list()}): {why}; give "
+                           "every log dir")
 
     def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
         """Undo a refused topic change: close the logs it opened, remove what it made. A
@@ -234,7 +246,7 @@ class TopicAdmin:
         with self._metadata_lock():
             holder, meta = self._current_metadata(name)
             self._check_checkpoint_files()
-            write_metadata(TopicMetadata(meta.name, meta.partitions, meta.configs, meta.topic_id, True), holder.path)
+            write_metadata(replace(meta, deleting=True), holder.path)
             crash_point("topic-delete-marked")
             self._finish_delete(name, holder)
         return meta

@@ -29,6 +29,8 @@ from .nofollow import check_dir_or_missing, check_file_entry, check_under, open_
 TOPICS_DIR = ".logplat-topics"
 METADATA_LOCK = ".logplat-topics.lock"
 _SUFFIX = ".json"
+#: the most log dirs a metadata file may say a topic was placed over (a sanity bound on data read off disk)
+MAX_LOG_DIRS = 10_000
 _PLACED_SUFFIX = ".home"  # as long as ".json": a 249-character topic fits NAME_MAX
 
 
@@ -39,19 +41,26 @@ class TopicMetadataError(LogError):
 @dataclass(frozen=True)
 class TopicMetadata:
     """One topic's partition count and config overrides. ``deleting`` marks the commit point of
-    ``topic delete``: the next writable open finishes a delete a crash interrupted."""
+    ``topic delete``: the next writable open finishes a delete a crash interrupted. ``log_dirs``
+    is how many log dirs its partitions were placed over (0: not recorded, a topic made before
+    it was): a writable command given fewer never makes a partition's missing directory, which
+    may be in a log dir not given (an empty copy of it there wedged every later command on
+    "Duplicate log directories")."""
 
     name: str
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)  # topic-level overrides, as given
     topic_id: str = ""
     deleting: bool = False
+    log_dirs: int = 0
 
     def to_json(self) -> bytes:
         body = {"version": 0, "name": self.name, "partitions": self.partitions, "configs": self.configs,
                 "topic_id": self.topic_id}
         if self.deleting:
             body["deleting"] = True
+        if self.log_dirs:
+            body["log_dirs"] = self.log_dirs
         return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
 
 
@@ -91,7 +100,10 @@ def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
     deleting = body.get("deleting", False)
     if not isinstance(topic_id, str) or not isinstance(deleting, bool):
         raise bad("topic_id must be a string and deleting a boolean")
-    return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting)
+    log_dirs = body.get("log_dirs", 0)
+    if isinstance(log_dirs, bool) or not isinstance(log_dirs, int) or not 0 <= log_dirs <= MAX_LOG_DIRS:
+        raise bad(f"log_dirs must be an integer from 0 to {MAX_LOG_DIRS}, got {log_dirs!r}")
+    return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting, log_dirs)
 
 
 def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:

@@ -17,6 +17,7 @@ import pytest
 from storage_engine.append_validation import ProducerRecord
 from storage_engine.errors import InvalidTopicError, LogError
 from storage_engine.manager import LogManager
+from storage_engine.record import decode_batch
 from tests.helpers.paths import REPO
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
@@ -459,6 +460,32 @@ def test_a_log_dir_given_without_the_one_holding_its_topics_metadata_refuses_the
         assert m.topic_config("c").compact
         m.delete_topic("c")
     assert not placed_path(d2, "c").exists() and not list(tmp_path.glob("d*/c-*"))
+
+
+def test_a_subset_of_the_log_dirs_never_makes_a_partition_directory_another_may_hold(tmp_path):
+    """Given only the metadata's log dir, ``alter --partitions`` and a produce made an empty copy
+    of a partition that lives in the other log dir: its acknowledged records read as nothing,
+    and given both dirs every command then refused them ("Duplicate log directories"). The
+    metadata records how many log dirs the topic was placed over; a writable command given fewer
+    makes no partition directory, and a reader says where the partition may be."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    with LogManager([d1, d2]) as m:
+        m.create_topic("c", 2)
+        m.get_log("c", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
+    assert (d2 / "c-1").is_dir() and json.loads((d1 / ".logplat-topics" / "c.json").read_text())["log_dirs"] == 2
+    before = every_name(d1)
+    with LogManager([d1]) as m:
+        for change in (lambda: m.add_partitions("c", 3), lambda: m.get_log("c", 1)):
+            with pytest.raises(LogError, match=r"topic c was placed over 2 log dirs and 1 is given .*give every log dir"):
+                change()
+        m.alter_topic("c", {"retention.ms": "1000"})  # a config change makes no directory: allowed
+    with LogManager([d1], read_only=True) as m:
+        with pytest.raises(LogError, match="partition 1, missing from these, may be in a log dir not given"):
+            m.get_log("c", 1)
+    assert [n for n in every_name(d1) if n not in before] == []
+    with LogManager([d1, d2]) as m:
+        assert m.add_partitions("c", 3).log_dirs == 2 and m.topic_config("c").retention_ms == 1000
+        assert [r.value for b in m.get_log("c", 1).iter_batches() for r in decode_batch(b)] == [b"acked"]
 
 
 def test_a_manager_of_one_log_dir_given_every_topic_s_config_recovers_it(tmp_path):
