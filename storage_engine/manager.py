@@ -398,14 +398,7 @@ class LogManager(TopicAdmin):
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
                 )
             if self.read_only:  # the partition exists (the metadata says so); its directory does not
-                if meta.log_dirs > len(self.log_dirs):
-                    self.check_every_log_dir_given(meta, f"the directory of partition {partition}, missing from "
-                                                         "these, may be in a log dir not given")
-                raise UnknownTopicOrPartitionError(
-                    f"The directory {partition_dir_name(topic, partition)} of partition {partition} of topic {topic} "
-                    f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic "
-                    "delete removes the topic (a topic create killed part way leaves such gaps)"
-                )
+                raise self.missing_partition_error(meta, partition)
             with self._metadata_lock():  # a create in flight makes the directory itself: wait, then look again
                 found = self._find_metadata(topic)
                 if found is None or found[1].deleting:
@@ -416,6 +409,19 @@ class LogManager(TopicAdmin):
                                                              "these, may be in a log dir not given")
                     loc, _ = self._create_partition_dir(topic, partition, found[0])
         return self._open_log(loc)
+
+    def missing_partition_error(self, meta: TopicMetadata, partition: int) -> LogError:
+        """Why a partition its topic's metadata counts has no directory in these log dirs, for a
+        reader: in a log dir not given, or never made (a create killed part way)."""
+        try:
+            self.check_every_log_dir_given(meta, f"the directory of partition {partition}, missing from these, "
+                                                 "may be in a log dir not given")
+        except LogError as exc:
+            return exc
+        return UnknownTopicOrPartitionError(
+            f"The directory {partition_dir_name(meta.name, partition)} of partition {partition} of topic {meta.name} "
+            f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic delete "
+            "removes the topic (a topic create killed part way leaves such gaps)")
 
     def _locate(self, topic: str, partition: int) -> PartitionLocation | None:
         """Where one partition's directory is, looking only at its own name in each log dir (a

@@ -185,6 +185,11 @@ class StateCache:
         if wanted is None:
             for path in set(self._entries) - seen:
                 del self._entries[path]
+        for topic, count in sorted(counts.items()):  # counted by the metadata, with no directory here
+            gaps = [p for p in range(count) if (topic, p) not in where and (unreadable is None or (topic, p) not in unreadable)]
+            if gaps and (wanted is None or topic in wanted) and (meta := manager.topic_metadata(topic)) is not None:
+                for p in gaps:
+                    refused((topic, p), manager.missing_partition_error(meta, p))
         return sorted(states, key=lambda s: (s.topic, s.partition))
 
 

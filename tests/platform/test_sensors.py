@@ -329,6 +329,26 @@ def test_the_sweep_leaves_a_partition_whose_cleaning_failed_in_its_current_state
     assert again.tags["dagster/asset_partition_range_start"] == "0"
 
 
+def test_a_partition_its_metadata_counts_without_a_directory_gets_its_reason_in_log_health(logs, instance):
+    """A topic whose create was killed before its partition directories (or one whose directory
+    was removed by hand) was told "gone from the log dirs (reload the code location)", which no
+    reload helps, and its partitions had no log_health at all. Each missing partition now gets
+    an error naming the missing directory, as a reader's open says."""
+    with LogManager([logs]) as manager:
+        manager.create_topic("half", 2)
+    for p in range(2):
+        shutil.rmtree(logs / f"half-{p}")
+    shutil.rmtree(logs / "clicks-1")
+    defs, settings = definitions_for(logs)
+    data = discover(defs, settings, instance)
+    assert "gone from the log dirs" not in (data.skip_message or "")
+    health = health_results(data)
+    for tp in (("half", "0"), ("half", "1"), ("clicks", "1")):
+        assert not health[tp].passed and health[tp].severity == dg.AssetCheckSeverity.ERROR
+        assert f"The directory {tp[0]}-{tp[1]} of partition {tp[1]} of topic {tp[0]} is missing" in health[tp].description
+    assert health[("clicks", "0")].description.startswith("partition 0: ")
+
+
 def test_log_health_says_which_partitions_need_cleaning_and_why_once_per_change(logs, instance):
     defs, settings = definitions_for(logs)
     first = health_results(discover(defs, settings, instance))

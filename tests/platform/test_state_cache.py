@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.helpers.engine import TakenListing, append_each, flip_last_byte, open
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
 from storage_engine.manager import LogManager
+from storage_engine.topic_store import read_metadata, write_metadata
 from tests.helpers.paths import REPO
 
 NOW = int(time.time() * 1000)
@@ -112,7 +114,12 @@ def test_a_config_change_recomputes_and_gone_partitions_are_forgotten(logs):
     for name in os.listdir(logs / "t-2"):
         os.unlink(logs / "t-2" / name)
     os.rmdir(logs / "t-2")
-    assert [s.partition for s in read(states_cache, logs)] == [0, 1]
+    unreadable: dict = {}
+    with LogManager([logs], read_only=True) as manager:
+        states = states_cache.read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1, unreadable=unreadable)
+    assert [s.partition for s in states] == [0, 1]
+    # the metadata still counts it: its directory is missing, which the read says (a reader's open would)
+    assert list(unreadable) == [("t", 2)] and "The directory t-2 of partition 2 of topic t is missing" in unreadable[("t", 2)]
 
 
 @pytest.mark.parametrize("where", ["partition dir", "segment", "second log dir"])
@@ -207,6 +214,8 @@ def test_a_partition_deleted_after_the_listing_has_no_state(logs, monkeypatch, w
     def listed_then_deleted(path="."):
         if Path(path) == trigger and not renamed:
             entries = list(real(path)) if trigger == logs else None
+            meta = read_metadata(logs, "t")  # as a topic delete does: its commit point, then the renames
+            write_metadata(replace(meta, deleting=True), logs)
             renamed.append((logs / "t-1").rename(logs / "t-1.gone"))
             return TakenListing(entries) if entries is not None else real(path)
         return real(path)
