@@ -114,24 +114,29 @@ def _check_compactions(spark, topic: Topic, log_store: LogStoreResource, cleanup
     after = {p: cleanups[p].after for p in compacted}
     digests = check_facts.summarize({p: before[p] for p in compacted},
                                     from_offsets={p: s.log_start_offset for p, s in after.items()})
-    return _state_checks(spark, topic, log_store, after, {p: cleanups[p].leo_before for p in compacted}, digests)
+    return _state_checks(spark, topic, log_store, after, {p: cleanups[p].leo_before for p in compacted}, digests)[0]
 
 
 def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict[int, PartitionState],
-                  ending: dict[int, int], before: dict[int, check_facts.PartitionFacts] | None) -> list[CheckOutcome]:
+                  ending: dict[int, int], before: dict[int, check_facts.PartitionFacts] | None
+                  ) -> tuple[list[CheckOutcome], dict[int, str]]:
     """The checks of each partition in ``states`` over ``[log start, ending[p])``; the latest-value
-    comparison only when there is a ``before``."""
+    comparison only when there is a ``before``. With them, where each partition's read stopped
+    at a damaged batch, if it did."""
     cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items() if s.cleaner_checkpoint is not None}
     read = check_facts.key_facts(spark, log_store.log_dirs, topic.name, ending, broker_props=log_store.broker_properties,
                                  cleaned_end=cleaned_end, verify=True)
     after = check_facts.summarize(read)
     outcomes: list[CheckOutcome] = []
+    errors: dict[int, str] = {}
     for p, state in sorted(states.items()):
         facts = after[p]
         digests = None if before is None else (before[p].digest, facts.digest)
         error = next((f.error for f in (before[p] if before else None, facts) if f is not None and f.error), None)
         outcomes.extend(evaluate_checks(p, state, facts.duplicates, read[p].verification, digests, error))
-    return outcomes
+        if error is not None:
+            errors[p] = error
+    return outcomes, errors
 
 
 def _run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, topic: Topic,
@@ -278,10 +283,14 @@ def _audit(pyspark: LogSparkResource, topic: Topic, log_store: LogStoreResource,
     if not partitions:
         return []
     observed = _observe(log_store, topic.name, partitions, int(time.time() * 1000))
-    outcomes = [health_outcome(s) for s, _ in observed.values()] if HEALTH_CHECK in selected else []
+    outcomes: list[CheckOutcome] = []
+    read_errors: dict[int, str] = {}  # a damaged batch the records' checks met: log_health says so too
     if selected - {HEALTH_CHECK, LATEST_VALUES}:
-        outcomes += _state_checks(pyspark.spark_session, topic, log_store, {p: s for p, (s, _) in observed.items()},
-                                  {p: leo for p, (_, leo) in observed.items()}, None)
+        outcomes, read_errors = _state_checks(pyspark.spark_session, topic, log_store,
+                                              {p: s for p, (s, _) in observed.items()},
+                                              {p: leo for p, (_, leo) in observed.items()}, None)
+    if HEALTH_CHECK in selected:
+        outcomes += [health_outcome(s, read_error=read_errors.get(p)) for p, (s, _) in observed.items()]
     if compacted_elsewhere and LATEST_VALUES in selected:
         outcomes += [CheckOutcome(LATEST_VALUES, p, True, "not compacted by this run: the cleaner changed none of "
                                   "its values") for p in partitions]

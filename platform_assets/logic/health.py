@@ -95,13 +95,16 @@ def health_of(state: PartitionState) -> Health:
     return Health(severity, summary, tuple(reasons))
 
 
-def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None) -> CheckOutcome:
+def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None,
+                   read_error: str | None = None) -> CheckOutcome:
     """The ``log_health`` result of one partition, emitted like the other checks (``checks.py``);
-    ``cleaning_failed``: why the run that just tried to clean it failed."""
+    ``cleaning_failed``: why the run that just tried to clean it failed; ``read_error``: where an
+    audit's read of its records stopped (a damaged batch), which the cheap state cannot see."""
     health = health_of(state)
-    if cleaning_failed is not None:
-        health = Health(dg.AssetCheckSeverity.ERROR, f"last cleaning failed: {cleaning_failed}; {health.summary}",
-                        (f"last cleaning failed: {cleaning_failed}", *health.reasons))
+    failure = (f"last cleaning failed: {cleaning_failed}" if cleaning_failed is not None
+               else f"its records cannot be read: {read_error}" if read_error is not None else None)
+    if failure is not None:
+        health = Health(dg.AssetCheckSeverity.ERROR, f"{failure}; {health.summary}", (failure, *health.reasons))
     metadata: dict[str, object] = {"status": health.level, "deletable_segments": state.deletable_segments}
     if state.dirty_ratio is not None:
         metadata["dirty_ratio"] = round(state.dirty_ratio, 6)

@@ -169,6 +169,35 @@ def test_a_sweep_request_runs_as_one_range(platform):
     assert {p: m["status"] for p, m in by_partition.items()} == {"0": "compacted", "1": "skipped", "2": "compacted"}
 
 
+def _audit_job(defs: dg.Definitions, settings, asset: dg.AssetsDefinition) -> dg.JobDefinition:
+    """The topic's checks alone, as the UI's "Execute" on them runs them."""
+    checks = next(c for c in defs.asset_checks if any(k.asset_key == asset.key for k in c.check_keys))
+    return dg.Definitions(
+        assets=[asset], asset_checks=[checks], resources=resources_with_test_session(settings),
+        jobs=[dg.define_asset_job("audit", selection=dg.AssetSelection.checks_for_assets(asset))],
+    ).resolve_job_def("audit")
+
+
+def test_an_audit_that_meets_a_damaged_batch_says_so_in_log_health(platform):
+    """The cheap state cannot see a damaged batch: an audit's log_health said "cleaning due"
+    (WARN) and replaced the ERROR the failed cleaning had recorded, while the damage showed only
+    in another check's details. The audit's read of the records now tells log_health."""
+    root, defs, settings, instance = platform
+    first = sorted((root / "orders-0").glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    first.write_bytes(bytes(data))
+    asset = _asset(defs, "orders")
+    assert _audit_job(defs, settings, asset).execute_in_process(instance=instance).success
+    latest = {r.partition: r.event.dagster_event.event_specific_data
+              for r in reversed(instance.event_log_storage.get_asset_check_execution_history(
+                  dg.AssetCheckKey(asset.key, HEALTH_CHECK), limit=10))}
+    assert not latest["0"].passed and latest["0"].severity == dg.AssetCheckSeverity.ERROR
+    assert latest["0"].description.startswith("partition 0: its records cannot be read: ")
+    assert "CRC" in latest["0"].description.upper()
+    assert "cannot be read" not in latest["2"].description
+
+
 def test_checks_run_alone_audit_the_logs_as_they_are(platform):
     """After any materialization of the topic, the audit's one result per check for the run
     failed the step ("Cannot access partition_key for a non-partitioned run"): Dagster looked
@@ -177,14 +206,9 @@ def test_checks_run_alone_audit_the_logs_as_they_are(platform):
     _, defs, settings, instance = platform
     _materialize(platform, "orders", partition="1")  # partition 1 is empty: nothing to compact
     asset = _asset(defs, "orders")
-    checks = next(c for c in defs.asset_checks if any(k.asset_key == asset.key for k in c.check_keys))
-    audit = dg.Definitions(
-        assets=[asset], asset_checks=[checks], resources=resources_with_test_session(settings),
-        jobs=[dg.define_asset_job("audit", selection=dg.AssetSelection.checks_for_assets(asset))],
-    ).resolve_job_def("audit")
     # Dagster runs checks selected without their partitioned asset as an unpartitioned run: the
     # audit covers every partition of the topic, each recorded as its own evaluation
-    result = audit.execute_in_process(instance=instance)
+    result = _audit_job(defs, settings, asset).execute_in_process(instance=instance)
     assert result.success
     assert not result.asset_materializations_for_node(asset.op.name)  # the log was not touched
     def evaluated(check: str) -> set[tuple[str, str]]:
