@@ -32,8 +32,9 @@ from .logdir import LogDir
 from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, parse_partition_dir,
                      partition_dir_name, validate_topic_name)
 from .partition_lock import LOCK_FILE_NAME
-from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock, placed_names,
-                          placed_path, read_metadata, remove_metadata, remove_placed, write_metadata)
+from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock,
+                          placed_elsewhere, placed_names, placed_path, read_metadata, remove_metadata, remove_placed,
+                          write_metadata)
 
 
 def check_creation(name: str, partitions: int, configs: Mapping[str, str], broker_props: Mapping[str, str]
@@ -237,8 +238,9 @@ class TopicAdmin:
         ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete`` (no longer a partition to anyone), drop
         the topic's checkpoint entries and its metadata file, then remove the renamed dirs. A
         kill at any point leaves the topic whole, or a state the next writable open finishes.
-        The checkpoint files it rewrites are parsed before the commit point, so a malformed one
-        refuses the delete with the disk unchanged, instead of failing after the renames.
+        The checkpoint files it rewrites are parsed, and the placement marks it removes read,
+        before the commit point, so a malformed one (a mark that is a directory) refuses the
+        delete with the disk unchanged, instead of failing after the renames.
         """
         self._require_writable()
         validate_topic_name(name)
@@ -246,6 +248,8 @@ class TopicAdmin:
         with self._metadata_lock():
             holder, meta = self._current_metadata(name)
             self._check_checkpoint_files()
+            for d in self.log_dirs:  # raises, naming a mark that is not a regular file
+                placed_elsewhere(d.path, name)
             write_metadata(replace(meta, deleting=True), holder.path)
             crash_point("topic-delete-marked")
             self._finish_delete(name, holder)

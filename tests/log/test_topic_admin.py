@@ -488,6 +488,30 @@ def test_a_subset_of_the_log_dirs_never_makes_a_partition_directory_another_may_
         assert [r.value for b in m.get_log("c", 1).iter_batches() for r in decode_batch(b)] == [b"acked"]
 
 
+def test_a_placement_mark_that_is_not_a_file_refuses_the_delete_before_its_commit_point(tmp_path):
+    """The delete removed the marks after its commit point: a mark that was a directory failed
+    it there ("[Errno 21] Is a directory"), the topic half deleted, and every later create of
+    the name failed the same way. The marks are read before the commit point now."""
+    from storage_engine.topic_store import placed_path
+
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    with LogManager([d1, d2]) as m:
+        m.create_topic("a", 2)
+    mark = placed_path(d2, "a")
+    mark.unlink()
+    mark.mkdir()
+    before = every_name(tmp_path)
+    with LogManager([d1, d2]) as m:
+        with pytest.raises(LogError, match=f"{mark} is a directory, where a regular file belongs"):
+            m.delete_topic("a")
+        assert m.topic_metadata("a") is not None and not m.topic_metadata("a").deleting
+    assert every_name(tmp_path) == before
+    mark.rmdir()
+    with LogManager([d1, d2]) as m:
+        m.delete_topic("a")
+        assert m.topics() == []
+
+
 def test_a_manager_of_one_log_dir_given_every_topic_s_config_recovers_it(tmp_path):
     """What a Spark task does: it opens only its partitions' log dir, with the configs the driver
     resolved over every log dir. When that dir is unclean the task's open recovers every
