@@ -82,8 +82,14 @@ def _require_compacted(topic: str, config: LogConfig) -> None:
 
 
 def _check_distinct_dirs(paths: Sequence[Path]) -> None:
-    """Refuse two log dirs that are one directory under two paths (a bind mount): a writer
-    would wait for ever on the lock it already holds through the other path."""
+    """Refuse a log dir inside another (``d1,d1/y-0``: the inner one read as a partition of the
+    outer, a refused create wrote segments into it) and two log dirs that are one directory
+    under two paths (a bind mount: a writer would wait for ever on the lock it already holds
+    through the other path)."""
+    for inner in paths:
+        outer = next((p for p in paths if p != inner and inner.is_relative_to(p)), None)
+        if outer is not None:
+            raise LogError(f"log dir {inner} is inside log dir {outer}: give log dirs that do not nest")
     seen: dict[tuple[int, int], Path] = {}
     for path in paths:
         try:

@@ -210,6 +210,25 @@ def test_bad_log_dirs_are_refused(template, tmp_path, monkeypatch, capsys, log_d
              log_dirs=log_dirs.replace("{root}", str(tmp_path / "logs")))
 
 
+@pytest.mark.parametrize("inner", ["y-0", "nested"])
+@pytest.mark.parametrize("order", ["outer first", "inner first"])
+def test_a_log_dir_inside_another_is_refused(template, tmp_path, monkeypatch, capsys, inner, order):
+    """``--log-dirs d1,d1/y-0`` (an empty directory named like a partition of the topic being
+    created): the create was refused as "already exists" after it had written segment files
+    into the inner log dir, and a fresh inner dir got a clean-shutdown marker."""
+    root = tmp_path / "logs"
+    shutil.copytree(template / "logs", root, symlinks=True)
+    (root / inner).mkdir()
+    dirs = [str(root), str(root / inner)]
+    log_dirs = ",".join(dirs if order == "outer first" else reversed(dirs))
+    before = snapshot(root)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    code = main(["--log-dirs", log_dirs, "topic", "create", "y", "--partitions", "1"])
+    err = capsys.readouterr().err
+    assert code == 1 and err == f"error: log dir {root / inner} is inside log dir {root}: give log dirs that do not nest\n"
+    assert snapshot(root) == before
+
+
 def test_the_suite_tries_at_least_150_inputs():
     assert len(CASES) + 4 + 3 >= 150
 
