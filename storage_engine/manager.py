@@ -16,7 +16,7 @@ partition directory names and use the broker defaults, except Kafka's internal
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -36,7 +36,8 @@ from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
-from .topic_store import TopicMetadata, TopicMetadataError, metadata_names, placed_elsewhere, placed_path, read_metadata
+from .topic_store import (TopicMetadata, TopicMetadataError, metadata_names, placed_elsewhere, placed_path, read_metadata,
+                          write_metadata)
 
 DEFAULT_LOG_DIRS = "./data/logs"
 
@@ -311,8 +312,9 @@ class LogManager(TopicAdmin):
         for d in self.log_dirs:
             names.update(metadata_names(d.path))
             if d.path.is_dir():
-                with os.scandir(d.path) as it:
-                    names.update(parsed[0] for e in it if (parsed := parse_partition_dir(e.name)) is not None)
+                with os.scandir(d.path) as it:  # a directory (or a link, refused where used), not a file
+                    names.update(parsed[0] for e in it if (parsed := parse_partition_dir(e.name)) is not None
+                                 and (e.is_dir(follow_symlinks=False) or e.is_symlink()))
         return names
 
     def topics(self) -> list[str]:
@@ -411,9 +413,12 @@ class LogManager(TopicAdmin):
                     raise UnknownTopicOrPartitionError(f"Topic {topic} was deleted meanwhile")
                 loc = self._locate(topic, partition)
                 if loc is None:
-                    self.check_every_log_dir_given(found[1], f"the directory of partition {partition}, missing from "
-                                                             "these, may be in a log dir not given")
-                    loc, _ = self._create_partition_dir(topic, partition, found[0])
+                    holder, meta = found
+                    self.check_every_log_dir_given(meta, f"the directory of partition {partition}, missing from "
+                                                         "these, may be in a log dir not given")
+                    if meta.log_dirs < len(self.log_dirs):  # placed over these from now on (a larger count only refuses more)
+                        write_metadata(replace(meta, log_dirs=len(self.log_dirs)), holder.path)
+                    loc, _ = self._create_partition_dir(topic, partition, holder)
         return self._open_log(loc)
 
     def missing_partition_error(self, meta: TopicMetadata, partition: int) -> LogError:

@@ -74,9 +74,9 @@ class TopicAdmin:
             found = self._find_metadata(name)
             if found is not None and found[1].deleting:
                 self._finish_delete(name, found[0])
-            elif found is not None or name in {t for t, _ in self.partition_locations()}:
+            elif found is not None or self.partition_locations(name):
                 raise TopicExistsError(f"Topic '{name}' already exists.")
-            for other in self.topics():
+            for other in self.topic_names():  # names only: another topic's bad file is not this create's
                 if collides(name, other):
                     raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other} (Kafka refuses "
                                             "names that differ only in '.' and '_')")
@@ -259,7 +259,7 @@ class TopicAdmin:
         """Steps after the commit point of a delete; each is idempotent (called with the lock held)."""
         for key in [k for k in self._logs if k[0] == name]:
             self._logs.pop(key).close()
-        for loc in [loc for (t, _), loc in self._partition_dirs().items() if t == name]:  # strays too
+        for loc in list(self._partition_dirs(name).values()):  # strays too
             os.rename(loc.path, loc.log_dir.path / delete_dir_name(name, loc.partition, uuid.uuid4().hex))
             fsync_dir(loc.log_dir.path)
             crash_point("topic-delete-renamed")

@@ -388,13 +388,16 @@ def test_hostile_metadata_is_a_one_line_error_naming_the_file(logctl, body):
     ["retention", "--topic", "u", "--now-ms", "999999999"],
     ["compact", "--topic", "u", "--dry-run"],
     ["verify", "--topic", "u"],
+    ["topic", "delete", "u"],
+    ["topic", "create", "w", "--partitions", "1"],
 ])
 def test_another_topics_symlinked_file_fails_only_that_topics_commands(logctl, tmp_path, command):
     """A symlink inside one topic's partition dir is that topic's problem: a command on another
     topic looks only into its own directories (it was refused for every topic of the log dir, and
-    the code location, which lists the topics, failed to load). A command over every topic is
+    the code location, which lists the topics, failed to load; a delete failed past its commit
+    point, and every later writable open failed finishing it). A command over every topic is
     still refused before it changes any."""
-    for topic in ("t", "u"):
+    for topic in ("t", "u", "v"):
         assert logctl("topic", "create", topic, "--partitions", "1", "--config", "cleanup.policy=compact,delete")[0] == 0
         assert logctl("produce", topic, "--partition", "0", stdin=RECORD)[0] == 0
     victim = tmp_path / "victim.bin"
@@ -403,6 +406,15 @@ def test_another_topics_symlinked_file_fails_only_that_topics_commands(logctl, t
     link.symlink_to(victim)
     code, out, err = logctl(*command, stdin=RECORD)
     assert code == 0, (out, err)
+    assert logctl("produce", "v", "--partition", "0", stdin=RECORD)[0] == 0  # the next writable open
     code, out, err = logctl("retention", "--now-ms", "999999999")
     assert code == 1 and str(link) in err and "symbolic link" in err, (out, err)
     assert victim.read_bytes() == b"precious bytes that must survive" * 10
+
+
+def test_a_file_named_like_a_partition_is_no_topic(logctl):
+    """Only directories (and links, refused where used) make topics: a file ``notes-0`` in the
+    log dir was listed as topic ``notes``, which every command then said does not exist."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    (logctl.root / "notes-0").write_text("not a partition\n")
+    assert logctl("topic", "list")[1].split() == ["t"]

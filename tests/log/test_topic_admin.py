@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -486,6 +487,18 @@ def test_a_subset_of_the_log_dirs_never_makes_a_partition_directory_another_may_
     with LogManager([d1, d2]) as m:
         assert m.add_partitions("c", 3).log_dirs == 2 and m.topic_config("c").retention_ms == 1000
         assert [r.value for b in m.get_log("c", 1).iter_batches() for r in decode_batch(b)] == [b"acked"]
+    # a topic made over one log dir whose missing directory a produce over two makes in the
+    # second: from then on it counts as placed over two
+    with LogManager([d1]) as m:
+        m.create_topic("t", 2)
+    shutil.rmtree(d1 / "t-1")  # as a create killed part way leaves it
+    with LogManager([d1, d2]) as m:
+        m.get_log("t", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
+        assert m.topic_metadata("t").log_dirs == 2 and (d2 / "t-1").is_dir()
+    with LogManager([d1]) as m:
+        with pytest.raises(LogError, match="topic t was placed over 2 log dirs and 1 is given"):
+            m.get_log("t", 1)
+    assert not (d1 / "t-1").exists()
 
 
 def test_a_placement_mark_that_is_not_a_file_refuses_the_delete_before_its_commit_point(tmp_path):
