@@ -39,6 +39,7 @@ from ..logic.metadata import cleanup_metadata
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
 from ..logic.partition_keys import partition_key, partition_number
 from .checks import evaluations, log_asset_key, run_materializations
+from .jobs import FAILED_PARTITIONS_TAG
 from .resources import LogSparkResource, LogStoreResource
 
 # Where a run's time went, once per run as run tags (a materialization's metadata would repeat
@@ -219,6 +220,8 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
                                                           tags={DATA_VERSION_TAG: data_version}))
     _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     if failed:
+        context.instance.add_run_tags(context.run.run_id, {FAILED_PARTITIONS_TAG: ",".join(
+            partition_key(c.partition) for c in cleanups.values() if c.status == FAILED)})
         names = ", ".join(f"{topic.name}-{c.partition}" for c in cleanups.values() if c.status == FAILED)
         raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped): {names}",
                          metadata={"failed": dg.MetadataValue.md("\n".join(f"* {f}" for f in failed))})

@@ -20,7 +20,9 @@ TOPIC_TAG = "logplat/topic"
 PARTITION_TAG = "logplat/partition"
 TRIGGER_TAG = "logplat/trigger"  # compaction-sensor | retention-sensor | sweep
 REASON_TAG = "logplat/reason"
-STATES_TAG = "logplat/states"  # "<partition>:<state token>,...": what a sensor run was requested for
+STATES_TAG = "logplat/states"  # "<partition>:<state token>,...": what a sensor's or a sweep's run was requested for
+#: "<partition>,...": the partitions whose cleaning failed in a run, added when it fails
+FAILED_PARTITIONS_TAG = "logplat/failed_partitions"
 
 
 def cleanup_job_name(topic: Topic) -> str:

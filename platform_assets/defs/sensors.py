@@ -46,7 +46,7 @@ from ..logic.catalog import Catalog, Topic
 from .checks import clear_sensor_results, evaluations, log_asset_key
 from ..logic.check_outcomes import HEALTH_CHECK
 from ..logic.health import health_outcome, unreadable_outcome
-from .jobs import PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
+from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from ..logic.log_state import (
     PartitionState,
     TopicPartition,
@@ -232,14 +232,17 @@ def encode_tokens(run: Sequence[PartitionState], tokens: Mapping[TopicPartition,
     return ",".join(f"{s.partition}:{tokens[s.tp]}" for s in run)
 
 
-def _run_tokens(instance: dg.DagsterInstance, runs: dg.RunsFilter) -> set[tuple[str, int, str]]:
-    """(topic, partition, token) of every partition the latest ``runs`` covered (their states tag)."""
+def _run_tokens(instance: dg.DagsterInstance, runs: dg.RunsFilter, *, failed_only: bool = False
+                ) -> set[tuple[str, int, str]]:
+    """(topic, partition, token) of every partition the latest ``runs`` covered (their states
+    tag); with ``failed_only``, of the partitions each run reported failed."""
     found = set()
     for record in instance.get_run_records(runs, limit=RECENT_RUNS):
         tags = record.dagster_run.tags
+        failed = set(filter(None, tags.get(FAILED_PARTITIONS_TAG, "").split(","))) if failed_only else None
         for item in filter(None, tags.get(STATES_TAG, "").split(",")):
             key, _, token = item.partition(":")
-            if (partition := parse_partition_number(key)) is not None:
+            if (partition := parse_partition_number(key)) is not None and (failed is None or key in failed):
                 found.add((tags.get(TOPIC_TAG, ""), partition, token))
     return found
 
@@ -251,12 +254,14 @@ def _used_tokens(instance: dg.DagsterInstance, sensor_name: str) -> set[tuple[st
 
 
 def failed_states(instance: dg.DagsterInstance, topic: str) -> set[tuple[int, str]]:
-    """(partition, state hash) of the topic's partitions whose recent cleaning runs failed, by
-    whoever launched them: asked again in the same state, such a run fails the same way (a
-    corrupt batch) until the log changes or is repaired. A token starts with the state hash
-    (``compaction_token``, ``retention_token``)."""
+    """(partition, state hash) of the topic's partitions whose cleaning failed in a recent run,
+    whoever launched it, as the run reported them (``FAILED_PARTITIONS_TAG``): asked again in
+    the same state, it fails the same way (a corrupt batch) until the log changes or is
+    repaired. A run that failed for another reason (the Spark server gone) reports none, so
+    holds nothing back. A token starts with the state hash (``compaction_token``,
+    ``retention_token``)."""
     runs = dg.RunsFilter(tags={TOPIC_TAG: topic}, statuses=[dg.DagsterRunStatus.FAILURE])
-    return {(partition, token.split("-")[0]) for _, partition, token in _run_tokens(instance, runs)}
+    return {(partition, token.split("-")[0]) for _, partition, token in _run_tokens(instance, runs, failed_only=True)}
 
 
 def _run_request(spec: _RunSensorSpec, topic: Topic, run: Sequence[PartitionState],

@@ -306,6 +306,8 @@ def test_a_cleaning_that_fails_turns_the_partitions_health_to_error(platform):
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     assert "orders-0" in failure.step_failure_data.error.message
+    # what the sweep holds back until the partition changes
+    assert instance.get_run_by_id(result.run_id).tags["logplat/failed_partitions"] == "0"
     latest = instance.event_log_storage.get_asset_check_execution_history(
         dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), HEALTH_CHECK), limit=1)[0]
     assert latest.run_id == result.run_id and latest.partition == "0"

@@ -307,8 +307,9 @@ def test_the_sweep_runs_no_range_over_a_partition_that_cannot_be_read(logs, inst
 
 def test_the_sweep_leaves_a_partition_whose_cleaning_failed_in_its_current_state(logs, instance):
     """A partition whose cleaning fails on its data (a corrupt batch) was swept again every
-    interval, each run failing the same way. A failed run of the topic, a sweep's or a
-    sensor's, now holds the partition back until its state changes; the others are swept."""
+    interval, each run failing the same way. A partition a failed run of the topic (a sweep's
+    or a sensor's) reported failed is now held back until its state changes; the others are
+    swept."""
     defs, settings = definitions_for(logs)
     discover(defs, settings, instance)
     sweep = defs.get_repository_def().get_schedule_def("sweep__orders")
@@ -316,10 +317,18 @@ def test_the_sweep_leaves_a_partition_whose_cleaning_failed_in_its_current_state
     (first,) = sweep.evaluate_tick(context).run_requests
     tokens = dict(item.split(":") for item in first.tags["logplat/states"].split(","))
     assert set(tokens) == {"0", "2"}  # the partitions with work (orders-1 has none)
+    # a run that failed for another reason (the Spark server gone) reports no partition: it holds nothing back
     instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
                                    status=dg.DagsterRunStatus.FAILURE,
                                    tags={"logplat/topic": "orders", "logplat/trigger": "sweep",
-                                         "logplat/states": f"0:{tokens['0']}"}))
+                                         "logplat/states": first.tags["logplat/states"]}))
+    (again,) = sweep.evaluate_tick(context).run_requests
+    assert again.tags["logplat/states"] == first.tags["logplat/states"]
+    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.FAILURE,
+                                   tags={"logplat/topic": "orders", "logplat/trigger": "sweep",
+                                         "logplat/states": first.tags["logplat/states"],
+                                         "logplat/failed_partitions": "0"}))
     requests = sweep.evaluate_tick(context).run_requests
     assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
             for r in requests] == [("2", "2")]
