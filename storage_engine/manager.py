@@ -290,6 +290,11 @@ class LogManager(TopicAdmin):
         found = self._find_metadata(topic)
         return found[1] if found is not None and not found[1].deleting else None
 
+    def topics_being_deleted(self) -> set[str]:
+        """Topics past a delete's commit point that a kill left for the next writable open to
+        finish: no longer topics to any reader (a malformed metadata file is left out here)."""
+        return self._deleting(skip_unreadable=True)
+
     def _deleting(self, *, skip_unreadable: bool = False) -> set[str]:
         """Topics whose deletion is under way; a malformed metadata file is refused, or with
         ``skip_unreadable`` its topic counts as not being deleted."""
@@ -328,7 +333,7 @@ class LogManager(TopicAdmin):
         """Every topic, from the names of the metadata files and partition directories alone:
         nothing inside them is checked, so one topic's bad file or metadata does not hide the
         others (the code location lists topics so). Each topic is checked where it is used."""
-        return sorted(self._listed_names() - self._deleting(skip_unreadable=True))
+        return sorted(self._listed_names() - self.topics_being_deleted())
 
     def partitions(self, topic: str) -> list[int]:
         found = self._find_metadata(topic)

@@ -140,9 +140,6 @@ def _existing_keys(instance: dg.DagsterInstance, topics: Iterable[str]) -> dict[
 
 def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.SensorDefinition:
     known = {t.name for t in catalog.topics}
-    # topics the code location could not build (a refused config): a reload does not help until
-    # the topic is repaired, so they are named with the reason on every tick
-    not_built = [f"topic {name} is not in this code location: {why}" for name, why in sorted(catalog.refused.items())]
 
     @platform_sensor("log_state_sensor", "Adds partition keys for new partitions (numeric order) and records each "
                      "partition's state and log_health when it changed.", settings)
@@ -157,10 +154,16 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         for topic, partition in sorted(unreadable):
             unreadable_by_topic[topic].append(partition)
         on_disk = set(by_topic) | set(unreadable_by_topic)
+        # a topic the code location could not build (a refused config) whose partitions still
+        # cannot be read: a reload does not help until it is repaired, so the tick says why;
+        # repaired, it is a topic to reload for like a new one
+        still_refused = {name: unreadable[(name, unreadable_by_topic[name][0])] for name in catalog.refused
+                         if name in unreadable_by_topic and name not in by_topic}
+        not_built = [f"topic {name} is not in this code location: {why}" for name, why in sorted(still_refused.items())]
         # the code location knows the topics of its last load: a topic created or deleted since
         # shows in the tick's reason, which the UI shows, until the location is reloaded
         reload_notes = [f"topics {what} (reload the code location): {', '.join(names)}" for what, names in (
-            ("not in this code location yet", sorted(on_disk - known - set(catalog.refused))),
+            ("not in this code location yet", sorted(on_disk - known - set(still_refused))),
             ("gone from the log dirs", sorted(known - on_disk))) if names]
         for note in reload_notes:
             context.log.info(note)

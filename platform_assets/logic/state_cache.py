@@ -114,6 +114,7 @@ class StateCache:
             unreadable[tp] = str(exc) if isinstance(exc, LogError) else f"{type(exc).__name__}: {exc}"
 
         counts = manager.partition_counts()
+        deleting = manager.topics_being_deleted()  # a delete a kill left half done: no topic any more
         for log_dir in manager.log_dirs:
             if not log_dir.path.is_dir():
                 continue
@@ -125,8 +126,8 @@ class StateCache:
                 entries = sorted(it, key=lambda e: e.name)
             for entry in entries:
                 tp = parse_partition_dir(entry.name)
-                if tp is None or (wanted is not None and tp[0] not in wanted) or is_stray(tp, counts):
-                    continue  # not a partition, not asked for, or a stray the engine never opens
+                if tp is None or (wanted is not None and tp[0] not in wanted) or is_stray(tp, counts) or tp[0] in deleting:
+                    continue  # not a partition, not asked for, a stray the engine never opens, or being deleted
                 try:
                     if entry.is_symlink():  # the engine refuses it, so the read does too, naming it
                         check_not_symlink(entry.path)

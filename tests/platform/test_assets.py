@@ -416,9 +416,9 @@ def test_one_topics_bad_file_or_config_does_not_stop_the_others(tmp_path, spark)
     link = root / "orders-0" / "00000000000000099999.log"
     link.symlink_to(victim)
     meta = root / ".logplat-topics" / "profiles.v1.json"
-    data = json.loads(meta.read_text())
-    data["configs"]["min.cleanable.dirty.ratio"] = "banana"
-    meta.write_text(json.dumps(data))
+    body = json.loads(meta.read_text())
+    body["configs"]["min.cleanable.dirty.ratio"] = "banana"
+    meta.write_text(json.dumps(body))
     expired = root / "clicks-0" / "00000000000000000000.log.deleted"
     expired.write_bytes(b"x")
 
@@ -439,4 +439,9 @@ def test_one_topics_bad_file_or_config_does_not_stop_the_others(tmp_path, spark)
         result = dg.materialize([_asset(defs, "clicks")], instance=instance, partition_key="0",
                                 resources=resources_with_test_session(settings))
         assert result.success
+        body["configs"]["min.cleanable.dirty.ratio"] = "0.5"  # repaired: now a reload brings it in
+        meta.write_text(json.dumps(body))
+        repaired = tick(defs, settings, instance, "log_state_sensor")
+        assert "not in this code location: " not in repaired.skip_message
+        assert "topics not in this code location yet (reload the code location): profiles.v1" in repaired.skip_message
     assert victim.read_bytes() == b"outside the log dir"

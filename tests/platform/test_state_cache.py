@@ -225,3 +225,14 @@ def test_a_partition_deleted_after_the_listing_has_no_state(logs, monkeypatch, w
         monkeypatch.setattr(os, "scandir", listed_then_deleted)
         states = states_cache.read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1)
     assert renamed and [s.partition for s in states] == [0, 2]
+
+
+def test_a_topic_whose_delete_a_kill_interrupted_has_no_states(logs):
+    """Past the delete's commit point the topic is gone to readers (the next writable open
+    finishes the delete): its partitions were read as live, and the state sensor told the user
+    to reload the code location for a topic about to vanish."""
+    write_metadata(replace(read_metadata(logs, "t"), deleting=True), logs)
+    unreadable: dict = {}
+    with LogManager([logs], read_only=True) as manager:
+        assert cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1, unreadable=unreadable) == []
+    assert unreadable == {}
