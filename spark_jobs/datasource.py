@@ -475,7 +475,7 @@ def plan_splits(opts: ReadOptions) -> list[SegmentSplit]:
             locations = manager.partition_locations()
         else:  # only the topics read are checked: another topic's bad file fails its own reads
             known = set(manager.topic_names())  # an unknown topic is refused by name below
-            locations = {k: v for t in opts.topics if t in known for k, v in manager.partition_locations(t).items()}
+            locations = manager.partition_locations([t for t in opts.topics if t in known])
         for tp in _choose_partitions(manager, opts, sorted(locations)):
             log = _open_read_only(manager, locations[tp])
             try:

@@ -173,10 +173,8 @@ def retention_partitions(
 
 def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) -> list[RetentionItem]:
     """Where each chosen partition lives, with its topic's config; validated before any task runs."""
-    if partitions is None:
-        locations = manager.partition_locations()
-    else:  # only the chosen topics' directories are checked: another topic's bad file is not theirs
-        locations = {k: v for t in sorted({t for t, _ in partitions}) for k, v in manager.partition_locations(t).items()}
+    # only the chosen topics' directories are checked: another topic's bad file is not theirs
+    locations = manager.partition_locations(None if partitions is None else {t for t, _ in partitions})
     props = tuple(sorted(manager.broker_props.items()))
     configs = manager.topic_configs()
     if partitions is None:

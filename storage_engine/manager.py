@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Collection, Iterator, Mapping, Sequence
 
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from .cleaner.cleaner import reset_out_of_range_checkpoint
@@ -102,6 +102,14 @@ def _check_distinct_dirs(paths: Sequence[Path]) -> None:
             raise LogError(f"log dirs {first} and {path} are the same directory (a bind mount?): give it once")
 
 
+#: one topic's name, several, or None for every topic
+Topics = str | Collection[str] | None
+
+
+def _topic_set(topics: Topics) -> frozenset[str] | None:
+    return frozenset([topics]) if isinstance(topics, str) else None if topics is None else frozenset(topics)
+
+
 class LogManager(TopicAdmin):
     """Opens log dirs, recovers them after an unclean shutdown, and hands out ``Log`` objects."""
 
@@ -180,39 +188,56 @@ class LogManager(TopicAdmin):
     # ------------------------------------------------------------------ discovery
 
     @staticmethod
-    def _scan_dir(log_dir: LogDir, topic: str | None = None) -> Iterator[PartitionLocation]:
-        """Partition directories of a log dir (of ``topic`` only, when given); a symlink among
+    def _scan_dir(log_dir: LogDir, topics: Topics = None,
+                  refused: dict[str, str] | None = None) -> Iterator[PartitionLocation]:
+        """Partition directories of a log dir (of ``topics`` only, when given); a symlink among
         them (or inside one) is refused, so no command, reading or writing, follows it out of the
-        log dir. Given a topic, the others' directories are not looked into: a bad file in one
-        topic's partition fails that topic's commands, not every other topic's."""
+        log dir. Given topics, the others' directories are not looked into: a bad file in one
+        topic's partition fails that topic's commands, not every other topic's. With
+        ``refused``, a refusal is recorded there by topic and the scan goes on."""
         if not log_dir.path.is_dir():
             return
+        wanted = _topic_set(topics)
         for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
             parsed = parse_partition_dir(entry.name)
-            if parsed is None or topic not in (None, parsed[0]):
+            if parsed is None or (wanted is not None and parsed[0] not in wanted):
                 continue
-            if entry.is_symlink():
-                check_not_symlink(entry.path)  # raises, naming the link
-            if entry.is_dir(follow_symlinks=False):
+            try:
+                if entry.is_symlink():
+                    check_not_symlink(entry.path)  # raises, naming the link
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
                 check_dir_entries(entry.path)
-                yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
+            except LogError as exc:
+                if refused is None:
+                    raise
+                refused.setdefault(parsed[0], str(exc))
+                continue
+            yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
 
-    def _partition_dirs(self, topic: str | None = None) -> dict[tuple[str, int], PartitionLocation]:
-        """Every directory named like a partition's (of ``topic`` only, when given), strays
-        included; a partition in two log dirs is refused."""
+    def _partition_dirs(self, topics: Topics = None, refused: dict[str, str] | None = None
+                        ) -> dict[tuple[str, int], PartitionLocation]:
+        """Every directory named like a partition's (of ``topics`` only, when given), strays
+        included; a partition in two log dirs is refused. With ``refused``, every refusal is
+        recorded there by topic instead, and that topic's directories left out."""
         found: dict[tuple[str, int], PartitionLocation] = {}
         for d in self.log_dirs:
-            for loc in self._scan_dir(d, topic):
+            for loc in self._scan_dir(d, topics, refused):
                 key = (loc.topic, loc.partition)
                 if key in found:
-                    raise duplicate_partition(found[key], loc.path)
+                    if refused is None:
+                        raise duplicate_partition(found[key], loc.path)
+                    refused.setdefault(loc.topic, str(duplicate_partition(found[key], loc.path)))
                 found[key] = loc
+        if refused:
+            found = {key: loc for key, loc in found.items() if key[0] not in refused}
         return found
 
-    def partition_locations(self, topic: str | None = None) -> dict[tuple[str, int], PartitionLocation]:
-        """Every partition's directory (of ``topic`` only, when given); a stray one
-        (``stray_partition_dirs``) is no partition."""
-        found = self._partition_dirs(topic)
+    def partition_locations(self, topics: Topics = None, refused: dict[str, str] | None = None
+                            ) -> dict[tuple[str, int], PartitionLocation]:
+        """Every partition's directory (of ``topics`` only, when given: one name or several); a
+        stray one (``stray_partition_dirs``) is no partition. ``refused``: see ``_partition_dirs``."""
+        found = self._partition_dirs(topics, refused)
         counts = self.partition_counts()
         return {key: loc for key, loc in found.items() if not is_stray(key, counts)}
 
@@ -470,14 +495,14 @@ class LogManager(TopicAdmin):
 
     # ------------------------------------------------------------------ maintenance
 
-    def partition_stats(self, topic: str | None = None) -> Iterator[PartitionStats]:
-        """Every partition's stats to plan from (``planning_stats``), by topic and partition,
-        each log dir's checkpoints read once. A partition deleted after the listing (its topic
-        deleted meanwhile) has none."""
-        if topic is not None:
-            validate_topic_name(topic)
+    def partition_stats(self, topics: Topics = None) -> Iterator[PartitionStats]:
+        """Every partition's stats to plan from (``planning_stats``), of ``topics`` (one name or
+        several) or of all, by topic and partition, each log dir's checkpoints read once. A
+        partition deleted after the listing (its topic deleted meanwhile) has none."""
+        for name in _topic_set(topics) or ():
+            validate_topic_name(name)
         checkpoints: dict[Path, tuple[dict, dict]] = {}
-        for key, loc in sorted(self.partition_locations(topic).items()):  # refuses symlinked partition dirs first
+        for key, loc in sorted(self.partition_locations(topics).items()):  # refuses symlinked partition dirs first
             if loc.log_dir.path not in checkpoints:
                 checkpoints[loc.log_dir.path] = log_dir_checkpoints(loc.log_dir.path)
             try:
@@ -516,19 +541,19 @@ class LogManager(TopicAdmin):
         cannot be read (a symlink in a partition dir, a refused config) is refused, or with
         ``unreadable`` recorded there by topic and passed over, so it does not stop the others'."""
         removed = {}
-        for topic in self.topic_names():
-            try:
-                locations = self.partition_locations(topic)
-                delay_ms = self.topic_config(topic).file_delete_delay_ms
-            except LogError as exc:
-                if unreadable is None:
-                    raise
-                unreadable[topic] = str(exc)
-                continue
-            for key, loc in sorted(locations.items()):
-                files = sweep_deleted_files(loc.path, delay_ms)
-                if files:
-                    removed[key] = files
+        delays: dict[str, int | None] = {}
+        for key, loc in sorted(self.partition_locations(refused=unreadable).items()):  # one listing of the log dirs
+            topic = key[0]
+            if topic not in delays:
+                try:
+                    delays[topic] = self.topic_config(topic).file_delete_delay_ms
+                except LogError as exc:
+                    if unreadable is None:
+                        raise
+                    unreadable[topic], delays[topic] = str(exc), None
+            delay_ms = delays[topic]
+            if delay_ms is not None and (files := sweep_deleted_files(loc.path, delay_ms)):
+                removed[key] = files
         return removed
 
     def retention_plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from itertools import chain
 from typing import Collection, Iterable, Sequence
 
 from storage_engine.cleaner import candidacy_from_stats
@@ -128,11 +127,7 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
 
 def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | None = None) -> list[PartitionState]:
     """The state of every partition (of ``topics``, or of all), by topic and partition number."""
-    stats: Iterable[PartitionStats]
-    if topics is None:
-        stats = manager.partition_stats()
-    else:
-        stats = chain.from_iterable(manager.partition_stats(t) for t in sorted(topics))
+    stats: Iterable[PartitionStats] = manager.partition_stats(None if topics is None else sorted(topics))
     configs: dict[str, LogConfig] = {}
     out = []
     for s in stats:
