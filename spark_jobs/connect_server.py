@@ -319,7 +319,13 @@ def _run_with(server: ConnectServer, command: list[str]) -> int:
 
 def _group_alive(pgid: int) -> bool:
     """Whether a process of the group still runs (from ``/proc``: a zombie waiting for its
-    reaper does not count, and ``kill(-pgid, 0)`` would)."""
+    reaper does not count, and ``kill(-pgid, 0)``, the answer without ``/proc``, counts it)."""
+    if not Path("/proc/self/stat").exists():
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()

@@ -417,7 +417,9 @@ def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command
     port = free_port()
     command = ("import subprocess, sys, time; "
                "kids = [subprocess.Popen(['sleep', '600']), subprocess.Popen([sys.executable, '-c', "
-               "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])]; "
+               "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); "
+               "time.sleep(600)'], stdout=subprocess.PIPE)]; "
+               "kids[1].stdout.readline(); "  # its handler is set
                "print('READY', *(k.pid for k in kids), flush=True); time.sleep(600)")
     running = subprocess.Popen([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port), "--master",
                                 "local[1]", "--", sys.executable, "-c", command], stdout=subprocess.PIPE,
@@ -425,7 +427,6 @@ def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command
     assert running.stdout.readline().startswith(f"Spark Connect server on sc://127.0.0.1:{port} ")
     ready, *kids = running.stdout.readline().split()
     assert ready == "READY" and len(kids) == 2
-    time.sleep(0.5)  # the second has set its handler
     running.send_signal(signal.SIGTERM)
     out, err = running.communicate(timeout=120)
     assert running.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-3000:]
