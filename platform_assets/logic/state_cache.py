@@ -40,12 +40,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection
+from typing import Callable, Collection
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
 from storage_engine.manager import LogManager, PartitionLocation, duplicate_partition, is_stray
-from storage_engine.naming import parse_partition_dir
+from storage_engine.naming import parse_partition_dir, partition_dir_name
 from storage_engine.nofollow import check_not_symlink
 from storage_engine.stats import log_dir_checkpoints
 
@@ -186,12 +186,26 @@ class StateCache:
         if wanted is None:
             for path in set(self._entries) - seen:
                 del self._entries[path]
-        for topic, count in sorted(counts.items()):  # counted by the metadata, with no directory here
-            gaps = [p for p in range(count) if (topic, p) not in where and (unreadable is None or (topic, p) not in unreadable)]
-            if gaps and (wanted is None or topic in wanted) and (meta := manager.topic_metadata(topic)) is not None:
-                for p in gaps:
-                    refused((topic, p), manager.missing_partition_error(meta, p))
+        gaps = [(topic, p) for topic, count in sorted(counts.items()) if wanted is None or topic in wanted
+                for p in range(count) if (topic, p) not in where and (unreadable is None or (topic, p) not in unreadable)]
+        if gaps:
+            self._missing_directories(manager, gaps, refused)
         return sorted(states, key=lambda s: (s.topic, s.partition))
+
+    @staticmethod
+    def _missing_directories(manager: LogManager, gaps: list[TopicPartition],
+                             refused: Callable[[TopicPartition, Exception], None]) -> None:
+        """Refuse the partitions counted by their topic's metadata that have no directory, as a
+        reader's open does (``missing_partition_error``). Looked at again under the topics lock,
+        shared: a create writes its metadata before its directories, and a delete marks its
+        metadata first (then the topic is no longer counted)."""
+        with manager.topics_unchanging():
+            for topic, p in gaps:
+                name = partition_dir_name(topic, p)
+                meta = manager.topic_metadata(topic)
+                if meta is not None and p < meta.partitions and not any(os.path.lexists(d.path / name)
+                                                                         for d in manager.log_dirs):
+                    refused((topic, p), manager.missing_partition_error(meta, p))
 
 
 #: The process's cache, shared by the sensors and schedules of the code location.

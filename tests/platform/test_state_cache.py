@@ -236,3 +236,34 @@ def test_a_topic_whose_delete_a_kill_interrupted_has_no_states(logs):
     with LogManager([logs], read_only=True) as manager:
         assert cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1, unreadable=unreadable) == []
     assert unreadable == {}
+
+
+def test_a_create_in_flight_is_not_reported_as_missing_directories(logs):
+    """A create writes its metadata, then its directories, under the topics lock: a state read
+    between the two reported every partition of the new topic as a missing directory (a false
+    ERROR in log_health until the next tick). Missing directories are looked at again under the
+    lock, shared, so the read waits for the create."""
+    import threading
+
+    from storage_engine.topic_store import TopicMetadata, metadata_lock
+
+    written = threading.Event()
+
+    def create() -> None:
+        with metadata_lock([logs]):
+            write_metadata(TopicMetadata("fresh", 2, {}, "0" * 32, log_dirs=1), logs)
+            written.set()
+            time.sleep(0.5)
+            for p in range(2):
+                (logs / f"fresh-{p}").mkdir()
+
+    creator = threading.Thread(target=create)
+    creator.start()
+    try:
+        assert written.wait(10)
+        unreadable: dict = {}
+        with LogManager([logs], read_only=True) as manager:
+            cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1, unreadable=unreadable)
+    finally:
+        creator.join()
+    assert [tp for tp in unreadable if tp[0] == "fresh"] == []
