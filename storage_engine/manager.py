@@ -499,10 +499,11 @@ class LogManager(TopicAdmin):
         """Every partition's stats to plan from (``planning_stats``), of ``topics`` (one name or
         several) or of all, by topic and partition, each log dir's checkpoints read once. A
         partition deleted after the listing (its topic deleted meanwhile) has none."""
-        for name in _topic_set(topics) or ():
+        wanted = _topic_set(topics)
+        for name in wanted or ():
             validate_topic_name(name)
         checkpoints: dict[Path, tuple[dict, dict]] = {}
-        for key, loc in sorted(self.partition_locations(topics).items()):  # refuses symlinked partition dirs first
+        for key, loc in sorted(self.partition_locations(wanted).items()):  # refuses symlinked partition dirs first
             if loc.log_dir.path not in checkpoints:
                 checkpoints[loc.log_dir.path] = log_dir_checkpoints(loc.log_dir.path)
             try:
@@ -542,8 +543,11 @@ class LogManager(TopicAdmin):
         ``unreadable`` recorded there by topic and passed over, so it does not stop the others'."""
         removed = {}
         delays: dict[str, int | None] = {}
+        deleting = self.topics_being_deleted()  # no topic to anyone: the next writable open finishes it
         for key, loc in sorted(self.partition_locations(refused=unreadable).items()):  # one listing of the log dirs
             topic = key[0]
+            if topic in deleting:
+                continue
             if topic not in delays:
                 try:
                     delays[topic] = self.topic_config(topic).file_delete_delay_ms

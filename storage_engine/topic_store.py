@@ -229,7 +229,7 @@ def metadata_read_lock(log_dirs: Sequence[Path], wait_s: float = READ_LOCK_WAIT_
         for d in sorted(Path(p) for p in log_dirs):
             try:
                 fd = open_nofollow(d / METADATA_LOCK, os.O_RDONLY)
-            except FileNotFoundError:
+            except (FileNotFoundError, PermissionError):  # no change seen there, or a reader that may not lock
                 continue
             stack.callback(os.close, fd)
             deadline = time.monotonic() + wait_s

@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
+from storage_engine.errors import LogError
 from storage_engine.naming import parse_partition_number
 from storage_engine.segment import now_ms as wall_clock_ms
 
@@ -138,6 +139,19 @@ def _existing_keys(instance: dg.DagsterInstance, topics: Iterable[str]) -> dict[
 # ------------------------------------------------------------------------------- the sensors
 
 
+def _still_refused(log_store: LogStoreResource, refused: Mapping[str, str]) -> dict[str, str]:
+    """Of the topics the code location could not build, those whose config is refused now, and why."""
+    out: dict[str, str] = {}
+    if refused:
+        with log_store.manager() as manager:
+            for name in refused:
+                try:
+                    manager.topic_config(name)
+                except LogError as exc:
+                    out[name] = str(exc)
+    return out
+
+
 def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.SensorDefinition:
     known = {t.name for t in catalog.topics}
 
@@ -154,11 +168,10 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         for topic, partition in sorted(unreadable):
             unreadable_by_topic[topic].append(partition)
         on_disk = set(by_topic) | set(unreadable_by_topic)
-        # a topic the code location could not build (a refused config) whose partitions still
-        # cannot be read: a reload does not help until it is repaired, so the tick says why;
-        # repaired, it is a topic to reload for like a new one
-        still_refused = {name: unreadable[(name, unreadable_by_topic[name][0])] for name in catalog.refused
-                         if name in unreadable_by_topic and name not in by_topic}
+        # a topic the code location could not build whose config is still refused: a reload does
+        # not help until it is repaired, so the tick says why; repaired, it is a topic to reload
+        # for like a new one
+        still_refused = _still_refused(log_store, catalog.refused)
         not_built = [f"topic {name} is not in this code location: {why}" for name, why in sorted(still_refused.items())]
         # the code location knows the topics of its last load: a topic created or deleted since
         # shows in the tick's reason, which the UI shows, until the location is reloaded

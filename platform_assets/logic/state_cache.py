@@ -40,7 +40,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Collection
+from typing import Collection
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
@@ -99,10 +99,16 @@ class StateCache:
         error; given ``unreadable``, it is left out and its error recorded there instead, so one
         damaged partition does not hide every other one's state."""
         with self._lock:
-            return self._read(manager, now_ms, ttl_ms, refresh_share, topics, unreadable)
+            states, gaps = self._read(manager, now_ms, ttl_ms, refresh_share, topics, unreadable)
+        if gaps:  # outside the cache's lock: the look may wait for a topic change in flight
+            self._missing_directories(manager, gaps, unreadable)
+        return states
 
     def _read(self, manager: LogManager, now_ms: int, ttl_ms: int, refresh_share: float,
-              topics: Collection[str] | None, unreadable: dict[TopicPartition, str] | None) -> list[PartitionState]:
+              topics: Collection[str] | None, unreadable: dict[TopicPartition, str] | None
+              ) -> tuple[list[PartitionState], list[TopicPartition]]:
+        """The states read, and the partitions counted by their topic's metadata that had no
+        directory in the listing."""
         wanted = None if topics is None else set(topics)
         configs: dict[str, LogConfig] = {}
         found: list[tuple[str, TopicPartition, tuple, tuple, _Entry | None]] = []
@@ -188,24 +194,26 @@ class StateCache:
                 del self._entries[path]
         gaps = [(topic, p) for topic, count in sorted(counts.items()) if wanted is None or topic in wanted
                 for p in range(count) if (topic, p) not in where and (unreadable is None or (topic, p) not in unreadable)]
-        if gaps:
-            self._missing_directories(manager, gaps, refused)
-        return sorted(states, key=lambda s: (s.topic, s.partition))
+        return sorted(states, key=lambda s: (s.topic, s.partition)), gaps
 
     @staticmethod
     def _missing_directories(manager: LogManager, gaps: list[TopicPartition],
-                             refused: Callable[[TopicPartition, Exception], None]) -> None:
+                             unreadable: dict[TopicPartition, str] | None) -> None:
         """Refuse the partitions counted by their topic's metadata that have no directory, as a
-        reader's open does (``missing_partition_error``). Looked at again under the topics lock,
-        shared: a create writes its metadata before its directories, and a delete marks its
-        metadata first (then the topic is no longer counted)."""
+        reader's open does (``missing_partition_error``), looking as it looks (a directory or a
+        link, which it refuses). Looked at again under the topics lock, shared: a create writes
+        its metadata before its directories, and a delete marks its metadata first (then the
+        topic is no longer counted)."""
         with manager.topics_unchanging():
             for topic, p in gaps:
-                name = partition_dir_name(topic, p)
+                paths = [d.path / partition_dir_name(topic, p) for d in manager.log_dirs]
                 meta = manager.topic_metadata(topic)
-                if meta is not None and p < meta.partitions and not any(os.path.lexists(d.path / name)
-                                                                         for d in manager.log_dirs):
-                    refused((topic, p), manager.missing_partition_error(meta, p))
+                if meta is None or p >= meta.partitions or any(path.is_dir() or path.is_symlink() for path in paths):
+                    continue
+                error = manager.missing_partition_error(meta, p)
+                if unreadable is None:
+                    raise error
+                unreadable[(topic, p)] = str(error)
 
 
 #: The process's cache, shared by the sensors and schedules of the code location.

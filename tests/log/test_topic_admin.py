@@ -653,3 +653,22 @@ def test_an_alter_that_cannot_mark_its_placement_commits_nothing(tmp_path):
         m.add_partitions("t", 2)
         assert m.partitions("t") == [0, 1]
     assert placed_path(b, "t").is_file()
+
+
+def test_the_deleted_files_sweep_leaves_a_topic_whose_delete_a_kill_left_unfinished(tmp_path):
+    """Past its delete's commit point a topic is no topic to any reader; the sweeper, a reader,
+    swept its files and reported them (the next writable open removes them with the topic)."""
+    from dataclasses import replace
+
+    from storage_engine.topic_store import read_metadata, write_metadata
+
+    root = tmp_path / "logs"
+    with LogManager([root]) as m:
+        for topic in ("t", "u"):
+            m.create_topic(topic, 1, {"file.delete.delay.ms": "0"})
+    for topic in ("t", "u"):
+        (root / f"{topic}-0" / "00000000000000000000.log.deleted").write_bytes(b"x")
+    write_metadata(replace(read_metadata(root, "t"), deleting=True), root)
+    with LogManager([root], read_only=True) as m:
+        assert sorted(m.delete_expired_files(unreadable={})) == [("u", 0)]
+    assert (root / "t-0" / "00000000000000000000.log.deleted").exists()

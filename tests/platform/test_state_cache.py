@@ -267,3 +267,15 @@ def test_a_create_in_flight_is_not_reported_as_missing_directories(logs):
     finally:
         creator.join()
     assert [tp for tp in unreadable if tp[0] == "fresh"] == []
+
+
+def test_a_file_where_a_partition_directory_belongs_is_reported_missing(logs):
+    """The look again under the lock took any entry of the name for the directory: a file named
+    ``t-1`` hid partition 1 from the sensors with no word, where a reader's open says it is missing."""
+    shutil.rmtree(logs / "t-1")
+    (logs / "t-1").write_text("not a directory\n")
+    unreadable: dict = {}
+    with LogManager([logs], read_only=True) as manager:
+        states = cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1, unreadable=unreadable)
+    assert [s.partition for s in states] == [0, 2]
+    assert list(unreadable) == [("t", 1)] and "The directory t-1 of partition 1 of topic t is missing" in unreadable[("t", 1)]
