@@ -20,6 +20,7 @@ import pytest
 
 from tests.helpers.engine import flip_last_byte, open_topic
 from storage_engine.checkpoint import read_checkpoint
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import CompressionType
 from storage_engine.append_validation import ProducerRecord
@@ -485,9 +486,14 @@ def test_both_jobs_pass_over_a_partition_the_metadata_counts_without_a_directory
     assert [(p["partition"], p["skipped"], p["failed"], p["passes"]) for p in out["partitions"]] == [(0, None, None, 1)]
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
     assert main(["--log-dirs", spark_root, "compact", "--engine", "spark", "--topic", "c", "--partition", "1"]) == 0
-    assert "c-1: skipped: its directory c-1 is in none of the log dirs" in capsys.readouterr().out
+    assert "c-1: skipped: The directory c-1 of partition 1 of topic c is missing from log dirs " in capsys.readouterr().out
     assert main(["--log-dirs", spark_root, "retention", "--engine", "spark", "--topic", "c", "--json"]) == 0
     assert [p["partition"] for p in json.loads(capsys.readouterr().out)["partitions"]] == [0]
+    from spark_jobs.retention import retention_partitions
+
+    with LogManager([spark_root], read_only=True) as manager:  # named, it is refused as a reader's open refuses it
+        with pytest.raises(LogError, match="The directory c-1 of partition 1 of topic c is missing from log dirs"):
+            retention_partitions(spark, partitions=[("c", 1)], now_ms=NOW, dry_run=True, manager=manager)
 
 
 def test_retention_leaves_broker_logs_as_the_engine_does(spark, real_kafka, tmp_path):
