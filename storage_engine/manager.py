@@ -444,22 +444,22 @@ class LogManager(TopicAdmin):
                 loc = self._locate(topic, partition)
                 if loc is None:
                     holder, meta = found
-                    self.check_every_log_dir_given(meta, f"the directory of partition {partition}, missing from "
-                                                         "these, may be in a log dir not given")
-                    if meta.log_dirs < len(self.log_dirs):  # placed over these from now on (a larger count only refuses more)
+                    if (error := self._partition_not_given(meta, partition)) is not None:
+                        raise error
+                    if meta.log_dirs < len(self.log_dirs):  # placed over these from now on (only refuses more)
                         write_metadata(replace(meta, log_dirs=len(self.log_dirs)), holder.path)
                     loc, _ = self._create_partition_dir(topic, partition, holder)
         return self._open_log(loc)
 
+    def _partition_not_given(self, meta: TopicMetadata, partition: int) -> LogError | None:
+        """The refusal for a partition whose directory may be in a log dir not given, or None."""
+        return self.log_dirs_not_given(meta, f"the directory of partition {partition}, missing from these, may be "
+                                             "in a log dir not given")
+
     def missing_partition_error(self, meta: TopicMetadata, partition: int) -> LogError:
         """Why a partition its topic's metadata counts has no directory in these log dirs, for a
         reader: in a log dir not given, or never made (a create killed part way)."""
-        try:
-            self.check_every_log_dir_given(meta, f"the directory of partition {partition}, missing from these, "
-                                                 "may be in a log dir not given")
-        except LogError as exc:
-            return exc
-        return UnknownTopicOrPartitionError(
+        return self._partition_not_given(meta, partition) or UnknownTopicOrPartitionError(
             f"The directory {partition_dir_name(meta.name, partition)} of partition {partition} of topic {meta.name} "
             f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic delete "
             "removes the topic (a topic create killed part way leaves such gaps)")

@@ -149,7 +149,9 @@ class TopicAdmin:
                 raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
                                              f"higher than the requested {count}: a partition count never goes down.")
             self._check_checkpoint_files()
-            self.check_every_log_dir_given(meta, "a partition directory made now may be in a log dir not given")
+            not_given = self.log_dirs_not_given(meta, "a partition directory made now may be in a log dir not given")
+            if not_given is not None:
+                raise not_given
             adopted = {p: loc for p in range(meta.partitions, count) if (loc := self._locate(name, p)) is not None}
             missing = [p for p in range(count) if p not in adopted and (p >= meta.partitions or self._locate(name, p)
                                                                       is None)]  # gaps below the count too
@@ -173,15 +175,16 @@ class TopicAdmin:
                 raise
         return new
 
-    def check_every_log_dir_given(self, meta: TopicMetadata, why: str) -> None:
-        """Refuse to make partition directories of a topic placed over more log dirs than are
-        given (``TopicMetadata.log_dirs``): a directory missing from these may be in another,
-        and an empty copy of it here hid its records, then wedged every command given all of
-        them on "Duplicate log directories"."""
-        if meta.log_dirs > len(self.log_dirs):
-            raise LogError(f"topic {meta.name} was placed over {meta.log_dirs} log dirs and {len(self.log_dirs)} "
-                           f"{'is' if len(self.log_dirs) == 1 else 'are'} given ({self.dir_list()}): {why}; give "
-                           "every log dir")
+    def log_dirs_not_given(self, meta: TopicMetadata, why: str) -> LogError | None:
+        """The refusal to make partition directories of a topic placed over more log dirs than
+        are given (``TopicMetadata.log_dirs``), or None: a directory missing from these may be in
+        another, and an empty copy of it here hid its records, then wedged every command given
+        all of them on "Duplicate log directories"."""
+        if meta.log_dirs <= len(self.log_dirs):
+            return None
+        return LogError(f"topic {meta.name} was placed over {meta.log_dirs} log dirs and {len(self.log_dirs)} "
+                        f"{'is' if len(self.log_dirs) == 1 else 'are'} given ({self.dir_list()}): {why}; give "
+                        "every log dir")
 
     def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
         """Undo a refused topic change: close the logs it opened, remove what it made. A

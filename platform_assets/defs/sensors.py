@@ -391,7 +391,6 @@ def build_sensors(catalog: Catalog, jobs: Mapping[str, dg.UnresolvedAssetJobDefi
     sensors = [build_state_sensor(catalog, settings)]
     if topics:
         sensors.append(build_deleted_files_sensor(topics, settings))
-    if topics:
         # every topic, not only those compacted when the code location loaded: the states it
         # judges carry the policy on disk, so a topic altered to cleanup.policy=compact is
         # cleaned without a reload (and one altered away from it is left alone)
