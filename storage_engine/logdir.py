@@ -46,6 +46,7 @@ from .checkpoint import (
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from .dir_id import DIR_ID_FILE, assign_dir_id, read_dir_id
 from .errors import NotALogDirError
 from .naming import is_segment_file
 from .nofollow import check_regular_or_missing, open_nofollow
@@ -72,6 +73,7 @@ class LogDir:
         self.had_clean_shutdown = True  # a writer's: the first writer found the dir closed cleanly
         self.recovery_pending = False  # a reader's: see ``refresh_recovery_pending``
         self._load_failures: set[tuple[str, int] | None] = set()  # partitions (None: the dir's scan)
+        self._dir_id: str | None = None
 
     @property
     def checkpoint_files(self) -> tuple[CheckpointFile, CheckpointFile, CheckpointFile]:
@@ -89,7 +91,7 @@ class LogDir:
         """
         self._check_is_a_log_dir()
         for name in (SESSION_LOCK, RECOVERY_GATE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
-                     LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
+                     LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, DIR_ID_FILE):
             check_regular_or_missing(self.path / name)
         if read_only:
             self.refresh_recovery_pending()
@@ -115,6 +117,20 @@ class LogDir:
                 path.unlink(missing_ok=True)
         self._session_file = self.path / f".logplat-session.{os.getpid()}.{next(_session_counter)}"
         os.close(open_nofollow(self._session_file, os.O_WRONLY | os.O_CREAT))
+
+    def directory_id(self) -> str | None:
+        """The dir's id (``dir_id``); None until a topic change first records the dir. Read again
+        while there is none: another process may have written it since."""
+        if self._dir_id is None:
+            self._dir_id = read_dir_id(self.path)
+        return self._dir_id
+
+    def assign_directory_id(self) -> str:
+        """The dir's id, written first if it has none; the caller holds the topics lock."""
+        found = self.directory_id()
+        if found is None:
+            found = self._dir_id = assign_dir_id(self.path)
+        return found
 
     def refresh_recovery_pending(self) -> None:
         """A reader's answer to "does the next writable open recover this dir?", kept in

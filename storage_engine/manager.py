@@ -26,6 +26,7 @@ from .cleaner.plan import LogToClean
 from .config.broker import build_log_config, max_partitions_per_topic
 from .config.cleaner import CleanerConfig, build_cleaner_config
 from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, validate_topic_overrides
+from .dir_id import DIR_ID_FILE, read_dir_id
 from .errors import ConfigError, LogChangedError, LogError, UnknownTopicOrPartitionError
 from .loader import REFUSED_UNCHANGED
 from .log import Log
@@ -86,7 +87,8 @@ def _check_distinct_dirs(paths: Sequence[Path]) -> None:
     """Refuse a log dir inside another (``d1,d1/y-0``: the inner one read as a partition of the
     outer, a refused create wrote segments into it) and two log dirs that are one directory
     under two paths (a bind mount: a writer would wait for ever on the lock it already holds
-    through the other path)."""
+    through the other path), or a copy of another (the same id, ``dir_id``: Kafka refuses a
+    duplicate ``directory.id``; a topic recorded as placed over one would pass given the other)."""
     for inner in paths:
         outer = next((p for p in paths if p != inner and inner.is_relative_to(p)), None)
         if outer is not None:
@@ -100,6 +102,13 @@ def _check_distinct_dirs(paths: Sequence[Path]) -> None:
         first = seen.setdefault((st.st_dev, st.st_ino), path)
         if first != path:
             raise LogError(f"log dirs {first} and {path} are the same directory (a bind mount?): give it once")
+    ids: dict[str, Path] = {}
+    for path in filter(Path.is_dir, paths):
+        dir_id = read_dir_id(path)
+        if dir_id is not None and ids.setdefault(dir_id, path) != path:
+            raise LogError(f"log dirs {ids[dir_id]} and {path} have the same id {dir_id} ({DIR_ID_FILE}): one is a "
+                           f"copy of the other; give one of them, or remove the copy's {DIR_ID_FILE} if no topic "
+                           "was placed over it")
 
 
 #: one topic's name, several, or None for every topic
@@ -446,8 +455,9 @@ class LogManager(TopicAdmin):
                     holder, meta = found
                     if (error := self._partition_not_given(meta, partition)) is not None:
                         raise error
-                    if meta.log_dirs < len(self.log_dirs):  # placed over these from now on (only refuses more)
-                        write_metadata(replace(meta, log_dirs=len(self.log_dirs)), holder.path)
+                    given = self.placement_ids()
+                    if not given.keys() <= meta.placed_over.keys():  # placed over these from now on
+                        write_metadata(replace(meta, placed_over={**meta.placed_over, **given}), holder.path)
                     loc, _ = self._create_partition_dir(topic, partition, holder)
         return self._open_log(loc)
 

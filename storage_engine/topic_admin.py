@@ -81,7 +81,7 @@ class TopicAdmin:
                     raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other} (Kafka refuses "
                                             "names that differ only in '.' and '_')")
             self._check_checkpoint_files()
-            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex, log_dirs=len(self.log_dirs))
+            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex, placed_over=self.placement_ids())
             write_metadata(meta, self.log_dirs[0].path)
             made: list[Path] = []
             try:
@@ -168,23 +168,34 @@ class TopicAdmin:
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
                 self._mark_for(name, holder, count, made)  # directories adopted from another log dir
-                new = replace(meta, partitions=count, log_dirs=max(meta.log_dirs, len(self.log_dirs)))
+                new = replace(meta, partitions=count, placed_over={**meta.placed_over, **self.placement_ids()})
                 write_metadata(new, holder.path)
             except BaseException:  # not committed: what it opened is closed, what it made removed
                 self._discard(name, [*adopted, *missing], made)
                 raise
         return new
 
+    def placement_ids(self) -> dict[str, str]:
+        """The given log dirs by id, each with its path, as ``TopicMetadata.placed_over`` records
+        them; a dir without an id gets one (``dir_id``). Under the topics lock."""
+        return {d.assign_directory_id(): str(d.path) for d in self.log_dirs}
+
     def log_dirs_not_given(self, meta: TopicMetadata, why: str) -> LogError | None:
-        """The refusal to make partition directories of a topic placed over more log dirs than
-        are given (``TopicMetadata.log_dirs``), or None: a directory missing from these may be in
-        another, and an empty copy of it here hid its records, then wedged every command given
-        all of them on "Duplicate log directories"."""
-        if meta.log_dirs <= len(self.log_dirs):
+        """The refusal to make partition directories of a topic placed over a log dir that is not
+        given (``TopicMetadata.placed_over``, by id; in older metadata, more log dirs than are
+        given, ``log_dirs``), or None: a directory missing from these may be in another, and an
+        empty copy of it here hid its records, then wedged every command given all of them on
+        "Duplicate log directories"."""
+        given = {d.directory_id() for d in self.log_dirs}
+        missing = sorted(f"{path} (id {dir_id})" for dir_id, path in meta.placed_over.items() if dir_id not in given)
+        if missing:
+            placed = f"over log dirs not among those given ({self.dir_list()}): {', '.join(missing)}"
+        elif meta.log_dirs > len(self.log_dirs):
+            placed = (f"over {meta.log_dirs} log dirs and {len(self.log_dirs)} "
+                      f"{'is' if len(self.log_dirs) == 1 else 'are'} given ({self.dir_list()})")
+        else:
             return None
-        return LogError(f"topic {meta.name} was placed over {meta.log_dirs} log dirs and {len(self.log_dirs)} "
-                        f"{'is' if len(self.log_dirs) == 1 else 'are'} given ({self.dir_list()}): {why}; give "
-                        "every log dir")
+        return LogError(f"topic {meta.name} was placed {placed}: {why}; give every log dir")
 
     def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
         """Undo a refused topic change: close the logs it opened, remove what it made. A

@@ -22,6 +22,7 @@ from typing import Iterator, Sequence
 
 from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
 from .config.broker import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
+from .dir_id import is_dir_id
 from .errors import LogError
 from .naming import MAX_TOPIC_LENGTH, validate_topic_name
 from .nofollow import check_dir_or_missing, check_file_entry, check_under, open_nofollow, read_bytes_nofollow
@@ -32,6 +33,7 @@ _SUFFIX = ".json"
 #: the most log dirs a metadata file may say a topic was placed over (a sanity bound on data read off disk)
 MAX_LOG_DIRS = 10_000
 _PLACED_SUFFIX = ".home"  # as long as ".json": a 249-character topic fits NAME_MAX
+_MAX_PATH = 4096  # PATH_MAX: a log dir's path as ``placed_over`` recorded it
 
 
 class TopicMetadataError(LogError):
@@ -41,11 +43,12 @@ class TopicMetadataError(LogError):
 @dataclass(frozen=True)
 class TopicMetadata:
     """One topic's partition count and config overrides. ``deleting`` marks the commit point of
-    ``topic delete``: the next writable open finishes a delete a crash interrupted. ``log_dirs``
-    is how many log dirs its partitions were placed over (0: not recorded, a topic made before
-    it was): a writable command given fewer never makes a partition's missing directory, which
-    may be in a log dir not given (an empty copy of it there wedged every later command on
-    "Duplicate log directories")."""
+    ``topic delete``: the next writable open finishes a delete a crash interrupted.
+    ``placed_over`` names the log dirs its partitions may be in, by id (``dir_id``), each with the
+    path it had then (for messages only): a writable command not given all of them never makes a
+    partition's missing directory, which may be in one not given (an empty copy of it there hid
+    its records, then wedged every later command on "Duplicate log directories"). ``log_dirs``
+    is the count that metadata written before the ids records in their place (0: neither)."""
 
     name: str
     partitions: int
@@ -53,6 +56,7 @@ class TopicMetadata:
     topic_id: str = ""
     deleting: bool = False
     log_dirs: int = 0
+    placed_over: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         body = {"version": 0, "name": self.name, "partitions": self.partitions, "configs": self.configs,
@@ -61,6 +65,8 @@ class TopicMetadata:
             body["deleting"] = True
         if self.log_dirs:
             body["log_dirs"] = self.log_dirs
+        if self.placed_over:
+            body["placed_over"] = self.placed_over
         return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
 
 
@@ -103,7 +109,12 @@ def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
     log_dirs = body.get("log_dirs", 0)
     if isinstance(log_dirs, bool) or not isinstance(log_dirs, int) or not 0 <= log_dirs <= MAX_LOG_DIRS:
         raise bad(f"log_dirs must be an integer from 0 to {MAX_LOG_DIRS}, got {log_dirs!r}")
-    return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting, log_dirs)
+    placed_over = body.get("placed_over", {})
+    if not (isinstance(placed_over, dict) and len(placed_over) <= MAX_LOG_DIRS
+            and all(is_dir_id(k) and isinstance(v, str) and v.isprintable() and 0 < len(v) <= _MAX_PATH
+                    for k, v in placed_over.items())):
+        raise bad(f"placed_over must map at most {MAX_LOG_DIRS} log dir ids to their paths, got {placed_over!r:.200}")
+    return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting, log_dirs, dict(placed_over))
 
 
 def read_metadata(log_dir: Path, topic: str) -> TopicMetadata | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from storage_engine.append_validation import ProducerRecord
+from storage_engine.dir_id import DIR_ID_FILE, read_dir_id
 from storage_engine.errors import InvalidTopicError, LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
@@ -467,17 +468,20 @@ def test_a_subset_of_the_log_dirs_never_makes_a_partition_directory_another_may_
     """Given only the metadata's log dir, ``alter --partitions`` and a produce made an empty copy
     of a partition that lives in the other log dir: its acknowledged records read as nothing,
     and given both dirs every command then refused them ("Duplicate log directories"). The
-    metadata records how many log dirs the topic was placed over; a writable command given fewer
-    makes no partition directory, and a reader says where the partition may be."""
+    metadata records the ids of the log dirs the topic was placed over; a writable command not
+    given one of them makes no partition directory, and a reader says where the partition may be."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
         m.create_topic("c", 2)
         m.get_log("c", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
-    assert (d2 / "c-1").is_dir() and json.loads((d1 / ".logplat-topics" / "c.json").read_text())["log_dirs"] == 2
+    d2_id = read_dir_id(d2)
+    assert (d2 / "c-1").is_dir() and json.loads((d1 / ".logplat-topics" / "c.json").read_text())["placed_over"] == {
+        read_dir_id(d1): str(d1), d2_id: str(d2)}
     before = every_name(d1)
     with LogManager([d1]) as m:
         for change in (lambda: m.add_partitions("c", 3), lambda: m.get_log("c", 1)):
-            with pytest.raises(LogError, match=r"topic c was placed over 2 log dirs and 1 is given .*give every log dir"):
+            with pytest.raises(LogError, match=rf"topic c was placed over log dirs not among those given \({d1}\): "
+                                               rf"{d2} \(id {d2_id}\): .*give every log dir"):
                 change()
         m.alter_topic("c", {"retention.ms": "1000"})  # a config change makes no directory: allowed
     with LogManager([d1], read_only=True) as m:
@@ -485,20 +489,104 @@ def test_a_subset_of_the_log_dirs_never_makes_a_partition_directory_another_may_
             m.get_log("c", 1)
     assert [n for n in every_name(d1) if n not in before] == []
     with LogManager([d1, d2]) as m:
-        assert m.add_partitions("c", 3).log_dirs == 2 and m.topic_config("c").retention_ms == 1000
+        assert len(m.add_partitions("c", 3).placed_over) == 2 and m.topic_config("c").retention_ms == 1000
         assert [r.value for b in m.get_log("c", 1).iter_batches() for r in decode_batch(b)] == [b"acked"]
     # a topic made over one log dir whose missing directory a produce over two makes in the
-    # second: from then on it counts as placed over two
+    # second: from then on it counts as placed over both
     with LogManager([d1]) as m:
         m.create_topic("t", 2)
     shutil.rmtree(d1 / "t-1")  # as a create killed part way leaves it
     with LogManager([d1, d2]) as m:
         m.get_log("t", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
-        assert m.topic_metadata("t").log_dirs == 2 and (d2 / "t-1").is_dir()
+        assert set(m.topic_metadata("t").placed_over) == {read_dir_id(d1), d2_id} and (d2 / "t-1").is_dir()
     with LogManager([d1]) as m:
-        with pytest.raises(LogError, match="topic t was placed over 2 log dirs and 1 is given"):
+        with pytest.raises(LogError, match=f"topic t was placed over log dirs not among those given .*{d2_id}"):
             m.get_log("t", 1)
     assert not (d1 / "t-1").exists()
+
+
+def test_a_wrong_log_dir_of_the_right_count_makes_no_partition_directory(tmp_path):
+    """A count of log dirs let ``d1,d3`` pass for a topic placed over ``d1,d2``: a produce made
+    an empty copy, in d3, of a partition that lives in d2. The log dirs are told apart by id."""
+    d1, d2, d3 = (tmp_path / n for n in ("d1", "d2", "d3"))
+    with LogManager([d1, d2]) as m:
+        m.create_topic("c", 2)
+        m.get_log("c", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
+    assert (d2 / "c-1").is_dir()
+    with LogManager([d1, d3]) as m:
+        with pytest.raises(LogError, match=f"log dirs not among those given .*: {d2} \\(id {read_dir_id(d2)}\\)"):
+            m.get_log("c", 1).append([ProducerRecord(b"k", b"lost", 2_000)], now=2_000)
+        with pytest.raises(LogError, match="log dirs not among those given"):
+            m.add_partitions("c", 3)
+    assert not (d3 / "c-1").exists() and not (d1 / "c-1").exists()
+    with LogManager([d3, d2, d1]) as m:  # every log dir, in any order and at any path
+        assert [r.value for b in m.get_log("c", 1).iter_batches() for r in decode_batch(b)] == [b"acked"]
+
+
+def test_metadata_from_before_the_ids_keeps_its_count(tmp_path):
+    """A topic whose metadata counts its log dirs (written before the ids) is still refused
+    given fewer; once a change over all of them records their ids, it is told apart by id."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    with LogManager([d1, d2]) as m:
+        m.create_topic("c", 2)
+    path = d1 / ".logplat-topics" / "c.json"
+    body = json.loads(path.read_text())
+    del body["placed_over"]
+    path.write_text(json.dumps({**body, "log_dirs": 2}))
+    shutil.rmtree(d2 / "c-1")
+    with LogManager([d1]) as m:
+        with pytest.raises(LogError, match="topic c was placed over 2 log dirs and 1 is given"):
+            m.get_log("c", 1)
+    with LogManager([d1, d2]) as m:
+        m.get_log("c", 1)
+        assert m.topic_metadata("c").log_dirs == 2 and len(m.topic_metadata("c").placed_over) == 2
+
+
+def test_a_copied_log_dir_is_refused_by_its_id(tmp_path):
+    """A copy of a log dir beside its original has the original's id: Kafka refuses duplicate
+    directory ids, and a topic recorded as placed over the one would pass given the other."""
+    d1 = tmp_path / "d1"
+    with LogManager([d1]) as m:
+        m.create_topic("c", 1)
+    shutil.copytree(d1, tmp_path / "copy")
+    shutil.rmtree(tmp_path / "copy" / "c-0")
+    shutil.rmtree(tmp_path / "copy" / ".logplat-topics")
+    before = every_name(tmp_path)
+    with pytest.raises(LogError, match=f"log dirs {d1} and {tmp_path / 'copy'} have the same id {read_dir_id(d1)}"):
+        LogManager([d1, tmp_path / "copy"])
+    assert every_name(tmp_path) == before
+
+
+def test_a_brokers_log_dir_keeps_its_directory_id(tmp_path):
+    """A log dir a broker wrote has its ``directory.id`` in ``meta.properties``: the engine names
+    the dir by it, and leaves the broker's file as it was."""
+    d1 = tmp_path / "d1"
+    d1.mkdir()
+    props = "#\ncluster.id=abc\ndirectory.id=MQHhtGhc9j1ncLM2pvl16w\nnode.id=1\nversion=1\n"
+    (d1 / "meta.properties").write_text(props)
+    with LogManager([d1]) as m:
+        m.create_topic("c", 1)
+        assert list(m.topic_metadata("c").placed_over) == ["MQHhtGhc9j1ncLM2pvl16w"]
+    assert read_dir_id(d1) == "MQHhtGhc9j1ncLM2pvl16w" and (d1 / "meta.properties").read_text() == props
+
+
+@pytest.mark.parametrize("content", ["", "not an id\n", "AAAAAAAAAAAAAAAAAAAAAA\n", "MQHhtGhc9j1ncLM2pvl16x"])
+def test_a_bad_log_dir_id_file_refuses_the_open(tmp_path, content):
+    """The id file is read as strictly as command-line input: an empty, garbled or reserved id
+    (Kafka's UNASSIGNED), or one with spare bits set, is refused, naming the file, with nothing
+    written; a symlink in its place too."""
+    d1 = tmp_path / "d1"
+    with LogManager([d1]) as m:
+        m.create_topic("c", 1)
+    (d1 / DIR_ID_FILE).write_text(content)
+    before = every_name(tmp_path)
+    with pytest.raises(LogError, match=f"{d1 / DIR_ID_FILE} holds no log dir id"):
+        LogManager([d1])
+    assert every_name(tmp_path) == before
+    (d1 / DIR_ID_FILE).unlink()
+    (d1 / DIR_ID_FILE).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(LogError, match="symbolic link"):
+        LogManager([d1])
 
 
 def test_a_placement_mark_that_is_not_a_file_refuses_the_delete_before_its_commit_point(tmp_path):
