@@ -436,9 +436,20 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
         if d.get("status") in (CHANGED, FAILED):
             lines.append(f"  not applied ({d['status']}): {d['reason']}")
         lines.extend(f"  warning: {w}" for w in d["warnings"])
-    _print(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data},
-           "\n".join(lines) or "no partitions")
+    left = _not_given(manager, args.topic, lines)
+    _print(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data,
+                  "not_given": left}, "\n".join(lines) or "no partitions")
     return _exit_status(d.get("status") == FAILED for d in data)
+
+
+def _not_given(manager: LogManager, topic: str | None, lines: list[str], *, compacted: bool = False) -> list[dict]:
+    """The partitions a run over ``topic`` (default: every topic; with ``compacted``, the
+    compacted ones) left because their directories may be in a log dir not given
+    (``LogManager.partitions_not_given``): a line each in ``lines``, and their JSON."""
+    left = [{"topic": t, "partition": p, "reason": why} for (t, p), why in manager.partitions_not_given(topic).items()
+            if not compacted or manager.topic_config(t).compact]
+    lines.extend(f"{d['topic']}-{d['partition']}: skipped: {d['reason']}" for d in left)
+    return left
 
 
 def _exit_status(failed: Iterable[bool]) -> int:
@@ -469,8 +480,10 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
                  f"[{c.first_dirty_offset}, {max(c.first_dirty_offset, c.first_uncleanable_offset)}), "
                  f"{c.cleanable_bytes} of {c.total_bytes} bytes"
                  for c in candidates]
+        left = [] if args.partition is not None else _not_given(manager, args.topic, lines, compacted=True)
         _print(args, {"now_ms": now, "engine": args.engine, "dry_run": True,
-                      "partitions": [c.to_dict() for c in candidates]}, "\n".join(lines) or "no compacted partitions")
+                      "partitions": [c.to_dict() for c in candidates], "not_given": left},
+               "\n".join(lines) or "no compacted partitions")
         return 0
     if engine is not None:
         if args.max_passes is not None:
@@ -480,8 +493,10 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
         reports = [manager.compact(t, p, now_ms=now, force=True, max_passes=args.max_passes) for t, p in partitions]
     else:  # the due ones among ``partitions``: those of the topic, or of every compacted topic
         reports = manager.compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
-    _print(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports]},
-           "\n".join(r.summary() for r in reports) or "no partition is due for compaction")
+    lines = [r.summary() for r in reports]
+    left = [] if args.partition is not None else _not_given(manager, args.topic, lines, compacted=True)
+    _print(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports],
+                  "not_given": left}, "\n".join(lines) or "no partition is due for compaction")
     return _exit_status(r.failed is not None for r in reports)
 
 

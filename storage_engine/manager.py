@@ -474,6 +474,22 @@ class LogManager(TopicAdmin):
             f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic delete "
             "removes the topic (a topic create killed part way leaves such gaps)")
 
+    def partitions_not_given(self, topics: Topics = None) -> dict[tuple[str, int], str]:
+        """The partitions of ``topics`` (default: all) that their metadata counts but these log
+        dirs do not hold, of topics placed over a log dir not given, each with why
+        (``missing_partition_error``): a run over all topics given some of the log dirs cleans
+        what is here and says what it left, rather than passing over the rest unsaid."""
+        located = self.partition_locations(topics)
+        out = {}
+        for topic in sorted(_topic_set(topics) or self.topic_names()):
+            meta = self.topic_metadata(topic)
+            if meta is None or self._partition_not_given(meta, 0) is None:
+                continue
+            for partition in range(meta.partitions):
+                if (topic, partition) not in located:
+                    out[(topic, partition)] = str(self.missing_partition_error(meta, partition))
+        return out
+
     def _locate(self, topic: str, partition: int) -> PartitionLocation | None:
         """Where one partition's directory is, looking only at its own name in each log dir (a
         scan of every partition per lookup made opening thousands of logs quadratic); checked as

@@ -387,3 +387,36 @@ def test_verify_of_a_named_topic_deleted_before_its_open_fails(cli, monkeypatch)
     monkeypatch.setattr(LogManager, "get_log", deleted_then_opened)
     code, out, _ = cli("verify", "--topic", "a")
     assert code == 1 and "a-0: 1 problem(s)" in out
+
+
+def test_retention_and_compaction_over_some_log_dirs_say_what_they_left(tmp_path, monkeypatch, capsys):
+    """Given some of the log dirs, ``retention`` and ``compact`` over every topic passed over the
+    partitions in the others without a word. They clean what is here and name each partition
+    they left, with where it may be, in the text and the JSON."""
+    from tests.helpers.cli import run_logctl
+
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    both = f"{d1},{d2}"
+
+    def logctl(dirs: str, *args: str, stdin: str = "") -> tuple[int, str, str]:
+        return run_logctl(dirs, monkeypatch, capsys, *args, stdin=stdin)
+
+    assert logctl(both, "topic", "create", "c", "--partitions", "2", "--config", "cleanup.policy=compact",
+                  "--config", "min.cleanable.dirty.ratio=0.01", "--config", "segment.bytes=200")[0] == 0
+    assert logctl(both, "topic", "create", "r", "--partitions", "2", "--config", "retention.ms=1",
+                  "--config", "segment.bytes=200")[0] == 0
+    for topic in ("c", "r"):
+        for p in (0, 1):
+            assert logctl(both, "produce", topic, "--partition", str(p), "--batch-size", "1", "--now-ms", "5000",
+                          stdin=lines(*({"key": f"k{i % 3}", "value": "v" * 40, "timestamp": 1000} for i in range(20))))[0] == 0
+    assert (d2 / "c-1").is_dir() and (d2 / "r-1").is_dir()
+    code, out, _ = logctl(str(d1), "compact")
+    assert code == 0 and out.startswith("c-0: cleaned") and "r-" not in out
+    assert f"c-1: skipped: topic c was placed over log dirs not among those given ({d1}): {d2} (id " in out
+    code, out, _ = logctl(str(d1), "retention", "--now-ms", "10000", "--json")
+    report = json.loads(out)
+    assert code == 0 and [(p["topic"], p["partition"]) for p in report["partitions"]] == [("c", 0), ("r", 0)]
+    assert [(p["topic"], p["partition"]) for p in report["not_given"]] == [("c", 1), ("r", 1)]
+    assert "may be in a log dir not given" in report["not_given"][1]["reason"]
+    code, out, _ = logctl(both, "retention", "--now-ms", "10000", "--json")  # every log dir: nothing left
+    assert code == 0 and json.loads(out)["not_given"] == [] and len(json.loads(out)["partitions"]) == 4
