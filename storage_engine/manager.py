@@ -25,9 +25,9 @@ from .cleaner.cleaner import reset_out_of_range_checkpoint
 from .cleaner.plan import LogToClean
 from .config.broker import build_log_config, max_partitions_per_topic
 from .config.cleaner import CleanerConfig, build_cleaner_config
-from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, validate_topic_overrides
+from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, check_segment_index_bytes, validate_topic_overrides
 from .dir_id import DIR_ID_FILE, read_dir_id
-from .errors import ConfigError, LogChangedError, LogError, UnknownTopicOrPartitionError
+from .errors import ConfigError, LogChangedError, LogError, UnknownConfigError, UnknownTopicOrPartitionError
 from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir
@@ -37,8 +37,8 @@ from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
-from .topic_store import (TopicMetadata, TopicMetadataError, metadata_names, placed_elsewhere, placed_path, read_metadata,
-                          write_metadata)
+from .topic_store import (TopicMetadata, TopicMetadataError, metadata_names, metadata_path, placed_elsewhere,
+                          placed_path, read_metadata, write_metadata)
 
 DEFAULT_LOG_DIRS = "./data/logs"
 
@@ -176,6 +176,11 @@ class LogManager(TopicAdmin):
             for loc in self._scan_dir(log_dir):
                 if not is_stray((loc.topic, loc.partition), counts):  # a stray is never opened
                     self._load_log(loc, had_clean_shutdown=False).close()
+        except TopicMetadataError as exc:  # one topic's file stops every writable command: say so
+            log_dir.record_load_failure()
+            raise TopicMetadataError(f"log dir {log_dir.path} needs recovery (it was not shut down cleanly), which "
+                                     f"opens every partition in it, and no writable command runs until then: {exc}"
+                                     ) from None
         except BaseException:
             log_dir.record_load_failure()
             raise
@@ -419,9 +424,24 @@ class LogManager(TopicAdmin):
         return out
 
     def topic_config(self, topic: str) -> LogConfig:
+        """The topic's config: its metadata's overrides over the broker's settings. Overrides the
+        engine refuses (edited by hand, or stored by a version that took them, such as a
+        ``segment.index.bytes`` below 12, with which no segment can be made) are refused naming
+        the topic's metadata file: the bare "Invalid value" named neither the topic nor the file."""
         if topic in self._given_configs:
             return self._given_configs[topic]
-        return build_log_config(self.broker_props, validate_topic_overrides(self.topic_overrides(topic)))
+        overrides = self.topic_overrides(topic)
+        try:
+            config = build_log_config(self.broker_props, validate_topic_overrides(overrides))
+            if "segment.index.bytes" in overrides:
+                check_segment_index_bytes(config)
+        except (ConfigError, UnknownConfigError) as exc:
+            found = self._find_metadata(topic)
+            if found is None:  # an internal topic's defaults: nothing on disk to correct
+                raise
+            raise TopicMetadataError(f"the config of topic {topic} in {metadata_path(found[0].path, topic)} is "
+                                     f"refused: {exc}; correct or remove that setting in the file") from None
+        return config
 
     def _require_writable(self) -> None:
         if self.read_only:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -15,6 +16,8 @@ import pytest
 from tests.helpers.paths import REPO
 
 from tests.helpers.engine import append_each, open_topic, records
+from storage_engine.append_validation import ProducerRecord
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.naming import segment_file
 from storage_engine.record import scan_batches
@@ -296,3 +299,31 @@ def test_a_writer_killed_mid_roll_beside_a_live_writer_leaves_the_old_segments_t
     with LogManager([tmp_path], read_only=True) as m:
         report = verify_log(m.get_log("t", 0))
         assert report.problems == [] and len(report.segments) >= 2
+
+
+def test_a_refused_stored_config_names_its_topic_and_file_when_it_stops_recovery(tmp_path):
+    """After an unclean shutdown, recovery opens every partition of the log dir: a topic whose
+    stored config is refused (a hand edit, or a value an older version took) stopped every
+    writable command of every topic with a bare "Invalid value 'abc' for configuration
+    retention.ms", naming neither the topic nor the file to correct. The error now names both,
+    and says it holds every writable command until the file is corrected; corrected, the open
+    recovers the dir."""
+    root = tmp_path / "logs"
+    with LogManager([root]) as m:
+        m.create_topic("a", 1)
+        m.create_topic("b", 1)
+        m.get_log("a", 0).append([ProducerRecord(b"k", b"v", 1_000)], now=1_000)
+    (root / CLEAN).unlink()  # as a kill leaves it
+    meta = root / ".logplat-topics" / "b.json"
+    body = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**body, "configs": {"retention.ms": "abc"}}))
+    with pytest.raises(LogError) as info:
+        LogManager([root])
+    assert str(info.value) == (
+        f"log dir {root} needs recovery (it was not shut down cleanly), which opens every partition in it, and no "
+        f"writable command runs until then: the config of topic b in {meta} is refused: Invalid value 'abc' for "
+        "configuration retention.ms: Not a number of type LONG; correct or remove that setting in the file")
+    meta.write_text(json.dumps(body))
+    with LogManager([root]) as m:
+        assert m.get_log("a", 0).log_end_offset == 1
+    assert (root / CLEAN).exists()

@@ -637,7 +637,8 @@ def test_a_segment_index_size_below_one_time_index_entry_is_refused_for_new_sett
     """segment.index.bytes 4..11 passes Kafka's validator, and then no segment can be made: a
     topic created so broke every writable command of its log dir. A create or an alter to such
     a value is refused (the broker's log.index.size.max.bytes too); a topic that already holds
-    one (written by an older version) can still be altered back and deleted."""
+    one (written by an older version) has its partitions refused, naming its metadata file, and
+    can still be altered back and deleted."""
     root = tmp_path / "logs"
     with LogManager([root]) as m:
         with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
@@ -652,7 +653,8 @@ def test_a_segment_index_size_below_one_time_index_entry_is_refused_for_new_sett
     meta = root / ".logplat-topics" / "t.json"
     meta.write_text(meta.read_text().replace('"configs": {}', '"configs": {"segment.index.bytes": "8"}'))
     with LogManager([root]) as m:
-        assert m.topic_config("t").segment_index_bytes == 8
+        with pytest.raises(LogError, match=f"the config of topic t in {meta} is refused: .*at least 12"):
+            m.get_log("t", 0)  # no segment could be made: its partitions are refused, naming the file
         m.alter_topic("t", {}, ["segment.index.bytes"])
         assert m.topic_config("t").segment_index_bytes == 10485760
         m.delete_topic("t")

@@ -427,7 +427,8 @@ def test_one_topics_bad_file_or_config_does_not_stop_the_others(tmp_path, spark)
     with dg.instance_for_test() as instance:
         data = tick(defs, settings, instance, "log_state_sensor")
         apply_partition_requests(instance, data.dynamic_partitions_requests)
-        assert "topic profiles.v1 is not in this code location: Invalid value 'banana'" in data.skip_message
+        assert ("topic profiles.v1 is not in this code location: the config of topic profiles.v1 in "
+                f"{meta} is refused: Invalid value 'banana'") in data.skip_message
         assert "not in this code location yet" not in data.skip_message  # a reload would not help
         health = {(e.asset_key.path[1], e.partition): e for e in data.asset_events
                   if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == HEALTH_CHECK}
