@@ -76,8 +76,8 @@ from storage_engine.cleaner.map_file import read_map, write_map
 from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.cleaner.plan import CleaningRound
 from storage_engine.cleaner.strategy import CompactionStrategy
-from storage_engine.cleaner.staging import STAGING_SUFFIX, CleanerBusyError, CleanerLock, remote_staging_dir, \
-    remove_stale_staging
+from storage_engine.cleaner.staging import (STAGING_SUFFIX, CleanerBusyError, CleanerLock, make_remote_staging,
+                                            remote_staging_dir, remove_stale_staging)
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
@@ -224,8 +224,7 @@ def scan_span_keys(task: KeysTask) -> tuple[int, int, str, float]:
             pass
         finally:
             seg.close()
-    staging = Path(task.staging_dir)
-    staging.mkdir(parents=True, exist_ok=True)
+    staging = make_remote_staging(Path(task.staging_dir))
     path = staging / f"keys-{task.tp}-{task.span}-attempt-{attempt_id()}.map"
     write_map(path, latest)
     return task.tp, task.span, str(path), time.monotonic() - started
@@ -270,7 +269,7 @@ def recopy_task(task: GroupTask, latest: dict[bytes, int], attempt: str) -> dict
     t0 = time.monotonic()
     try:
         inputs = [InputSegment.from_ref(ref, task.chunk) for ref in task.segments]
-        staging.mkdir(parents=True, exist_ok=True)
+        make_remote_staging(staging)
         cleaned = recopy_group(staging, task.config, inputs, task.legacy_delete_horizon_ms, bfilter,
                                chunk_limit=task.chunk)
         cleaned.close(trim_indexes=False)

@@ -75,6 +75,19 @@ def remote_staging_dir(partition_dir: Path, job_id: str) -> Path:
     return Path(partition_dir) / f"{REMOTE_STAGING_PREFIX}{job_id}"
 
 
+def make_remote_staging(path: Path) -> Path:
+    """Make a Spark task's staging directory (``remote_staging_dir``, or a directory inside it),
+    each level inside an existing parent, never the partition directory above them: a topic
+    deleted under the job is not recreated as a directory without metadata (the task fails on
+    ``FileNotFoundError`` instead)."""
+    levels = [Path(path)]
+    while not levels[-1].name.startswith(REMOTE_STAGING_PREFIX):
+        levels.append(levels[-1].parent)
+    for level in reversed(levels):
+        level.mkdir(exist_ok=True)
+    return Path(path)
+
+
 def remove_stale_staging(directory: Path) -> list[str]:
     """Remove every staged file and remote staging directory; the caller holds the cleaner lock."""
     gone = []

@@ -890,3 +890,21 @@ def test_a_damaged_batch_in_the_clean_section_is_named_by_its_segment_file(tmp_p
         log.roll()
         with pytest.raises(CorruptRecordError, match=f"file {first},"):
             compact(m)
+
+
+def test_a_spark_tasks_staging_never_recreates_a_deleted_partition_directory(tmp_path):
+    """A Spark task made its staging directory with every parent: after a ``topic delete`` under
+    the job, it recreated the partition directory, read from then on as a topic without
+    metadata. It makes only the staging levels, inside a partition directory that must be there."""
+    from storage_engine.cleaner.staging import make_remote_staging, remote_staging_dir
+
+    partition_dir = tmp_path / "t-0"
+    partition_dir.mkdir()
+    staging = remote_staging_dir(partition_dir, "job1")
+    assert make_remote_staging(staging / "group-0-attempt-1").is_dir() and staging.is_dir()
+    assert make_remote_staging(staging) == staging  # again: already there
+    partition_dir.rename(tmp_path / "t-0.abc-delete")
+    for path in (staging, staging / "group-1-attempt-1"):
+        with pytest.raises(FileNotFoundError):
+            make_remote_staging(path)
+    assert not partition_dir.exists()
