@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
-from .errors import LogError, RecordTooLargeError, UnknownTopicOrPartitionError
+from .errors import LogDirsNotGivenError, LogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from .manager import LogManager, log_dirs_from_env
 from .topic_admin import check_creation
 from .naming import MAX_PARTITION
@@ -407,6 +407,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
         manager.partitions(args.topic)  # an unknown topic is an error, as for verify
     now = args.now_ms if args.now_ms is not None else now_ms()
     engine = _engine(args)
+    not_given = manager.partitions_not_given(args.topic)  # before the work, which cannot change it
     if engine is not None:
         data = engine.retention(manager, args.topic, now_ms=now, dry_run=args.dry_run)
     elif args.dry_run:
@@ -436,19 +437,19 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
         if d.get("status") in (CHANGED, FAILED):
             lines.append(f"  not applied ({d['status']}): {d['reason']}")
         lines.extend(f"  warning: {w}" for w in d["warnings"])
-    left = _not_given(manager, args.topic, lines)
+    left = _not_given(not_given, data, lines)
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data,
                   "not_given": left}, "\n".join(lines) or "no partitions")
     return _exit_status(d.get("status") == FAILED for d in data)
 
 
-def _not_given(manager: LogManager, topic: str | None, lines: list[str], *, compacted: bool = False) -> list[dict]:
-    """The partitions a run over ``topic`` (default: every topic; with ``compacted``, the
-    compacted ones) left because their directories may be in a log dir not given
-    (``LogManager.partitions_not_given``): a line each in ``lines``, and their JSON."""
-    left = [{"topic": t, "partition": p, "reason": why} for (t, p), why in manager.partitions_not_given(topic).items()
-            if not compacted or manager.topic_config(t).compact]
-    lines.extend(f"{d['topic']}-{d['partition']}: skipped: {d['reason']}" for d in left)
+def _not_given(not_given: Mapping[tuple[str, int], str], reported: Iterable[Mapping], lines: list[str]) -> list[dict]:
+    """The partitions a run left because their directories may be in a log dir not given
+    (``LogManager.partitions_not_given``), but for those it reported itself (a Spark job names
+    the partitions it was given): a line each in ``lines``, and their JSON."""
+    done = {(r["topic"], r["partition"]) for r in reported}
+    left = [{"topic": t, "partition": p, "reason": why} for (t, p), why in not_given.items() if (t, p) not in done]
+    lines.extend(f"{d['topic']}-{d['partition']}: not in these log dirs: {d['reason']}" for d in left)
     return left
 
 
@@ -470,6 +471,12 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     partitions, force = compaction_choice(manager, args.topic, args.partition)
     if args.partition is not None:  # a named partition must be there and compacted, dry run or not
         manager.compacted_partitions(partitions)
+        if (error := manager.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
+            raise LogDirsNotGivenError(error)
+        not_given = {}
+    else:  # before the work, which cannot change it
+        not_given = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
+                     if manager.topic_config(tp[0]).compact}
     if args.dry_run:
         candidates = manager.compaction_candidates(args.topic, now_ms=now)
         if args.partition is not None:
@@ -480,7 +487,7 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
                  f"[{c.first_dirty_offset}, {max(c.first_dirty_offset, c.first_uncleanable_offset)}), "
                  f"{c.cleanable_bytes} of {c.total_bytes} bytes"
                  for c in candidates]
-        left = [] if args.partition is not None else _not_given(manager, args.topic, lines, compacted=True)
+        left = _not_given(not_given, [], lines)
         _print(args, {"now_ms": now, "engine": args.engine, "dry_run": True,
                       "partitions": [c.to_dict() for c in candidates], "not_given": left},
                "\n".join(lines) or "no compacted partitions")
@@ -494,7 +501,7 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     else:  # the due ones among ``partitions``: those of the topic, or of every compacted topic
         reports = manager.compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
     lines = [r.summary() for r in reports]
-    left = [] if args.partition is not None else _not_given(manager, args.topic, lines, compacted=True)
+    left = _not_given(not_given, [{"topic": r.topic, "partition": r.partition} for r in reports], lines)
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports],
                   "not_given": left}, "\n".join(lines) or "no partition is due for compaction")
     return _exit_status(r.failed is not None for r in reports)

@@ -4,35 +4,34 @@ the log dirs its partitions were placed over, not only count them.
 A count let a wrong set pass: given ``d1,d3`` for a topic placed over ``d1,d2``, a produce made
 an empty copy, in ``d3``, of a partition that lives in ``d2``. A log dir's id is in
 ``<log dir>/.logplat-dir.id``: 22 characters, the URL-safe base64 of 16 random bytes without
-padding, as Kafka prints a ``Uuid``. A log dir a broker wrote keeps the id in its
-``meta.properties``; the first id given to such a dir is that one, so both name it alike. The
-file is written once, when a topic change first records the dir (under the topics lock), and
-never rewritten: every later read must give the same id. It is read as strictly as command-line
-input; nothing builds a path from it.
+padding, as Kafka prints a ``Uuid``. It is written once, when a topic change first records the
+dir (under the topics lock), and never rewritten: every later read must give the same id. A
+broker's ``meta.properties`` id is not taken over: two copies of one broker's log dir would
+then share it. The file is read as strictly as command-line input; nothing builds a path from it.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 import uuid
 from pathlib import Path
 
 from .checkpoint import atomic_write
 from .errors import LogError
-from .nofollow import check_regular_or_missing, read_bytes_nofollow
+from .nofollow import open_nofollow
 
 DIR_ID_FILE = ".logplat-dir.id"
-KAFKA_META_PROPERTIES = "meta.properties"
 _ID = re.compile(r"[A-Za-z0-9_-]{22}")
 # Kafka reserves the ids whose 16 bytes are zero but for a last byte below 100 (``DirectoryId``:
 # UNASSIGNED, LOST, MIGRATING and room for more)
 _RESERVED_BELOW = 100
-_MAX_META_PROPERTIES = 1 << 16  # a broker's is a few lines; a larger one is not read for its id
+_MAX_FILE = 64
 
 
 class DirIdError(LogError):
-    """A log dir's id file is not one this engine (or Kafka) writes."""
+    """A log dir's id file is not one this engine writes, or two log dirs given share an id."""
 
 
 def is_dir_id(text: str) -> bool:
@@ -50,10 +49,14 @@ def read_dir_id(log_dir: Path) -> str | None:
     one id, is refused, naming the file."""
     path = Path(log_dir) / DIR_ID_FILE
     try:
-        data = read_bytes_nofollow(path)
+        fd = open_nofollow(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
-    text = data.decode("ascii", "replace").strip()
+    try:
+        data = os.read(fd, _MAX_FILE)  # an id and a newline, or a little space: never the whole of a huge file
+    finally:
+        os.close(fd)
+    text = data.decode("ascii", "replace").strip() if len(data) < _MAX_FILE else ""
     if not is_dir_id(text):
         raise DirIdError(f"{path} holds no log dir id (22 characters of URL-safe base64, as Kafka's directory.id); "
                          "restore the file this log dir had, or remove it if no topic was ever placed here")
@@ -61,32 +64,14 @@ def read_dir_id(log_dir: Path) -> str | None:
 
 
 def assign_dir_id(log_dir: Path) -> str:
-    """The log dir's id, written first if it has none: the ``directory.id`` of a broker's
-    ``meta.properties`` there, else a new one. The caller holds the topics lock, so two
-    processes never write two ids."""
+    """The log dir's id, a new one written first if it has none. The caller holds the topics
+    lock, so two processes never write two ids."""
     found = read_dir_id(log_dir)
     if found is not None:
         return found
-    new = _broker_dir_id(Path(log_dir)) or _new_dir_id()
+    new = _new_dir_id()
     atomic_write(Path(log_dir) / DIR_ID_FILE, f"{new}\n".encode())
     return new
-
-
-def _broker_dir_id(log_dir: Path) -> str | None:
-    """The ``directory.id`` a broker recorded in the dir's ``meta.properties``, if it is a valid one."""
-    path = log_dir / KAFKA_META_PROPERTIES
-    check_regular_or_missing(path)
-    try:
-        data = read_bytes_nofollow(path)
-    except FileNotFoundError:
-        return None
-    if len(data) > _MAX_META_PROPERTIES:
-        return None
-    for line in data.decode("utf-8", "replace").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() == "directory.id" and is_dir_id(value.strip()):
-            return value.strip()
-    return None
 
 
 def _new_dir_id() -> str:

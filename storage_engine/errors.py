@@ -158,5 +158,10 @@ class NeedsRecoveryError(LogError):
     (an interrupted swap); the message says what that open would do."""
 
 
+class LogDirsNotGivenError(LogError):
+    """A topic was placed over a log dir that is not given: a partition directory missing from
+    those given may be there, so none is made, and a reader says so."""
+
+
 class LogGapError(LogError):
     """Offsets missing between two segments of a log that is not compacted (a lost segment)."""

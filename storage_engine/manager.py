@@ -16,7 +16,7 @@ partition directory names and use the broker defaults, except Kafka's internal
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterator, Mapping, Sequence
 
@@ -25,8 +25,8 @@ from .cleaner.cleaner import reset_out_of_range_checkpoint
 from .cleaner.plan import LogToClean
 from .config.broker import build_log_config, max_partitions_per_topic
 from .config.cleaner import CleanerConfig, build_cleaner_config
-from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, check_segment_index_bytes, validate_topic_overrides
-from .dir_id import DIR_ID_FILE, read_dir_id
+from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, validate_topic_overrides
+from .dir_id import DIR_ID_FILE, DirIdError
 from .errors import ConfigError, LogChangedError, LogError, UnknownConfigError, UnknownTopicOrPartitionError
 from .loader import REFUSED_UNCHANGED
 from .log import Log
@@ -37,8 +37,8 @@ from .placement import choose_log_dir
 from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
-from .topic_store import (TopicMetadata, TopicMetadataError, metadata_names, metadata_path, placed_elsewhere,
-                          placed_path, read_metadata, write_metadata)
+from .topic_store import (TopicConfigError, TopicMetadata, TopicMetadataError, metadata_names, metadata_path,
+                          placed_elsewhere, placed_path, read_metadata, write_metadata)
 
 DEFAULT_LOG_DIRS = "./data/logs"
 
@@ -87,8 +87,7 @@ def _check_distinct_dirs(paths: Sequence[Path]) -> None:
     """Refuse a log dir inside another (``d1,d1/y-0``: the inner one read as a partition of the
     outer, a refused create wrote segments into it) and two log dirs that are one directory
     under two paths (a bind mount: a writer would wait for ever on the lock it already holds
-    through the other path), or a copy of another (the same id, ``dir_id``: Kafka refuses a
-    duplicate ``directory.id``; a topic recorded as placed over one would pass given the other)."""
+    through the other path)."""
     for inner in paths:
         outer = next((p for p in paths if p != inner and inner.is_relative_to(p)), None)
         if outer is not None:
@@ -102,13 +101,19 @@ def _check_distinct_dirs(paths: Sequence[Path]) -> None:
         first = seen.setdefault((st.st_dev, st.st_ino), path)
         if first != path:
             raise LogError(f"log dirs {first} and {path} are the same directory (a bind mount?): give it once")
-    ids: dict[str, Path] = {}
-    for path in filter(Path.is_dir, paths):
-        dir_id = read_dir_id(path)
-        if dir_id is not None and ids.setdefault(dir_id, path) != path:
-            raise LogError(f"log dirs {ids[dir_id]} and {path} have the same id {dir_id} ({DIR_ID_FILE}): one is a "
-                           f"copy of the other; give one of them, or remove the copy's {DIR_ID_FILE} if no topic "
-                           "was placed over it")
+
+
+def _check_distinct_ids(log_dirs: Sequence[LogDir]) -> None:
+    """Refuse two log dirs with one id (``dir_id``): a copy of a log dir given beside it. Kafka
+    refuses a duplicate ``directory.id``; a topic recorded as placed over the one would pass
+    given the other."""
+    seen: dict[str, LogDir] = {}
+    for d in log_dirs:
+        dir_id = d.directory_id() if d.path.is_dir() else None
+        if dir_id is not None and seen.setdefault(dir_id, d) is not d:
+            raise DirIdError(f"log dirs {seen[dir_id].path} and {d.path} have the same id {dir_id} ({DIR_ID_FILE}): "
+                             f"one is a copy of the other; give one of them, or remove the copy's {DIR_ID_FILE} if "
+                             "no topic was placed over it")
 
 
 #: one topic's name, several, or None for every topic
@@ -145,6 +150,7 @@ class LogManager(TopicAdmin):
         build_log_config(self.broker_props)  # validate broker settings before touching anything
         self.max_partitions = max_partitions_per_topic(self.broker_props)
         self.log_dirs = [LogDir(p) for p in paths]
+        _check_distinct_ids(self.log_dirs)
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
         self.read_only = read_only
@@ -176,13 +182,12 @@ class LogManager(TopicAdmin):
             for loc in self._scan_dir(log_dir):
                 if not is_stray((loc.topic, loc.partition), counts):  # a stray is never opened
                     self._load_log(loc, had_clean_shutdown=False).close()
-        except TopicMetadataError as exc:  # one topic's file stops every writable command: say so
+        except BaseException as exc:
             log_dir.record_load_failure()
-            raise TopicMetadataError(f"log dir {log_dir.path} needs recovery (it was not shut down cleanly), which "
-                                     f"opens every partition in it, and no writable command runs until then: {exc}"
-                                     ) from None
-        except BaseException:
-            log_dir.record_load_failure()
+            if isinstance(exc, TopicConfigError):  # one topic's file stops every writable command: say so
+                raise TopicMetadataError(f"log dir {log_dir.path} needs recovery (it was not shut down cleanly), "
+                                         f"which opens every partition in it, and no writable command runs until "
+                                         f"then: {exc.refusal}; correct or remove that setting in the file") from None
             raise
 
     def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True) -> Log:
@@ -257,9 +262,14 @@ class LogManager(TopicAdmin):
 
     def partition_counts(self) -> dict[str, int]:
         """Each topic's partition count, from its metadata (topics without metadata, or being
-        deleted, have none: their partitions are the directories found). A malformed metadata
-        file is left out here: it is refused where its own topic is used, not for every topic."""
-        counts = {}
+        deleted, have none: their partitions are the directories found)."""
+        return {name: meta.partitions for name, (_, meta) in self.readable_metadata().items()}
+
+    def readable_metadata(self) -> dict[str, tuple[LogDir, TopicMetadata]]:
+        """Every topic's metadata and the log dir holding it, but for topics being deleted. A
+        malformed metadata file is left out here: it is refused where its own topic is used,
+        not for every topic."""
+        out: dict[str, tuple[LogDir, TopicMetadata]] = {}
         for d in self.log_dirs:
             for name in metadata_names(d.path):
                 try:
@@ -267,8 +277,8 @@ class LogManager(TopicAdmin):
                 except LogError:
                     continue
                 if meta is not None and not meta.deleting:
-                    counts.setdefault(name, meta.partitions)
-        return counts
+                    out.setdefault(name, (d, meta))
+        return out
 
     def stray_partition_dirs(self, topic: str | None = None) -> list[tuple[Path, int]]:
         """Directories named like a partition of a topic whose metadata has fewer partitions
@@ -425,23 +435,19 @@ class LogManager(TopicAdmin):
 
     def topic_config(self, topic: str) -> LogConfig:
         """The topic's config: its metadata's overrides over the broker's settings. Overrides the
-        engine refuses (edited by hand, or stored by a version that took them, such as a
-        ``segment.index.bytes`` below 12, with which no segment can be made) are refused naming
-        the topic's metadata file: the bare "Invalid value" named neither the topic nor the file."""
+        engine refuses (edited by hand, or stored by a version that took them) are refused naming
+        the topic's metadata file: the bare "Invalid value" named neither the topic nor the file.
+        (A stored ``segment.index.bytes`` below 12 stays readable, so that the topic can be
+        altered back; its partitions are refused where they are loaded.)"""
         if topic in self._given_configs:
             return self._given_configs[topic]
-        overrides = self.topic_overrides(topic)
         try:
-            config = build_log_config(self.broker_props, validate_topic_overrides(overrides))
-            if "segment.index.bytes" in overrides:
-                check_segment_index_bytes(config)
+            return build_log_config(self.broker_props, validate_topic_overrides(self.topic_overrides(topic)))
         except (ConfigError, UnknownConfigError) as exc:
             found = self._find_metadata(topic)
             if found is None:  # an internal topic's defaults: nothing on disk to correct
                 raise
-            raise TopicMetadataError(f"the config of topic {topic} in {metadata_path(found[0].path, topic)} is "
-                                     f"refused: {exc}; correct or remove that setting in the file") from None
-        return config
+            raise TopicConfigError(topic, metadata_path(found[0].path, topic), exc) from None
 
     def _require_writable(self) -> None:
         if self.read_only:
@@ -475,9 +481,9 @@ class LogManager(TopicAdmin):
                     holder, meta = found
                     if (error := self._partition_not_given(meta, partition)) is not None:
                         raise error
-                    given = self.placement_ids()
-                    if not given.keys() <= meta.placed_over.keys():  # placed over these from now on
-                        write_metadata(replace(meta, placed_over={**meta.placed_over, **given}), holder.path)
+                    widened = meta.placed_also_over(self.placement_ids())
+                    if widened != meta:  # placed over these from now on: recorded before the directory is made
+                        write_metadata(widened, holder.path)
                     loc, _ = self._create_partition_dir(topic, partition, holder)
         return self._open_log(loc)
 
@@ -498,14 +504,17 @@ class LogManager(TopicAdmin):
         """The partitions of ``topics`` (default: all) that their metadata counts but these log
         dirs do not hold, of topics placed over a log dir not given, each with why
         (``missing_partition_error``): a run over all topics given some of the log dirs cleans
-        what is here and says what it left, rather than passing over the rest unsaid."""
-        located = self.partition_locations(topics)
+        what is here and says what it left, rather than passing over the rest unsaid. A topic
+        whose metadata or directories cannot be read is left to the commands that use it."""
+        wanted = _topic_set(topics)
+        metas = self.readable_metadata()
         out = {}
-        for topic in sorted(_topic_set(topics) or self.topic_names()):
-            meta = self.topic_metadata(topic)
-            if meta is None or self._partition_not_given(meta, 0) is None:
+        for topic, (_, meta) in sorted(metas.items()):
+            if (wanted is not None and topic not in wanted) or not self.placed_beyond_given(meta):
                 continue
-            for partition in range(meta.partitions):
+            refused: dict[str, str] = {}
+            located = self.partition_locations(topic, refused)
+            for partition in range(meta.partitions) if not refused else ():
                 if (topic, partition) not in located:
                     out[(topic, partition)] = str(self.missing_partition_error(meta, partition))
         return out

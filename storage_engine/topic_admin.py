@@ -26,7 +26,8 @@ from .checkpoint import fsync_dir
 from .config.broker import MAX_PARTITIONS_KEY, build_log_config, max_partitions_per_topic
 from .config.topic import (LogConfig, check_config_key, check_segment_index_bytes, creation_overrides,
                            validate_topic_overrides)
-from .errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
+from .dir_id import DIR_ID_FILE, DirIdError
+from .errors import InvalidPartitionsError, InvalidTopicError, LogDirsNotGivenError, LogError, TopicExistsError
 from .faults import crash_point
 from .logdir import LogDir
 from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, parse_partition_dir,
@@ -34,7 +35,9 @@ from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delet
 from .partition_lock import LOCK_FILE_NAME
 from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock,
                           placed_elsewhere, placed_names, placed_path, read_metadata, remove_metadata, remove_placed,
-                          write_metadata)
+                          shown_path, write_metadata)
+
+_NAMED_LOG_DIRS = 3  # a refusal names so many log dirs not given, then counts the rest
 
 
 def check_creation(name: str, partitions: int, configs: Mapping[str, str], broker_props: Mapping[str, str]
@@ -81,7 +84,7 @@ class TopicAdmin:
                     raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other} (Kafka refuses "
                                             "names that differ only in '.' and '_')")
             self._check_checkpoint_files()
-            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex, placed_over=self.placement_ids())
+            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex).placed_also_over(self.placement_ids())
             write_metadata(meta, self.log_dirs[0].path)
             made: list[Path] = []
             try:
@@ -118,7 +121,8 @@ class TopicAdmin:
             new = replace(meta, configs=merged)
             made: list[Path] = []
             try:
-                self._mark_for(name, holder, meta.partitions, made)  # a broker's topic gets its metadata here first
+                holding = self._mark_for(name, holder, meta.partitions, made)  # a broker's topic gets its metadata here first
+                new = new.placed_also_over(holding)
                 write_metadata(new, holder.path)
             except BaseException:  # not committed: no mark points at metadata that is not there
                 self._discard(name, (), made)
@@ -162,40 +166,71 @@ class TopicAdmin:
                     if not lock.exists():
                         made.append(lock)
                     self._open_log(loc)
+                widened = meta.placed_also_over(self.placement_ids())
+                if missing and widened != meta:  # recorded before a directory goes into a log dir: a kill
+                    write_metadata(widened, holder.path)  # part way leaves none in a dir it does not name
                 for p in missing:
                     loc, paths = self._create_partition_dir(name, p, holder)
                     made.extend(paths)
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
                 self._mark_for(name, holder, count, made)  # directories adopted from another log dir
-                new = replace(meta, partitions=count, placed_over={**meta.placed_over, **self.placement_ids()})
+                new = replace(widened, partitions=count)
                 write_metadata(new, holder.path)
             except BaseException:  # not committed: what it opened is closed, what it made removed
                 self._discard(name, [*adopted, *missing], made)
                 raise
         return new
 
-    def placement_ids(self) -> dict[str, str]:
-        """The given log dirs by id, each with its path, as ``TopicMetadata.placed_over`` records
-        them; a dir without an id gets one (``dir_id``). Under the topics lock."""
-        return {d.assign_directory_id(): str(d.path) for d in self.log_dirs}
+    def placement_ids(self, log_dirs: Iterable[LogDir] | None = None) -> dict[str, str]:
+        """The given log dirs (or ``log_dirs`` among them) by id, each with its path, as
+        ``TopicMetadata.placed_over`` records them; a dir without an id gets one (``dir_id``).
+        Under the topics lock."""
+        chosen = list(self.log_dirs if log_dirs is None else log_dirs)
+        ids = {d.assign_directory_id(): str(d.path) for d in chosen}
+        if len(ids) < len(chosen):  # a copy made since the open checked (``_check_distinct_ids``)
+            raise DirIdError(f"two of the log dirs {self.dir_list()} have the same id ({DIR_ID_FILE}): one is a copy "
+                             "of the other; give one of them")
+        return ids
 
-    def log_dirs_not_given(self, meta: TopicMetadata, why: str) -> LogError | None:
+    def missing_log_dirs(self, meta: TopicMetadata) -> list[str]:
+        """The log dirs ``meta`` was placed over (``TopicMetadata.placed_over``) that are not
+        given, each as a message names it: a given log dir at a recorded path with another id is
+        one replaced, or whose id file was lost, and is said to be."""
+        given = {d.directory_id(): d for d in self.log_dirs}
+        at_path = {str(d.path): d for d in self.log_dirs}
+        out = []
+        for dir_id, path in sorted(meta.placed_over.items(), key=lambda item: item[1]):
+            if dir_id in given:
+                continue
+            there = at_path.get(path)
+            out.append(f"{shown_path(path)} (id {dir_id})" if there is None else
+                       f"{shown_path(path)} (id {dir_id}; the log dir given at that path has "
+                       f"{f'id {there.directory_id()}' if there.directory_id() else 'no id'}: it was replaced, or its "
+                       f"{DIR_ID_FILE} lost, which restored makes it that log dir again)")
+        return out
+
+    def placed_beyond_given(self, meta: TopicMetadata) -> bool:
+        """Whether ``meta`` was placed over a log dir not given (``log_dirs_not_given``)."""
+        return bool(self.missing_log_dirs(meta)) or meta.log_dirs > len(self.log_dirs)
+
+    def log_dirs_not_given(self, meta: TopicMetadata, why: str) -> LogDirsNotGivenError | None:
         """The refusal to make partition directories of a topic placed over a log dir that is not
-        given (``TopicMetadata.placed_over``, by id; in older metadata, more log dirs than are
-        given, ``log_dirs``), or None: a directory missing from these may be in another, and an
-        empty copy of it here hid its records, then wedged every command given all of them on
-        "Duplicate log directories"."""
-        given = {d.directory_id() for d in self.log_dirs}
-        missing = sorted(f"{path} (id {dir_id})" for dir_id, path in meta.placed_over.items() if dir_id not in given)
+        given (``missing_log_dirs``; in older metadata, more log dirs than are given,
+        ``TopicMetadata.log_dirs``), or None: a directory missing from these may be in another,
+        and an empty copy of it here hid its records, then wedged every command given all of
+        them on "Duplicate log directories"."""
+        if not self.placed_beyond_given(meta):
+            return None
+        missing = self.missing_log_dirs(meta)
         if missing:
-            placed = f"over log dirs not among those given ({self.dir_list()}): {', '.join(missing)}"
-        elif meta.log_dirs > len(self.log_dirs):
+            named = ", ".join(missing[:_NAMED_LOG_DIRS]) + (f" and {len(missing) - _NAMED_LOG_DIRS} more"
+                                                            if len(missing) > _NAMED_LOG_DIRS else "")
+            placed = f"over log dirs not among those given ({self.dir_list()}): {named}"
+        else:
             placed = (f"over {meta.log_dirs} log dirs and {len(self.log_dirs)} "
                       f"{'is' if len(self.log_dirs) == 1 else 'are'} given ({self.dir_list()})")
-        else:
-            return None
-        return LogError(f"topic {meta.name} was placed {placed}: {why}; give every log dir")
+        return LogDirsNotGivenError(f"topic {meta.name} was placed {placed}: {why}; give every log dir")
 
     def _discard(self, name: str, partitions: Iterable[int], made: Sequence[Path]) -> None:
         """Undo a refused topic change: close the logs it opened, remove what it made. A
@@ -290,34 +325,39 @@ class TopicAdmin:
 
     def _mark_placements(self) -> None:
         """At a writable open, ``_mark_for`` every topic with partitions in a log dir without
-        their mark: topics made before the marks existed (a create, an alter and an ``alter
-        --partitions`` mark what they place, before their commit point)."""
+        their mark, or that its metadata does not record (``placed_over``): topics made before
+        the marks or the ids existed, a broker's topic given metadata, a partition an operator
+        moved to another log dir (a create, an alter and an ``alter --partitions`` record what
+        they place, before their commit point)."""
         if len(self.log_dirs) < 2:
             return
-        homes: dict[str, LogDir] = {}
-        for d in self.log_dirs:
-            for name in metadata_names(d.path):
-                homes.setdefault(name, d)
-        counts = self.partition_counts()
-        unmarked = sorted({t for d in self.log_dirs for marked in [placed_names(d.path)]
-                           for t, ps in self._partitions_placed_in(d).items() if t in homes and homes[t] is not d
-                           and t not in marked and any(p < counts.get(t, 0) for p in ps)})
-        if not unmarked:
+        metas = self.readable_metadata()
+        placed = {d: self._partitions_placed_in(d) for d in self.log_dirs}
+        marks = {d: placed_names(d.path) for d in self.log_dirs}
+        unrecorded = sorted({t for t, (home, meta) in metas.items() for d in self.log_dirs
+                             if any(p < meta.partitions for p in placed[d].get(t, ()))
+                             and ((d is not home and t not in marks[d]) or d.directory_id() not in meta.placed_over)})
+        if not unrecorded:
             return
         with self._metadata_lock():  # a delete removes the marks under it
-            for t in unmarked:
-                home = self._find_metadata(t)
-                if home is not None and not home[1].deleting:
-                    self._mark_for(t, home[0], home[1].partitions, [])
+            for t in unrecorded:
+                found = self._find_metadata(t)
+                if found is not None and not found[1].deleting:
+                    home, meta = found
+                    recorded = meta.placed_also_over(self._mark_for(t, home, meta.partitions, []))
+                    if recorded != meta:
+                        write_metadata(recorded, home.path)
 
-    def _mark_for(self, name: str, home: LogDir, partitions: int, made: list[Path]) -> None:
+    def _mark_for(self, name: str, home: LogDir, partitions: int, made: list[Path]) -> dict[str, str]:
         """Record in each log dir but ``home`` that holds partitions of ``name`` (below
         ``partitions``: strays are no partitions) that its metadata is in ``home``
         (``topic_store.mark_placed``); the marks written go into ``made``, which a refused
-        change removes. Under the topics lock."""
-        for d in self.log_dirs:
-            if any(p < partitions for p in self._partitions_placed_in(d).get(name, ())):
-                self._mark_in(d, name, home, made)
+        change removes. Returns the log dirs holding its partitions (``placement_ids``), for the
+        metadata to record. Under the topics lock."""
+        holding = [d for d in self.log_dirs if any(p < partitions for p in self._partitions_placed_in(d).get(name, ()))]
+        for d in holding:
+            self._mark_in(d, name, home, made)
+        return self.placement_ids(holding)
 
     @staticmethod
     def _mark_in(log_dir: LogDir, name: str, home: LogDir, made: list[Path]) -> None:

@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -37,7 +37,17 @@ _MAX_PATH = 4096  # PATH_MAX: a log dir's path as ``placed_over`` recorded it
 
 
 class TopicMetadataError(LogError):
-    """A topic metadata file on disk is malformed or names another topic."""
+    """A topic metadata file on disk is malformed, names another topic, or holds a config the
+    engine refuses."""
+
+
+class TopicConfigError(TopicMetadataError):
+    """A topic's stored config (its metadata file's ``configs``) is one the engine refuses."""
+
+    def __init__(self, topic: str, path: Path, reason: Exception) -> None:
+        self.refusal = f"the config of topic {topic} in {path} is refused: {reason}"
+        super().__init__(f"{self.refusal}; correct it with `logctl topic alter {topic}` (--config, --delete-config), "
+                         "or in the file")
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,8 @@ class TopicMetadata:
     path it had then (for messages only): a writable command not given all of them never makes a
     partition's missing directory, which may be in one not given (an empty copy of it there hid
     its records, then wedged every later command on "Duplicate log directories"). ``log_dirs``
-    is the count that metadata written before the ids records in their place (0: neither)."""
+    counts them: the only record in metadata written before the ids, and still written beside
+    them for that version, which reads only the count (0: neither)."""
 
     name: str
     partitions: int
@@ -68,6 +79,17 @@ class TopicMetadata:
         if self.placed_over:
             body["placed_over"] = self.placed_over
         return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
+
+    def placed_also_over(self, log_dirs: dict[str, str]) -> "TopicMetadata":
+        """This metadata with ``log_dirs`` (ids and paths) among those it was placed over."""
+        merged = {**self.placed_over, **log_dirs}
+        return replace(self, placed_over=merged, log_dirs=max(self.log_dirs, len(merged)))
+
+
+def shown_path(path: str) -> str:
+    """A log dir's path as ``placed_over`` recorded it, fit for a one-line message: any path the
+    system takes is recorded, so one with a newline, a tab or a byte that is not UTF-8 is quoted."""
+    return path if path.isprintable() else ascii(path)
 
 
 def metadata_path(log_dir: Path, topic: str) -> Path:
@@ -111,8 +133,7 @@ def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
         raise bad(f"log_dirs must be an integer from 0 to {MAX_LOG_DIRS}, got {log_dirs!r}")
     placed_over = body.get("placed_over", {})
     if not (isinstance(placed_over, dict) and len(placed_over) <= MAX_LOG_DIRS
-            and all(is_dir_id(k) and isinstance(v, str) and v.isprintable() and 0 < len(v) <= _MAX_PATH
-                    for k, v in placed_over.items())):
+            and all(is_dir_id(k) and isinstance(v, str) and 0 < len(v) <= _MAX_PATH for k, v in placed_over.items())):
         raise bad(f"placed_over must map at most {MAX_LOG_DIRS} log dir ids to their paths, got {placed_over!r:.200}")
     return TopicMetadata(topic, partitions, dict(configs), topic_id, deleting, log_dirs, dict(placed_over))
 
