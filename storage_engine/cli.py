@@ -24,6 +24,7 @@ from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
 from .errors import LogDirsNotGivenError, LogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from .manager import LogManager, log_dirs_from_env
 from .topic_admin import check_creation
+from .topic_store import shown_path
 from .naming import MAX_PARTITION
 from .outcomes import CHANGED, FAILED
 from .dump import dump_file
@@ -122,9 +123,13 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
                 "segments": len(log.segments),
             }
         )
+    meta = manager.topic_metadata(topic)
     return {
         "topic": topic,
         "partitions": parts,
+        # the log dirs its metadata says its partitions may be in (``TopicMetadata.placed_over``)
+        "placed_over": [{"id": i, "path": p} for i, p in sorted((meta.placed_over if meta else {}).items(),
+                                                                key=lambda item: item[1])],
         "configs": manager.topic_overrides(topic),
         "cleanup_policy": ",".join(config.cleanup_policy),
         "compaction_strategy": config.compaction_strategy,
@@ -145,7 +150,8 @@ def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
         strategy = d["compaction_strategy"] + (f" ({d['compaction_strategy_header']})"
                                                if d["compaction_strategy"] == "header" else "")
         lines = [f"Topic: {d['topic']}\tPartitionCount: {len(d['partitions'])}\tCleanupPolicy: {d['cleanup_policy']}\t"
-                 f"CompactionStrategy: {strategy}\tConfigs: "
+                 f"CompactionStrategy: {strategy}\tPlacedOver: "
+                 + (",".join(f"{shown_path(o['path'])} ({o['id']})" for o in d["placed_over"]) or "-") + "\tConfigs: "
                  + ",".join(f"{k}={v}" for k, v in sorted(d["configs"].items()))]
         for p in d["partitions"]:
             lines.append(

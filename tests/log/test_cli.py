@@ -420,6 +420,9 @@ def test_retention_and_compaction_over_some_log_dirs_say_what_they_left(tmp_path
     assert "may be in a log dir not given" in report["not_given"][1]["reason"]
     code, out, _ = logctl(both, "retention", "--now-ms", "10000", "--json")  # every log dir: nothing left
     assert code == 0 and json.loads(out)["not_given"] == [] and len(json.loads(out)["partitions"]) == 4
+    described = json.loads(logctl(both, "topic", "describe", "c", "--json")[1])  # what the refusals go by
+    assert [o["path"] for o in described["placed_over"]] == [str(d1), str(d2)]
+    assert f"PlacedOver: {d1} ({described['placed_over'][0]['id']}),{d2} (" in logctl(both, "topic", "describe", "c")[1]
 
 
 def test_a_run_over_some_log_dirs_is_not_failed_after_its_work_by_another_topics_file(tmp_path, monkeypatch, capsys):
