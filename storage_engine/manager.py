@@ -25,7 +25,7 @@ from .cleaner.cleaner import reset_out_of_range_checkpoint
 from .cleaner.plan import LogToClean
 from .config.broker import build_log_config, max_partitions_per_topic
 from .config.cleaner import CleanerConfig, build_cleaner_config
-from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, validate_topic_overrides
+from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, check_segment_index_bytes, validate_topic_overrides
 from .dir_id import DIR_ID_FILE, DirIdError
 from .errors import ConfigError, LogChangedError, LogError, UnknownConfigError, UnknownTopicOrPartitionError
 from .loader import REFUSED_UNCHANGED
@@ -179,25 +179,55 @@ class LogManager(TopicAdmin):
         it withholds the clean-shutdown marker as a failed load does."""
         try:
             counts = self.partition_counts()
+            configs: dict[str, LogConfig] = {}
             for loc in self._scan_dir(log_dir):
                 if not is_stray((loc.topic, loc.partition), counts):  # a stray is never opened
-                    self._load_log(loc, had_clean_shutdown=False).close()
-        except BaseException as exc:
+                    if loc.topic not in configs:
+                        configs[loc.topic] = self._recovery_config(loc.topic)
+                    self._load_log(loc, had_clean_shutdown=False, config=configs[loc.topic]).close()
+        except BaseException:
             log_dir.record_load_failure()
-            if isinstance(exc, TopicConfigError):  # one topic's file stops every writable command: say so
-                raise TopicMetadataError(f"log dir {log_dir.path} needs recovery (it was not shut down cleanly), "
-                                         f"which opens every partition in it, and no writable command runs until "
-                                         f"then: {exc.refusal}; correct or remove that setting in the file") from None
             raise
 
-    def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True) -> Log:
-        """Open (load, and after an unclean shutdown recover) one partition. When that fails, this
+    def _recovery_config(self, topic: str) -> LogConfig:
+        """The config a partition of ``topic`` is recovered with: its own, or, where that is
+        refused (a stored setting edited by hand, a ``segment.index.bytes`` below 12 that an
+        older version took, its metadata unreadable or in a log dir not given), the settings of
+        its metadata that pass, over the broker's. One topic's file so stopped every writable
+        command of the log dir, the ``topic alter`` that would correct it included. Recovery's
+        rules (CRCs, torn tails, producer state) do not depend on a topic's settings, only how
+        it lays out the indexes it rebuilds; the topic itself stays refused where it is used,
+        naming its file."""
+        try:
+            config = self.topic_config(topic)
+            check_segment_index_bytes(config)
+            return config
+        except (TopicMetadataError, ConfigError):
+            pass
+        try:
+            stored = self._find_metadata(topic)
+        except LogError:
+            stored = None
+        kept: dict[str, str] = {}
+        for key, value in (stored[1].configs.items() if stored is not None else ()):
+            try:
+                check_segment_index_bytes(build_log_config(self.broker_props,
+                                                           validate_topic_overrides({**kept, key: value})))
+            except (ConfigError, UnknownConfigError):
+                continue
+            kept[key] = value
+        return build_log_config(self.broker_props, validate_topic_overrides(kept))
+
+    def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True,
+                  config: LogConfig | None = None) -> Log:
+        """Open (load, and after an unclean shutdown recover) one partition, with its topic's
+        config unless ``config`` is given. When that fails, this
         process has not loaded every partition it opened, so it must not write the log dir's
         clean-shutdown marker (``LogDir.record_load_failure``): the partitions it never reached
         would count as recovered. After a clean shutdown, a load that refused before it changed
         anything (``_REFUSED_UNCHANGED``) leaves the dir as clean as it found it, and does not."""
         try:
-            return Log(loc.path, self.topic_config(loc.topic), loc.log_dir, topic=loc.topic,
+            return Log(loc.path, config or self.topic_config(loc.topic), loc.log_dir, topic=loc.topic,
                        partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
         except BaseException as exc:
             if not had_clean_shutdown or not isinstance(exc, _REFUSED_UNCHANGED):

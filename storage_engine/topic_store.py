@@ -45,9 +45,8 @@ class TopicConfigError(TopicMetadataError):
     """A topic's stored config (its metadata file's ``configs``) is one the engine refuses."""
 
     def __init__(self, topic: str, path: Path, reason: Exception) -> None:
-        self.refusal = f"the config of topic {topic} in {path} is refused: {reason}"
-        super().__init__(f"{self.refusal}; correct it with `logctl topic alter {topic}` (--config, --delete-config), "
-                         "or in the file")
+        super().__init__(f"the config of topic {topic} in {path} is refused: {reason}; correct it with `logctl topic "
+                         f"alter {topic}` (--config, --delete-config), or in the file")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from storage_engine.append_validation import ProducerRecord
 from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 from storage_engine.naming import segment_file
-from storage_engine.record import scan_batches
+from storage_engine.record import decode_batch, scan_batches
 from storage_engine.verify import verify_log
 from storage_engine.temp_files import plan_temp_files
 
@@ -301,29 +301,34 @@ def test_a_writer_killed_mid_roll_beside_a_live_writer_leaves_the_old_segments_t
         assert report.problems == [] and len(report.segments) >= 2
 
 
-def test_a_refused_stored_config_names_its_topic_and_file_when_it_stops_recovery(tmp_path):
-    """After an unclean shutdown, recovery opens every partition of the log dir: a topic whose
-    stored config is refused (a hand edit, or a value an older version took) stopped every
-    writable command of every topic with a bare "Invalid value 'abc' for configuration
-    retention.ms", naming neither the topic nor the file to correct. The error now names both,
-    and says it holds every writable command until the file is corrected; corrected, the open
-    recovers the dir."""
+def test_a_topic_whose_stored_config_is_refused_does_not_stop_recovery_of_the_others(tmp_path):
+    """After an unclean shutdown, recovery opens every partition of the log dir with its topic's
+    config: one topic whose stored config was refused (a hand edit, or a ``segment.index.bytes``
+    below 12 an older version took) stopped every writable command of every topic, the alter
+    that would correct it included, with a bare "Invalid value 'abc' for configuration
+    retention.ms". Its partitions are recovered with the broker's defaults (recovery's rules do
+    not depend on a topic's settings); the topic itself is refused where it is used, naming its
+    file, until ``topic alter`` corrects it, and then reads as it was."""
     root = tmp_path / "logs"
-    with LogManager([root]) as m:
-        m.create_topic("a", 1)
-        m.create_topic("b", 1)
-        m.get_log("a", 0).append([ProducerRecord(b"k", b"v", 1_000)], now=1_000)
-    (root / CLEAN).unlink()  # as a kill leaves it
     meta = root / ".logplat-topics" / "b.json"
-    body = json.loads(meta.read_text())
-    meta.write_text(json.dumps({**body, "configs": {"retention.ms": "abc"}}))
-    with pytest.raises(LogError) as info:
-        LogManager([root])
-    assert str(info.value) == (
-        f"log dir {root} needs recovery (it was not shut down cleanly), which opens every partition in it, and no "
-        f"writable command runs until then: the config of topic b in {meta} is refused: Invalid value 'abc' for "
-        "configuration retention.ms: Not a number of type LONG; correct or remove that setting in the file")
-    meta.write_text(json.dumps(body))
-    with LogManager([root]) as m:
-        assert m.get_log("a", 0).log_end_offset == 1
-    assert (root / CLEAN).exists()
+    for bad in ({"retention.ms": "abc"}, {"segment.index.bytes": "8"}):
+        shutil.rmtree(root, ignore_errors=True)
+        with LogManager([root]) as m:
+            m.create_topic("a", 1)
+            m.create_topic("b", 1, {"segment.index.bytes": "4096"})
+            m.get_log("a", 0).append([ProducerRecord(b"k", b"a", 1_000)], now=1_000)
+            m.get_log("b", 0).append([ProducerRecord(b"k", b"b", 1_000)], now=1_000)
+        (root / CLEAN).unlink()  # as a kill leaves it
+        (root / "b-0" / "00000000000000000000.log").open("ab").write(b"\x00torn")
+        body = json.loads(meta.read_text())
+        meta.write_text(json.dumps({**body, "configs": bad}))
+        with LogManager([root]) as m:
+            m.get_log("a", 0).append([ProducerRecord(b"k", b"a2", 2_000)], now=2_000)
+            if "retention.ms" in bad:
+                with pytest.raises(LogError, match=f"the config of topic b in {meta} is refused: Invalid value 'abc' "
+                                                   "for configuration retention.ms: .*logctl topic alter b"):
+                    m.get_log("b", 0)
+            m.alter_topic("b", {}, list(bad))
+            assert [r.value for bt in m.get_log("b", 0).iter_batches() for r in decode_batch(bt)] == [b"b"]
+            assert not verify_log(m.get_log("b", 0)).problems  # the torn tail cut, the indexes whole
+        assert (root / CLEAN).exists()

@@ -717,7 +717,9 @@ def test_a_manager_of_one_log_dir_given_every_topic_s_config_recovers_it(tmp_pat
     """What a Spark task does: it opens only its partitions' log dir, with the configs the driver
     resolved over every log dir. When that dir is unclean the task's open recovers every
     partition in it, of any topic, so it needs them all (``topic_configs()``): given only its
-    own topic's, the open failed on the other topic placed there from the first log dir."""
+    own topic's, the open failed on the other topic placed there from the first log dir. Its
+    partitions are recovered now (recovery's rules do not depend on a topic's settings), and
+    the topic is still refused there for any use."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
         for topic in ("c", "d"):
@@ -726,8 +728,10 @@ def test_a_manager_of_one_log_dir_given_every_topic_s_config_recovers_it(tmp_pat
     with LogManager([d1, d2], read_only=True) as m:
         configs = m.topic_configs()
     assert sorted(configs) == ["c", "d"] and configs["c"].compact
-    with pytest.raises(LogError, match="the metadata of topic d is in log dir"):
-        LogManager([d2], topic_configs={"c": configs["c"]})
+    with LogManager([d2], topic_configs={"c": configs["c"]}) as m:
+        with pytest.raises(LogError, match="the metadata of topic d is in log dir"):
+            m.get_log("d", 1)
+    (d2 / ".kafka_cleanshutdown").unlink()
     with LogManager([d2], topic_configs=configs) as m:
         assert m.get_log("c", 1).config.compact and m.get_log("d", 1).config.compact
     assert (d2 / ".kafka_cleanshutdown").exists()
