@@ -389,27 +389,38 @@ def test_verify_of_a_named_topic_deleted_before_its_open_fails(cli, monkeypatch)
     assert code == 1 and "a-0: 1 problem(s)" in out
 
 
-def test_retention_and_compaction_over_some_log_dirs_say_what_they_left(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def over_dirs(tmp_path, monkeypatch, capsys):
+    """``logctl`` in-process over the log dirs each call names; ``d1`` and ``d2`` are two log
+    dirs and ``both`` names them together."""
+    from tests.helpers.cli import run_logctl
+
+    def call(dirs: str, *args: str, stdin: str = "") -> tuple[int, str, str]:
+        return run_logctl(dirs, monkeypatch, capsys, *args, stdin=stdin)
+
+    call.d1, call.d2 = tmp_path / "d1", tmp_path / "d2"  # type: ignore[attr-defined]
+    call.both = f"{call.d1},{call.d2}"  # type: ignore[attr-defined]
+    return call
+
+
+def _two_partitions_over_both(logctl, topic: str, *configs: str) -> None:
+    """A topic of two partitions over both log dirs (one in each), 20 records in each."""
+    settings = [arg for c in ("segment.bytes=200", *configs) for arg in ("--config", c)]
+    assert logctl(logctl.both, "topic", "create", topic, "--partitions", "2", *settings)[0] == 0
+    for p in (0, 1):
+        assert logctl(logctl.both, "produce", topic, "--partition", str(p), "--batch-size", "1", "--now-ms", "5000",
+                      stdin=lines(*({"key": f"k{i % 3}", "value": "v" * 40, "timestamp": 1000}
+                                    for i in range(20))))[0] == 0
+    assert (logctl.d2 / f"{topic}-1").is_dir()
+
+
+def test_retention_and_compaction_over_some_log_dirs_say_what_they_left(over_dirs):
     """Given some of the log dirs, ``retention`` and ``compact`` over every topic passed over the
     partitions in the others without a word. They clean what is here and name each partition
     they left, with where it may be, in the text and the JSON."""
-    from tests.helpers.cli import run_logctl
-
-    d1, d2 = tmp_path / "d1", tmp_path / "d2"
-    both = f"{d1},{d2}"
-
-    def logctl(dirs: str, *args: str, stdin: str = "") -> tuple[int, str, str]:
-        return run_logctl(dirs, monkeypatch, capsys, *args, stdin=stdin)
-
-    assert logctl(both, "topic", "create", "c", "--partitions", "2", "--config", "cleanup.policy=compact",
-                  "--config", "min.cleanable.dirty.ratio=0.01", "--config", "segment.bytes=200")[0] == 0
-    assert logctl(both, "topic", "create", "r", "--partitions", "2", "--config", "retention.ms=1",
-                  "--config", "segment.bytes=200")[0] == 0
-    for topic in ("c", "r"):
-        for p in (0, 1):
-            assert logctl(both, "produce", topic, "--partition", str(p), "--batch-size", "1", "--now-ms", "5000",
-                          stdin=lines(*({"key": f"k{i % 3}", "value": "v" * 40, "timestamp": 1000} for i in range(20))))[0] == 0
-    assert (d2 / "c-1").is_dir() and (d2 / "r-1").is_dir()
+    logctl, d1, d2 = over_dirs, over_dirs.d1, over_dirs.d2
+    _two_partitions_over_both(logctl, "c", "cleanup.policy=compact", "min.cleanable.dirty.ratio=0.01")
+    _two_partitions_over_both(logctl, "r", "retention.ms=1")
     code, out, _ = logctl(str(d1), "compact")
     assert code == 0 and out.startswith("c-0: cleaned") and "r-" not in out
     assert f"c-1: not in these log dirs: topic c was placed over log dirs not among those given ({d1}): {d2} (id " in out
@@ -418,31 +429,21 @@ def test_retention_and_compaction_over_some_log_dirs_say_what_they_left(tmp_path
     assert code == 0 and [(p["topic"], p["partition"]) for p in report["partitions"]] == [("c", 0), ("r", 0)]
     assert [(p["topic"], p["partition"]) for p in report["not_given"]] == [("c", 1), ("r", 1)]
     assert "may be in a log dir not given" in report["not_given"][1]["reason"]
-    code, out, _ = logctl(both, "retention", "--now-ms", "10000", "--json")  # every log dir: nothing left
+    code, out, _ = logctl(logctl.both, "retention", "--now-ms", "10000", "--json")  # every log dir: nothing left
     assert code == 0 and json.loads(out)["not_given"] == [] and len(json.loads(out)["partitions"]) == 4
-    described = json.loads(logctl(both, "topic", "describe", "c", "--json")[1])  # what the refusals go by
+    described = json.loads(logctl(logctl.both, "topic", "describe", "c", "--json")[1])  # what the refusals go by
     assert [o["path"] for o in described["placed_over"]] == [str(d1), str(d2)]
-    assert f"PlacedOver: {d1} ({described['placed_over'][0]['id']}),{d2} (" in logctl(both, "topic", "describe", "c")[1]
+    assert f"PlacedOver: {d1} ({described['placed_over'][0]['id']}),{d2} (" in \
+        logctl(logctl.both, "topic", "describe", "c")[1]
 
 
-def test_a_run_over_some_log_dirs_is_not_failed_after_its_work_by_another_topics_file(tmp_path, monkeypatch, capsys):
+def test_a_run_over_some_log_dirs_is_not_failed_after_its_work_by_another_topics_file(over_dirs):
     """The partitions left were looked up after the work, through every topic's metadata: one
     topic's malformed file, with no directory here, failed ``retention`` after it had deleted
     segments, with no report. They are looked up first, passing over a topic that cannot be
     read; a named partition in a log dir not given is refused by a dry run as by the run."""
-    from tests.helpers.cli import run_logctl
-
-    d1, d2 = tmp_path / "d1", tmp_path / "d2"
-    both = f"{d1},{d2}"
-
-    def logctl(dirs: str, *args: str, stdin: str = "") -> tuple[int, str, str]:
-        return run_logctl(dirs, monkeypatch, capsys, *args, stdin=stdin)
-
-    assert logctl(both, "topic", "create", "r", "--partitions", "2", "--config", "retention.ms=1",
-                  "--config", "segment.bytes=200", "--config", "cleanup.policy=compact,delete")[0] == 0
-    for p in (0, 1):
-        assert logctl(both, "produce", "r", "--partition", str(p), "--batch-size", "1", "--now-ms", "5000",
-                      stdin=lines(*({"key": f"k{i}", "value": "v" * 40, "timestamp": 1000} for i in range(20))))[0] == 0
+    logctl, d1 = over_dirs, over_dirs.d1
+    _two_partitions_over_both(logctl, "r", "retention.ms=1", "cleanup.policy=compact,delete")
     (d1 / ".logplat-topics" / "x.json").write_text("{not json")
     code, out, err = logctl(str(d1), "retention", "--now-ms", "10000")
     assert code == 0 and out.startswith("r-0: deleted") and "r-1: not in these log dirs: topic r was placed" in out, err
