@@ -429,7 +429,11 @@ class LogSegment:
         """Revalidate every batch, rebuild both indexes, truncate at the end of the valid prefix
         (``valid_prefix``): a torn write, a batch failing its CRC or structure checks and
         everything after either are cut, as Kafka's ``LogSegment.recover`` does. Returns the
-        number of bytes truncated."""
+        number of bytes truncated. An index that fills before the segment ends takes no more
+        entries (a sparser index is still a correct one; the time index keeps its reserved slot
+        for the last entry): a segment written under a larger ``segment.index.bytes`` or
+        ``index.interval.bytes`` than its topic has now failed its recovery ("Attempt to append
+        to a full index"), and so every writable command of its log dir."""
         self.offset_index.reset()
         self.time_index.reset()
         max_ts, offset_of_max = -1, self.base_offset
@@ -440,7 +444,8 @@ class LogSegment:
             header = raw.header
             if header.max_timestamp > max_ts:
                 max_ts, offset_of_max = header.max_timestamp, header.last_offset
-            if raw.position - last_index_entry > self.config.index_interval_bytes:
+            if (raw.position - last_index_entry > self.config.index_interval_bytes
+                    and not (self.offset_index.is_full or self.time_index.is_full)):
                 self.offset_index.append(header.last_offset, raw.position)
                 self.time_index.maybe_append(max_ts, offset_of_max)
                 last_index_entry = raw.position

@@ -311,16 +311,15 @@ class AbstractIndex:
         """Set the file length to ``roundDown(new_size, entry size)``; True if it changed.
 
         The loader re-extends the active segment's indexes with this after loading them
-        trimmed. A missing file is not created: the new length applies when it is.
+        trimmed. A missing file is not created: the new length applies when it is. Never
+        below the entries it holds (and the slot ``is_full`` reserves): a ``segment.index.bytes``
+        lowered under an active segment with more entries refused every later append, and
+        left its log dir to a recovery that failed the same way, for every topic. The index is
+        then full instead, and the segment rolls at its next append (``LogSegment.should_roll``).
         """
         self._require_writable()
         self._ensure_loaded()
-        length = _round_down(new_size, self.ENTRY_SIZE)
-        if length < len(self._rel) * self.ENTRY_SIZE:
-            raise LogError(
-                f"Cannot resize {self._path} to {new_size} bytes: it holds "
-                f"{len(self._rel)} entries of {self.ENTRY_SIZE} bytes"
-            )
+        length = max(_round_down(new_size, self.ENTRY_SIZE), (len(self._rel) + self._FULL_RESERVE) * self.ENTRY_SIZE)
         if self._length is None:
             changed = length != self._create_length
             self._create_length = length

@@ -57,7 +57,7 @@ class TimeIndex(AbstractIndex):
         self._require_writable()
         self._ensure_loaded()
         n = len(self._rel)
-        if (not skip_full_check and self.is_full) or n >= self.max_entries:
+        if not skip_full_check and self.is_full:
             raise self._full_error()
         last = self.last_entry()
         if n > 0 and offset < last.offset:
@@ -71,6 +71,8 @@ class TimeIndex(AbstractIndex):
                 f"last timestamp appended ({last.timestamp}) to {self._path}."
             )
         if timestamp > last.timestamp:
+            if n >= self.max_entries:  # not before: a roll asks twice, and the second adds nothing
+                raise self._full_error()
             self._append_entry(self._relative(offset), timestamp)
 
     def sanity_check(self) -> None:

@@ -311,24 +311,59 @@ def test_a_topic_whose_stored_config_is_refused_does_not_stop_recovery_of_the_ot
     file, until ``topic alter`` corrects it, and then reads as it was."""
     root = tmp_path / "logs"
     meta = root / ".logplat-topics" / "b.json"
-    for bad in ({"retention.ms": "abc"}, {"segment.index.bytes": "8"}):
+    # the last: a sparse index's settings with one refused; recovered with the one that passes and
+    # the default index.interval.bytes, its 4 KB index fills, and takes no more entries
+    for bad in ({"retention.ms": "abc"}, {"segment.index.bytes": "8"},
+                {"segment.index.bytes": "4096", "index.interval.bytes": "abc"}):
         shutil.rmtree(root, ignore_errors=True)
         with LogManager([root]) as m:
             m.create_topic("a", 1)
-            m.create_topic("b", 1, {"segment.index.bytes": "4096"})
+            m.create_topic("b", 1, {"segment.index.bytes": "4096", "index.interval.bytes": "100000"})
             m.get_log("a", 0).append([ProducerRecord(b"k", b"a", 1_000)], now=1_000)
-            m.get_log("b", 0).append([ProducerRecord(b"k", b"b", 1_000)], now=1_000)
+            for i in range(3000):  # 3 MB in one segment, a batch a record
+                m.get_log("b", 0).append([ProducerRecord(b"k", b"v" * 1000, 1_000 + i)], now=1_000)
+            m.get_log("b", 0).append([ProducerRecord(b"k", b"b", 9_000)], now=9_000)
         (root / CLEAN).unlink()  # as a kill leaves it
         (root / "b-0" / "00000000000000000000.log").open("ab").write(b"\x00torn")
         body = json.loads(meta.read_text())
         meta.write_text(json.dumps({**body, "configs": bad}))
         with LogManager([root]) as m:
             m.get_log("a", 0).append([ProducerRecord(b"k", b"a2", 2_000)], now=2_000)
-            if "retention.ms" in bad:
+            if "8" not in bad.values():
                 with pytest.raises(LogError, match=f"the config of topic b in {meta} is refused: Invalid value 'abc' "
-                                                   "for configuration retention.ms: .*logctl topic alter b"):
+                                                   "for configuration .*logctl topic alter b"):
                     m.get_log("b", 0)
             m.alter_topic("b", {}, list(bad))
-            assert [r.value for bt in m.get_log("b", 0).iter_batches() for r in decode_batch(bt)] == [b"b"]
+            assert [r.value for bt in m.get_log("b", 0).iter_batches() for r in decode_batch(bt)][-1] == b"b"
+            assert m.get_log("b", 0).log_end_offset == 3001
             assert not verify_log(m.get_log("b", 0)).problems  # the torn tail cut, the indexes whole
         assert (root / CLEAN).exists()
+
+
+def test_an_index_setting_lowered_under_a_full_active_segment_rolls_it_instead_of_wedging(tmp_path):
+    """``segment.index.bytes`` lowered below what the active segment's indexes hold: the next
+    open refused to shrink them ("Cannot resize ... it holds 749 entries"), that failure left
+    the log dir to be recovered, and recovery, rebuilding the indexes at the new size, failed
+    ("Attempt to append to a full time index") for every writable command of every topic, the
+    alter that would undo it included. The indexes now keep their entries (full: the segment
+    rolls at its next append), and a recovery's index that fills takes no more entries."""
+    root = tmp_path / "logs"
+    value = b"v" * 1000
+    with LogManager([root]) as m:
+        m.create_topic("a", 1)
+        m.create_topic("t", 1)
+        for i in range(3000):  # a batch a record: an index entry every 4 KB, 600 or so in all
+            m.get_log("t", 0).append([ProducerRecord(str(i).encode(), value, 1_000 + i)], now=5_000)
+        m.alter_topic("t", {"segment.index.bytes": "4096"})
+    with LogManager([root]) as m:
+        log = m.get_log("t", 0)
+        log.append([ProducerRecord(b"after", value, 9_000)], now=9_000)
+        assert len(log.segments) == 2 and not verify_log(log).problems  # rolled: the full segment kept whole
+        m.get_log("a", 0).append([ProducerRecord(b"k", b"v", 9_000)], now=9_000)
+    (root / CLEAN).unlink()  # as a kill leaves it: recovery rebuilds every index at 4096 bytes
+    with LogManager([root]) as m:
+        log = m.get_log("t", 0)
+        assert not verify_log(log).problems and log.log_end_offset == 3001
+        assert sum(1 for b in log.iter_batches() for _ in decode_batch(b)) == 3001
+        log.append([ProducerRecord(b"later", value, 10_000)], now=10_000)
+    assert (root / CLEAN).exists()
