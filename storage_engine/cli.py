@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
-from .errors import LogDirsNotGivenError, LogError, RecordTooLargeError, UnknownTopicOrPartitionError
+from .errors import LogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from .manager import LogManager, log_dirs_from_env
 from .topic_admin import check_creation
 from .topic_store import shown_path
@@ -449,12 +449,13 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     return _exit_status(d.get("status") == FAILED for d in data)
 
 
-def _not_given(not_given: Mapping[tuple[str, int], str], reported: Iterable[Mapping], lines: list[str]) -> list[dict]:
+def _not_given(not_given: Mapping[tuple[str, int], LogError], reported: Iterable[Mapping[str, Any]],
+               lines: list[str]) -> list[dict[str, Any]]:
     """The partitions a run left because their directories may be in a log dir not given
     (``LogManager.partitions_not_given``), but for those it reported itself (a Spark job names
     the partitions it was given): a line each in ``lines``, and their JSON."""
     done = {(r["topic"], r["partition"]) for r in reported}
-    left = [{"topic": t, "partition": p, "reason": why} for (t, p), why in not_given.items() if (t, p) not in done]
+    left = [{"topic": t, "partition": p, "reason": str(why)} for (t, p), why in not_given.items() if (t, p) not in done]
     lines.extend(f"{d['topic']}-{d['partition']}: not in these log dirs: {d['reason']}" for d in left)
     return left
 
@@ -478,7 +479,7 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     if args.partition is not None:  # a named partition must be there and compacted, dry run or not
         manager.compacted_partitions(partitions)
         if (error := manager.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
-            raise LogDirsNotGivenError(error)
+            raise error
         not_given = {}
     else:  # before the work, which cannot change it
         not_given = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()

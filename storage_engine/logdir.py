@@ -35,6 +35,7 @@ import itertools
 import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -46,7 +47,7 @@ from .checkpoint import (
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
-from .dir_id import DIR_ID_FILE, assign_dir_id, read_dir_id
+from .dir_id import DIR_ID_FILE, DirIdError, assign_dir_id, read_dir_id
 from .errors import NotALogDirError
 from .naming import is_segment_file
 from .nofollow import check_regular_or_missing, open_nofollow
@@ -56,6 +57,19 @@ SESSION_LOCK = ".logplat-session.lock"
 RECOVERY_GATE = ".logplat-recovery.lock"
 SESSION_FILE = re.compile(r"\.logplat-session\.[0-9]+\.[0-9]+")
 _session_counter = itertools.count()
+
+
+def check_distinct_ids(log_dirs: Sequence["LogDir"]) -> None:
+    """Refuse two log dirs with one id (``dir_id``): a copy of a log dir given beside it. Kafka
+    refuses a duplicate ``directory.id``; a topic recorded as placed over the one would pass
+    given the other."""
+    seen: dict[str, LogDir] = {}
+    for d in log_dirs:
+        dir_id = d.directory_id() if d.path.is_dir() else None
+        if dir_id is not None and seen.setdefault(dir_id, d) is not d:
+            raise DirIdError(f"log dirs {seen[dir_id].path} and {d.path} have the same id {dir_id} ({DIR_ID_FILE}): "
+                             f"one is a copy of the other; give one of them, or remove the copy's {DIR_ID_FILE} if "
+                             "no topic was placed over it")
 
 
 class LogDir:

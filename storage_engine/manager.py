@@ -23,14 +23,14 @@ from typing import Collection, Iterator, Mapping, Sequence
 from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from .cleaner.cleaner import reset_out_of_range_checkpoint
 from .cleaner.plan import LogToClean
-from .config.broker import build_log_config, max_partitions_per_topic
+from .config.broker import build_log_config, max_partitions_per_topic, topic_log_config
 from .config.cleaner import CleanerConfig, build_cleaner_config
-from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig, check_segment_index_bytes, validate_topic_overrides
-from .dir_id import DIR_ID_FILE, DirIdError
-from .errors import ConfigError, LogChangedError, LogError, UnknownConfigError, UnknownTopicOrPartitionError
+from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig
+from .errors import (ConfigError, LogChangedError, LogDirsNotGivenError, LogError, UnknownConfigError,
+                     UnknownTopicOrPartitionError)
 from .loader import REFUSED_UNCHANGED
 from .log import Log
-from .logdir import LogDir
+from .logdir import LogDir, check_distinct_ids
 from .naming import is_digits, is_segment_file, parse_partition_dir, partition_dir_name, validate_topic_name
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
@@ -103,19 +103,6 @@ def _check_distinct_dirs(paths: Sequence[Path]) -> None:
             raise LogError(f"log dirs {first} and {path} are the same directory (a bind mount?): give it once")
 
 
-def _check_distinct_ids(log_dirs: Sequence[LogDir]) -> None:
-    """Refuse two log dirs with one id (``dir_id``): a copy of a log dir given beside it. Kafka
-    refuses a duplicate ``directory.id``; a topic recorded as placed over the one would pass
-    given the other."""
-    seen: dict[str, LogDir] = {}
-    for d in log_dirs:
-        dir_id = d.directory_id() if d.path.is_dir() else None
-        if dir_id is not None and seen.setdefault(dir_id, d) is not d:
-            raise DirIdError(f"log dirs {seen[dir_id].path} and {d.path} have the same id {dir_id} ({DIR_ID_FILE}): "
-                             f"one is a copy of the other; give one of them, or remove the copy's {DIR_ID_FILE} if "
-                             "no topic was placed over it")
-
-
 #: one topic's name, several, or None for every topic
 Topics = str | Collection[str] | None
 
@@ -150,7 +137,7 @@ class LogManager(TopicAdmin):
         build_log_config(self.broker_props)  # validate broker settings before touching anything
         self.max_partitions = max_partitions_per_topic(self.broker_props)
         self.log_dirs = [LogDir(p) for p in paths]
-        _check_distinct_ids(self.log_dirs)
+        check_distinct_ids(self.log_dirs)
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
         self.read_only = read_only
@@ -199,10 +186,8 @@ class LogManager(TopicAdmin):
         it lays out the indexes it rebuilds; the topic itself stays refused where it is used,
         naming its file."""
         try:
-            config = self.topic_config(topic)
-            check_segment_index_bytes(config)
-            return config
-        except (TopicMetadataError, ConfigError):
+            return self.topic_config(topic)
+        except LogError:
             pass
         try:
             stored = self._find_metadata(topic)
@@ -211,12 +196,11 @@ class LogManager(TopicAdmin):
         kept: dict[str, str] = {}
         for key, value in (stored[1].configs.items() if stored is not None else ()):
             try:
-                check_segment_index_bytes(build_log_config(self.broker_props,
-                                                           validate_topic_overrides({**kept, key: value})))
+                topic_log_config(self.broker_props, {**kept, key: value})
             except (ConfigError, UnknownConfigError):
                 continue
             kept[key] = value
-        return build_log_config(self.broker_props, validate_topic_overrides(kept))
+        return topic_log_config(self.broker_props, kept)
 
     def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True,
                   config: LogConfig | None = None) -> Log:
@@ -227,7 +211,8 @@ class LogManager(TopicAdmin):
         would count as recovered. After a clean shutdown, a load that refused before it changed
         anything (``_REFUSED_UNCHANGED``) leaves the dir as clean as it found it, and does not."""
         try:
-            return Log(loc.path, config or self.topic_config(loc.topic), loc.log_dir, topic=loc.topic,
+            return Log(loc.path, config if config is not None else self.topic_config(loc.topic), loc.log_dir,
+                       topic=loc.topic,
                        partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
         except BaseException as exc:
             if not had_clean_shutdown or not isinstance(exc, _REFUSED_UNCHANGED):
@@ -467,12 +452,12 @@ class LogManager(TopicAdmin):
         """The topic's config: its metadata's overrides over the broker's settings. Overrides the
         engine refuses (edited by hand, or stored by a version that took them) are refused naming
         the topic's metadata file: the bare "Invalid value" named neither the topic nor the file.
-        (A stored ``segment.index.bytes`` below 12 stays readable, so that the topic can be
-        altered back; its partitions are refused where they are loaded.)"""
+        A stored ``segment.index.bytes`` below 12 is refused so too (``topic_log_config``); the
+        alter that corrects it reads the metadata, not this."""
         if topic in self._given_configs:
             return self._given_configs[topic]
         try:
-            return build_log_config(self.broker_props, validate_topic_overrides(self.topic_overrides(topic)))
+            return topic_log_config(self.broker_props, self.topic_overrides(topic))
         except (ConfigError, UnknownConfigError) as exc:
             found = self._find_metadata(topic)
             if found is None:  # an internal topic's defaults: nothing on disk to correct
@@ -517,7 +502,7 @@ class LogManager(TopicAdmin):
                     loc, _ = self._create_partition_dir(topic, partition, holder)
         return self._open_log(loc)
 
-    def _partition_not_given(self, meta: TopicMetadata, partition: int) -> LogError | None:
+    def _partition_not_given(self, meta: TopicMetadata, partition: int) -> LogDirsNotGivenError | None:
         """The refusal for a partition whose directory may be in a log dir not given, or None."""
         return self.log_dirs_not_given(meta, f"the directory of partition {partition}, missing from these, may be "
                                              "in a log dir not given")
@@ -530,7 +515,7 @@ class LogManager(TopicAdmin):
             f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic delete "
             "removes the topic (a topic create killed part way leaves such gaps)")
 
-    def partitions_not_given(self, topics: Topics = None) -> dict[tuple[str, int], str]:
+    def partitions_not_given(self, topics: Topics = None) -> dict[tuple[str, int], LogError]:
         """The partitions of ``topics`` (default: all) that their metadata counts but these log
         dirs do not hold, of topics placed over a log dir not given, each with why
         (``missing_partition_error``): a run over all topics given some of the log dirs cleans
@@ -546,7 +531,7 @@ class LogManager(TopicAdmin):
             located = self.partition_locations(topic, refused)
             for partition in range(meta.partitions) if not refused else ():
                 if (topic, partition) not in located:
-                    out[(topic, partition)] = str(self.missing_partition_error(meta, partition))
+                    out[(topic, partition)] = self.missing_partition_error(meta, partition)
         return out
 
     def _locate(self, topic: str, partition: int) -> PartitionLocation | None:

@@ -224,7 +224,7 @@ def mark_placed(log_dir: Path, topic: str, home: Path) -> None:
     check_dir_or_missing(path.parent)
     path.parent.mkdir(exist_ok=True)
     check_under(path.parent, log_dir)
-    atomic_write(path, str(home).encode("utf-8"), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))
+    atomic_write(path, os.fsencode(home), tmp=path.with_name(f".{uuid.uuid4().hex}{TMP_SUFFIX}"))
 
 
 def placed_elsewhere(log_dir: Path, topic: str) -> str | None:
@@ -233,7 +233,7 @@ def placed_elsewhere(log_dir: Path, topic: str) -> str | None:
     path = placed_path(log_dir, topic)
     check_dir_or_missing(path.parent)
     try:
-        return read_bytes_nofollow(path).decode("utf-8", "replace")
+        return shown_path(os.fsdecode(read_bytes_nofollow(path)))  # any path the system takes, as written
     except FileNotFoundError:
         return None
 

@@ -82,6 +82,8 @@ def make_remote_staging(path: Path) -> Path:
     ``FileNotFoundError`` instead)."""
     levels = [Path(path)]
     while not levels[-1].name.startswith(REMOTE_STAGING_PREFIX):
+        if levels[-1].parent == levels[-1]:
+            raise ValueError(f"{path} is not inside a Spark staging directory ({REMOTE_STAGING_PREFIX}...)")
         levels.append(levels[-1].parent)
     for level in reversed(levels):
         level.mkdir(exist_ok=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import ConfigError
-from .topic import TOPIC_CONFIGS, LogConfig, check_together, validate_topic_overrides
+from .topic import TOPIC_CONFIGS, LogConfig, check_segment_index_bytes, check_together, validate_topic_overrides
 from .values import LONG_MAX, MS_PER_HOUR, MS_PER_MINUTE, Validator, at_least, parse_value
 
 
@@ -137,6 +137,16 @@ def build_log_config(
     values.update(validate_topic_overrides(overrides))
     check_together(values, overrides)
     return LogConfig(**{TOPIC_CONFIGS[k].field: v for k, v in values.items()})
+
+
+def topic_log_config(broker_props: Mapping[str, object] | None, overrides: Mapping[str, object]) -> LogConfig:
+    """A topic's config from its overrides (as stored, or given to a create or an alter) over
+    the broker's settings, refused as a create refuses it: the one rule for the create, the
+    alter, a topic's stored config and the config recovery falls back on. That includes a
+    ``segment.index.bytes`` below one time index entry (``check_segment_index_bytes``)."""
+    config = build_log_config(broker_props, overrides)
+    check_segment_index_bytes(config)
+    return config
 
 
 #: Partitions one topic may have. Kafka has no such limit (KIP-578 proposed one); here a

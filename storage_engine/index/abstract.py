@@ -319,7 +319,9 @@ class AbstractIndex:
         """
         self._require_writable()
         self._ensure_loaded()
-        length = max(_round_down(new_size, self.ENTRY_SIZE), (len(self._rel) + self._FULL_RESERVE) * self.ENTRY_SIZE)
+        length = _round_down(new_size, self.ENTRY_SIZE)
+        if length < len(self._rel) * self.ENTRY_SIZE:  # (a trim asks for exactly its entries)
+            length = (len(self._rel) + self._FULL_RESERVE) * self.ENTRY_SIZE
         if self._length is None:
             changed = length != self._create_length
             self._create_length = length

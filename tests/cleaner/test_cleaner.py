@@ -908,3 +908,5 @@ def test_a_spark_tasks_staging_never_recreates_a_deleted_partition_directory(tmp
         with pytest.raises(FileNotFoundError):
             make_remote_staging(path)
     assert not partition_dir.exists()
+    with pytest.raises(ValueError, match="not inside a Spark staging directory"):
+        make_remote_staging(tmp_path / "elsewhere")

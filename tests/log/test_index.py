@@ -269,10 +269,17 @@ def test_reset_and_resize(tmp_path: Path) -> None:
     assert OffsetIndex(idx.path, BASE, writable=False).entries == 0
     for i in range(1, 4):
         idx.append(BASE + i, i)
-    with pytest.raises(LogError):
-        idx.resize(16)  # smaller than its entries
-    assert idx.resize(29) is True and idx.max_entries == 3  # rounded down to entries
+    assert idx.resize(16) is True and idx.max_entries == 3 and idx.is_full  # never below its entries: full
+    assert idx.resize(29) is False and idx.max_entries == 3  # rounded down to entries
     assert idx.resize(24) is False
+    time_index = TimeIndex(tmp_path / "t.timeindex", BASE, 120)
+    for i in range(1, 4):
+        time_index.maybe_append(100 + i, BASE + i)
+    time_index.resize(12)  # below its entries: they stay, with the slot a roll's last entry takes
+    assert time_index.max_entries == 4 and time_index.is_full
+    time_index.maybe_append(200, BASE + 9, skip_full_check=True)
+    time_index.maybe_append(200, BASE + 9, skip_full_check=True)  # a roll asks again: nothing to add
+    assert time_index.entries == 4
 
 
 def test_rename_and_delete(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ and concurrent metadata changes from real processes."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -384,6 +385,18 @@ def test_a_killed_metadata_write_leaves_no_temporary_file_behind(logctl):
     assert sorted(p.name for p in topics.iterdir()) == ["t.json"]
 
 
+def test_a_stored_config_the_engine_does_not_know_can_be_deleted(logctl):
+    """A refused stored config names ``topic alter --delete-config`` as its correction; for a
+    name no topic config has (a hand edit), that alter refused the name it was told to remove."""
+    assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
+    meta = logctl.root / ".logplat-topics" / "t.json"
+    meta.write_text(meta.read_text().replace('"configs": {}', '"configs": {"foo.bar": "1"}'))
+    code, _, err = logctl("consume", "t", "--partition", "0")
+    assert code == 1 and "foo.bar" in err and "logctl topic alter t" in err
+    assert logctl("topic", "alter", "t", "--delete-config", "foo.bar") == (0, "Updated config for topic t.\n", "")
+    assert logctl("consume", "t", "--partition", "0")[0] == 0
+
+
 def test_deleting_a_config_kafka_does_not_know_is_an_error(logctl):
     assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
     before = (logctl.root / ".logplat-topics" / "t.json").read_bytes()
@@ -580,6 +593,11 @@ def test_any_path_the_system_takes_is_recorded_and_quoted_where_shown(tmp_path):
     then refused when read back: every command on the topic failed, its records unreadable.
     Any path is recorded; a message quotes one that is not printable, on one line."""
     d1, odd = tmp_path / "d1", tmp_path / "d\tx\udcff"
+    with LogManager([odd, d1]) as m:  # the odd one holds the metadata: d1's placement mark names it
+        m.create_topic("home", 2)
+    with LogManager([d1]) as m:
+        with pytest.raises(LogError, match=f"the metadata of topic home is in log dir {re.escape(ascii(str(odd)))}"):
+            m.topic_config("home")
     with LogManager([d1, odd]) as m:
         m.create_topic("t", 2)
         m.get_log("t", 1).append([ProducerRecord(b"k", b"kept", 1_000)], now=1_000)
@@ -741,7 +759,8 @@ def test_a_segment_index_size_below_one_time_index_entry_is_refused_for_new_sett
     """segment.index.bytes 4..11 passes Kafka's validator, and then no segment can be made: a
     topic created so broke every writable command of its log dir. A create or an alter to such
     a value is refused (the broker's log.index.size.max.bytes too); a topic that already holds
-    one (written by an older version) can still be altered back and deleted."""
+    one (written by an older version) is refused by name, and can still be altered back and
+    deleted."""
     root = tmp_path / "logs"
     with LogManager([root]) as m:
         with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
@@ -756,7 +775,8 @@ def test_a_segment_index_size_below_one_time_index_entry_is_refused_for_new_sett
     meta = root / ".logplat-topics" / "t.json"
     meta.write_text(meta.read_text().replace('"configs": {}', '"configs": {"segment.index.bytes": "8"}'))
     with LogManager([root]) as m:
-        assert m.topic_config("t").segment_index_bytes == 8
+        with pytest.raises(LogError, match=f"the config of topic t in {meta} is refused: .*at least 12"):
+            m.get_log("t", 0)  # named, not a bare "Invalid max index size: 8"
         m.alter_topic("t", {}, ["segment.index.bytes"])
         assert m.topic_config("t").segment_index_bytes == 10485760
         m.delete_topic("t")
