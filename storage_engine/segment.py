@@ -368,11 +368,19 @@ class LogSegment:
             self._checked_indexes()
             last = self.last_indexed_position
             self._bytes_since_last_index_entry = position - last
-        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes and self._indexes_have_room():
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(*self._max_ts)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
+
+    def _indexes_have_room(self) -> bool:
+        """Whether both indexes take another entry. A producer's segment rolls before it fills
+        them (``should_roll``); a cleaned segment (one per group, which cannot roll) and a
+        recovery's rebuild, under a ``segment.index.bytes`` lowered since the data was written,
+        then index no further: a sparser index is still a correct one, where a full one failed
+        every compaction and recovery of the log ("Attempt to append to a full index")."""
+        return not (self.offset_index.is_full or self.time_index.is_full)
 
     def append_mark(self) -> "AppendMark":
         """Where the segment stands before a produce call, so ``rollback`` can undo the call."""
@@ -430,10 +438,10 @@ class LogSegment:
         (``valid_prefix``): a torn write, a batch failing its CRC or structure checks and
         everything after either are cut, as Kafka's ``LogSegment.recover`` does. Returns the
         number of bytes truncated. An index that fills before the segment ends takes no more
-        entries (a sparser index is still a correct one; the time index keeps its reserved slot
-        for the last entry): a segment written under a larger ``segment.index.bytes`` or
-        ``index.interval.bytes`` than its topic has now failed its recovery ("Attempt to append
-        to a full index"), and so every writable command of its log dir."""
+        entries (``_indexes_have_room``; the time index keeps its reserved slot for the last
+        entry): a segment written under a larger ``segment.index.bytes`` or a smaller
+        ``index.interval.bytes`` than its topic has now failed its recovery, and so every
+        writable command of its log dir."""
         self.offset_index.reset()
         self.time_index.reset()
         max_ts, offset_of_max = -1, self.base_offset
@@ -444,8 +452,7 @@ class LogSegment:
             header = raw.header
             if header.max_timestamp > max_ts:
                 max_ts, offset_of_max = header.max_timestamp, header.last_offset
-            if (raw.position - last_index_entry > self.config.index_interval_bytes
-                    and not (self.offset_index.is_full or self.time_index.is_full)):
+            if raw.position - last_index_entry > self.config.index_interval_bytes and self._indexes_have_room():
                 self.offset_index.append(header.last_offset, raw.position)
                 self.time_index.maybe_append(max_ts, offset_of_max)
                 last_index_entry = raw.position

@@ -319,9 +319,11 @@ class AbstractIndex:
         """
         self._require_writable()
         self._ensure_loaded()
-        length = _round_down(new_size, self.ENTRY_SIZE)
-        if length < len(self._rel) * self.ENTRY_SIZE:  # (a trim asks for exactly its entries)
-            length = (len(self._rel) + self._FULL_RESERVE) * self.ENTRY_SIZE
+        return self._resize_to(max(_round_down(new_size, self.ENTRY_SIZE),
+                                   (len(self._rel) + self._FULL_RESERVE) * self.ENTRY_SIZE))
+
+    def _resize_to(self, length: int) -> bool:
+        """Set the file length to ``length``, a multiple of the entry size; True if it changed."""
         if self._length is None:
             changed = length != self._create_length
             self._create_length = length
@@ -360,7 +362,7 @@ class AbstractIndex:
         self._ensure_loaded()
         if self._length is None:
             self._create_length = len(self._rel) * self.ENTRY_SIZE
-        self.resize(len(self._rel) * self.ENTRY_SIZE)
+        self._resize_to(len(self._rel) * self.ENTRY_SIZE)  # no reserved slot: no more entries come
         self._write_fd()
 
     def flush(self) -> None:

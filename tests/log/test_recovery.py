@@ -367,3 +367,42 @@ def test_an_index_setting_lowered_under_a_full_active_segment_rolls_it_instead_o
         assert sum(1 for b in log.iter_batches() for _ in decode_batch(b)) == 3001
         log.append([ProducerRecord(b"later", value, 10_000)], now=10_000)
     assert (root / CLEAN).exists()
+
+
+def test_an_index_size_of_exactly_its_entries_still_takes_a_rolls_last_entry(tmp_path):
+    """``segment.index.bytes`` landing exactly on the time index's entries left no slot for a
+    roll's last entry: every produce to the partition failed ("Attempt to append to a full time
+    index"), and so did retention, which rolls an expired active segment. A resize always keeps
+    that slot."""
+    root = tmp_path / "logs"
+    with LogManager([root]) as m:
+        m.create_topic("t", 1, {"index.interval.bytes": "1500"})
+        for i in range(4):  # one time index entry; the largest timestamp comes after it
+            m.get_log("t", 0).append([ProducerRecord(b"k", b"v" * 1000, 1_000_000 + i)], now=5_000)
+        m.alter_topic("t", {"segment.index.bytes": "12"})
+    with LogManager([root]) as m:
+        log = m.get_log("t", 0)
+        log.append([ProducerRecord(b"a", b"b", 2_000_000)], now=2_000_000)
+        assert log.log_end_offset == 5 and not verify_log(log).problems
+        assert log.segments[0].time_index.last_entry().timestamp == 1_000_003  # the roll's last entry
+
+
+def test_compaction_under_a_lowered_index_size_indexes_sparsely_instead_of_failing(tmp_path):
+    """A cleaned segment is one per group and cannot roll: under a ``segment.index.bytes``
+    lowered since its input was written, its index filled and every compaction of the log
+    failed ("Attempt to append to a full time index"). It indexes no further once full."""
+    root = tmp_path / "logs"
+    with LogManager([root]) as m:
+        m.create_topic("t", 1, {"cleanup.policy": "compact"})
+        log = m.get_log("t", 0)
+        for i in range(800):  # 800 distinct keys: the cleaned segment is nearly as large as its input
+            log.append([ProducerRecord(f"k{i}".encode(), b"v" * 1000, 1_000_000 + i)], now=5_000)
+        log.roll(now=5_000)
+        log.append([ProducerRecord(b"k0", b"new", 2_000_000)], now=5_000)
+        m.alter_topic("t", {"segment.index.bytes": "24"})
+    with LogManager([root]) as m:
+        report = m.compact("t", 0, now_ms=10**12, force=True)
+        log = m.get_log("t", 0)
+        assert report.failed is None and not verify_log(log).problems
+        values = {r.key: r.offset for b in log.iter_batches() for r in decode_batch(b)}
+        assert len(values) == 800 and values[b"k0"] == 800 and log.log_end_offset == 801
