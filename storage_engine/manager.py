@@ -205,15 +205,15 @@ class LogManager(TopicAdmin):
     def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True,
                   config: LogConfig | None = None) -> Log:
         """Open (load, and after an unclean shutdown recover) one partition, with its topic's
-        config unless ``config`` is given. When that fails, this
-        process has not loaded every partition it opened, so it must not write the log dir's
+        config unless ``config`` is given (``_recovery_config``). When that fails, this process
+        has not loaded every partition it opened, so it must not write the log dir's
         clean-shutdown marker (``LogDir.record_load_failure``): the partitions it never reached
         would count as recovered. After a clean shutdown, a load that refused before it changed
         anything (``_REFUSED_UNCHANGED``) leaves the dir as clean as it found it, and does not."""
         try:
-            return Log(loc.path, config if config is not None else self.topic_config(loc.topic), loc.log_dir,
-                       topic=loc.topic,
-                       partition=loc.partition, had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
+            config = config if config is not None else self.topic_config(loc.topic)
+            return Log(loc.path, config, loc.log_dir, topic=loc.topic, partition=loc.partition,
+                       had_clean_shutdown=had_clean_shutdown, read_only=self.read_only)
         except BaseException as exc:
             if not had_clean_shutdown or not isinstance(exc, _REFUSED_UNCHANGED):
                 loc.log_dir.record_load_failure((loc.topic, loc.partition))

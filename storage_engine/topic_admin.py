@@ -127,8 +127,8 @@ class TopicAdmin:
             new = replace(meta, configs=merged)
             made: list[Path] = []
             try:
-                holding = self._mark_for(name, holder, meta.partitions, made)  # a broker's topic gets its metadata here first
-                new = new.placed_also_over(holding)
+                # a broker's topic gets its metadata here first: its marks, and the dirs holding it
+                new = new.placed_also_over(self._mark_for(name, holder, meta.partitions, made))
                 write_metadata(new, holder.path)
             except BaseException:  # not committed: no mark points at metadata that is not there
                 self._discard(name, (), made)
@@ -373,10 +373,7 @@ class TopicAdmin:
         listing = self._listing() if listing is None else listing
         holding = [d for d in self.log_dirs if any(p < partitions for p in listing.placed[d].get(name, ()))]
         for d in holding:
-            if d is not home and name not in listing.marks[d]:  # the one placement mark
-                mark_placed(d.path, name, home.path)
-                made.append(placed_path(d.path, name))
-                listing.marks[d].add(name)
+            self._mark_in(d, name, home, made, listing.marks[d])
         return self.placement_ids(holding)
 
     @staticmethod

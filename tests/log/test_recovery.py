@@ -329,10 +329,9 @@ def test_a_topic_whose_stored_config_is_refused_does_not_stop_recovery_of_the_ot
         meta.write_text(json.dumps({**body, "configs": bad}))
         with LogManager([root]) as m:
             m.get_log("a", 0).append([ProducerRecord(b"k", b"a2", 2_000)], now=2_000)
-            if "8" not in bad.values():
-                with pytest.raises(LogError, match=f"the config of topic b in {meta} is refused: Invalid value 'abc' "
-                                                   "for configuration .*logctl topic alter b"):
-                    m.get_log("b", 0)
+            with pytest.raises(LogError, match=f"the config of topic b in {meta} is refused: Invalid value .* for "
+                                               "configuration .*logctl topic alter b"):
+                m.get_log("b", 0)
             m.alter_topic("b", {}, list(bad))
             assert [r.value for bt in m.get_log("b", 0).iter_batches() for r in decode_batch(bt)][-1] == b"b"
             assert m.get_log("b", 0).log_end_offset == 3001
