@@ -451,7 +451,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
 
 def _not_given(not_given: Mapping[tuple[str, int], LogError], reported: Iterable[Mapping[str, Any]],
                lines: list[str]) -> list[dict[str, Any]]:
-    """The partitions a run left because their directories may be in a log dir not given
+    """The partitions a command left because their directories may be in a log dir not given
     (``LogManager.partitions_not_given``), but for those it reported itself (a Spark job names
     the partitions it was given): a line each in ``lines``, and their JSON."""
     done = {(r["topic"], r["partition"]) for r in reported}
@@ -518,7 +518,10 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
     key = _decoder(args.encoding)(args.key, "--key") if args.key is not None else None
     wanted = None if args.topic is None else [(args.topic, p) for p in manager.partitions(args.topic)]
     now = args.now_ms if args.now_ms is not None else now_ms()
-    reports = [erasure_report(manager.get_log(t, p), now, key) for t, p in manager.compacted_partitions(wanted)]
+    not_given = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
+                 if manager.topic_config(tp[0]).compact}
+    reports = [erasure_report(manager.get_log(t, p), now, key)
+               for t, p in manager.compacted_partitions(wanted) if (t, p) not in not_given]
     lines = []
     for r in reports:
         tp = f"{r.topic}-{r.partition}"
@@ -541,8 +544,9 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
             k = r.key
             lines.append(f"  key {args.key!r}: values at {list(k.values) or 'no offset'}, tombstones at "
                          f"{list(k.tombstones) or 'no offset'}, in .deleted files at {list(k.in_deleted_files) or 'no offset'}")
-    ok = all(r.ok for r in reports)
-    _print(args, {"ok": ok, "now_ms": now, "partitions": [r.to_dict() for r in reports]},
+    left = _not_given(not_given, [], lines)
+    ok = all(r.ok for r in reports) and not left  # a partition not read is not proven
+    _print(args, {"ok": ok, "now_ms": now, "partitions": [r.to_dict() for r in reports], "not_given": left},
            "\n".join(lines) or "no compacted partitions")
     return 0 if ok else 1
 

@@ -437,6 +437,22 @@ def test_retention_and_compaction_over_some_log_dirs_say_what_they_left(over_dir
         logctl(logctl.both, "topic", "describe", "c")[1]
 
 
+def test_the_erasure_report_over_some_log_dirs_proves_what_is_there_and_names_the_rest(over_dirs):
+    """``erasure-report`` given some of the log dirs failed outright on the first partition held
+    elsewhere. It reports the partitions here, names each one left as ``compact`` does, and
+    exits 1: a partition it did not read is not proven."""
+    logctl, d1 = over_dirs, over_dirs.d1
+    _two_partitions_over_both(logctl, "c", "cleanup.policy=compact", "max.compaction.lag.ms=1000")
+    for args in ((), ("--topic", "c")):
+        code, out, err = logctl(str(d1), "erasure-report", "--now-ms", "10000", *args)
+        assert code == 1 and out.startswith("c-0: NOT ERASED") and "\nc-1: not in these log dirs: topic c was" in out, err
+    report = json.loads(logctl(str(d1), "erasure-report", "--now-ms", "10000", "--json")[1])
+    assert [p["partition"] for p in report["partitions"]] == [0] and not report["ok"]
+    assert [(p["topic"], p["partition"]) for p in report["not_given"]] == [("c", 1)]
+    report = json.loads(logctl(logctl.both, "erasure-report", "--now-ms", "10000", "--json")[1])  # every log dir
+    assert [p["partition"] for p in report["partitions"]] == [0, 1] and report["not_given"] == []
+
+
 def test_a_run_over_some_log_dirs_is_not_failed_after_its_work_by_another_topics_file(over_dirs):
     """The partitions left were looked up after the work, through every topic's metadata: one
     topic's malformed file, with no directory here, failed ``retention`` after it had deleted
