@@ -693,6 +693,9 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
             for d in log_dirs:  # a mistyped path would read as a log dir without topics, and a write would make it
                 if not d.is_dir() and (d.exists() or not creating):
                     raise LogError(f"log dir {d} {'is not a directory' if d.exists() else 'does not exist'}")
+            if creating and (present := [d for d in log_dirs if d.is_dir()]) != log_dirs and present:
+                with LogManager(present, broker_props, read_only=True) as manager:  # before a new dir is made
+                    manager.check_name_free(args.name)
             if args.command == "produce":
                 args.records = _produce_input(args)
             with LogManager(log_dirs, broker_props, read_only=read_only) as manager:

@@ -82,12 +82,7 @@ class TopicAdmin:
             found = self._find_metadata(name)
             if found is not None and found[1].deleting:
                 self._finish_delete(name, found[0])
-            elif found is not None or self.partition_locations(name):
-                raise TopicExistsError(f"Topic '{name}' already exists.")
-            for other in self.topic_names():  # names only: another topic's bad file is not this create's
-                if collides(name, other):
-                    raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other} (Kafka refuses "
-                                            "names that differ only in '.' and '_')")
+            self.check_name_free(name)
             self._check_checkpoint_files()
             meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex).placed_also_over(self.placement_ids())
             write_metadata(meta, self.log_dirs[0].path)
@@ -104,6 +99,19 @@ class TopicAdmin:
                 remove_metadata(self.log_dirs[0].path, name)
                 raise
         return meta
+
+    def check_name_free(self, name: str) -> None:
+        """Raise unless a topic called ``name`` can be created here: no live topic has its
+        metadata or a partition directory (a topic being deleted is one the create finishes
+        deleting), and none differs from it only in '.' and '_'. Read-only, so the CLI asks it
+        before making a new log dir for a create that would be refused."""
+        found = self._find_metadata(name)
+        if (found is not None and not found[1].deleting) or (found is None and self.partition_locations(name)):
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        for other in self.topic_names():  # names only: another topic's bad file is not this create's
+            if collides(name, other):
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other} (Kafka refuses "
+                                        "names that differ only in '.' and '_')")
 
     def creation_config(self, name: str, configs: Mapping[str, str]) -> LogConfig:
         """The config a topic created now with ``configs`` would have (an internal topic's

@@ -85,6 +85,21 @@ def test_bad_topic_input_fails_and_creates_nothing(cli, args, message):
     assert snapshot(cli.root) == before
 
 
+@pytest.mark.parametrize("name,message", [("t", "already exists"), ("t.x", "collides with existing topic: t_x")])
+def test_a_refused_create_makes_no_new_log_dir(over_dirs, name, message):
+    """A create given a log dir that does not exist yet makes it, as a broker does; one refused
+    (the topic exists in another given dir, or a name collides) made it all the same, lock files
+    and marker included. The name is checked over the dirs that exist first."""
+    logctl, d1, d2 = over_dirs, over_dirs.d1, over_dirs.d2
+    for topic in ("t", "t_x"):
+        assert logctl(str(d1), "topic", "create", topic, "--partitions", "1")[0] == 0
+    before = snapshot(d1)
+    code, out, err = logctl(logctl.both, "topic", "create", name, "--partitions", "2")
+    assert code == 1 and out == "" and message in err and err.count("\n") == 1
+    assert not d2.exists() and snapshot(d1) == before
+    assert logctl(logctl.both, "topic", "create", "u", "--partitions", "2")[0] == 0 and (d2 / "u-1").is_dir()
+
+
 def test_alter_with_a_bad_value_leaves_the_config(cli):
     cli("topic", "create", "t", "--partitions", "1", "--config", "retention.ms=5")
     before = snapshot(cli.root)
