@@ -120,7 +120,7 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
                 "log_start_offset": log.log_start_offset,
                 "log_end_offset": log.log_end_offset,
                 "size_bytes": log.size_bytes,
-                "segments": len(log.segments),
+                "segments": max(len(log.segments), 1),  # a view without any: the open makes an empty one
             }
         )
     meta = manager.topic_metadata(topic)

@@ -38,8 +38,12 @@ looks; any temporary file it finds was left by a process that died. In order:
    a header and names what recovery would do there; when the next writable open will recover
    (the last writer did not close cleanly and none has the dir open, ``LogDir``), the view
    reads the log as that recovery leaves it (``LogSegment.valid_prefix``) and names the cut.
-8. A log start offset checkpoint beyond the log end is ignored (Kafka deletes every segment
-   instead); a log with no segment gets an empty one at ``max(log start, recovery point)``.
+8. A log start offset checkpoint beyond the log end as found is ignored (Kafka deletes every
+   segment instead); one within it is a committed deletion: the segments wholly below it go
+   before recovery, which need not revalidate them; a log recovery cuts below it restarts
+   there, empty, as Kafka's does. Offsets never go backwards: the log end offset is at least
+   the recovery point (flushed offsets lost to damage leave a gap), and a log with no
+   segment starts at ``max(log start, recovery point)``.
 9. ``log start offset = max(checkpointed value, first segment's base offset)``; the recovery
    point becomes the log end offset after a clean shutdown, else ``min(checkpoint, LEO)``.
 """
@@ -156,10 +160,10 @@ class LogLoader:
             self.actions.append(f"removed {name} (output of a cleaner that died)")
         segments = self._load_segment_files()
         segments = self._without_strays(segments)
-        segments = self._recover(segments)
         if segments:
             self._ignore_log_start_beyond_end(segments, self.actions)
-        segments = self._drop_segments_below_log_start(segments)
+        segments = self._drop_segments_below_log_start(segments)  # committed deletions: never revalidated
+        segments = self._drop_segments_below_log_start(self._restart_at_log_start(self._recover(segments)))
         segments_changed = [s.base_offset for s in segments] != bases_before
         if not segments:
             # Kafka restarts an empty log at the log start offset checkpoint, which can send
@@ -167,7 +171,7 @@ class LogLoader:
             # lower bound of the old log end, so start no lower than it.
             base = self._empty_log_base()
             segments = [LogSegment(self.dir, base, self.config, create=True)]
-        leo = segments[-1].read_next_offset()
+        leo = self._log_end_offset(segments)
         segments[-1].resize_indexes(self.config.segment_index_bytes)
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         recovery_point = leo if self.had_clean_shutdown else min(self.recovery_point, leo)
@@ -194,13 +198,17 @@ class LogLoader:
         if not segments:
             base = self._empty_log_base()
             return LoadResult([], base, base, base, [], self.warnings)
+        self._ignore_log_start_beyond_end(segments, self.warnings)
+        segments = self._drop_segments_below_log_start(segments)
         start = self._recovery_start(segments)
         if start.index is not None:
             segments = self._view_recovery_cut(segments, start.index, start.why)
         self._note_invalid_headers(segments)
-        self._ignore_log_start_beyond_end(segments, self.warnings)
-        segments = self._drop_segments_below_log_start(segments)
-        leo = segments[-1].read_next_offset()
+        segments = self._drop_segments_below_log_start(self._restart_at_log_start(segments))
+        if not segments:
+            base = self._empty_log_base()
+            return LoadResult([], base, base, base, [], self.warnings)
+        leo = self._log_end_offset(segments)
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         return LoadResult(segments, log_start, min(self.recovery_point, leo), leo, [], self.warnings)
 
@@ -302,10 +310,12 @@ class LogLoader:
         return max(self.log_start_offset_checkpoint, self.recovery_point)
 
     def _ignore_log_start_beyond_end(self, segments: list[LogSegment], notes: list[str]) -> None:
-        """A checkpointed log start offset above the log end offset cannot come from a
-        delete-records or retention (both stay at or below the high watermark): it is damage.
-        Kafka's ``LogLoader`` then deletes every segment; we keep the records and ignore the
-        checkpoint, so a bad checkpoint file never costs data."""
+        """A checkpointed log start offset above the end of the log as found, before any
+        recovery, cannot come from a delete-records or retention (both stay at or below the high
+        watermark): it is damage. Kafka's ``LogLoader`` then deletes every segment; we keep the
+        records and ignore the checkpoint, so a bad checkpoint file never costs data. One within
+        the log as found is a committed deletion, kept even where recovery then cuts the log
+        below it (``_restart_at_log_start``)."""
         leo = segments[-1].read_next_offset()
         if self.log_start_offset_checkpoint > leo:
             notes.append(
@@ -313,6 +323,42 @@ class LogLoader:
                 f"end offset {leo}: a writable open ignores it and keeps the log from offset {segments[0].base_offset}"
             )
             self.log_start_offset_checkpoint = segments[0].base_offset
+
+    def _restart_at_log_start(self, segments: list[LogSegment]) -> list[LogSegment]:
+        """A log that recovery cut below its (kept, see ``_ignore_log_start_beyond_end``) log
+        start offset holds only deleted records: as Kafka's ``LogLoader`` does, it restarts
+        there, in a new empty segment, and the older segments go as any wholly below the log
+        start do. It used to ignore the checkpoint, which brought deleted records back and gave
+        their offsets again. A read-only view shows the empty log the open leaves."""
+        lso = self.log_start_offset_checkpoint
+        if not segments or segments[-1].read_next_offset() >= lso:
+            return segments
+        note = (f"{self.dir}: recovery cut the log below its log start offset {lso}: every record left is deleted, "
+                f"so the log restarts empty at {lso}")
+        if self.read_only:
+            self.warnings.append(note)
+            for seg in segments:
+                seg.close(trim_indexes=False)
+            return []
+        segments[-1].on_become_inactive()
+        segments[-1].flush()
+        self.actions.append(note)
+        return [*segments, LogSegment(self.dir, lso, self.config, create=True)]
+
+    def _log_end_offset(self, segments: list[LogSegment]) -> int:
+        """Offsets never go backwards: the log end offset is at least the recovery point
+        checkpoint, where the next append goes. Offsets below it were flushed, so a log ending
+        below it lost them to damage (its last segments removed, flushed bytes cut), never to
+        a torn write, which only ever lies above it; appending at the end of the last batch
+        would give offsets already acknowledged to other records (Kafka does so unless no
+        segment is left). The offsets in between are a gap readers refuse to step over
+        (``LogReads``), as for a segment lost in the middle; the note names the cause."""
+        end, floor = segments[-1].read_next_offset(), self._empty_log_base()
+        if end < floor:
+            self.warnings.append(f"{self.dir}: the last batch ends at offset {end}, below the recovery point "
+                                 f"checkpoint {floor}: offsets {end}..{floor - 1} were flushed and are lost (a segment "
+                                 f"removed, or damaged); the log end offset stays {floor}, so no offset is given twice")
+        return max(end, floor)
 
     def _without_strays(self, segments: list[LogSegment]) -> list[LogSegment]:
         """Segments whose base offset lies inside the previous segment's offsets: an empty one

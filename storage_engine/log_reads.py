@@ -69,6 +69,11 @@ class LogReads:
                 first = False
                 expected = raw.header.next_offset
                 yield raw
+        # past the last batch short of the log end: offsets lost at the end of the log, which
+        # appends continue past (``LogLoader._log_end_offset``)
+        problem = self.offset_order_error(expected, self._leo, f"{self.dir} after its last batch", first=first)
+        if problem:
+            raise problem
 
     def offset_order_error(self, expected: int, base_offset: int, where: str, *,
                            first: bool = False) -> CorruptRecordError | LogGapError | None:

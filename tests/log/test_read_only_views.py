@@ -36,6 +36,13 @@ def _build(root: Path, n: int = 10, **cfg) -> Path:
     return root / "t-0"
 
 
+def _unflushed(root: Path) -> None:
+    """A crash tears or loses only what was not flushed, so the recovery point lies below the
+    damage: without this, damage to flushed offsets keeps the log end offset at the recovery
+    point (``LogLoader._log_end_offset``)."""
+    (root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+
+
 def _bases(part: Path) -> list[int]:
     return sorted(int(n[:20]) for n in os.listdir(part) if n.endswith(".log"))
 
@@ -114,6 +121,7 @@ def test_a_torn_tail_right_after_an_index_entry(logctl, cut):
     log_file = segment_file(part, 0, ".log")
     last = list(scan_batches(log_file.read_bytes()))[-1]
     os.truncate(log_file, last.position + (last.header.size_in_bytes // 2 if cut == "inside" else 0))
+    _unflushed(logctl.root)
     views = Views(logctl)
     assert [o for o, _ in views.consumed()] == list(range(10))
     problems = views.verify_problems if cut == "inside" else []
@@ -338,7 +346,9 @@ def test_after_an_unclean_shutdown_the_views_show_the_cut_recovery_makes(logctl,
     """No writer has the log dir open and the last one did not close cleanly: the next writable
     open recovers from the recovery point and truncates at the first batch failing its CRC,
     dropping the intact batches after it (whose offsets new records then take). The views
-    used to show those batches and the old log end offset."""
+    used to show those batches and the old log end offset. A committed log start offset above
+    the cut stays: the log restarts there, empty, as Kafka's does (it was ignored, and the
+    deleted records below it came back)."""
     part = _build(logctl.root, n=12, segment_bytes=300)
     bases = _bases(part)
     assert len(bases) >= 3
@@ -352,9 +362,12 @@ def test_after_an_unclean_shutdown_the_views_show_the_cut_recovery_makes(logctl,
     problems = views.verify_problems
     assert any("computed crc" in p and f"not shut down cleanly, so a writable open truncates {damaged.name}" in p
                for p in problems), problems
-    assert views.consume[0] == 0 and [o for o, _ in views.consumed()] == list(range(cut))
+    kept = [] if where == "under a log start beyond the cut" else list(range(cut))
+    assert views.consume[0] == 0 and [o for o, _ in views.consumed()] == kept
     recovered, error = views.agree_with_recovery(logctl.root)
-    assert error is None and [o for o, _ in recovered] == list(range(cut))
+    assert error is None and [o for o, _ in recovered] == kept
+    if not kept:
+        assert json.loads(views.describe[1])["partitions"][0]["log_end_offset"] == cut + 1
 
 
 def test_after_an_unclean_shutdown_the_dry_runs_plan_from_the_cut_recovery_makes(logctl):
@@ -416,6 +429,7 @@ def test_a_dir_without_the_recovery_gate_is_judged_from_its_files(logctl):
     the session lock is left alone (a writer arriving must find it free to know it is first)."""
     part = _build(logctl.root, n=5)
     (logctl.root / CLEAN).unlink()
+    _unflushed(logctl.root)
     (logctl.root / ".logplat-recovery.lock").unlink()
     cut = flip_last_byte(segment_file(part, 0, ".log"), 2)
     views = Views(logctl)
@@ -464,6 +478,7 @@ def test_after_a_clean_shutdown_a_torn_tail_behind_a_damaged_batch_is_cut_where_
     """A torn tail makes a writable open recover the active segment even after a clean
     shutdown, and recovery cuts at the first batch failing its CRC, not at the tear."""
     part = _build(logctl.root, n=6)
+    _unflushed(logctl.root)
     log_file = segment_file(part, 0, ".log")
     cut = flip_last_byte(log_file, 2)
     with open(log_file, "ab") as f:
@@ -491,6 +506,7 @@ def test_readers_asking_at_once_all_see_the_cut(tmp_path):
     once used to take each other's probe for a live writer and show the log uncut."""
     part = _build(tmp_path, n=6)
     (tmp_path / CLEAN).unlink()
+    _unflushed(tmp_path)
     cut = flip_last_byte(segment_file(part, 0, ".log"), 2)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     readers = [subprocess.Popen([sys.executable, "-c", _READ_LEO, str(tmp_path)], stdout=subprocess.PIPE, text=True,
@@ -527,6 +543,7 @@ def test_after_an_unclean_shutdown_a_corrupted_base_offset_ends_the_valid_batche
     offset too), while the views showed a log that opened."""
     part = _build(logctl.root)
     (logctl.root / CLEAN).unlink()
+    _unflushed(logctl.root)
     log_file = segment_file(part, 0, ".log")
     fifth = list(scan_batches(log_file.read_bytes()))[5]
     with open(log_file, "r+b") as f:
@@ -609,3 +626,49 @@ def test_verify_passes_right_after_delete_records(logctl):
     assert _bases(part) == bases  # the segments below go with the next retention
     code, out, err = logctl("verify")
     assert code == 0, out + err
+
+
+def test_damage_in_a_segment_below_the_log_start_costs_no_later_segment(logctl):
+    """A kill after ``delete-records`` committed its log start offset, before the segments below
+    it went: recovery revalidated them, and a damaged batch there truncated the log and deleted
+    every later, intact segment; the log then restarted at offset 0, below the committed start.
+    Segments wholly below the log start are committed deletions: they go first, unread."""
+    part = _build(logctl.root, n=12, segment_bytes=300)
+    bases = _bases(part)
+    assert len(bases) >= 4
+    (logctl.root / CLEAN).unlink()
+    _unflushed(logctl.root)
+    (logctl.root / "log-start-offset-checkpoint").write_text(f"0\n1\nt 0 {bases[1] + 1}\n")
+    flip_last_byte(segment_file(part, 0, ".log"), 0)
+    views = Views(logctl)
+    assert [o for o, _ in views.consumed()] == list(range(bases[1] + 1, 12))
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert error is None and [o for o, _ in recovered] == list(range(bases[1] + 1, 12))
+    assert _bases(part) == bases[1:]
+
+
+@pytest.mark.parametrize("lost", ["the last segment removed", "flushed bytes damaged"])
+def test_offsets_below_the_recovery_point_are_never_given_again(logctl, lost):
+    """Offsets below the recovery point were flushed; a log ending below it lost them to damage.
+    Appends took those offsets again and ``verify`` said OK. The log end offset stays at the
+    recovery point: the views say so, reads stop at the gap naming it, and appends go on after it."""
+    part = _build(logctl.root, n=12, segment_bytes=300)
+    bases = _bases(part)
+    if lost == "the last segment removed":
+        for suffix in (".log", ".index", ".timeindex"):
+            segment_file(part, bases[-1], suffix).unlink()
+        end = bases[-1]
+    else:
+        (logctl.root / CLEAN).unlink()  # recovery revalidates the segment holding the recovery point, 12
+        end = flip_last_byte(segment_file(part, bases[-1], ".log"), 0)
+    views = Views(logctl)
+    assert any(f"offsets {end}..11 were flushed and are lost" in p for p in views.verify_problems)
+    code, _, err = views.consume
+    assert f"offsets {end} to 11 are missing" in _one_line_error(code, err)
+    assert [o for o, _ in views.consumed()] == list(range(end))
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert [o for o, _ in recovered] == list(range(end)) and f"offsets {end} to 11 are missing" in error
+    code, out, _ = logctl("produce", "t", "--partition", "0", stdin='{"value": "after"}\n')
+    assert code == 0 and "at offsets 12..12" in out
+    code, out, _ = logctl("consume", "t", "--partition", "0", "--from-offset", "12")
+    assert code == 0 and [json.loads(line)["value"] for line in out.splitlines()] == ["after"]
