@@ -7,7 +7,9 @@ the code location (the Reload button, ``reloadRepositoryLocation``, or a restart
 Kafka topic names may hold ``.`` and ``-``, which Dagster's job, op and group names may not
 (``^[A-Za-z0-9_]+$``). :attr:`Topic.safe_name` replaces them with ``_`` and, when it had to,
 appends a short digest of the real name so that ``a.b`` and ``a-b`` (legal together in Kafka)
-never share a job. The asset key and the partition set keep the real name.
+never share a job; a legal name that ends as a changed one does is changed too, so that topic
+``a_b_34fafd`` and topic ``a-b`` never share one either (their clash stopped the whole code
+location from loading). The asset key and the partition set keep the real name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from storage_engine.manager import LogManager
 from .units import duration_text, size_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+_DIGEST_SUFFIX = re.compile(r"_[0-9a-f]{6}$")  # how a changed name ends
 
 #: Topic settings shown on each asset: what decides when and how its logs are cleaned.
 SHOWN_CONFIGS = (
@@ -43,10 +46,10 @@ SHOWN_CONFIGS = (
 
 
 def safe_name(topic: str) -> str:
-    """``topic`` as a Dagster name: unchanged when already legal, else ``_`` for each illegal
-    character plus six hex digits of the topic's SHA-1."""
+    """``topic`` as a Dagster name: unchanged when already legal and not ending as a changed
+    name does, else ``_`` for each illegal character plus six hex digits of the topic's SHA-1."""
     cleaned = _UNSAFE.sub("_", topic)
-    if cleaned == topic:
+    if cleaned == topic and not _DIGEST_SUFFIX.search(topic):
         return topic
     return f"{cleaned}_{hashlib.sha1(topic.encode()).hexdigest()[:6]}"
 

@@ -65,6 +65,10 @@ def test_safe_names_are_legal_and_distinct():
     assert safe_name("orders") == "orders"
     names = {safe_name(t) for t in ("a.b", "a-b", "a_b")}
     assert len(names) == 3 and all(n.replace("_", "").isalnum() for n in names)
+    # a legal name spelled as another topic's changed name used to keep it: two jobs of one name
+    changed = safe_name("orders.state")
+    assert changed.startswith("orders_state_") and safe_name(changed) not in (changed, "orders.state")
+    assert safe_name("orders_state_v2") == "orders_state_v2" and safe_name("x_12345") == "x_12345"
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,19 @@ def test_definitions_are_built_from_the_topics_on_disk(logs):
     assert {s.name for s in repo.schedule_defs} == {f"sweep__{safe_name(t)}" for t in topics}
 
 
+def test_a_topic_named_as_another_topics_dagster_name_loads(tmp_path):
+    """``profiles.v1`` is ``profiles_v1_<digest>`` to Dagster; a topic of exactly that name kept
+    it, and the duplicate job and schedule names stopped the whole code location from loading."""
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        for name in ("profiles.v1", safe_name("profiles.v1")):
+            manager.create_topic(name, 1)
+    defs, _ = definitions_for(root)
+    with dg.instance_for_test():
+        dg.Definitions.validate_loadable(defs)
+    assert len({j for j in defs.get_repository_def().job_names if j.startswith("cleanup__")}) == 2
+
+
 def test_an_empty_log_dir_loads_with_only_the_state_sensor(tmp_path):
     defs, _ = definitions_for(tmp_path / "nothing-yet")
     with dg.instance_for_test():  # a live instance for the load context, whatever earlier tests left
