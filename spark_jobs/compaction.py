@@ -361,8 +361,7 @@ class CompactionJob:
 
     def plan(self, partitions: Sequence[tuple[str, int]] | None = None) -> None:
         chosen = set(self.manager.compacted_partitions(partitions))
-        stats = {(s.topic, s.partition): s for s in self.manager.partition_stats({t for t, _ in chosen})  # their dirs only
-                 if (s.topic, s.partition) in chosen}
+        stats = {(s.topic, s.partition): s for s in self.manager.partition_stats({t for t, _ in chosen}, chosen)}
         slots = task_slots(self.spark)
         threshold = (split_threshold(sum(s.size_bytes for s in stats.values()), slots)
                      if self.split_bytes is None else self.split_bytes)

@@ -565,15 +565,20 @@ class LogManager(TopicAdmin):
 
     # ------------------------------------------------------------------ maintenance
 
-    def partition_stats(self, topics: Topics = None) -> Iterator[PartitionStats]:
+    def partition_stats(self, topics: Topics = None,
+                        only: Collection[tuple[str, int]] | None = None) -> Iterator[PartitionStats]:
         """Every partition's stats to plan from (``planning_stats``), of ``topics`` (one name or
-        several) or of all, by topic and partition, each log dir's checkpoints read once. A
-        partition deleted after the listing (its topic deleted meanwhile) has none."""
+        several) or of all, by topic and partition, each log dir's checkpoints read once; with
+        ``only``, of those partitions alone (a run reads its own: another partition that cannot
+        be read is not its concern). A partition deleted after the listing (its topic deleted
+        meanwhile) has none."""
         wanted = _topic_set(topics)
         for name in wanted or ():
             validate_topic_name(name)
         checkpoints: dict[Path, tuple[dict, dict]] = {}
         for key, loc in sorted(self.partition_locations(wanted).items()):  # refuses symlinked partition dirs first
+            if only is not None and key not in only:
+                continue
             if loc.log_dir.path not in checkpoints:
                 checkpoints[loc.log_dir.path] = log_dir_checkpoints(loc.log_dir.path)
             try:

@@ -29,11 +29,12 @@ from spark_jobs.compaction import compact_partitions
 from storage_engine.outcomes import COMPACTED, FAILED
 from spark_jobs.retention import retention_partitions
 from storage_engine.config.values import MAX_TIMESTAMP_MS
+from storage_engine.errors import LogError, NeedsRecoveryError
 
 from ..logic import check_facts
 from ..logic.catalog import Topic
 from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks
-from ..logic.health import health_outcome
+from ..logic.health import health_outcome, unreadable_outcome
 from ..logic.log_state import PartitionState, read_states
 from ..logic.metadata import cleanup_metadata
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
@@ -68,16 +69,43 @@ class CleanupConfig(dg.Config):
     )
 
 
-def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int], now_ms: int
-             ) -> dict[int, tuple[PartitionState, int]]:
-    """The cheap state and the log end offset of each partition (read-only)."""
-    wanted = set(partitions)
+def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int], now_ms: int,
+             unreadable: dict[int, str] | None = None) -> dict[int, tuple[PartitionState, int]]:
+    """The cheap state and the log end offset of each partition (read-only); only these are
+    read, so another partition of the topic that cannot be read fails no run of these. Given
+    ``unreadable`` (an audit), a partition that cannot be read goes there with why and the
+    others are observed; else it fails the run."""
+    out: dict[int, tuple[PartitionState, int]] = {}
     with log_store.manager() as manager:
-        states = {s.partition: s for s in read_states(manager, now_ms=now_ms, topics=[topic]) if s.partition in wanted}
-        missing = sorted(wanted - set(states))
-        if missing:
-            raise dg.Failure(f"partitions {missing} of topic {topic} are not in {', '.join(log_store.log_dirs)}")
-        return {p: (states[p], manager.get_log(topic, p).log_end_offset) for p in partitions}
+        for group in [list(partitions)] if unreadable is None else [[p] for p in partitions]:
+            try:
+                states = {s.partition: s for s in read_states(manager, now_ms=now_ms, topics=[topic], partitions=group)}
+                out.update((p, (states[p], manager.get_log(topic, p).log_end_offset)) for p in group if p in states)
+            except LogError as exc:
+                if unreadable is None:
+                    raise
+                unreadable[group[0]] = str(exc)
+    missing = sorted(set(partitions) - set(out) - set(unreadable or ()))
+    if missing:
+        raise dg.Failure(f"partitions {missing} of topic {topic} are not in {', '.join(log_store.log_dirs)}")
+    return out
+
+
+def _recover_then_observe(context: dg.AssetExecutionContext, log_store: LogStoreResource, topic: str,
+                          partitions: Sequence[int], now_ms: int) -> dict[int, tuple[PartitionState, int]]:
+    """``_observe`` before a cleaning. A partition that a writable open would repair first (an
+    interrupted swap: a cleaner killed part way) cannot be read as it is; the cleaning opens it
+    for writing anyway, so it recovers the run's partitions first, as a broker does at start.
+    Without this the retry of a run killed in its swap failed the same way, as did every later
+    run of the partition, until some other writer happened to open the log dir."""
+    try:
+        return _observe(log_store, topic, partitions, now_ms)
+    except NeedsRecoveryError as exc:
+        context.log.info(f"{exc}; recovering the run's partitions first")
+    with log_store.manager(read_only=False) as manager:
+        for p in partitions:
+            manager.get_log(topic, p)
+    return _observe(log_store, topic, partitions, now_ms)
 
 
 def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
@@ -171,7 +199,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     asset_key = log_asset_key(topic.name)
     partitions = _run_partitions(context, topic, log_store, whole_topic=False)
     now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
-    observed = _observe(log_store, topic.name, partitions, now_ms)
+    observed = _recover_then_observe(context, log_store, topic.name, partitions, now_ms)
     cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in observed.items()}
     started = time.monotonic()
     spark = pyspark.spark_session
@@ -285,13 +313,15 @@ def _audit(pyspark: LogSparkResource, topic: Topic, log_store: LogStoreResource,
     their latest values are, trivially, the ones they had."""
     if not partitions:
         return []
-    observed = _observe(log_store, topic.name, partitions, int(time.time() * 1000))
-    outcomes: list[CheckOutcome] = []
+    unreadable: dict[int, str] = {}  # each is its own failed log_health; the others are audited
+    observed = _observe(log_store, topic.name, partitions, int(time.time() * 1000), unreadable)
+    outcomes: list[CheckOutcome] = [unreadable_outcome(p, why) for p, why in sorted(unreadable.items())]
     read_errors: dict[int, str] = {}  # a damaged batch the records' checks met: log_health says so too
-    if selected - {HEALTH_CHECK, LATEST_VALUES}:
-        outcomes, read_errors = _state_checks(pyspark.spark_session, topic, log_store,
-                                              {p: s for p, (s, _) in observed.items()},
-                                              {p: leo for p, (_, leo) in observed.items()}, None)
+    if selected - {HEALTH_CHECK, LATEST_VALUES} and observed:
+        checked, read_errors = _state_checks(pyspark.spark_session, topic, log_store,
+                                             {p: s for p, (s, _) in observed.items()},
+                                             {p: leo for p, (_, leo) in observed.items()}, None)
+        outcomes += checked
     if HEALTH_CHECK in selected:
         outcomes += [health_outcome(s, read_error=read_errors.get(p)) for p, (s, _) in observed.items()]
     if compacted_elsewhere and LATEST_VALUES in selected:

@@ -33,7 +33,7 @@ from ..logic.partition_keys import partition_key
 from .partitions import partitions_def_name
 from .resources import LogStoreResource
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG
-from .sensors import current_states, default_status, encode_tokens, failed_states, unreadable_note
+from .sensors import current_states, default_status, encode_tokens, failed_states, in_flight, unreadable_note
 from ..logic.log_state import TopicPartition, compaction_token, contiguous_runs, forced_by_deadline
 from ..logic.settings import PlatformSettings
 
@@ -70,21 +70,29 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
         unreadable: dict[TopicPartition, str] = {}
         states = current_states(log_store, settings, [topic.name], unreadable)
-        needing = [s for s in states if partition_key(s.partition) in keys and s.needs_cleaning]
+        keyed = [s for s in states if partition_key(s.partition) in keys]
+        needing = [s for s in keyed if s.needs_cleaning]
         failed = failed_states(context.instance, topic.name)
-        due = sorted((s for s in needing if (s.partition, s.state_hash) not in failed), key=lambda s: s.partition)
+        retried = [s for s in needing if (s.partition, s.state_hash) not in failed]
+        busy = in_flight(context.instance)
+        due = sorted((s for s in retried if s.tp not in busy), key=lambda s: s.partition)
         if not due:
             notes = [f"nothing to sweep in {topic.name} ({len(states)} partition(s))"]
-            if len(needing) > len(due):  # swept every interval, each run failed on them again
-                notes.append(f"{len(needing) - len(due)} partition(s) whose cleaning failed in their current state "
-                             "are left until they change (log_health says why)")
+            held_back = {  # why partitions that need work are not swept now; only the reasons that apply
+                "whose cleaning failed in their current state are left until they change (log_health says why)":
+                    len(needing) - len(retried),  # swept every interval, each run failed on them again
+                "that need work have a run queued or running": len(retried) - len(due),
+                "wait for log_state_sensor to add their keys": len(states) - len(keyed),
+            }
+            notes += [f"{count} partition(s) {why}" for why, count in held_back.items() if count]
             if unreadable:
                 notes.append(unreadable_note(unreadable))
             return dg.SkipReason("; ".join(notes))
         # a forced run cleans every partition of its range: then only runs of consecutive
         # partitions that need work, each forced only if it holds one asked for by its deadline;
-        # no range covers a partition that cannot be read (its run would fail on it)
-        runs = contiguous_runs(due) if forced_by_deadline(due) or unreadable else [due]
+        # no range covers a partition that cannot be read (its run would fail on it) or one a
+        # queued or running run covers (two runs would clean it at once)
+        runs = contiguous_runs(due) if forced_by_deadline(due) or unreadable or len(due) < len(retried) else [due]
         return [dg.RunRequest(  # Dagster dedupes a schedule's run keys within one tick
             run_key=f"sweep:{run[0].partition}-{run[-1].partition}",
             run_config=cleanup_run_config(topic, force_compaction=forced_by_deadline(run)),

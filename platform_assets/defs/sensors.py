@@ -128,7 +128,8 @@ def busy_logs(runs: Iterable[dg.DagsterRun]) -> BusyLogs:
     return logs_covered((run.tags, _run_topics(run)) for run in runs)
 
 
-def _in_flight(instance: dg.DagsterInstance) -> BusyLogs:
+def in_flight(instance: dg.DagsterInstance) -> BusyLogs:
+    """The logs that queued and running runs cover: no sensor or sweep asks for them again."""
     return busy_logs(r.dagster_run for r in instance.get_run_records(dg.RunsFilter(statuses=IN_FLIGHT)))
 
 
@@ -312,13 +313,13 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
         candidates = spec.choose(keyed)
         tokens = {s.tp: spec.token(s) for s in candidates}
         used = _used_tokens(context.instance, spec.name)
-        busy = _in_flight(context.instance)
+        busy = in_flight(context.instance)
         fresh = [s for s in candidates if s.tp not in busy and (s.topic, s.partition, tokens[s.tp]) not in used]
         chosen = fresh[: settings.max_partitions_per_tick]
-        in_flight = sum(1 for s in candidates if s.tp in busy)
+        covered = sum(1 for s in candidates if s.tp in busy)
         held_back = {  # why partitions that need work are not requested now; only the reasons that apply
-            "of them have a run queued or running": in_flight,
-            "already ran in their current state": len(candidates) - in_flight - len(fresh),
+            "of them have a run queued or running": covered,
+            "already ran in their current state": len(candidates) - covered - len(fresh),
             f"left for the next tick (at most {settings.max_partitions_per_tick} a tick)": len(fresh) - len(chosen),
             "wait for log_state_sensor to add their keys": len(states) - len(keyed),
         }

@@ -192,7 +192,7 @@ def key_facts(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, i
     if not ending:
         return {}
     with LogManager(list(log_dirs), dict(broker_props), read_only=True) as manager:
-        stats = {s.partition: s for s in manager.partition_stats(topic) if s.partition in ending}
+        stats = {s.partition: s for s in manager.partition_stats(topic, {(topic, p) for p in ending})}
         configs = manager.topic_configs()
     tasks = [FactsTask(str(Path(s.directory).parent), topic, p, int(ending[p]), int((cleaned_end or {}).get(p, 0)),
                        s.size_bytes, verify, dict(broker_props), configs) for p, s in sorted(stats.items())]

@@ -125,9 +125,12 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
     )
 
 
-def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | None = None) -> list[PartitionState]:
-    """The state of every partition (of ``topics``, or of all), by topic and partition number."""
-    stats: Iterable[PartitionStats] = manager.partition_stats(None if topics is None else sorted(topics))
+def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | None = None,
+                partitions: Collection[int] | None = None) -> list[PartitionState]:
+    """The state of every partition (of ``topics``, or of all; with ``partitions``, of those
+    numbers of ``topics`` alone), by topic and partition number."""
+    only = None if partitions is None else {(t, p) for t in topics or () for p in partitions}
+    stats: Iterable[PartitionStats] = manager.partition_stats(None if topics is None else sorted(topics), only)
     configs: dict[str, LogConfig] = {}
     out = []
     for s in stats:

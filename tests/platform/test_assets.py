@@ -4,6 +4,10 @@ one partition, a range (one run), each cleanup policy, the checks, and a sweep's
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -22,7 +26,9 @@ from tests.helpers.platform import (
 from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from platform_assets.logic.check_outcomes import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
 from platform_assets.tools.workload import produce
+from storage_engine.errors import NeedsRecoveryError
 from storage_engine.manager import LogManager
+from tests.helpers.paths import REPO
 
 NOW = int(time.time() * 1000)
 CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES, HEALTH_CHECK}
@@ -446,3 +452,44 @@ def test_one_topics_bad_file_or_config_does_not_stop_the_others(tmp_path, spark)
         assert "not in this code location: " not in repaired.skip_message
         assert "topics not in this code location yet (reload the code location): profiles.v1" in repaired.skip_message
     assert victim.read_bytes() == b"outside the log dir"
+
+
+def test_a_run_reads_only_its_partitions_and_an_audit_names_the_one_it_cannot_read(platform):
+    """A run of orders-0 read the state of every partition of the topic and failed on orders-1's
+    misnamed file, as every sweep of the topic then did; an audit of the topic failed as a whole
+    with no result for any partition. Now the run cleans its partition, and the audit fails
+    orders-1's log_health saying why and checks the others."""
+    root, defs, settings, instance = platform
+    (root / "orders-1" / "5.log").write_bytes(b"")  # the engine refuses to open orders-1
+    _, by_partition, _ = _materialize(platform, "orders", partition="0")
+    assert by_partition["0"]["status"] == "compacted"
+    asset = _asset(defs, "orders")
+    assert _audit_job(defs, settings, asset).execute_in_process(instance=instance).success
+    latest = {r.partition: r.event.dagster_event.event_specific_data
+              for r in reversed(instance.event_log_storage.get_asset_check_execution_history(
+                  dg.AssetCheckKey(asset.key, HEALTH_CHECK), limit=10))}
+    assert not latest["1"].passed and latest["1"].severity == dg.AssetCheckSeverity.ERROR
+    assert f"cannot be read: {root / 'orders-1' / '5.log'}: not a segment file name" in latest["1"].description
+    assert "cannot be read" not in latest["0"].description and "cannot be read" not in latest["2"].description
+    for check in CHECKS - {LATEST_VALUES, HEALTH_CHECK}:
+        records = instance.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(asset.key, check),
+                                                                               limit=10)
+        assert {r.partition for r in records} >= {"0", "2"}, check
+
+
+def test_a_run_recovers_a_partition_left_mid_swap_by_a_killed_cleaner(platform):
+    """A cleaner killed between its swap's renames leaves files only a writable open resolves.
+    The run read them first, read-only, and failed; so did its retry and every later run, until
+    another writer opened the log dir. The run now recovers its partitions, then cleans."""
+    root, _, _, _ = platform
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LOGPLAT_CRASH_AT": "compaction.after-swap-prepared"}
+    killed = subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "compact",
+                             "--topic", "orders", "--partition", "0"], env=env, capture_output=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    assert any(p.name.endswith(".swap") for p in (root / "orders-0").iterdir())
+    with pytest.raises(NeedsRecoveryError):
+        with LogManager([root], read_only=True) as manager:
+            manager.get_log("orders", 0)
+    _, by_partition, _ = _materialize(platform, "orders", partition="0")
+    assert by_partition["0"]["status"] in ("compacted", "skipped")
+    assert not any(p.name.endswith(".swap") for p in (root / "orders-0").iterdir())
