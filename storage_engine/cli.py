@@ -25,7 +25,7 @@ from .errors import LogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from .manager import LogManager, log_dirs_from_env
 from .topic_admin import check_creation
 from .topic_store import shown_path
-from .naming import MAX_PARTITION
+from .naming import MAX_PARTITION, check_not_metadata_log
 from .outcomes import CHANGED, FAILED
 from .dump import dump_file
 from .erasure import UNBOUNDED, erasure_report
@@ -243,6 +243,8 @@ def _read_produce_input(stream: TextIO, encoding: str) -> list[ProducerRecord]:
 def _produce_input(args: argparse.Namespace) -> list[ProducerRecord]:
     """The records on stdin, read and checked before the log dirs are opened (an open is a
     change: the clean-shutdown marker is consumed, and written again at the close)."""
+    if sys.stdin is None:  # started with stdin closed (``<&-``)
+        raise UsageError("standard input is closed: produce reads its records from it")
     records = _read_produce_input(sys.stdin, args.encoding)
     if not records:
         raise UsageError("no records on stdin")
@@ -257,8 +259,7 @@ def cmd_produce(args: argparse.Namespace, manager: LogManager) -> int:
     size = args.batch_size
     chunks = [records[i : i + size] for i in range(0, len(records), size)]
     now = args.now_ms if args.now_ms is not None else now_ms()
-    if args.partition not in manager.partitions(args.topic):
-        manager.get_log(args.topic, args.partition)  # raises, naming the partitions there are
+    check_produce(args, manager)
     # every batch is validated against the topic's config before the log is opened: a writable
     # open repairs what it finds (stray producer snapshots, say), and refused input changes nothing
     config, tp = manager.topic_config(args.topic), f"{args.topic}-{args.partition}"
@@ -466,18 +467,24 @@ def _exit_status(failed: Iterable[bool]) -> int:
     return 1 if any(failed) else 0
 
 
-def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
-    engine = _engine(args)
+def check_compact(args: argparse.Namespace, manager: LogManager) -> None:
+    """What ``compact`` is refused for before it changes anything (see ``PRECHECKS``)."""
     if args.partition is not None and args.topic is None:
         raise UsageError("--partition needs --topic")
     if args.topic is not None:
         manager.partitions(args.topic)  # an unknown topic is an error, as for verify
     if args.max_passes is not None and args.max_passes < 1:
         raise UsageError(f"--max-passes must be at least 1, got {args.max_passes}")
+    if args.partition is not None:  # a named partition must be there and compacted, dry run or not
+        manager.compacted_partitions([(args.topic, args.partition)])
+
+
+def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
+    engine = _engine(args)
+    check_compact(args, manager)
     now = args.now_ms if args.now_ms is not None else now_ms()
     partitions, force = compaction_choice(manager, args.topic, args.partition)
-    if args.partition is not None:  # a named partition must be there and compacted, dry run or not
-        manager.compacted_partitions(partitions)
+    if args.partition is not None:
         if (error := manager.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
             raise error
         not_given = {}
@@ -549,6 +556,19 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
     _print(args, {"ok": ok, "now_ms": now, "partitions": [r.to_dict() for r in reports], "not_given": left},
            "\n".join(lines) or "no compacted partitions")
     return 0 if ok else 1
+
+
+def check_delete_records(args: argparse.Namespace, manager: LogManager) -> None:
+    """What ``delete-records`` is refused for before it changes anything (see ``PRECHECKS``)."""
+    manager.get_log(args.topic, args.partition).check_delete_records(args.before_offset)
+
+
+def check_produce(args: argparse.Namespace, manager: LogManager) -> None:
+    """What ``produce`` is refused for before it changes anything (see ``PRECHECKS``); the
+    records themselves are checked against the topic's config in ``cmd_produce``."""
+    check_not_metadata_log(args.topic, "produce")
+    if args.partition not in manager.partitions(args.topic):
+        manager.get_log(args.topic, args.partition)  # raises, naming the partitions there are
 
 
 def cmd_delete_records(args: argparse.Namespace, manager: LogManager) -> int:
@@ -666,6 +686,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "erasure-report": cmd_erasure_report,
 }
 NEEDS_NO_LOG_DIRS = {"dump"}
+# What a writable command is refused for, asked of a read-only view of the log dirs first: the
+# writable open is itself a change (a recovery, the clean-shutdown marker, a partition's stray
+# producer snapshots), and refused input changes nothing. The view answers as the log will be.
+PRECHECKS: dict[str, Callable[[argparse.Namespace, LogManager], None]] = {
+    "produce": check_produce,
+    "compact": check_compact,
+    "delete-records": check_delete_records,
+}
 # Commands that only read open the log dirs read-only: they never repair or truncate, so
 # `verify` reports damage exactly as it found it.
 READ_ONLY = {"consume", "verify", "erasure-report"}
@@ -674,6 +702,10 @@ READ_ONLY = {"consume", "verify", "erasure-report"}
 def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None = None) -> int:
     """``engines`` adds ``--engine`` choices besides ``local`` (see :class:`Engine`)."""
     args: argparse.Namespace | None = None
+    if sys.stdout is None:  # started with stdout closed (``>&-``): no report could be written, so do nothing
+        if sys.stderr is not None:
+            print("error: standard output is closed: logctl writes its report there", file=sys.stderr)
+        return 1
     try:
         args = build_parser().parse_args(argv)
         args.engines = dict(engines or {})
@@ -698,6 +730,9 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
                     manager.check_name_free(args.name)
             if args.command == "produce":
                 args.records = _produce_input(args)
+            if not read_only and args.command in PRECHECKS:
+                with LogManager(log_dirs, broker_props, read_only=True) as manager:
+                    PRECHECKS[args.command](args, manager)
             with LogManager(log_dirs, broker_props, read_only=read_only) as manager:
                 status = COMMANDS[args.command](args, manager)
         for text in args.report:

@@ -462,19 +462,26 @@ class Log(LogReads):
 
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (kafka-delete-records); segments go with the next retention run."""
-        check_not_metadata_log(self.topic, "delete-records")
+        self.check_delete_records(before_offset)
         self._require_writable()
         with self.lock.hold():
             self._sync_locked()
-            if before_offset > self.high_watermark or before_offset < 0:
-                raise OffsetOutOfRangeError(
-                    f"Cannot increment the log start offset to {before_offset} of partition {self.tp} since it is "
-                    f"larger than the high watermark {self.high_watermark}"
-                    if before_offset >= 0
-                    else f"offset {before_offset} is negative"
-                )
+            self.check_delete_records(before_offset)
             self.commit_log_start_offset(before_offset)
             return self.log_start_offset
+
+    def check_delete_records(self, before_offset: int) -> None:
+        """Raise unless ``delete_records(before_offset)`` may advance the log start offset: not
+        KRaft's metadata log, and an offset from 0 to the high watermark. A read-only view
+        answers as the log will after recovery, so ``logctl`` asks it before a writable open."""
+        check_not_metadata_log(self.topic, "delete-records")
+        if before_offset > self.high_watermark or before_offset < 0:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {before_offset} of partition {self.tp} since it is "
+                f"larger than the high watermark {self.high_watermark}"
+                if before_offset >= 0
+                else f"offset {before_offset} is negative"
+            )
 
     def commit_log_start_offset(self, new_offset: int) -> None:
         """Persist a higher log start offset (lock held); the commit point of segment deletion."""

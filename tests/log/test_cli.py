@@ -481,3 +481,20 @@ def test_a_run_over_some_log_dirs_is_not_failed_after_its_work_by_another_topics
     code, _, err = logctl(str(d1), "compact", "--topic", "r", "--partition", "1", "--dry-run")
     assert code == 1 and err.startswith("error: topic r was placed over log dirs not among those given") and \
         err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args,closed,said", [
+    (["produce", "t", "--partition", "0"], "<&-", "error: standard input is closed: produce reads its records from it"),
+    (["consume", "t", "--partition", "0"], ">&-", "error: standard output is closed: logctl writes its report there"),
+])
+def test_a_closed_standard_stream_is_one_line_not_a_traceback(tmp_path, args, closed, said):
+    """Started with stdin or stdout closed, ``produce`` and ``consume`` ended in a traceback
+    (``'NoneType' object is not iterable``); nothing is written then either."""
+    root = tmp_path / "logs"
+    assert main(["--log-dirs", str(root), "topic", "create", "t", "--partitions", "1"]) == 0
+    before = snapshot(root)
+    command = " ".join([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), *args, closed])
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 1 and done.stderr == said + "\n"
+    assert snapshot(root) == before

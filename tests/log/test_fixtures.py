@@ -144,3 +144,23 @@ def test_retention_leaves_a_broker_s_kraft_metadata_log_whole(real_kafka, tmp_pa
             with pytest.raises(InvalidTopicError, match="KRaft's metadata log, not a topic"):
                 change()
     assert {p.name: p.read_bytes() for p in metadata_log.iterdir() if p.suffix in (".log", ".checkpoint")} == before
+
+
+@pytest.mark.parametrize("args", [
+    ("produce", "__cluster_metadata", "--partition", "0"),
+    ("delete-records", "__cluster_metadata", "--partition", "0", "--before-offset", "1"),
+    ("compact", "--topic", "__cluster_metadata", "--partition", "0"),
+    ("delete-records", "belajarkafka", "--partition", "0", "--before-offset", "999999"),
+])
+def test_a_refused_command_changes_no_file_of_a_broker_s_log_dir(real_kafka, tmp_path, monkeypatch, capsys, args):
+    """These were refused only after the log dirs were opened for writing, which had already
+    replaced the broker's clean-shutdown marker and removed the partition's stray producer
+    snapshot (one the error then said was "never changed"). They are asked of a read-only view
+    first (``cli.PRECHECKS``)."""
+    from tests.helpers.cli import run_logctl
+
+    root = _copy(real_kafka / "renoagilsaputra__kafka" / "data", tmp_path / "data")
+    before = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    code, out, err = run_logctl(root, monkeypatch, capsys, *args, stdin='{"value": "x"}\n')
+    assert code == 1 and out == "" and err.startswith("error: ") and err.count("\n") == 1, err
+    assert {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()} == before
