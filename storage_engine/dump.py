@@ -3,13 +3,16 @@
 
 Every batch is shown with its header fields and, when its CRC and structure check out, its
 records; an invalid batch is shown with the error instead, and bytes after the last complete
-batch are reported, so a damaged file can be inspected rather than refused. Temporary names
+batch are reported (with why, when a header no batch can have stops the walk there), so a
+damaged file can be inspected rather than refused. The file is mapped, not read into memory,
+so a file larger than the memory dumps too. Temporary names
 (``.deleted``, ``.cleaned``, ``.swap``) are dumped as the file they hold.
 """
 
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import re
 import stat
@@ -17,11 +20,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .checkpoint import read_checkpoint
-from .errors import LogError
+from .errors import CorruptRecordError, LogError
 from .index import OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
 from .nofollow import file_kind
-from .record import decode_batch, scan_batches, verify_batch
+from .record import RawBatch, decode_batch, scan_batches, verify_batch
 
 #: Renders a key, value or header value for output (None stays None).
 Encoder = Callable[[bytes | None], "str | None"]
@@ -32,37 +35,57 @@ class DumpError(LogError):
 
 
 def _dump_log_file(path: Path, encode: Encoder) -> list[Any]:
-    data = path.read_bytes()
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return []
+        try:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as exc:  # no address space left for it (a ulimit -v)
+            raise DumpError(f"{path}: cannot map the file to read it: {exc.strerror}") from None
+        with data:
+            return _dump_batches(data, path, encode)  # returns before the map closes: no view of it outlives it
+
+
+def _dump_batches(data: mmap.mmap, path: Path, encode: Encoder) -> list[Any]:
     out: list[Any] = []
     end = 0
-    for raw in scan_batches(data, path=str(path)):
-        h = raw.header
-        entry: dict[str, Any] = {
-            "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
-            "position": raw.position, "size": h.size_in_bytes, "magic": h.magic, "crc": h.crc,
-            "compresscodec": h.compression.name.lower(),
-            "timestampType": "LogAppendTime" if h.timestamp_type == 1 else "CreateTime",
-            "maxTimestamp": h.max_timestamp, "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
-            "baseSequence": h.base_sequence, "partitionLeaderEpoch": h.partition_leader_epoch,
-            "isTransactional": h.is_transactional, "isControl": h.is_control,
-            "deleteHorizonMs": h.delete_horizon_ms,
-        }
-        try:
-            verify_batch(raw, path=str(path))
-            entry["isValid"] = True
-            entry["records"] = [
-                {"offset": r.offset, "timestamp": r.timestamp, "key": encode(r.key), "value": encode(r.value),
-                 "headers": [[k, encode(v)] for k, v in r.headers]}
-                for r in decode_batch(raw, path=str(path), verify=False)
-            ]
-        except LogError as exc:
-            entry["isValid"] = False
-            entry["error"] = str(exc)
-        out.append(entry)
-        end = raw.position + h.size_in_bytes
+    try:
+        for raw in scan_batches(data, path=str(path)):
+            out.append(_batch_entry(raw, path, encode))
+            end = raw.position + raw.header.size_in_bytes
+    except CorruptRecordError as exc:  # a header no batch can have: the batches before it are shown
+        out.append({"trailingBytes": len(data) - end, "position": end, "error": str(exc)})
+        return out
     if end != len(data):
         out.append({"trailingBytes": len(data) - end, "position": end})
     return out
+
+
+def _batch_entry(raw: RawBatch, path: Path, encode: Encoder) -> dict[str, Any]:
+    """One batch as ``dump`` shows it: its header, and its records or why they cannot be read."""
+    h = raw.header
+    entry: dict[str, Any] = {
+        "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
+        "position": raw.position, "size": h.size_in_bytes, "magic": h.magic, "crc": h.crc,
+        "compresscodec": h.compression.name.lower(),
+        "timestampType": "LogAppendTime" if h.timestamp_type == 1 else "CreateTime",
+        "maxTimestamp": h.max_timestamp, "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
+        "baseSequence": h.base_sequence, "partitionLeaderEpoch": h.partition_leader_epoch,
+        "isTransactional": h.is_transactional, "isControl": h.is_control,
+        "deleteHorizonMs": h.delete_horizon_ms,
+    }
+    try:
+        verify_batch(raw, path=str(path))
+        entry["isValid"] = True
+        entry["records"] = [
+            {"offset": r.offset, "timestamp": r.timestamp, "key": encode(r.key), "value": encode(r.value),
+             "headers": [[k, encode(v)] for k, v in r.headers]}
+            for r in decode_batch(raw, path=str(path), verify=False)
+        ]
+    except LogError as exc:
+        entry["isValid"] = False
+        entry["error"] = str(exc)
+    return entry
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -78,7 +101,8 @@ def _one_line(text: str | None) -> str:
 
 def _format_batch(e: dict[str, Any]) -> str:
     if "trailingBytes" in e:
-        return f"Found {e['trailingBytes']} invalid bytes at the end of the file (position {e['position']})"
+        why = f": {e['error']}" if "error" in e else ""
+        return f"Found {e['trailingBytes']} invalid bytes at the end of the file (position {e['position']}){why}"
     line = (f"baseOffset: {e['baseOffset']} lastOffset: {e['lastOffset']} count: {e['count']} "
             f"baseSequence: {e['baseSequence']} partitionLeaderEpoch: {e['partitionLeaderEpoch']} "
             f"isTransactional: {str(e['isTransactional']).lower()} isControl: {str(e['isControl']).lower()} "

@@ -255,6 +255,25 @@ def test_dump_log_index_timeindex_and_checkpoint(cli):
     assert cli("dump", str(part / "nope.log"))[0] == 1
 
 
+@pytest.mark.parametrize("damage", [b"\x00" * 4096, b"\xff" * 12 + b"\x00" * 50])
+def test_dump_shows_the_batches_before_a_header_no_batch_can_have(cli, tmp_path, damage):
+    """A zero-filled tail (what a crash leaves) or a negative length made ``dump`` refuse the
+    whole file, showing none of the valid batches before it, unlike kafka-dump-log and its own
+    promise to show a damaged file. An empty file dumps as no batches."""
+    cli("topic", "create", "t", "--partitions", "1")
+    cli("produce", "t", "--partition", "0", "--batch-size", "1", stdin=lines({"value": "a"}, {"value": "b"}))
+    copy = tmp_path / "00000000000000000000.log"
+    good = (cli.root / "t-0" / copy.name).read_bytes()
+    copy.write_bytes(good + damage)
+    dumped = cli.json("dump", str(copy), "--json")[0]["batches"]
+    assert [b["baseOffset"] for b in dumped[:-1]] == [0, 1] and all(b["isValid"] for b in dumped[:-1])
+    assert dumped[-1]["position"] == len(good) and dumped[-1]["trailingBytes"] == len(damage)
+    code, out, _ = cli("dump", str(copy))
+    assert code == 0 and f"Found {len(damage)} invalid bytes at the end of the file (position {len(good)}): " in out
+    copy.write_bytes(b"")
+    assert cli.json("dump", str(copy), "--json") == [{"file": str(copy), "batches": []}]
+
+
 def test_verify_reports_corruption_with_exit_status_1(cli):
     cli("topic", "create", "t", "--partitions", "1")
     cli("produce", "t", "--partition", "0", "--batch-size", "1", stdin=lines(*({"key": "k", "value": "v" * 50} for _ in range(5))))
