@@ -592,21 +592,25 @@ class LogManager(TopicAdmin):
         file metadata (``stats.read_partition_stats``, no log opened, no record read), given its
         log dir's ``checkpoints`` (``stats.log_dir_checkpoints``). A reader of a log dir whose
         next writable open recovers it gets its read-only view's stats instead (``live_stats``),
-        cut where recovery will cut: the files would plan for segments recovery deletes. That
-        view reads the batches from the recovery point, and is closed at once, so planning
-        over thousands of partitions holds none of them open."""
+        cut where recovery will cut: the files would plan for segments recovery deletes; so does
+        a partition holding a ``.swap`` file, which a load may complete (a read-only view then
+        refuses it, naming what the open would do, as ``verify`` does). That view reads the
+        batches from the recovery point, and is closed at once, so planning over thousands of
+        partitions holds none of them open."""
         key = (loc.topic, loc.partition)
-        if loc.log_dir.recovery_pending:
-            if key in self._logs:
-                return live_stats(self._logs[key])
-            log = self._load_log(loc)
-            try:
-                return live_stats(log)
-            finally:
-                log.close()
-        lso, cleaner = checkpoints
-        return read_partition_stats(loc.path, log_start_offset_checkpoint=lso.get(key),
-                                    cleaner_checkpoint=cleaner.get(key), topic_partition=key)
+        if not loc.log_dir.recovery_pending:
+            lso, cleaner = checkpoints
+            stats = read_partition_stats(loc.path, log_start_offset_checkpoint=lso.get(key),
+                                         cleaner_checkpoint=cleaner.get(key), topic_partition=key)
+            if not stats.swap_left:
+                return stats
+        if key in self._logs:
+            return live_stats(self._logs[key])
+        log = self._load_log(loc)
+        try:
+            return live_stats(log)
+        finally:
+            log.close()
 
     def delete_expired_files(self, *, unreadable: dict[str, str] | None = None
                              ) -> dict[tuple[str, int], list[tuple[str, int]]]:

@@ -34,7 +34,7 @@ from .checkpoint import (
 )
 from .index import OffsetIndex, TimeIndex
 from .segment_time import largest_timestamp
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, check_partition_entry, parse_partition_dir
+from .naming import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, check_partition_entry, parse_partition_dir
 from .nofollow import check_not_symlink, open_nofollow
 from .record import BatchHeader
 from .record.file_records import read_headers
@@ -81,6 +81,7 @@ class PartitionStats:
     log_start_offset: int
     cleaner_checkpoint: int | None = None
     log_end_offset: int | None = None  # known for an open log's stats; else read when needed (``segment_next_offset``)
+    swap_left: bool = False  # a ``.swap`` file is there: a load may complete it, so the files alone do not say the log
 
     @property
     def size_bytes(self) -> int:
@@ -148,6 +149,7 @@ def read_partition_stats(
         raise ValueError(f"{directory} is not a partition directory (<topic>-<partition>)")
     entries = []
     time_indexes = set()
+    swap_left = False
     check_not_symlink(directory)  # raises, naming the link: nothing is read through it
     with os.scandir(directory) as it:
         for entry in it:
@@ -159,6 +161,8 @@ def read_partition_stats(
                 entries.append((int(name[:20]), st.st_size, int(st.st_mtime * 1000)))
             elif len(name) == 30 and name.endswith(TIME_INDEX_SUFFIX):
                 time_indexes.add(name[:20])
+            elif name.endswith(SWAP_SUFFIX):
+                swap_left = True
     entries.sort()
     dir_str = str(directory)
     entries = _without_empty_strays(dir_str, entries)
@@ -172,7 +176,8 @@ def read_partition_stats(
     checkpoint = log_start_offset_checkpoint or 0
     if segments and checkpoint > segments[-1].base_offset and checkpoint > segment_next_offset(dir_str, segments[-1].base_offset):
         checkpoint = first_base  # damage, which the loader ignores (``_ignore_log_start_beyond_end``)
-    return PartitionStats(parsed[0], parsed[1], directory, segments, max(checkpoint, first_base), cleaner_checkpoint)
+    return PartitionStats(parsed[0], parsed[1], directory, segments, max(checkpoint, first_base), cleaner_checkpoint,
+                          swap_left=swap_left)
 
 
 def _without_empty_strays(directory: str, entries: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

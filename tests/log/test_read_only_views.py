@@ -672,3 +672,20 @@ def test_offsets_below_the_recovery_point_are_never_given_again(logctl, lost):
     assert code == 0 and "at offsets 12..12" in out
     code, out, _ = logctl("consume", "t", "--partition", "0", "--from-offset", "12")
     assert code == 0 and [json.loads(line)["value"] for line in out.splitlines()] == ["after"]
+
+
+def test_the_dry_runs_refuse_an_interrupted_swap_as_verify_does(logctl):
+    """A ``.swap`` left with a clean-shutdown marker (a broker's copy, a swap placed by hand):
+    ``verify`` and ``consume`` refused the partition, naming what a writable open does, while
+    ``retention --dry-run`` planned from the files that open replaces (deleting more bytes than
+    the real run then did). The dry runs plan from what the open leaves, so they refuse too."""
+    part = _build(logctl.root, n=12, segment_bytes=300)
+    bases = _bases(part)
+    swap = segment_file(part, 0, ".log").with_name(segment_file(part, 0, ".log").name + ".swap")
+    swap.write_bytes(segment_file(part, 0, ".log").read_bytes() + segment_file(part, bases[1], ".log").read_bytes())
+    before = _files(logctl.root)
+    for args in (("verify",), ("retention", "--dry-run", "--now-ms", str(2**40)), ("compact", "--dry-run")):
+        code, out, err = logctl(*args)
+        assert "interrupted swap: a writable open would" in (out if args == ("verify",) else _one_line_error(code, err))
+        assert code == 1
+    assert _files(logctl.root) == before
