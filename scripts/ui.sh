@@ -5,7 +5,10 @@
 # LOGPLAT_SPARK_MASTER is set, the runs share a local Spark Connect server that lives as long as
 # the UI (spark_jobs/connect_server.py), instead of each starting a JVM of its own.
 source "$(dirname "$0")/env.sh"
-export LOGPLAT_LOG_DIRS="${LOGPLAT_LOG_DIRS:-$ROOT/data/logs}"
+if [ -z "${LOGPLAT_LOG_DIRS:-}" ]; then  # the default log dir is ours to make; a given one must be there
+    export LOGPLAT_LOG_DIRS="$ROOT/data/logs"
+    mkdir -p "$LOGPLAT_LOG_DIRS"
+fi
 export DAGSTER_HOME="$(cd "${DAGSTER_HOME:-$ROOT/dagster_home}" && pwd)"
 # One platform per instance (this UI or the main job, platform_assets/tools/instance_setup.py:
 # SERVERS_LOCK_FILE): fd 9 holds the lock, and the processes exec'd below keep it for their life.

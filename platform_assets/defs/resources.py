@@ -15,6 +15,7 @@ In-process tests get the test session back: ``getOrCreate`` returns the active s
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -22,6 +23,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from spark_jobs.session import build_spark_session, is_remote, session_config
+from storage_engine.errors import LogError
 from storage_engine.manager import LogManager
 
 from ..logic.settings import PlatformSettings
@@ -40,7 +42,14 @@ class LogStoreResource(dg.ConfigurableResource):
         """A ``LogManager`` over the log dirs; read-only unless a caller must write (the checks
         and the sensors that read states never do: a read-only manager repairs nothing and
         leaves no session file; ``deleted_files_sensor`` removes expired ``.deleted`` files
-        through one: that sweep takes no partition lock and changes no log)."""
+        through one: that sweep takes no partition lock and changes no log). A log dir that is
+        not there (unmounted, moved, mistyped) is refused, naming it, as ``logctl`` refuses it:
+        read as a log dir without topics, it made every sensor say there was nothing to do."""
+        for d in self.log_dirs:
+            if not os.path.isdir(d):
+                why = "is not a directory" if os.path.lexists(d) else "does not exist"
+                raise LogError(f"log dir {d} {why} (LOGPLAT_LOG_DIRS={','.join(self.log_dirs)}): unmounted, moved or "
+                               "mistyped? No log there is read until it is back")
         with LogManager(self.log_dirs, self.broker_properties, read_only=read_only) as manager:
             yield manager
 

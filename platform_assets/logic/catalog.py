@@ -15,6 +15,7 @@ location from loading). The asset key and the partition set keep the real name.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -116,9 +117,13 @@ def discover_topics(log_dirs: Sequence[str], broker_props: Mapping[str, str]) ->
     names and configs are read: a bad file in one partition shows on that partition (the
     sensors' ``log_health``, its runs), and a topic whose config is refused is left out with the
     reason, which the state sensor reports; neither stops the code location from loading, which
-    would stop every run of every topic."""
+    would stop every run of every topic. Nor does a log dir that is not there (unmounted, a
+    file): the load reads the others, and the sensors' ticks fail naming it."""
     topics, refused = [], {}
-    with LogManager(list(log_dirs), broker_props, read_only=True) as manager:
+    present = [d for d in log_dirs if os.path.isdir(d)]
+    if not present:
+        return Catalog((), {})
+    with LogManager(present, broker_props, read_only=True) as manager:
         for name in manager.topic_names():
             try:
                 topics.append(Topic(name, manager.topic_config(name)))

@@ -528,3 +528,26 @@ def test_a_topic_altered_to_compact_is_compacted_without_a_reload(logs, instance
     assert {tp for tp in after if tp[0] == "clicks"} == {("clicks", "0"), ("clicks", "1")}
     assert not [tp for tp in after if tp[0] == "orders"]
     assert after[("clicks", "0")].job_name.startswith("cleanup__clicks")
+
+
+@pytest.mark.parametrize("gone", ["moved away", "a file in its place"])
+def test_a_log_dir_that_is_not_there_fails_the_ticks_naming_it(logs, instance, gone):
+    """A log dir unmounted or moved read as one without topics: every sensor and the sweep said
+    there was nothing to do, and the state sensor advised a reload that would drop every asset.
+    A file in its place failed the code location's load with a raw error. The load now reads
+    the log dirs that are there, and every tick fails naming the one that is not."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    logs.rename(logs.with_name("unmounted"))
+    if gone == "a file in its place":
+        logs.write_text("not a log dir")
+    why = "is not a directory" if gone == "a file in its place" else "does not exist"
+    for name in ("log_state_sensor", "compaction_sensor", "retention_sensor", "deleted_files_sensor"):
+        with pytest.raises(Exception, match=f"log dir {logs} {why}"):
+            tick(defs, settings, instance, name)
+    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
+    with pytest.raises(Exception) as raised:  # Dagster's error for the schedule, caused by ours
+        defs.get_repository_def().get_schedule_def("sweep__orders").evaluate_tick(context)
+    assert str(raised.value.__cause__).startswith(f"log dir {logs} {why}")
+    reloaded, _ = definitions_for(logs)  # the load itself goes on, without the topics
+    assert not reloaded.assets
