@@ -186,6 +186,7 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         if unreadable:
             context.log.error(unreadable_note(unreadable))
         requests, events = [], []
+        gone_tps: list[TopicPartition] = []
         keys_added = recorded = 0
         for topic in sorted((set(by_topic) | set(unreadable_by_topic)) & known):
             topic_states = by_topic.get(topic, [])
@@ -195,6 +196,13 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
             history = (context.instance.get_materialized_partitions(log_asset_key(topic))
                        if keys_not_on_disk(existing, on_disk) else set())
             update = plan_key_update(existing, on_disk, history)
+            # a key kept for its history whose partition is gone (the topic deleted and created
+            # again with fewer partitions) kept its last, green log_health for ever
+            lost = {n: f"partition {n} of topic {topic} is no longer in the log dirs (the topic was deleted and "
+                       "created again with fewer partitions?); its key stays for its history"
+                    for n in (parse_partition_number(k) for k in keys_not_on_disk(existing, on_disk) if k in history)
+                    if n is not None}
+            gone_tps.extend((topic, n) for n in lost)
             # the first keys in order, the rest at the next tick (Dagster asks for at most 25k per evaluation)
             update = replace(update, add=update.add[:max(0, MAX_KEYS_PER_TICK - keys_added)])
             keys_added += len(update.add)
@@ -208,13 +216,14 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
                     events.extend(evaluations(log_asset_key(topic), [health_outcome(s)]))
                     recorded += 1
                     cursor.record(s)
-            for partition in unreadable_by_topic.get(topic, ()):
-                why = unreadable[(topic, partition)]
+            failing = {**{p: unreadable[(topic, p)] for p in unreadable_by_topic.get(topic, ())}, **lost}
+            for partition, why in sorted(failing.items()):
                 if recorded < settings.max_observations_per_tick and cursor.changed_unreadable((topic, partition), why):
                     events.extend(evaluations(log_asset_key(topic), [unreadable_outcome(partition, why)]))
                     recorded += 1
                     cursor.record_unreadable((topic, partition), why)
-        cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known])
+        cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known]
+                         + gone_tps)
         for asset_key, partitions in _health_partitions(events).items():
             clear_sensor_results(context.instance, asset_key, HEALTH_CHECK, partitions)
         if not requests and not events:

@@ -551,3 +551,21 @@ def test_a_log_dir_that_is_not_there_fails_the_ticks_naming_it(logs, instance, g
     assert str(raised.value.__cause__).startswith(f"log dir {logs} {why}")
     reloaded, _ = definitions_for(logs)  # the load itself goes on, without the topics
     assert not reloaded.assets
+
+
+def test_a_partition_gone_with_its_topic_recreated_smaller_fails_its_health_once(logs, instance):
+    """orders deleted and created again with 2 partitions: the key of orders-2 stays for its
+    history, and its last log_health, green, stayed the latest for ever. It now fails, saying
+    the partition is gone, once."""
+    defs, settings = definitions_for(logs)
+    data = discover(defs, settings, instance)
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=["logs", "orders"], partition="2"))
+    with LogManager([logs]) as manager:
+        manager.delete_topic("orders")
+    with LogManager([logs]) as manager:
+        manager.create_topic("orders", 2, {"cleanup.policy": "compact"})
+    data = discover(defs, settings, instance, data.cursor)
+    gone = health_results(data)[("orders", "2")]
+    assert not gone.passed and "partition 2 of topic orders is no longer in the log dirs" in gone.description
+    assert "2" in instance.get_dynamic_partitions(partitions_def_name("orders"))
+    assert ("orders", "2") not in health_results(discover(defs, settings, instance, data.cursor))
