@@ -311,23 +311,28 @@ def test_the_sweep_asks_for_no_partition_a_run_covers_and_says_what_it_waits_for
     while every partition needed work, its keys not yet added by log_state_sensor."""
     defs, settings = definitions_for(logs)
     sweep = defs.get_repository_def().get_schedule_def("sweep__orders")
-    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
-    quiet = sweep.evaluate_tick(context)
-    assert not quiet.run_requests and "3 partition(s) wait for log_state_sensor to add their keys" in quiet.skip_message
+
+    def evaluate():  # the context closed again: it does not stay Dagster's "current" instance
+        with dg.build_schedule_context(instance=instance, resources=build_resources(settings)) as context:
+            return sweep.evaluate_tick(context)
+
     discover(defs, settings, instance)
     instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
                                    status=dg.DagsterRunStatus.STARTED, asset_selection=frozenset(
                                        {dg.AssetKey(["logs", "orders"])}),
                                    tags={"logplat/topic": "orders", "dagster/partition": "0"}))
-    (request,) = sweep.evaluate_tick(context).run_requests  # orders-2 alone, no range over orders-0
+    (request,) = evaluate().run_requests  # orders-2 alone, no range over orders-0
     assert (request.tags["dagster/asset_partition_range_start"], request.tags["dagster/asset_partition_range_end"]) \
         == ("2", "2")
     instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
                                    status=dg.DagsterRunStatus.STARTING, asset_selection=frozenset(
                                        {dg.AssetKey(["logs", "orders"])}),
                                    tags={"logplat/topic": "orders", "dagster/partition": "2"}))
-    quiet = sweep.evaluate_tick(context)
+    with LogManager([logs]) as manager:
+        manager.add_partitions("orders", 4)  # a partition the state sensor has not seen yet
+    quiet = evaluate()
     assert not quiet.run_requests and "2 partition(s) that need work have a run queued or running" in quiet.skip_message
+    assert "1 partition(s) wait for log_state_sensor to add their keys" in quiet.skip_message
 
 
 def test_the_sweep_leaves_a_partition_whose_cleaning_failed_in_its_current_state(logs, instance):
