@@ -48,6 +48,8 @@ class SparkEngine:
         ``--engine local`` (``storage_engine.cli.compaction_choice``)."""
         if partitions == []:
             return []
+        _refuse_first(manager, None if partitions is None else {t for t, _ in partitions},
+                      None if partitions is None else set(partitions))
         result = compact_partitions(self.spark, partitions=partitions, now_ms=now_ms, force=force, manager=manager)
         return [o.report for o in result.outcomes]
 
@@ -56,6 +58,7 @@ class SparkEngine:
         if topic is not None:  # its partitions with a directory, as local retention plans (an unknown topic refused)
             manager.partitions(topic)
             chosen = sorted(manager.partition_locations(topic))
+        _refuse_first(manager, topic)
         result = retention_partitions(self.spark, partitions=chosen, now_ms=now_ms, dry_run=dry_run, manager=manager)
         # a partition whose stats could not be read failed before it had a plan: it is still listed
         return [
@@ -65,6 +68,18 @@ class SparkEngine:
                "log_start_offset_after": o.log_start_offset_after}
             for o in result.outcomes
         ]
+
+
+def _refuse_first(manager: LogManager, topics: str | set[str] | None,
+                  only: set[tuple[str, int]] | None = None) -> None:
+    """Read the stats of every partition the command covers before any job starts, as
+    ``--engine local`` plans them all first: a partition the engine refuses (a misnamed segment
+    file, a directory where a file belongs) refuses the whole command, naming it, before
+    anything changes. The jobs leave such checks to each task, which let the other partitions be
+    cleaned and reported the refused one as failed: the two engines did different things. (A
+    Dagster run checks only its own partitions: another one that cannot be read is not its.)"""
+    for _ in manager.partition_stats(topics, only):
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -425,11 +425,29 @@ def test_logctl_engine_spark_exits_1_naming_a_partition_its_job_could_not_clean(
     assert main(["--log-dirs", str(tmp_path), "compact", "--engine", "spark", "--topic", "c", "--partition", "1"]) == 1
     assert capsys.readouterr().out.startswith("c-1: failed: CorruptRecordError: Record is corrupt")
 
-    (tmp_path / "c-0" / "5.log").write_bytes(b"")  # the stats refuse a misnamed segment file
-    assert main(["--log-dirs", str(tmp_path), "retention", "--engine", "spark", "--dry-run"]) == 1
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("c-0: failed: InvalidSegmentNameError: ") and "5.log" in lines[0]
-    assert lines[1:] == ["c-1: nothing to delete"]
+
+
+@pytest.mark.parametrize("command", [["retention", "--now-ms", str(NOW + 10**9)], ["compact", "--now-ms", str(NOW)]])
+def test_logctl_engine_spark_refuses_what_local_refuses_before_changing_anything(spark, tmp_path, capsys, command):
+    """A partition the engine refuses (a misnamed segment file) refuses ``--engine local`` as a
+    whole before it changes anything. The Spark jobs left that check to each task: retention
+    deleted the other partitions' segments and failed that one, and compaction, which reads only
+    compacted topics, cleaned and exited 0. Both engines now refuse the command alike."""
+    from spark_jobs.cli import main
+
+    random_topic(tmp_path / "local", "c", 11)
+    with LogManager([tmp_path / "local"]) as manager:
+        manager.create_topic("f", 1, {"retention.ms": "1000"})
+        manager.get_log("f", 0).append([ProducerRecord(b"k", b"v", NOW)], now=NOW)
+    (tmp_path / "local" / "f-0" / "5.log").write_bytes(b"")
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    before = {p.relative_to(tmp_path / "spark"): p.read_bytes() for p in (tmp_path / "spark").rglob("*") if p.is_file()}
+    for engine in ("local", "spark"):
+        assert main(["--log-dirs", str(tmp_path / engine), *command, "--engine", engine]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "f-0/5.log: not a segment file name" in err and err.count("\n") == 1
+    assert {p.relative_to(tmp_path / "spark"): p.read_bytes() for p in (tmp_path / "spark").rglob("*")
+            if p.is_file() and not p.name.endswith(".lock")} == {p: b for p, b in before.items() if not p.name.endswith(".lock")}
 
 
 def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark, tmp_path):
