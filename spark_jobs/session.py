@@ -51,6 +51,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
     "spark.driver.memory": "2g",
+    # an error raised in a Python worker (a data source option refused, a damaged batch) is its
+    # message, not the worker's whole Python traceback inside Spark's exception
+    "spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true",
 }
 
 # A Spark Connect client sets only session settings: the rest are the server's.
@@ -58,13 +61,14 @@ REMOTE_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true",
 }
 CONNECT_SCHEME = "sc://"
 CONNECT_DEFAULT_PORT = 15002  # Spark Connect's own default
 CONNECT_PROBE_TIMEOUT_S = 5.0
 STANDALONE_SCHEME = "spark://"
 STANDALONE_DEFAULT_PORT = 7077
-_CLUSTER_SCHEMES = (STANDALONE_SCHEME, "k8s://", "mesos://")
+_CLUSTER_SCHEMES = (STANDALONE_SCHEME, "k8s://")  # Spark 4 has no Mesos
 # Spark's own forms (SparkMasterRegex), spaces around the numbers included
 _LOCAL_MASTER = re.compile(r"local(\[\s*(\*|[0-9]+)\s*(,\s*[0-9]+\s*)?\])?"
                            r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
