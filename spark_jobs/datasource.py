@@ -320,8 +320,9 @@ class SegmentSplit(InputPartition):
     """One byte range of one segment file: ``[start_position, end_position)`` holds whole batches.
 
     ``inode`` identifies the file planned, so an executor never reads a replacement that took
-    its name (a compaction swap) by mistake. ``at_tail`` marks the last range of the segment,
-    the only one allowed to end in a torn, partial batch.
+    its name (a compaction swap) by mistake. ``at_tail`` marks the last range of the active
+    segment, the only one allowed to end in a torn, partial batch (a rolled segment's torn end
+    is damage, which ``consume`` refuses too: the read used to skip those offsets silently).
     """
 
     topic: str
@@ -449,9 +450,11 @@ def _log_splits(log: Log, lo: int, hi: int, max_bytes: int) -> Iterator[SegmentS
         if byte_range is None:
             continue
         cuts = _cut_points(seg, byte_range[0], byte_range[1], max_bytes)
+        active = i == len(segments) - 1  # only the log's end can be a torn write: a rolled segment's is damage
         for a, b in zip(cuts, cuts[1:]):
             yield SegmentSplit(
-                log.topic, log.partition, str(seg.dir), seg.base_offset, seg.inode, a, b, lo, hi, at_tail=b == size
+                log.topic, log.partition, str(seg.dir), seg.base_offset, seg.inode, a, b, lo, hi,
+                at_tail=active and b == size,
             )
 
 

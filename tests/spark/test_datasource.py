@@ -340,7 +340,9 @@ def test_splits_tile_each_segment_at_batch_starts_and_pickle(logs):
     for (directory, base), parts in by_file.items():
         data = (Path(directory) / f"{base:020d}.log").read_bytes()
         starts = {raw.position for raw in scan_batches(data)}
-        assert parts[0].start_position == 0 and parts[-1].end_position == len(data) and parts[-1].at_tail
+        assert parts[0].start_position == 0 and parts[-1].end_position == len(data)
+        active = base == max(s.base_offset for s in splits if s.directory == directory)
+        assert parts[-1].at_tail == active  # only the log's end may be a torn write
         for a, b in zip(parts, parts[1:]):
             assert a.end_position == b.start_position and b.start_position in starts and not a.at_tail
         for p in parts:  # a range over the limit holds one batch too big to cut
@@ -460,3 +462,26 @@ def test_another_topics_symlinked_file_fails_only_reads_of_that_topic(logs, tmp_
         with pytest.raises(UnsafePathError, match="symbolic link"):
             plan_splits(ReadOptions.parse({"path": str(root), **options}))
     assert victim.read_bytes() == b"outside the log dir"
+
+
+def test_a_torn_end_of_a_rolled_segment_fails_the_read_as_consume_refuses_it(tmp_path):
+    """Only the log's end can be a torn write; a rolled segment's torn end is damage, where
+    ``consume`` stops naming the missing offsets. The read planned every segment's last range
+    as one that may end torn, and skipped those offsets without a word."""
+    from storage_engine.errors import CorruptRecordError, LogGapError
+
+    with LogManager([tmp_path]) as manager:
+        manager.create_topic("t", 1, {"segment.bytes": "400"})
+        log = manager.get_log("t", 0)
+        for i in range(20):
+            log.append([ProducerRecord(f"k{i}".encode(), b"v" * 50, 1_700_000_000_000)], now=1_700_000_000_000)
+    rolled = sorted((tmp_path / "t-0").glob("*.log"))[1]
+    last = list(scan_batches(rolled.read_bytes()))[-1]
+    os.truncate(rolled, last.position + 30)
+    with LogManager([tmp_path], read_only=True) as manager:
+        with pytest.raises(LogGapError, match=f"offsets {last.header.base_offset} to {last.header.base_offset} are missing"):
+            manager.get_log("t", 0).read(last.header.base_offset)
+    splits = plan_splits(ReadOptions.parse({"path": str(tmp_path)}))
+    with pytest.raises(CorruptRecordError, match="instead of the planned batch boundary"):
+        for split in splits:
+            list(read_split(split))
