@@ -184,20 +184,26 @@ def _audit_job(defs: dg.Definitions, settings, asset: dg.AssetsDefinition) -> dg
     ).resolve_job_def("audit")
 
 
+def _audited_health(platform, topic: str) -> dict[str, dg.AssetCheckEvaluation]:
+    """Run the topic's checks alone (an audit), then each partition's latest log_health."""
+    _, defs, settings, instance = platform
+    asset = _asset(defs, topic)
+    assert _audit_job(defs, settings, asset).execute_in_process(instance=instance).success
+    return {r.partition: r.event.dagster_event.event_specific_data
+            for r in reversed(instance.event_log_storage.get_asset_check_execution_history(
+                dg.AssetCheckKey(asset.key, HEALTH_CHECK), limit=10))}
+
+
 def test_an_audit_that_meets_a_damaged_batch_says_so_in_log_health(platform):
     """The cheap state cannot see a damaged batch: an audit's log_health said "cleaning due"
     (WARN) and replaced the ERROR the failed cleaning had recorded, while the damage showed only
     in another check's details. The audit's read of the records now tells log_health."""
-    root, defs, settings, instance = platform
+    root = platform[0]
     first = sorted((root / "orders-0").glob("*.log"))[0]
     data = bytearray(first.read_bytes())
     data[100] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
     first.write_bytes(bytes(data))
-    asset = _asset(defs, "orders")
-    assert _audit_job(defs, settings, asset).execute_in_process(instance=instance).success
-    latest = {r.partition: r.event.dagster_event.event_specific_data
-              for r in reversed(instance.event_log_storage.get_asset_check_execution_history(
-                  dg.AssetCheckKey(asset.key, HEALTH_CHECK), limit=10))}
+    latest = _audited_health(platform, "orders")
     assert not latest["0"].passed and latest["0"].severity == dg.AssetCheckSeverity.ERROR
     assert latest["0"].description.startswith("partition 0: its records cannot be read: ")
     assert "CRC" in latest["0"].description.upper()
@@ -459,15 +465,12 @@ def test_a_run_reads_only_its_partitions_and_an_audit_names_the_one_it_cannot_re
     misnamed file, as every sweep of the topic then did; an audit of the topic failed as a whole
     with no result for any partition. Now the run cleans its partition, and the audit fails
     orders-1's log_health saying why and checks the others."""
-    root, defs, settings, instance = platform
+    root, defs, _, instance = platform
     (root / "orders-1" / "5.log").write_bytes(b"")  # the engine refuses to open orders-1
     _, by_partition, _ = _materialize(platform, "orders", partition="0")
     assert by_partition["0"]["status"] == "compacted"
+    latest = _audited_health(platform, "orders")
     asset = _asset(defs, "orders")
-    assert _audit_job(defs, settings, asset).execute_in_process(instance=instance).success
-    latest = {r.partition: r.event.dagster_event.event_specific_data
-              for r in reversed(instance.event_log_storage.get_asset_check_execution_history(
-                  dg.AssetCheckKey(asset.key, HEALTH_CHECK), limit=10))}
     assert not latest["1"].passed and latest["1"].severity == dg.AssetCheckSeverity.ERROR
     assert f"cannot be read: {root / 'orders-1' / '5.log'}: not a segment file name" in latest["1"].description
     assert "cannot be read" not in latest["0"].description and "cannot be read" not in latest["2"].description
