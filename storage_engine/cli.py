@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
-from .errors import LogError, RecordTooLargeError, UnknownTopicOrPartitionError
+from .errors import LogError, NeedsRecoveryError, RecordTooLargeError, UnknownTopicOrPartitionError
 from .manager import LogManager, log_dirs_from_env
 from .topic_admin import check_creation
 from .topic_store import shown_path
@@ -559,8 +559,15 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
 
 
 def check_delete_records(args: argparse.Namespace, manager: LogManager) -> None:
-    """What ``delete-records`` is refused for before it changes anything (see ``PRECHECKS``)."""
-    manager.get_log(args.topic, args.partition).check_delete_records(args.before_offset)
+    """What ``delete-records`` is refused for before it changes anything (see ``PRECHECKS``).
+    A partition the view cannot show before its repair (an interrupted swap) is left to the
+    command, whose writable open repairs it and then checks the same."""
+    check_not_metadata_log(args.topic, "delete-records")
+    try:
+        log = manager.get_log(args.topic, args.partition)
+    except NeedsRecoveryError:
+        return
+    log.check_delete_records(args.before_offset)
 
 
 def check_produce(args: argparse.Namespace, manager: LogManager) -> None:

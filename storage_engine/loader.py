@@ -327,14 +327,17 @@ class LogLoader:
     def _restart_at_log_start(self, segments: list[LogSegment]) -> list[LogSegment]:
         """A log that recovery cut below its (kept, see ``_ignore_log_start_beyond_end``) log
         start offset holds only deleted records: as Kafka's ``LogLoader`` does, it restarts
-        there, in a new empty segment, and the older segments go as any wholly below the log
-        start do. It used to ignore the checkpoint, which brought deleted records back and gave
-        their offsets again. A read-only view shows the empty log the open leaves."""
+        empty, where a log without segments starts (``_empty_log_base``: no lower than the
+        recovery point either), and the old segments go. It used to ignore the checkpoint, which
+        brought deleted records back and gave their offsets again. The new segment is made
+        before the old ones go, so a kill between leaves a log that ends where this one starts.
+        A read-only view shows the empty log the open leaves."""
         lso = self.log_start_offset_checkpoint
         if not segments or segments[-1].read_next_offset() >= lso:
             return segments
+        base = self._empty_log_base()
         note = (f"{self.dir}: recovery cut the log below its log start offset {lso}: every record left is deleted, "
-                f"so the log restarts empty at {lso}")
+                f"so the log restarts empty at {base}")
         if self.read_only:
             self.warnings.append(note)
             for seg in segments:
@@ -342,8 +345,13 @@ class LogLoader:
             return []
         segments[-1].on_become_inactive()
         segments[-1].flush()
+        restarted = LogSegment(self.dir, base, self.config, create=True)
         self.actions.append(note)
-        return [*segments, LogSegment(self.dir, lso, self.config, create=True)]
+        for seg in segments:
+            seg.close()
+            seg.delete_files()
+            self.actions.append(f"deleted {seg.log_path.name}, all of it below the log start offset {lso}")
+        return [restarted]
 
     def _log_end_offset(self, segments: list[LogSegment]) -> int:
         """Offsets never go backwards: the log end offset is at least the recovery point

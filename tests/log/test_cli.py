@@ -517,3 +517,16 @@ def test_a_closed_standard_stream_is_one_line_not_a_traceback(tmp_path, args, cl
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 1 and done.stderr == said + "\n"
     assert snapshot(root) == before
+
+
+def test_delete_records_completes_an_interrupted_swap_as_before_its_precheck(cli):
+    """The read-only precheck of ``delete-records`` cannot show a partition left mid-swap; it
+    refused the command, which the writable open completes and then runs."""
+    cli("topic", "create", "t", "--partitions", "1", "--config", "segment.bytes=200")
+    cli("produce", "t", "--partition", "0", "--batch-size", "1", stdin=lines(*({"key": f"k{i}", "value": "v"}
+                                                                             for i in range(8))))
+    segment = cli.root / "t-0" / "00000000000000000000.log"
+    segment.with_name(segment.name + ".swap").write_bytes(segment.read_bytes())
+    code, out, err = cli("delete-records", "t", "--partition", "0", "--before-offset", "2")
+    assert code == 0 and "low_watermark: 2" in out, err
+    assert not list((cli.root / "t-0").glob("*.swap"))

@@ -689,3 +689,21 @@ def test_the_dry_runs_refuse_an_interrupted_swap_as_verify_does(logctl):
         assert "interrupted swap: a writable open would" in (out if args == ("verify",) else _one_line_error(code, err))
         assert code == 1
     assert _files(logctl.root) == before
+
+
+def test_a_log_cut_below_its_log_start_restarts_at_its_recovery_point_in_every_view(logctl):
+    """``delete-records`` to 15 of a log flushed to 20, then an unclean shutdown and a bad CRC
+    at offset 12: the view showed an empty log at 20, while the open restarted it at 15 and
+    kept the end at 20, leaving offsets 15 to 19 as a gap no reader could pass. Both restart
+    it at 20."""
+    part = _build(logctl.root, n=20)
+    assert logctl("delete-records", "t", "--partition", "0", "--before-offset", "15")[0] == 0
+    (logctl.root / CLEAN).unlink()
+    assert flip_last_byte(segment_file(part, 0, ".log"), 12) == 12
+    views = Views(logctl)
+    assert any("so the log restarts empty at 20" in p for p in views.verify_problems)
+    recovered, error = views.agree_with_recovery(logctl.root)
+    assert recovered == [] and error is None
+    described = json.loads(logctl("topic", "describe", "t", "--json")[1])["partitions"][0]
+    assert (described["log_start_offset"], described["log_end_offset"], described["segments"]) == (20, 20, 1)
+    assert logctl("verify")[0] == 0 and _bases(part) == [20]
