@@ -22,7 +22,7 @@ from .cleaner import CompactionReport
 from .config.properties import broker_props_from_env
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
 from .errors import LogError, NeedsRecoveryError, RecordTooLargeError, UnknownTopicOrPartitionError
-from .manager import LogManager, log_dirs_from_env
+from .manager import LogManager, log_dirs_from_env, missing_log_dir
 from .topic_admin import check_creation
 from .topic_store import shown_path
 from .naming import MAX_PARTITION, check_not_metadata_log
@@ -729,10 +729,10 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
             creating = args.command == "topic" and args.topic_command == "create"  # the one command that makes one
             if creating:
                 check_creation(args.name, args.partitions, _parse_config_pairs(args.config), broker_props)
-            for d in log_dirs:  # a mistyped path would read as a log dir without topics, and a write would make it
-                if not d.is_dir() and (d.exists() or not creating):
-                    raise LogError(f"log dir {d} {'is not a directory' if d.exists() else 'does not exist'}")
-            if creating and (present := [d for d in log_dirs if d.is_dir()]) != log_dirs and present:
+            for d in log_dirs:
+                if (why := missing_log_dir(d)) is not None and (os.path.lexists(d) or not creating):
+                    raise LogError(f"log dir {d} {why}")
+            if creating and (present := [d for d in log_dirs if missing_log_dir(d) is None]) != log_dirs and present:
                 with LogManager(present, broker_props, read_only=True) as manager:  # before a new dir is made
                     manager.check_name_free(args.name)
             if args.command == "produce":

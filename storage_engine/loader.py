@@ -77,6 +77,7 @@ from .naming import (
     offset_from_file_name,
 )
 from .cleaner.staging import remove_staging_if_idle
+from .faults import crash_point
 from .temp_files import TempFilePlan, plan_temp_files
 from .record import verify_batch
 from .segment import LogSegment
@@ -163,7 +164,7 @@ class LogLoader:
         if segments:
             self._ignore_log_start_beyond_end(segments, self.actions)
         segments = self._drop_segments_below_log_start(segments)  # committed deletions: never revalidated
-        segments = self._drop_segments_below_log_start(self._restart_at_log_start(self._recover(segments)))
+        segments = self._restart_at_log_start(self._recover(segments))
         segments_changed = [s.base_offset for s in segments] != bases_before
         if not segments:
             # Kafka restarts an empty log at the log start offset checkpoint, which can send
@@ -204,7 +205,7 @@ class LogLoader:
         if start.index is not None:
             segments = self._view_recovery_cut(segments, start.index, start.why)
         self._note_invalid_headers(segments)
-        segments = self._drop_segments_below_log_start(self._restart_at_log_start(segments))
+        segments = self._restart_at_log_start(segments)
         if not segments:
             base = self._empty_log_base()
             return LoadResult([], base, base, base, [], self.warnings)
@@ -330,7 +331,8 @@ class LogLoader:
         empty, where a log without segments starts (``_empty_log_base``: no lower than the
         recovery point either), and the old segments go. It used to ignore the checkpoint, which
         brought deleted records back and gave their offsets again. The new segment is made
-        before the old ones go, so a kill between leaves a log that ends where this one starts.
+        before the old ones go: a kill between leaves old segments holding only records below
+        the log start before it, which the next load drops (``_drop_segments_below_log_start``).
         A read-only view shows the empty log the open leaves."""
         lso = self.log_start_offset_checkpoint
         if not segments or segments[-1].read_next_offset() >= lso:
@@ -346,6 +348,7 @@ class LogLoader:
         segments[-1].on_become_inactive()
         segments[-1].flush()
         restarted = LogSegment(self.dir, base, self.config, create=True)
+        crash_point("restart.after-new-segment")
         self.actions.append(note)
         for seg in segments:
             seg.close()
@@ -361,7 +364,7 @@ class LogLoader:
         would give offsets already acknowledged to other records (Kafka does so unless no
         segment is left). The offsets in between are a gap readers refuse to step over
         (``LogReads``), as for a segment lost in the middle; the note names the cause."""
-        end, floor = segments[-1].read_next_offset(), self._empty_log_base()
+        end, floor = segments[-1].read_next_offset(), self.recovery_point  # the end is at least the log start here
         if end < floor:
             self.warnings.append(f"{self.dir}: the last batch ends at offset {end}, below the recovery point "
                                  f"checkpoint {floor}: offsets {end}..{floor - 1} were flushed and are lost (a segment "
@@ -470,10 +473,12 @@ class LogLoader:
     def _drop_segments_below_log_start(self, segments: list[LogSegment]) -> list[LogSegment]:
         """Segments wholly below the checkpointed log start offset are a deletion that was
         committed (retention writes the checkpoint first, ``delete-records`` leaves them for
-        the next retention) but not finished: finish it. A read-only view leaves them out
+        the next retention) but not finished: finish it. Wholly below: the next segment starts
+        at or below it, or every record of the segment is below it (a restart killed before
+        its old segments went, ``_restart_at_log_start``). A read-only view leaves them out
         without a word: they are no longer part of the log, and nothing is wrong."""
         lso = self.log_start_offset_checkpoint
-        while len(segments) > 1 and segments[1].base_offset <= lso:
+        while len(segments) > 1 and (segments[1].base_offset <= lso or segments[0].read_next_offset() <= lso):
             seg = segments.pop(0)
             if self.read_only:
                 seg.close(trim_indexes=False)

@@ -61,6 +61,16 @@ def log_dirs_from_env(value: str | None = None) -> list[Path]:
     return dirs
 
 
+def missing_log_dir(path: str | Path) -> str | None:
+    """Why ``path`` is not there as a log dir ("does not exist", "is not a directory"), or None:
+    a mistyped or unmounted path would read as a log dir without topics, and a write would make
+    it. ``logctl`` refuses it (but for ``topic create``, which makes it) and so do the
+    platform's sensors and runs."""
+    if os.path.isdir(path):
+        return None
+    return "is not a directory" if os.path.lexists(path) else "does not exist"
+
+
 #: What opening a partition refuses before it changes anything: the loader's refusals and a
 #: topic config, read before the loader starts.
 _REFUSED_UNCHANGED = (*REFUSED_UNCHANGED, ConfigError, TopicMetadataError)

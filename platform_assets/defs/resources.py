@@ -15,7 +15,6 @@ In-process tests get the test session back: ``getOrCreate`` returns the active s
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -24,7 +23,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from spark_jobs.session import build_spark_session, is_remote, session_config
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager
+from storage_engine.manager import LogManager, missing_log_dir
 
 from ..logic.settings import PlatformSettings
 
@@ -46,8 +45,7 @@ class LogStoreResource(dg.ConfigurableResource):
         not there (unmounted, moved, mistyped) is refused, naming it, as ``logctl`` refuses it:
         read as a log dir without topics, it made every sensor say there was nothing to do."""
         for d in self.log_dirs:
-            if not os.path.isdir(d):
-                why = "is not a directory" if os.path.lexists(d) else "does not exist"
+            if (why := missing_log_dir(d)) is not None:
                 raise LogError(f"log dir {d} {why} (LOGPLAT_LOG_DIRS={','.join(self.log_dirs)}): unmounted, moved or "
                                "mistyped? No log there is read until it is back")
         with LogManager(self.log_dirs, self.broker_properties, read_only=read_only) as manager:

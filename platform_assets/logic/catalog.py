@@ -15,7 +15,6 @@ location from loading). The asset key and the partition set keep the real name.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -23,7 +22,7 @@ from typing import Mapping, Sequence
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import LONG_MAX
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager
+from storage_engine.manager import LogManager, missing_log_dir
 
 from .units import duration_text, size_text
 
@@ -120,7 +119,7 @@ def discover_topics(log_dirs: Sequence[str], broker_props: Mapping[str, str]) ->
     would stop every run of every topic. Nor does a log dir that is not there (unmounted, a
     file): the load reads the others, and the sensors' ticks fail naming it."""
     topics, refused = [], {}
-    present = [d for d in log_dirs if os.path.isdir(d)]
+    present = [d for d in log_dirs if missing_log_dir(d) is None]
     if not present:
         return Catalog((), {})
     with LogManager(present, broker_props, read_only=True) as manager:
