@@ -77,7 +77,6 @@ from .naming import (
     offset_from_file_name,
 )
 from .cleaner.staging import remove_staging_if_idle
-from .faults import crash_point
 from .temp_files import TempFilePlan, plan_temp_files
 from .record import verify_batch
 from .segment import LogSegment
@@ -331,9 +330,10 @@ class LogLoader:
         empty, where a log without segments starts (``_empty_log_base``: no lower than the
         recovery point either), and the old segments go. It used to ignore the checkpoint, which
         brought deleted records back and gave their offsets again. The new segment is made
-        before the old ones go: a kill between leaves old segments holding only records below
-        the log start before it, which the next load drops (``_drop_segments_below_log_start``).
-        A read-only view shows the empty log the open leaves."""
+        before the old ones go, so a kill between never leaves the log ending below where it
+        restarts (a kill there does leave the old segments before it, read as a gap up to the
+        restart: they hold only deleted records). A read-only view shows the empty log the open
+        leaves."""
         lso = self.log_start_offset_checkpoint
         if not segments or segments[-1].read_next_offset() >= lso:
             return segments
@@ -348,7 +348,6 @@ class LogLoader:
         segments[-1].on_become_inactive()
         segments[-1].flush()
         restarted = LogSegment(self.dir, base, self.config, create=True)
-        crash_point("restart.after-new-segment")
         self.actions.append(note)
         for seg in segments:
             seg.close()
@@ -473,12 +472,10 @@ class LogLoader:
     def _drop_segments_below_log_start(self, segments: list[LogSegment]) -> list[LogSegment]:
         """Segments wholly below the checkpointed log start offset are a deletion that was
         committed (retention writes the checkpoint first, ``delete-records`` leaves them for
-        the next retention) but not finished: finish it. Wholly below: the next segment starts
-        at or below it, or every record of the segment is below it (a restart killed before
-        its old segments went, ``_restart_at_log_start``). A read-only view leaves them out
+        the next retention) but not finished: finish it. A read-only view leaves them out
         without a word: they are no longer part of the log, and nothing is wrong."""
         lso = self.log_start_offset_checkpoint
-        while len(segments) > 1 and (segments[1].base_offset <= lso or segments[0].read_next_offset() <= lso):
+        while len(segments) > 1 and segments[1].base_offset <= lso:
             seg = segments.pop(0)
             if self.read_only:
                 seg.close(trim_indexes=False)

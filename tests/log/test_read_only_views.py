@@ -11,7 +11,6 @@ import dataclasses
 import fcntl
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -709,25 +708,3 @@ def test_a_log_cut_below_its_log_start_restarts_at_its_recovery_point_in_every_v
     assert (described["log_start_offset"], described["log_end_offset"], described["segments"]) == (20, 20, 1)
     assert logctl("verify")[0] == 0 and _bases(part) == [20]
 
-
-def test_a_restart_at_the_log_start_killed_before_its_old_segments_went_reloads_the_same(logctl):
-    """The restart makes its new segment, then deletes the old ones: killed between, the old
-    segment (records below the log start only) stayed before the new one, and the log read
-    offsets 15 to 19 as a gap no reader could pass. The next load drops it."""
-    part = _build(logctl.root, n=20)
-    assert logctl("delete-records", "t", "--partition", "0", "--before-offset", "15")[0] == 0
-    (logctl.root / CLEAN).unlink()
-    flip_last_byte(segment_file(part, 0, ".log"), 12)
-    dry_run = [sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(logctl.root), "retention", "--dry-run"]
-    opened = [sys.executable, "-c", "import sys; from storage_engine.manager import LogManager\n"
-              "with LogManager([sys.argv[1]]) as m: m.get_log('t', 0)", str(logctl.root)]
-    killed = subprocess.run(opened, capture_output=True, text=True, cwd=REPO, timeout=120,
-                            env=dict(os.environ, PYTHONPATH=str(REPO), LOGPLAT_CRASH_AT="restart.after-new-segment"))
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    assert _bases(part) == [0, 20]
-    assert subprocess.run(dry_run, capture_output=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO))).returncode == 0
-    views = Views(logctl)
-    recovered, error = views.agree_with_recovery(logctl.root)
-    assert recovered == [] and error is None and _bases(part) == [20]
-    described = json.loads(logctl("topic", "describe", "t", "--json")[1])["partitions"][0]
-    assert (described["log_start_offset"], described["log_end_offset"]) == (20, 20) and logctl("verify")[0] == 0
