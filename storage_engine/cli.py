@@ -28,7 +28,7 @@ from .topic_store import shown_path
 from .naming import MAX_PARTITION, check_not_metadata_log
 from .outcomes import CHANGED, FAILED
 from .dump import dump_file
-from .erasure import UNBOUNDED, erasure_report
+from .erasure import UNBOUNDED, partition_erasure_report, require_compaction_bound
 from .record import CompressionType
 from .segment import now_ms
 from .usage import OneLineParser, UsageError, bounded_int
@@ -521,18 +521,32 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     return _exit_status(r.failed is not None for r in reports)
 
 
+def _erasure_partitions(args: argparse.Namespace, manager: LogManager) -> list[tuple[str, int]]:
+    """The partitions ``erasure-report`` reads, refused before any is read: every compacted
+    topic's, or the named topic's (which must be compacted), or the one ``--partition``."""
+    if args.partition is not None and args.topic is None:
+        raise UsageError("--partition needs --topic")
+    if args.topic is None:
+        return manager.compacted_partitions()
+    partitions = manager.partitions(args.topic)  # an unknown topic is an error, as for verify
+    require_compaction_bound(args.topic, manager.topic_config(args.topic))
+    return manager.compacted_partitions([(args.topic, p) for p in
+                                         (partitions if args.partition is None else [args.partition])])
+
+
 def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
     key = _decoder(args.encoding)(args.key, "--key") if args.key is not None else None
-    wanted = None if args.topic is None else [(args.topic, p) for p in manager.partitions(args.topic)]
+    wanted = _erasure_partitions(args, manager)
     now = args.now_ms if args.now_ms is not None else now_ms()
     not_given = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
-                 if manager.topic_config(tp[0]).compact}
-    reports = [erasure_report(manager.get_log(t, p), now, key)
-               for t, p in manager.compacted_partitions(wanted) if (t, p) not in not_given]
+                 if manager.topic_config(tp[0]).compact and (args.partition is None or tp[1] == args.partition)}
+    reports = [partition_erasure_report(manager, t, p, now, key) for t, p in wanted if (t, p) not in not_given]
     lines = []
     for r in reports:
         tp = f"{r.topic}-{r.partition}"
-        if r.max_compaction_lag_ms == UNBOUNDED:
+        if r.unproven is not None:
+            lines.append(f"{tp}: UNPROVEN: {r.unproven}")
+        elif r.max_compaction_lag_ms == UNBOUNDED:
             lines.append(f"{tp}: max.compaction.lag.ms is unlimited: no bound to prove ({r.records_read} records read)")
         elif r.ok:
             lines.append(f"{tp}: OK: every record superseded at least max.compaction.lag.ms "
@@ -666,8 +680,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_json(p)
 
     p = sub.add_parser("erasure-report", help="prove max.compaction.lag.ms held: superseded records still on disk, "
-                       "and where a key still is; exit 1 when any is overdue")
+                       "and where a key still is; exit 1 when any is overdue or a partition is unreadable")
     p.add_argument("--topic")
+    p.add_argument("--partition", type=_PARTITION, help="report this partition only (needs --topic)")
     p.add_argument("--key", help="also list every offset still holding a record of this key")
     p.add_argument("--encoding", choices=["utf8", "base64"], default="utf8", help="how --key is written")
     p.add_argument("--now-ms", type=_CLOCK, default=None, help="the clock the bound is judged by (default: wall clock)")

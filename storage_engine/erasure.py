@@ -25,6 +25,12 @@ never shows whether the bound held. This module answers it exactly, by reading e
   the same ``TransactionTracker``), and neither does one at or past the last stable offset,
   which no cleaning reaches until its transaction is decided. Aborted records are not
   remnants either: any cleaning that reaches them drops them whole.
+* A partition that cannot be read to its end (a CRC error, a segment a read-only open refuses)
+  is **unproven**, with the reason; the other partitions are still read and proven, as
+  ``verify`` reports each damaged partition and carries on.
+* Only compacted topics have the bound: a ``cleanup.policy=delete`` topic's records leave by
+  retention (``retention.ms``, ``retention.bytes``), never by compaction, so there is nothing
+  to prove, and asking for it is refused (:func:`require_compaction_bound`).
 """
 
 from __future__ import annotations
@@ -32,11 +38,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cleaner.candidacy import candidacy_from_stats
 from .cleaner.plan import ErasureDeadline
 from .cleaner.rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
 from .cleaner.strategy import Winners, version_rule
+from .config.topic import LogConfig
 from .config.values import LONG_MAX
 from .errors import LogError
 from .log import Log
@@ -46,6 +54,9 @@ from .record import decode_batch
 from .record.file_records import read_batches
 from .record.rewrite import control_type_of
 from .stats import live_stats
+
+if TYPE_CHECKING:
+    from .manager import LogManager
 
 #: Kafka's "no bound" value of ``max.compaction.lag.ms``.
 UNBOUNDED = LONG_MAX
@@ -92,10 +103,11 @@ class ErasureReport:
     key: KeyRecords | None = None
     deadline: ErasureDeadline | None = None
     notes: list[str] = field(default_factory=list)
+    unproven: str | None = None  # why the partition could not be read to its end
 
     @property
     def ok(self) -> bool:
-        return self.remnants == 0
+        return self.unproven is None and self.remnants == 0
 
     def add(self, remnant: Remnant) -> None:
         """Count one record still on disk past its bound; keep the oldest (lowest offset)."""
@@ -104,12 +116,36 @@ class ErasureReport:
             self.oldest = remnant
 
     def to_dict(self) -> dict:
-        return {"topic": self.topic, "partition": self.partition, "ok": self.ok,
+        """The report as ``--json`` prints it; an unproven partition's counts are ``null`` (what
+        was read before the damage proves nothing)."""
+        read = self.unproven is None
+        return {"topic": self.topic, "partition": self.partition, "ok": self.ok, "unproven": self.unproven,
                 "max_compaction_lag_ms": self.max_compaction_lag_ms, "now_ms": self.now_ms,
-                "records_read": self.records_read, "remnants": self.remnants,
+                "records_read": self.records_read if read else None, "remnants": self.remnants if read else None,
                 "oldest": self.oldest.to_dict() if self.oldest else None,
                 "deadline": self.deadline.to_dict() if self.deadline else None,
                 "key": self.key.to_dict() if self.key else None}
+
+
+def require_compaction_bound(topic: str, config: LogConfig) -> None:
+    """Refuse a report on a topic the cleaner never cleans: only ``cleanup.policy`` ``compact``
+    has a ``max.compaction.lag.ms`` to prove (Kafka's ``LogConfig.compact``)."""
+    if not config.compact:
+        raise LogError(f"topic {topic} has cleanup.policy={','.join(config.cleanup_policy)}: its records leave by "
+                       "retention (retention.ms, retention.bytes), not compaction, so there is no "
+                       "max.compaction.lag.ms bound to prove")
+
+
+def partition_erasure_report(manager: LogManager, topic: str, partition: int, now_ms: int,
+                             key: bytes | None = None) -> ErasureReport:
+    """``erasure_report`` of one partition; one that cannot be opened or read to its end is
+    reported unproven with the reason, so one damaged partition does not hide the others'
+    proofs (as ``verify_partition`` reports it as a problem)."""
+    try:
+        return erasure_report(manager.get_log(topic, partition), now_ms, key)
+    except (LogError, FileNotFoundError) as exc:
+        lag = manager.topic_config(topic).max_compaction_lag_ms
+        return ErasureReport(topic, partition, lag, now_ms, unproven=str(exc))
 
 
 def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureReport:

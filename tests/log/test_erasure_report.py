@@ -10,7 +10,7 @@ from storage_engine.append_validation import ProducerRecord
 from storage_engine.erasure import erasure_report
 from storage_engine.manager import LogManager
 from tests.helpers.cli import run_logctl
-from tests.helpers.engine import append_each, open_topic
+from tests.helpers.engine import append_each, flip_last_byte, open_topic
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000  # when the records were written
@@ -106,7 +106,8 @@ def test_under_a_version_strategy_a_record_that_arrives_beaten_is_superseded_whe
 def test_bad_input_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capsys):
     _users(tmp_path)
     before = {p.name: p.read_bytes() for p in (tmp_path / "users-0").iterdir() if p.is_file()}
-    for args in (["--topic", "nope"], ["--key", "@@@", "--encoding", "base64"], ["--now-ms", "-1"]):
+    for args in (["--topic", "nope"], ["--key", "@@@", "--encoding", "base64"], ["--now-ms", "-1"],
+                 ["--partition", "0"], ["--topic", "users", "--partition", "1"], ["--topic", "users", "--partition", "x"]):
         code, out, err = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", *args)
         assert code == 1 and out == "" and len(err.strip().splitlines()) == 1, (args, err)
     assert {p.name: p.read_bytes() for p in (tmp_path / "users-0").iterdir() if p.is_file()} == before
@@ -142,3 +143,45 @@ def test_a_record_of_an_aborted_or_undecided_transaction_supersedes_nothing(tmp_
             manager.compact("t", 0, now_ms=now)
             assert (0, "k", "v1") in content(log)  # the cleaner agrees: nothing replaced v1
             assert erasure_report(log, now).ok
+
+
+def test_a_corrupt_batch_leaves_its_partition_unproven_and_the_others_proven(tmp_path, monkeypatch, capsys):
+    """A CRC error in one partition of ``users`` is that partition's reason to be unproven (exit
+    1); the other partition, and every other topic, still get their proof."""
+    manager = open_topic(tmp_path, "users", 2, cleanup_policy="compact", max_compaction_lag_ms=str(HOUR),
+                         min_cleanable_dirty_ratio="0.99")
+    for p in (0, 1):
+        append_each(manager.get_log("users", p), [ProducerRecord(b"k", b"v1", T0), ProducerRecord(b"k", b"v2", T0)],
+                    now=T0)
+        manager.get_log("users", p).roll()
+    manager.close()
+    flip_last_byte(tmp_path / "users-1" / f"{0:020d}.log", 0)
+    now = str(T0 + 2 * HOUR)
+    for args in ([], ["--topic", "users"]):
+        code, data, err = _report(tmp_path, monkeypatch, capsys, "--now-ms", now, *args)
+        assert code == 1 and not data["ok"] and err == "", (args, err)
+        by_partition = {p["partition"]: p for p in data["partitions"]}
+        assert by_partition[0]["ok"] is False and by_partition[0]["remnants"] == 1  # proven: one overdue
+        assert by_partition[1]["ok"] is False and by_partition[1]["remnants"] is None
+        assert "CRC" in by_partition[1]["unproven"] or "crc" in by_partition[1]["unproven"].lower()
+        code, out, _ = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", "--now-ms", now, *args)
+        assert code == 1 and "users-0: NOT ERASED: 1 record(s)" in out
+        assert "users-1: UNPROVEN: " in out
+    # --partition reports the one asked for
+    code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", now, "--topic", "users", "--partition", "0")
+    assert code == 1 and [p["partition"] for p in data["partitions"]] == [0]
+    code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", now, "--topic", "users", "--partition", "1")
+    assert code == 1 and [p["partition"] for p in data["partitions"]] == [1] and data["partitions"][0]["unproven"]
+
+
+def test_a_delete_policy_topic_is_refused_as_having_no_bound_to_prove(tmp_path, monkeypatch, capsys):
+    """A ``cleanup.policy=delete`` topic's records leave by retention, never by compaction: asking
+    to prove ``max.compaction.lag.ms`` for it is refused in one line that says so (exit 1, as
+    for any topic the report cannot prove), while the all-topics report leaves it out."""
+    open_topic(tmp_path, "events", 1, cleanup_policy="delete").close()
+    code, out, err = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", "--topic", "events")
+    assert code == 1 and out == ""
+    assert err == ("error: topic events has cleanup.policy=delete: its records leave by retention (retention.ms, "
+                   "retention.bytes), not compaction, so there is no max.compaction.lag.ms bound to prove\n")
+    code, out, _ = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report")
+    assert code == 0 and out == "no compacted partitions\n"
