@@ -83,7 +83,9 @@ def _encoder(encoding: str) -> Callable[[bytes | None], str | None]:
 
 def _parse_config_pairs(pairs: Sequence[str] | None, deleted: Sequence[str] = ()) -> dict[str, str]:
     """``--config KEY=VALUE`` pairs; a key given twice, or also given to ``--delete-config``, is
-    a usage error rather than a silent "last one wins"."""
+    a usage error rather than a silent "last one wins". The value is passed on as typed: the
+    config's own parsing trims it as ``ConfigDef`` does, or refuses what trimming would change
+    (a header name)."""
     out: dict[str, str] = {}
     for pair in pairs or ():
         if "=" not in pair:
@@ -91,10 +93,10 @@ def _parse_config_pairs(pairs: Sequence[str] | None, deleted: Sequence[str] = ()
         key, value = pair.split("=", 1)
         key = key.strip()
         if key in out:
-            raise UsageError(f"--config {key} is given twice ({out[key]!r} and {value.strip()!r}): give it once")
+            raise UsageError(f"--config {key} is given twice ({out[key]!r} and {value!r}): give it once")
         if key in deleted:
             raise UsageError(f"{key} is given to both --config and --delete-config: give it to one")
-        out[key] = value.strip()
+        out[key] = value
     return out
 
 

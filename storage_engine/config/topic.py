@@ -39,7 +39,12 @@ class ConfigSpec:
 
 
 def _header_name(key: str, raw: object, value: Any) -> None:
-    # A record header key: any printable UTF-8 text a producer can set, within reason.
+    """A record header key (KIP-280's ``compaction.strategy.header``): any printable UTF-8 text a
+    producer can set, within reason. Header keys are matched exactly, and ``ConfigDef`` trims a
+    STRING value, so surrounding whitespace would silently select another header: refused."""
+    if isinstance(raw, str) and raw != value:
+        raise ConfigError(key, raw, "Value must be a header name without leading or trailing whitespace "
+                                    "(the value is trimmed, so it would name another header)")
     if len(value.encode("utf-8")) > 255 or not value.isprintable():
         raise ConfigError(key, raw, "Value must be a printable header name of at most 255 bytes")
 

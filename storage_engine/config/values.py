@@ -74,9 +74,15 @@ def _parse_boolean(key: str, value: object) -> bool:
 
 
 def _parse_string(key: str, value: object) -> str:
-    if isinstance(value, str):
-        return value.strip()
-    raise ConfigError(key, value, "Expected value to be a string")
+    """Kafka's ``ConfigDef.parseType`` STRING: the value trimmed. It must be UTF-8 text: a
+    command line's undecodable bytes arrive as lone surrogates, which no UTF-8 file could store."""
+    if not isinstance(value, str):
+        raise ConfigError(key, value, "Expected value to be a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(key, value, f"Value must be UTF-8 text ({exc.reason} at character {exc.start})") from None
+    return value.strip()
 
 
 def _parse_list(key: str, value: object) -> tuple[str, ...]:

@@ -119,6 +119,10 @@ case("compact", "--partition", "0")
 case("compact", "--topic", "plain", "--partition", "0", "--now-ms", "5000")
 case("compact", "--topic", "comp", "--partition", "7")
 case("consume", "plain", "--partition", "0", "--from-offset", "0", "--from-timestamp", "0")
+case("erasure-report", "--topic", "plain")
+case("erasure-report", "--partition", "0")
+case("erasure-report", "--topic", "comp", "--partition", "7")
+case("erasure-report", "--topic", "comp", "--partition", "-1")
 
 # --- clocks -----------------------------------------------------------------------------------
 for clock in ["-1", "99999999999999999999", "9223372036854775807", "253402300800000", "1e3", "abc", "", "1.5"]:
@@ -139,6 +143,13 @@ for pair in ["retention.ms=abc", "retention.ms=-2", "retention.ms=", "nosuch.key
     case("topic", "alter", "plain", "--config", pair)
 case("topic", "alter", "plain")
 case("topic", "alter", "comp", "--config", "min.compaction.lag.ms=10", "--config", "max.compaction.lag.ms=5")
+# a header name is matched exactly: one the trim would change, or no UTF-8 (undecodable argv bytes)
+HEADER_NAMES = [" ver ", "ver ", "\tver", "v\udcffer", "\udce9"]
+for header in HEADER_NAMES:
+    case("topic", "create", "newtopic", "--partitions", "1", "--config", "cleanup.policy=compact",
+         "--config", "compaction.strategy=header", "--config", f"compaction.strategy.header={header}")
+    case("topic", "alter", "comp", "--config", "compaction.strategy=header",
+         "--config", f"compaction.strategy.header={header}")
 
 # --- JSON lines and encodings -----------------------------------------------------------------
 for line in ["not json", "[1, 2]", '"str"', "1", "null", '{"key": 1}', '{"value": []}', '{"value": {"a": 1}}',
@@ -178,7 +189,8 @@ case("compact", "--engine", "spark")
 
 
 def run_case(template: Path, tmp_path: Path, monkeypatch, capsys, argv: list[str], stdin: str,
-             log_dirs: str | None = None) -> None:
+             log_dirs: str | None = None) -> str:
+    """Run one refused command; returns its error line."""
     root = tmp_path / "logs"
     shutil.copytree(template / "logs", root, symlinks=True)
     files = template / "files"
@@ -190,11 +202,23 @@ def run_case(template: Path, tmp_path: Path, monkeypatch, capsys, argv: list[str
     assert code == 1, (argv, out, err)
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
     assert snapshot(root) == before, argv
+    return err
 
 
 @pytest.mark.parametrize("argv,stdin", CASES, ids=[f"{i}-{' '.join(a)[:60]!r}" for i, (a, _) in enumerate(CASES)])
 def test_bad_input_is_refused_and_changes_nothing(template, tmp_path, monkeypatch, capsys, argv, stdin):
     run_case(template, tmp_path, monkeypatch, capsys, argv, stdin)
+
+
+@pytest.mark.parametrize("header", HEADER_NAMES)
+@pytest.mark.parametrize("command", [["topic", "create", "newtopic", "--partitions", "1"], ["topic", "alter", "comp"]])
+def test_a_refused_header_name_is_named_with_its_config(template, tmp_path, monkeypatch, capsys, command, header):
+    """``compaction.strategy.header`` with surrounding whitespace was trimmed without a word (so
+    the strategy read another header than the one named), and one with undecodable bytes failed
+    with a codec error that named no config: each refusal names the key and the value."""
+    err = run_case(template, tmp_path, monkeypatch, capsys, [*command, "--config", "cleanup.policy=compact",
+                   "--config", "compaction.strategy=header", "--config", f"compaction.strategy.header={header}"], "")
+    assert err.startswith(f"error: Invalid value {header!r} for configuration compaction.strategy.header: "), err
 
 
 @pytest.mark.parametrize("props", ["missing.properties", "bad.properties", "zero-partitions.properties",
