@@ -25,11 +25,12 @@ such files for ``file.delete.delay.ms`` precisely for in-flight readers).
 
 from __future__ import annotations
 
+import argparse
 import json
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -48,14 +49,14 @@ from pyspark.sql.types import (
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import INT_MAX, LONG_MAX
-from storage_engine.errors import CorruptRecordError
+from storage_engine.errors import CorruptRecordError, shown_value
 from storage_engine.log import Log
 from storage_engine.manager import LogManager, PartitionLocation
 from storage_engine.naming import DELETED_SUFFIX, parse_partition_number
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
 from storage_engine.segment import LogSegment
-from storage_engine.usage import INTEGER
+from storage_engine.usage import bounded_int
 
 from .errors import DataSourceOptionError, SparkJobError
 
@@ -147,23 +148,32 @@ class SegmentChangedError(SparkJobError):
 
 
 def _bad(option: str, value: object, why: str) -> DataSourceOptionError:
-    return DataSourceOptionError(f"kafka-log option {option}={value!r}: {why}")
+    return DataSourceOptionError(f"kafka-log option {option}={shown_value(value)}: {why}")
 
 
-def _parse_int(option: str, text: str, *, minimum: int, maximum: int = LONG_MAX, whole: str | None = None) -> int:
-    """``text`` as an integer in ``[minimum, maximum]``, in ASCII digits as ``logctl`` reads
-    them (``int()`` took "1_0" as 10, "+1" and other scripts' digits); errors show ``whole``
-    (the full option value) when ``text`` is one item of a list."""
-    shown = text if whole is None else whole
-    item = "" if whole is None else f"{text.strip()!r} is "
-    if not INTEGER.fullmatch(text.strip()):
-        raise _bad(option, shown, f"{item}not an integer")
-    number = int(text.strip())
-    if number < minimum:
-        raise _bad(option, shown, f"{item}below {minimum}" if item else f"must be at least {minimum}")
-    if number > maximum:
-        raise _bad(option, shown, f"{item}above {maximum}" if item else f"must be at most {maximum}")
-    return number
+def _parse_int(option: str, text: str, what: str, *, minimum: int, maximum: int = LONG_MAX,
+               whole: str | None = None) -> int:
+    """``text`` as ``what``, an integer in ``[minimum, maximum]`` written exactly as ``logctl``
+    reads one (``bounded_int``: ASCII digits, no spaces or sign but ``-``); errors show
+    ``whole`` (the full option value) when ``text`` is one item of a list."""
+    try:
+        return bounded_int(what, minimum, maximum)(text)
+    except argparse.ArgumentTypeError as exc:
+        raise _bad(option, text if whole is None else whole, str(exc)) from None
+
+
+def _load_json(option: str, text: str, example: str, hook: Callable[[list], dict] | None = None) -> object:
+    """``text`` parsed as JSON (``hook``: ``json.loads``'s ``object_pairs_hook``); what Python's
+    parser refuses beyond malformed text (nesting past its recursion limit, an integer of more
+    than 4300 digits) is refused naming the option too."""
+    try:
+        return json.loads(text, object_pairs_hook=hook)
+    except json.JSONDecodeError as exc:
+        raise _bad(option, text, f"not JSON ({exc.msg}); expected e.g. {example}") from None
+    except RecursionError:
+        raise _bad(option, text, "nested too deeply") from None
+    except ValueError as exc:  # an integer past int()'s digit limit
+        raise _bad(option, text, f"not readable as JSON ({exc.args[0].split(':')[0]})") from None
 
 
 def _unique_keys(option: str, text: str):
@@ -179,9 +189,13 @@ def _unique_keys(option: str, text: str):
 
 
 def _split_list(option: str, text: str) -> list[str]:
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    if not items:
+    """A comma-separated list, each item trimmed (as Spark's Kafka source reads ``subscribe``);
+    an empty item ("0," or "a,,b") is refused rather than passed over."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
         raise _bad(option, text, "names nothing (expected a comma-separated list)")
+    if not all(items):
+        raise _bad(option, text, f"item {items.index('') + 1} is empty (expected a comma-separated list)")
     return items
 
 
@@ -195,10 +209,7 @@ def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPar
         if words[word] == forbidden:
             raise _bad(option, text, f"{word} is not allowed here in a batch query")
         return words[word]
-    try:
-        body = json.loads(text, object_pairs_hook=_unique_keys(option, text))
-    except json.JSONDecodeError as exc:
-        raise _bad(option, text, f"not JSON ({exc.msg}); expected e.g. {{\"topic\": {{\"0\": 12}}}}") from None
+    body = _load_json(option, text, '{"topic": {"0": 12}}', _unique_keys(option, text))
     if not isinstance(body, dict):
         raise _bad(option, text, "expected a JSON object of topics")
     out: dict[TopicPartition, int] = {}
@@ -210,7 +221,7 @@ def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPar
             if number is None:
                 raise _bad(option, text, f"partition {part!r} of topic {topic!r} is not a partition number")
             if isinstance(offset, bool) or not isinstance(offset, int) or not EARLIEST <= offset <= LONG_MAX:
-                raise _bad(option, text, f"offset {offset!r} of {topic}-{part} is not an offset, -2 or -1")
+                raise _bad(option, text, f"offset {shown_value(offset)} of {topic}-{part} is not an offset, -2 or -1")
             if offset == forbidden:
                 raise _bad(option, text, f"offset {offset} of {topic}-{part} is not allowed here in a batch query")
             out[(topic, number)] = offset
@@ -221,10 +232,7 @@ def _parse_log_dirs(path: str | None, paths: str | None) -> tuple[str, ...]:
     """The log dirs of ``load("a,b")`` (``path``) and/or ``load(["a", "b"])`` (``paths``)."""
     dirs: list[str] = []
     if paths:
-        try:
-            listed = json.loads(paths)
-        except json.JSONDecodeError:
-            listed = None
+        listed = _load_json("paths", paths, '["/data/logs"]')
         if not (isinstance(listed, list) and all(isinstance(p, str) for p in listed)):
             raise _bad("paths", paths, "expected a JSON list of log directories")
         for item in listed:
@@ -264,9 +272,9 @@ class ReadOptions:
             if key not in {name.lower() for name in _KNOWN_OPTIONS}:
                 raise _bad(key, value, f"unknown option (known: {', '.join(_KNOWN_OPTIONS)})")
 
-        def number(name: str, minimum: int) -> int | None:
+        def number(name: str, what: str, minimum: int) -> int | None:
             text = given.get(name.lower())
-            return None if text is None else _parse_int(name, text, minimum=minimum)
+            return None if text is None else _parse_int(name, text, what, minimum=minimum)
 
         def offsets(name: str, forbidden: int) -> dict[TopicPartition, int]:
             text = given.get(name.lower())
@@ -278,14 +286,15 @@ class ReadOptions:
                 raise _bad(name, text, f"names every partition, as {single}={given[single.lower()]} does: give one")
             return {}  # earliest/latest everywhere: the default
 
-        start, end = number("startingOffset", 0), number("endingOffset", 0)
+        start, end = number("startingOffset", "an offset", 0), number("endingOffset", "an offset", 0)
         if start is not None and end is not None and start > end:
             raise _bad("startingOffset", start, f"is above endingOffset={end} (the end is exclusive)")
         partitions = None
         if "partitions" in given:
             text = given["partitions"]
             items = _split_list("partitions", text)
-            partitions = tuple(_parse_int("partitions", p, minimum=0, maximum=INT_MAX, whole=text) for p in items)
+            partitions = tuple(_parse_int("partitions", p, "a partition number", minimum=0, maximum=INT_MAX, whole=text)
+                               for p in items)
         return cls(
             log_dirs=_parse_log_dirs(given.get("path"), given.get("paths")),
             topics=tuple(_split_list("topics", given["topics"])) if "topics" in given else None,
@@ -294,19 +303,23 @@ class ReadOptions:
             ending_offset=end,
             starting=offsets("startingOffsets", LATEST),
             ending=offsets("endingOffsets", EARLIEST),
-            max_bytes_per_split=number("maxBytesPerSplit", 1) or DEFAULT_MAX_BYTES_PER_SPLIT,
+            max_bytes_per_split=number("maxBytesPerSplit", "a byte count", 1) or DEFAULT_MAX_BYTES_PER_SPLIT,
         )
 
     def offset_range(self, tp: TopicPartition, log_start: int, log_end: int) -> tuple[int, int]:
         """``[first, end)`` to read from ``tp``: the options clamped to the partition's
         ``[log start, log end)``. Records below the log start offset are deleted, so a start
         below it reads from it (Spark's Kafka source would report data loss; files at rest have
-        no later data to fall back to)."""
+        no later data to fall back to). A start beyond the log end fails the query, as Spark's
+        Kafka source fails a batch whose beginning offset is after its ending offset."""
         start = self.starting.get(tp, self.starting_offset)
         end = self.ending.get(tp, self.ending_offset)
+        option = "startingOffsets" if tp in self.starting else "startingOffset"
         if start is not None and end is not None and end != LATEST and start > end:
-            option = "startingOffsets" if tp in self.starting else "startingOffset"
             raise _bad(option, start, f"is above the ending offset {end} of {tp[0]}-{tp[1]} (the end is exclusive)")
+        if start is not None and start > log_end:
+            raise _bad(option, start, f"beginning offset {start} is after the log end offset {log_end} for topic "
+                                      f"{tp[0]} partition {tp[1]} (the next offset to be written): nothing is there")
         first = log_start if start is None or start == EARLIEST else max(start, log_start)
         last = log_end if end is None or end == LATEST else min(end, log_end)
         return first, max(first, last)

@@ -13,6 +13,13 @@ class LogError(Exception):
     """Base class of every error the storage engine raises on purpose."""
 
 
+def shown_value(value: object) -> str:
+    """A value a user gave, as an error message quotes it (``repr``): a pasted blob or a
+    5000-digit number is cut to its start, which is enough to find it, and its length."""
+    shown = repr(value)
+    return shown if len(shown) <= 400 else f"{shown[:60]}... ({len(str(value))} characters)"
+
+
 class CorruptRecordError(LogError):
     """Bytes on disk (or handed to ``append``) are not a valid record batch.
 
@@ -61,10 +68,7 @@ class ConfigError(LogError):
         self.key = key
         self.value = value
         self.allowed = allowed
-        shown = repr(value)
-        if len(shown) > 400:  # a pasted blob or a 5000-digit number: its start is enough to find it
-            shown = f"{shown[:60]}... ({len(str(value))} characters)"
-        super().__init__(f"Invalid value {shown} for configuration {key}: {allowed}")
+        super().__init__(f"Invalid value {shown_value(value)} for configuration {key}: {allowed}")
 
 
 class UnknownConfigError(LogError):

@@ -8,7 +8,7 @@ import argparse
 import re
 from typing import Callable, NoReturn
 
-from .errors import LogError
+from .errors import LogError, shown_value
 
 
 class UsageError(LogError):
@@ -23,6 +23,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits, as Kafka's tools parse them (logctl, the kafka-log source)
+_MAX_DIGITS = 40  # more than any bound here has (a Java long: 19)
 
 
 def bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
@@ -30,7 +31,9 @@ def bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         if not INTEGER.fullmatch(text):  # int() also took " 2", "+2", "1_0" and other scripts' digits
-            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}")
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {shown_value(text)}")
+        if len(text) > _MAX_DIGITS:  # past every bound, and int() refuses 4300 digits with an unnamed error
+            raise argparse.ArgumentTypeError(f"{what} must be between {low} and {high}, got a {len(text)}-digit number")
         value = int(text)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{what} must be between {low} and {high}, got {value}")

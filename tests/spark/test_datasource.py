@@ -264,14 +264,38 @@ def test_reading_changes_nothing_on_disk(spark, logs):
 
 def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
     """The error is the message, not the Python worker's traceback (13 lines of it before)."""
-    with pytest.raises(AnalysisException, match=r"DataSourceOptionError: .*partitions='1,x'.*not an integer") as raised:
+    with pytest.raises(AnalysisException, match=r"DataSourceOptionError: .*partitions='1,x'.*must be an integer") as raised:
         read(spark, logs[0], partitions="1,x")  # at load(): no files needed to tell
     assert "Traceback" not in str(raised.value) and len(str(raised.value).splitlines()) <= 2, str(raised.value)
     with pytest.raises(AnalysisException, match=r"DataSourceOptionError: .*topics='nope'.*no topic nope"):
         read(spark, logs[0], topics="nope").count()  # at planning: the log dirs say
 
 
+@pytest.mark.parametrize("index", [0, 2, 5, 8], ids=["empty item", "spaced number", "5000 digits", "deep JSON"])
+def test_options_taken_without_a_word_or_with_an_unnamed_error_fail_the_query(spark, logs, index):
+    options, message = BAD_OPTIONS[index]
+    with pytest.raises(AnalysisException, match=message) as raised:
+        read(spark, logs[0], **options).count()
+    assert "Traceback" not in str(raised.value) and "DataSourceOptionError" in str(raised.value)
+
+
 # ---------------------------------------------------------------------- options and planning without Spark
+
+
+#: Options the source took without a word (an empty list item, a number with a space) or failed
+#: on with an error naming no option (deep JSON, thousands of digits).
+BAD_OPTIONS = [
+    ({"partitions": "0,"}, r"partitions='0,'.*item 2 is empty"),
+    ({"topics": "events,,audit"}, r"topics='events,,audit'.*item 2 is empty"),
+    ({"startingOffset": " 1"}, r"startingOffset=' 1'.*an offset must be an integer, got ' 1'"),
+    ({"endingOffset": "1 "}, r"endingOffset='1 '.*must be an integer"),
+    ({"maxBytesPerSplit": "\t5"}, r"maxBytesPerSplit='\\t5'.*must be an integer"),
+    ({"startingOffset": "9" * 5000}, r"startingOffset='9{50}.*\(5000 characters\).*got a 5000-digit number"),
+    ({"startingOffsets": '{"t": {"0": ' + "9" * 5000 + "}}"}, r"startingOffsets='\{.*characters\): not readable as JSON"),
+    ({"startingOffsets": '{"t": {"0": ' + "9" * 1000 + "}}"}, r"startingOffsets=.*offset 9{50}.*characters\) of t-0"),
+    ({"startingOffsets": "[" * 100_000 + "]" * 100_000}, r"startingOffsets='\[{50}.*nested too deeply"),
+    ({"paths": "[" * 100_000 + "]" * 100_000}, r"paths='\[{50}.*nested too deeply"),
+]
 
 
 @pytest.mark.parametrize(
@@ -279,12 +303,12 @@ def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
     [
         ({}, r"path=None.*log directory is needed"),
         ({"path": "/no/such/dir"}, r"path='/no/such/dir'.*not a directory"),
-        ({"partitions": "0,x"}, r"partitions='0,x'.*'x' is not an integer"),
-        ({"partitions": "-1"}, r"partitions='-1'.*'-1' is below 0"),
+        ({"partitions": "0,x"}, r"partitions='0,x'.*a partition number must be an integer, got 'x'"),
+        ({"partitions": "-1"}, r"partitions='-1'.*must be between 0 and 2147483647, got -1"),
         ({"partitions": " , "}, r"partitions=' , '.*names nothing"),
         ({"startingOffset": "9", "endingOffset": "3"}, r"startingOffset=9.*above endingOffset=3"),
-        ({"endingOffset": "ten"}, r"endingOffset='ten'.*not an integer"),
-        ({"maxBytesPerSplit": "0"}, r"maxBytesPerSplit='0'.*at least 1"),
+        ({"endingOffset": "ten"}, r"endingOffset='ten'.*an offset must be an integer, got 'ten'"),
+        ({"maxBytesPerSplit": "0"}, r"maxBytesPerSplit='0'.*a byte count must be between 1 and"),
         ({"startingOffsets": "{"}, r"startingOffsets='\{'.*not JSON"),
         ({"startingOffsets": "latest"}, r"startingOffsets='latest'.*not allowed"),
         ({"endingOffsets": '{"t": {"0": -2}}'}, r"endingOffsets=.*offset -2 of t-0 is not allowed"),
@@ -293,12 +317,12 @@ def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
         ({"startingOffsets": '{"t": {"0": -5}}'}, r"startingOffsets=.*offset -5 of t-0"),
         ({"startOffset": "5"}, r"startoffset='5'.*unknown option"),
         # int() took these: "1_0" as partition 10, "+1", other scripts' digits
-        ({"partitions": "1_0"}, r"partitions='1_0'.*'1_0' is not an integer"),
-        ({"partitions": "+1"}, r"partitions='\+1'.*not an integer"),
-        ({"endingOffset": "\u0663"}, r"endingOffset='\u0663'.*not an integer"),
-        ({"partitions": "2147483648"}, r"partitions='2147483648'.*above 2147483647"),
+        ({"partitions": "1_0"}, r"partitions='1_0'.*must be an integer, got '1_0'"),
+        ({"partitions": "+1"}, r"partitions='\+1'.*must be an integer"),
+        ({"endingOffset": "\u0663"}, r"endingOffset='\u0663'.*must be an integer"),
+        ({"partitions": "2147483648"}, r"partitions='2147483648'.*between 0 and 2147483647, got 2147483648"),
         # Long.MAX + 1, as a number and in the JSON form: accepted, and read nothing
-        ({"startingOffset": "9223372036854775808"}, r"startingOffset='9223372036854775808'.*at most 9223372036854775807"),
+        ({"startingOffset": "9223372036854775808"}, r"startingOffset='9223372036854775808'.*and 9223372036854775807, got"),
         ({"startingOffsets": '{"t": {"0": 9223372036854775808}}'}, r"startingOffsets=.*offset 9223372036854775808 of t-0"),
         # the last one silently won
         ({"startingOffsets": '{"t": {"0": 5}, "t": {"0": 7}}'}, r"startingOffsets=.*'t' is given twice"),
@@ -306,6 +330,7 @@ def test_bad_options_fail_the_query_naming_option_and_value(spark, logs):
         # a whole-log word and a single offset both name every partition: the single one won
         ({"startingOffset": "5", "startingOffsets": "earliest"}, r"startingOffsets='earliest'.*startingOffset=5"),
         ({"endingOffset": "5", "endingOffsets": "latest"}, r"endingOffsets='latest'.*endingOffset=5"),
+        *BAD_OPTIONS,
     ],
 )
 def test_malformed_options(logs, options, message):
@@ -323,6 +348,11 @@ def test_malformed_options(logs, options, message):
         ({"topics": "audit", "startingOffsets": '{"events": {"0": 1}}'}, r"startingOffsets='events-0'.*not among"),
         ({"startingOffsets": '{"events": {"0": 9}}', "endingOffsets": '{"events": {"0": 3}}'},
          r"startingOffsets=9.*above the ending offset 3 of events-0"),
+        # beyond the log end: Spark's Kafka source fails such a batch ("Beginning offset ... is after the ending offset")
+        ({"topics": "audit", "startingOffset": "100000"},
+         r"startingOffset=100000: beginning offset 100000 is after the log end offset \d+ for topic audit partition 0"),
+        ({"topics": "audit", "startingOffsets": '{"audit": {"0": 100000}}'},
+         r"startingOffsets=100000: beginning offset 100000 is after the log end offset"),
     ],
 )
 def test_options_naming_what_does_not_exist(logs, options, message):
@@ -395,8 +425,18 @@ def test_an_interrupted_swap_is_refused_naming_what_recovery_would_do(logs, tmp_
 
 
 def test_nothing_to_read_still_gives_the_schema(spark, logs):
-    df = read(spark, logs[0], topics="events", startingOffset="100000")
+    df = read(spark, logs[0], topics="events", startingOffset="5", endingOffset="5")
     assert df.count() == 0 and df.schema == KAFKA_SOURCE_SCHEMA
+
+
+def test_a_start_beyond_the_log_end_fails_the_query_naming_partition_and_offsets(spark, logs):
+    """As Spark's Kafka source fails a batch whose beginning offset is after its ending offset,
+    rather than reading nothing without a word."""
+    with pytest.raises(AnalysisException, match=r"DataSourceOptionError: kafka-log option startingOffset=100000: "
+                                                r"beginning offset 100000 is after the log end offset \d+ for topic "
+                                                r"audit partition 0") as raised:
+        read(spark, logs[0], topics="audit", startingOffset="100000").count()
+    assert "Traceback" not in str(raised.value)
 
 
 # ---------------------------------------------------------------------- real broker-written logs
