@@ -27,8 +27,10 @@ import tempfile
 import threading
 import uuid
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
+from urllib.parse import urlsplit
 
 from storage_engine.config.values import INT_MAX
 
@@ -36,6 +38,12 @@ from .errors import SparkSetupError
 
 MASTER_ENV = "LOGPLAT_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
+LOG_LEVEL_ENV = "LOGPLAT_SPARK_LOG_LEVEL"
+DEFAULT_LOG_LEVEL = "ERROR"
+# what ``SparkContext.setLogLevel`` takes (its VALID_LOG_LEVELS), in any case
+SPARK_LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
+# ``spark.executor.memory``'s default in MiB: a ``local-cluster`` worker must hold one executor
+EXECUTOR_MEMORY_MIB = 1024
 MIN_JAVA = 17
 APP_NAME = "logplat"
 
@@ -68,7 +76,8 @@ CONNECT_DEFAULT_PORT = 15002  # Spark Connect's own default
 CONNECT_PROBE_TIMEOUT_S = 5.0
 STANDALONE_SCHEME = "spark://"
 STANDALONE_DEFAULT_PORT = 7077
-_CLUSTER_SCHEMES = (STANDALONE_SCHEME, "k8s://")  # Spark 4 has no Mesos
+K8S_SCHEME = "k8s://"
+_CLUSTER_SCHEMES = (STANDALONE_SCHEME, K8S_SCHEME)  # Spark 4 has no Mesos
 # Spark's own forms (SparkMasterRegex), spaces around the numbers included
 _LOCAL_MASTER = re.compile(r"local(\[\s*(\*|[0-9]+)\s*(,\s*[0-9]+\s*)?\])?"
                            r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
@@ -86,9 +95,29 @@ _PACKAGES = ("storage_engine", "spark_jobs")
 QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")  # see ``driver_logging``
 
 
-def spark_master(master: str | None = None) -> str:
-    """The master to use: the argument, else ``$LOGPLAT_SPARK_MASTER``, else ``local[*]``."""
-    return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+@dataclass(frozen=True)
+class SparkEnvironment:
+    """The Spark jobs' settings from the environment, checked (see :func:`spark_environment`)."""
+
+    master: str = DEFAULT_MASTER
+    log_level: str = DEFAULT_LOG_LEVEL
+
+
+def spark_environment(*, probe: bool = False) -> SparkEnvironment:
+    """``$LOGPLAT_SPARK_MASTER`` (default ``local[*]``) and ``$LOGPLAT_SPARK_LOG_LEVEL`` (default
+    ``ERROR``), each checked by the rules Spark applies once its JVM is up, so a value it would
+    refuse is one line naming the variable before any JVM starts (the engine's variables are
+    ``storage_engine.config.environment``'s). ``probe``: also connect to the master or Spark
+    Connect server it names (:func:`check_spark_master`); without, nothing leaves the process."""
+    master = os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    try:
+        check_spark_master(master) if probe else check_master_form(master)
+    except SparkSetupError as exc:
+        raise SparkSetupError(f"{MASTER_ENV}={master}: {exc}") from None
+    raw_level = os.environ.get(LOG_LEVEL_ENV) or DEFAULT_LOG_LEVEL
+    if raw_level.upper() not in SPARK_LOG_LEVELS:
+        raise SparkSetupError(f"{LOG_LEVEL_ENV}={raw_level}: not a Spark log level (one of {', '.join(SPARK_LOG_LEVELS)})")
+    return SparkEnvironment(master, raw_level.upper())
 
 
 def is_remote(master: str) -> bool:
@@ -105,10 +134,27 @@ def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -
 
 
 def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:
-    """:class:`SparkSetupError` unless ``master`` is one Spark accepts (``local[N]``, ``spark://``,
-    ``yarn``, ``k8s://``) and, for a standalone ``spark://`` master, one of its hosts accepts
-    connections: Spark would start a JVM first, then fail with pages of Java (a standalone master
-    after a minute of retries)."""
+    """:class:`SparkSetupError` unless ``master`` is one Spark accepts (:func:`check_master_form`)
+    and, for a standalone ``spark://`` master, one of its hosts, for a ``k8s://`` master its API
+    server, accepts connections: Spark would start a JVM first, then fail with pages of Java (a
+    standalone master after a minute of retries)."""
+    check_master_form(master)
+    if master.startswith(STANDALONE_SCHEME):
+        reasons = [_unanswered(address, STANDALONE_DEFAULT_PORT, timeout_s)
+                   for address in master[len(STANDALONE_SCHEME):].split(",")]
+        if all(reasons):
+            raise SparkSetupError(f"no Spark master answers at {master}: {reasons[0]}")
+    if master.startswith(K8S_SCHEME):
+        host, port = _k8s_api_server(master)
+        if (reason := _unanswered(f"{host}:{port}", port, timeout_s)) is not None:
+            raise SparkSetupError(f"no Kubernetes API server answers at {master}: {reason}")
+
+
+def check_master_form(master: str) -> None:
+    """:class:`SparkSetupError` unless ``master`` is one Spark accepts (``local[N]``,
+    ``local-cluster[N, C, M]``, ``spark://``, ``yarn``, ``k8s://``) by the rules Spark applies
+    when its context starts (``SparkMasterRegex``, ``Utils.checkAndGetK8sMasterUrl``), without
+    connecting anywhere."""
     local = _LOCAL_MASTER.fullmatch(master)
     if not (local or master == "yarn" or master.startswith(_CLUSTER_SCHEMES)):
         raise SparkSetupError(f"not a Spark master: {master!r} (local[N], spark://host:port, yarn, k8s://..., "
@@ -117,14 +163,32 @@ def check_master(master: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> Non
     if local and not all(low <= int(n) <= INT_MAX for n, low in _local_counts(local)):
         raise SparkSetupError(f"not a Spark master: {master!r}: its thread and worker counts must be 1 to "
                               f"{INT_MAX} (a failure count 0 to {INT_MAX})")
+    if local and master.startswith("local-cluster") and int(_local_counts(local)[2][0]) < EXECUTOR_MEMORY_MIB:
+        raise SparkSetupError(f"not a Spark master: {master!r}: a local-cluster worker's memory must hold an "
+                              f"executor's {EXECUTOR_MEMORY_MIB} MiB")
     if master == "yarn" and "HADOOP_CONF_DIR" not in os.environ and "YARN_CONF_DIR" not in os.environ:
         raise SparkSetupError("the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's "
                               "configuration directory")
-    if master.startswith(STANDALONE_SCHEME):
-        reasons = [_unanswered(address, STANDALONE_DEFAULT_PORT, timeout_s)
-                   for address in master[len(STANDALONE_SCHEME):].split(",")]
-        if all(reasons):
-            raise SparkSetupError(f"no Spark master answers at {master}: {reasons[0]}")
+    if master.startswith(K8S_SCHEME):
+        _k8s_api_server(master)
+
+
+def _k8s_api_server(master: str) -> tuple[str, int]:
+    """The host and port of a ``k8s://`` master's API server, as Spark's
+    ``Utils.checkAndGetK8sMasterUrl`` resolves it (no scheme: ``https``; only ``http`` and
+    ``https``); :class:`SparkSetupError` for one it refuses or that names no host."""
+    rest = master[len(K8S_SCHEME):]
+    try:
+        url = urlsplit(rest if "://" in rest else f"https://{rest}")
+        scheme, host, port = url.scheme.lower(), url.hostname, url.port
+    except ValueError as exc:
+        raise SparkSetupError(f"not a Spark master: {master!r}: {exc}") from None
+    if scheme not in ("http", "https"):
+        raise SparkSetupError(f"not a Spark master: {master!r}: a Kubernetes master's scheme is http or https, "
+                              f"not {scheme}")
+    if not host:
+        raise SparkSetupError(f"not a Spark master: {master!r}: it names no Kubernetes API server host")
+    return host, port or (443 if scheme == "https" else 80)
 
 
 def check_spark_master(master: str) -> None:
@@ -346,8 +410,10 @@ def build_spark_session(
     not answer, before any JVM is started (a Spark Connect client needs no Java, but a server
     that answers), and when Spark cannot start the session all the same.
     """
-    master = spark_master(master)
-    check_spark_master(master)
+    environment = spark_environment(probe=master is None)  # every LOGPLAT_SPARK_* value, before a JVM starts
+    if master is not None:
+        check_spark_master(master)
+    master = master or environment.master
     if is_remote(master):
         return prepare_session(connect_session(master, session_config(master, conf)), ship_engine=ship_engine)
     before_jvm_start()
@@ -381,7 +447,7 @@ def prepare_session(spark, *, ship_engine: bool | None = None):
             with tempfile.TemporaryDirectory(prefix="logplat-pyfiles-") as directory:  # uploaded at once
                 spark.addArtifacts(str(engine_zip(Path(directory))), pyfile=True)
     else:
-        spark.sparkContext.setLogLevel(os.environ.get("LOGPLAT_SPARK_LOG_LEVEL", "ERROR"))
+        spark.sparkContext.setLogLevel(spark_environment().log_level)
         if ship_engine is None:
             ship_engine = not spark.sparkContext.master.startswith("local")
         if ship_engine:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from .cleaner import CompactionReport
-from .config.properties import broker_props_from_env
+from .config.environment import engine_environment
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
 from .errors import LogError, NeedsRecoveryError, RecordTooLargeError, UnknownTopicOrPartitionError
-from .manager import LogManager, log_dirs_from_env, missing_log_dir
+from .manager import LogManager, missing_log_dir
 from .topic_admin import check_creation
 from .topic_store import shown_path
 from .naming import MAX_PARTITION, check_not_metadata_log
@@ -741,8 +741,8 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         else:
             read_only = (args.command in READ_ONLY or getattr(args, "dry_run", False)
                          or (args.command == "topic" and args.topic_command in ("list", "describe")))
-            log_dirs = log_dirs_from_env(args.log_dirs)
-            broker_props = broker_props_from_env()
+            environment = engine_environment(args.log_dirs)
+            log_dirs, broker_props = list(environment.log_dirs), environment.broker_props
             creating = args.command == "topic" and args.topic_command == "create"  # the one command that makes one
             if creating:
                 check_creation(args.name, args.partitions, _parse_config_pairs(args.config), broker_props)

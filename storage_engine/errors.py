@@ -75,6 +75,11 @@ class UnknownConfigError(LogError):
     """A config name to delete that no topic has (a typo): there is no value to name, only the key."""
 
 
+class EnvironmentValueError(LogError):
+    """A ``LOGPLAT_*`` variable holds a value the engine would refuse; the message names the
+    variable and the value."""
+
+
 class ServerPropertiesError(LogError):
     """The broker properties file named by ``LOGPLAT_SERVER_PROPERTIES`` cannot be read as one."""
 

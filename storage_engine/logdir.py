@@ -72,6 +72,25 @@ def check_distinct_ids(log_dirs: Sequence["LogDir"]) -> None:
                              "no topic was placed over it")
 
 
+def check_is_a_log_dir(path: Path) -> None:
+    """Refuse a dir holding segment files, naming one: it is a partition directory given as
+    a log dir (``--log-dirs data/logs/t-0``), which read-only commands showed as holding no
+    partition and writable ones wrote session files and the shutdown marker into. Refuse
+    the topic metadata folder too, where a topic create would have built a log dir. A path
+    that is not there (yet) passes: whether it must be is the caller's rule."""
+    if path.name == TOPICS_DIR:
+        raise NotALogDirError(f"{path} is the topic metadata folder of a log dir, not a log dir; give the "
+                              f"directory that holds it ({path.parent})")
+    try:
+        with os.scandir(path) as it:
+            segment = next((e.name for e in it if is_segment_file(e.name)), None)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if segment is not None:
+        raise NotALogDirError(f"{path} holds segment files ({segment}): it is a partition directory, not "
+                              f"a log dir; give the directory that holds it ({path.parent})")
+
+
 class LogDir:
     """A log directory with its three checkpoint files."""
 
@@ -103,7 +122,7 @@ class LogDir:
         lock afterwards and leaves no session file. A symlink, FIFO or directory in place of
         any of the dir's own files is refused first, before anything is written.
         """
-        self._check_is_a_log_dir()
+        check_is_a_log_dir(self.path)
         for name in (SESSION_LOCK, RECOVERY_GATE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
                      LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, DIR_ID_FILE):
             check_regular_or_missing(self.path / name)
@@ -203,23 +222,6 @@ class LogDir:
         if self._gate_fd is not None:
             os.close(self._gate_fd)  # releases the flock
             self._gate_fd = None
-
-    def _check_is_a_log_dir(self) -> None:
-        """Refuse a dir holding segment files, naming one: it is a partition directory given as
-        a log dir (``--log-dirs data/logs/t-0``), which read-only commands showed as holding no
-        partition and writable ones wrote session files and the shutdown marker into. Refuse
-        the topic metadata folder too, where a topic create would have built a log dir."""
-        if self.path.name == TOPICS_DIR:
-            raise NotALogDirError(f"{self.path} is the topic metadata folder of a log dir, not a log dir; give the "
-                                  f"directory that holds it ({self.path.parent})")
-        try:
-            with os.scandir(self.path) as it:
-                segment = next((e.name for e in it if is_segment_file(e.name)), None)
-        except FileNotFoundError:
-            return
-        if segment is not None:
-            raise NotALogDirError(f"{self.path} holds segment files ({segment}): it is a partition directory, not "
-                                  f"a log dir; give the directory that holds it ({self.path.parent})")
 
     def finish_startup(self) -> None:
         """Called by the first writer after recovering: let other processes in."""

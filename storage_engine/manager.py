@@ -30,7 +30,7 @@ from .errors import (ConfigError, LogChangedError, LogDirsNotGivenError, LogErro
                      UnknownTopicOrPartitionError)
 from .loader import REFUSED_UNCHANGED
 from .log import Log
-from .logdir import LogDir, check_distinct_ids
+from .logdir import LogDir, check_distinct_ids, check_is_a_log_dir
 from .naming import is_digits, is_segment_file, parse_partition_dir, partition_dir_name, validate_topic_name
 from .nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
@@ -40,25 +40,12 @@ from .topic_admin import TopicAdmin
 from .topic_store import (TopicConfigError, TopicMetadata, TopicMetadataError, metadata_names, metadata_path,
                           placed_elsewhere, placed_path, read_metadata, write_metadata)
 
-DEFAULT_LOG_DIRS = "./data/logs"
-
-
 @dataclass(frozen=True)
 class PartitionLocation:
     topic: str
     partition: int
     log_dir: LogDir
     path: Path
-
-
-def log_dirs_from_env(value: str | None = None) -> list[Path]:
-    """``--log-dirs`` / ``LOGPLAT_LOG_DIRS``: a comma-separated list, default ``./data/logs``. An
-    empty ``--log-dirs ""`` names no directory (an error), where an empty variable is unset."""
-    raw = value if value is not None else os.environ.get("LOGPLAT_LOG_DIRS") or DEFAULT_LOG_DIRS
-    dirs = [Path(p.strip()) for p in raw.split(",") if p.strip()]
-    if not dirs:
-        raise LogError(f"no log directory in {raw!r}")
-    return dirs
 
 
 def missing_log_dir(path: str | Path) -> str | None:
@@ -91,6 +78,22 @@ def _require_compacted(topic: str, config: LogConfig) -> None:
     if not config.compact:
         raise LogError(f"topic {topic} has cleanup.policy={','.join(config.cleanup_policy)}: "
                        "only compacted topics are cleaned")
+
+
+def check_log_dirs(log_dirs: Sequence[Path | str]) -> list[Path]:
+    """``log_dirs`` resolved, once each of them is one the engine opens: at least one, none
+    given twice (Kafka's ``log.dirs`` check), none inside another or the same directory as
+    another, none a partition directory or a topic metadata folder. The one rule for a list
+    of log dirs, so the environment's check (``config.environment``) is the manager's."""
+    if not log_dirs:
+        raise LogError("at least one log directory is needed")
+    paths = [Path(p).resolve() for p in log_dirs]
+    if len(set(paths)) != len(paths):
+        raise LogError(f"duplicate entries in log.dirs: {[str(p) for p in paths]}")
+    _check_distinct_dirs(paths)
+    for path in paths:
+        check_is_a_log_dir(path)
+    return paths
 
 
 def _check_distinct_dirs(paths: Sequence[Path]) -> None:
@@ -137,12 +140,7 @@ class LogManager(TopicAdmin):
         a manager opened on some of them only. A topic's metadata is in one log dir and its partitions in any: a
         Spark task opens just its partition's log dir, where it read a topic without metadata
         (the broker defaults, ``cleanup.policy=delete``) for every partition outside that one."""
-        if not log_dirs:
-            raise LogError("at least one log directory is needed")
-        paths = [Path(p).resolve() for p in log_dirs]
-        if len(set(paths)) != len(paths):
-            raise LogError(f"duplicate entries in log.dirs: {[str(p) for p in paths]}")
-        _check_distinct_dirs(paths)
+        paths = check_log_dirs(log_dirs)
         self.broker_props = dict(broker_props or {})
         build_log_config(self.broker_props)  # validate broker settings before touching anything
         self.max_partitions = max_partitions_per_topic(self.broker_props)

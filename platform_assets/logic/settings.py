@@ -21,12 +21,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from spark_jobs.session import DEFAULT_MASTER, spark_master
+from spark_jobs.session import DEFAULT_MASTER, spark_environment
 from storage_engine.config.broker import retention_check_interval_ms
-from storage_engine.config.properties import broker_props_from_env
+from storage_engine.config.environment import engine_environment
 from storage_engine.config.values import INT_MAX
 from storage_engine.naming import is_digits
-from storage_engine.manager import log_dirs_from_env
 
 AUTOMATION_STATES = ("running", "stopped")
 
@@ -62,11 +61,14 @@ class PlatformSettings:
 
     @classmethod
     def from_env(cls) -> "PlatformSettings":
+        """The settings, each variable checked as the engine (``engine_environment``) and the
+        Spark jobs (``spark_environment``) check it, and as below for the platform's own."""
         env = os.environ
+        engine = engine_environment()
         return cls(
-            log_dirs=tuple(str(p) for p in log_dirs_from_env()),
-            broker_props=broker_props_from_env(),
-            spark_master=spark_master(),  # LOGPLAT_SPARK_MASTER, else the default
+            log_dirs=tuple(str(p) for p in engine.log_dirs),
+            broker_props=engine.broker_props,
+            spark_master=spark_environment().master,
             automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),
             sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
             max_partitions_per_tick=_positive_int(env, "LOGPLAT_MAX_PARTITIONS_PER_TICK", 16),

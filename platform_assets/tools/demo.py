@@ -31,8 +31,9 @@ from pathlib import Path
 from spark_jobs.connect_server import free_port, local_connect_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.session import MASTER_ENV
+from storage_engine.config.environment import LOG_DIRS_ENV, log_dirs_from_env
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager, log_dirs_from_env
+from storage_engine.manager import LogManager
 from storage_engine.usage import OneLineParser, UsageError
 
 from .devserver import DevServer, DevServerError, wait_for
@@ -150,12 +151,12 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     try:
         log_dirs = [str(p.resolve()) for p in log_dirs_from_env()]
     except LogError as exc:
-        print(f"error: LOGPLAT_LOG_DIRS: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)  # it names the variable
         return 1
     try:  # a bad LOGPLAT_* value (a Spark master that cannot be used) is one line now, not failed runs later
         # the default ./data/logs is made on first use; log dirs the user names must be there (a
         # typo started a new data set, which the UI, pointed at the real one, never showed)
-        check_environment(require_log_dirs=bool(os.environ.get("LOGPLAT_LOG_DIRS", "").strip()))
+        check_environment(require_log_dirs=bool(os.environ.get(LOG_DIRS_ENV, "").strip()))
     except PreflightError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -9,12 +9,11 @@ status 1 here, before the servers start.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-from spark_jobs.errors import SparkSetupError
-from spark_jobs.session import MASTER_ENV, check_spark_master
+from spark_jobs.session import spark_environment
+from storage_engine.config.environment import LOG_DIRS_ENV
 from storage_engine.errors import LogError
 
 from ..logic.settings import PlatformSettings
@@ -34,13 +33,12 @@ def check_environment(*, require_log_dirs: bool) -> PlatformSettings:
     if require_log_dirs:
         missing = [d for d in settings.log_dirs if not Path(d).is_dir()]
         if missing:
-            raise PreflightError(f"LOGPLAT_LOG_DIRS: {', '.join(missing)} is not a directory (bash scripts/main.sh "
-                                 f"writes a workload into ./data/logs, or point LOGPLAT_LOG_DIRS at your log dirs)")
-    if os.environ.get(MASTER_ENV):
-        try:
-            check_spark_master(settings.spark_master)
-        except SparkSetupError as exc:
-            raise PreflightError(f"{MASTER_ENV}: {exc}") from None
+            raise PreflightError(f"{LOG_DIRS_ENV}: {', '.join(missing)} is not a directory (bash scripts/main.sh "
+                                 f"writes a workload into ./data/logs, or point {LOG_DIRS_ENV} at your log dirs)")
+    try:  # the master or Spark Connect server answers
+        spark_environment(probe=True)
+    except LogError as exc:
+        raise PreflightError(str(exc)) from None
     return settings
 
 

@@ -1,5 +1,5 @@
-"""A broker's ``server.properties``, named by ``$LOGPLAT_SERVER_PROPERTIES``: read safely and
-validated before any command uses it."""
+"""A broker's ``server.properties`` (named by ``$LOGPLAT_SERVER_PROPERTIES``, see
+``config.environment``): read safely and validated before any command uses it."""
 
 from __future__ import annotations
 
@@ -32,28 +32,19 @@ def parse_properties(lines: Iterable[str]) -> dict[str, str]:
     return props
 
 
-SERVER_PROPERTIES_ENV = "LOGPLAT_SERVER_PROPERTIES"
-
-
-def broker_props_from_env() -> dict[str, str]:
-    """Broker-level ``log.*`` settings from the ``server.properties`` file named by
-    ``$LOGPLAT_SERVER_PROPERTIES``, if set, read with :func:`parse_properties` and validated.
-
-    The one place the engine reads that variable: the CLI and the platform's settings both call it.
-    """
-    path = os.environ.get(SERVER_PROPERTIES_ENV)
-    if not path:
-        return {}
-    props = parse_properties(_read_server_properties(path).splitlines())
+def read_server_properties(path: str, variable: str) -> dict[str, str]:
+    """The broker settings in the ``server.properties`` file at ``path`` (named by the
+    environment ``variable``), read with :func:`parse_properties` and validated as the broker's
+    ``log.*`` topic defaults."""
+    props = parse_properties(_read_text(path, f"{variable}={path}").splitlines())
     build_log_config(props, validate_topic_overrides({}))
     return props
 
 
-def _read_server_properties(path: str) -> str:
+def _read_text(path: str, where: str) -> str:
     """The file's text; :class:`ServerPropertiesError` naming the variable and what is wrong
     when it is missing, unreadable, not a regular file (a FIFO would block the read for ever) or
     not UTF-8. A symbolic link is fine: the file is the user's, outside any log dir."""
-    where = f"{SERVER_PROPERTIES_ENV}={path}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:

@@ -455,7 +455,7 @@ def test_cleaner_dedupe_message() -> None:
 
 def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatch) -> None:
     """The env-named server.properties is read by parse_properties: ``key: value`` counts too."""
-    from storage_engine.config.properties import broker_props_from_env
+    from storage_engine.config.environment import broker_props_from_env
 
     props_file = tmp_path / "server.properties"
     props_file.write_text("# broker\nlog.retention.ms: 5000\n! note\nlog.segment.bytes=1048576\n")
@@ -474,7 +474,7 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
 def test_a_properties_file_that_cannot_be_read_is_named_with_its_variable(tmp_path, monkeypatch, make, error) -> None:
     """A FIFO hung every command; the others gave bare OS or codec errors naming neither the
     file nor the variable."""
-    from storage_engine.config.properties import broker_props_from_env
+    from storage_engine.config.environment import broker_props_from_env
     from storage_engine.errors import ServerPropertiesError
 
     path = tmp_path / "server.properties"

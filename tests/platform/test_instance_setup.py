@@ -25,6 +25,7 @@ from platform_assets.tools.instance_setup import SERVERS_LOCK_FILE
 from platform_assets.tools.devserver import DevServer, DevServerError, GraphQL
 from spark_jobs.connect_server import free_port
 from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
+from storage_engine.manager import LogManager
 from tests.helpers.paths import REPO
 
 #: an older Dagster schema revision: what a second, racing initialiser can stamp
@@ -196,14 +197,29 @@ def test_a_symbolic_link_at_the_lock_is_refused_in_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("env, error", [
     ({"LOGPLAT_AUTOMATION": "sometimes"}, "LOGPLAT_AUTOMATION='sometimes': expected one of running, stopped"),
-    ({"LOGPLAT_SPARK_MASTER": "bogus"}, "LOGPLAT_SPARK_MASTER: not a Spark master: 'bogus'"),
+    ({"LOGPLAT_SPARK_MASTER": "bogus"}, "LOGPLAT_SPARK_MASTER=bogus: not a Spark master: 'bogus'"),
+    ({"LOGPLAT_SPARK_MASTER": "k8s://x.invalid"}, "LOGPLAT_SPARK_MASTER=k8s://x.invalid: no Kubernetes API server "
+                                                  "answers at k8s://x.invalid"),
+    ({"LOGPLAT_SPARK_MASTER": "local-cluster[2,1,512]"}, "LOGPLAT_SPARK_MASTER=local-cluster[2,1,512]: not a Spark "
+                                                         "master"),
+    ({"LOGPLAT_SPARK_LOG_LEVEL": "bogus"}, "LOGPLAT_SPARK_LOG_LEVEL=bogus: not a Spark log level"),
     ({"LOGPLAT_LOG_DIRS": "{tmp}/nope/logs"}, "LOGPLAT_LOG_DIRS: {tmp}/nope/logs is not a directory"),
-], ids=["automation", "master", "log-dirs"])
+    ({"LOGPLAT_LOG_DIRS": "{tmp}/logs/orders-0"}, "LOGPLAT_LOG_DIRS='{tmp}/logs/orders-0': {tmp}/logs/orders-0 holds "
+                                                  "segment files (00000000000000000000.log): it is a partition "
+                                                  "directory, not a log dir"),
+    ({"LOGPLAT_LOG_DIRS": "{tmp}/logs,{tmp}/logs/"}, "LOGPLAT_LOG_DIRS='{tmp}/logs,{tmp}/logs/': duplicate entries "
+                                                     "in log.dirs"),
+], ids=["automation", "master", "k8s-unanswered", "local-cluster-memory", "spark-log-level", "log-dirs",
+        "partition-dir", "dir-twice"])
 def test_the_ui_refuses_a_bad_environment_in_one_line_before_it_starts(tmp_path, env, error):
     """ui.sh started the servers whatever the environment held: a LOGPLAT_AUTOMATION typo became
     a code location that failed to load, a bad master failed every run, a mistyped log dir
-    showed a platform without topics and made the daemon drop their schedules' state."""
+    showed a platform without topics and made the daemon drop their schedules' state. Each
+    value is refused by the rule the engine or Spark applies to it, naming the variable and
+    the value."""
     (tmp_path / "logs").mkdir()
+    with LogManager([tmp_path / "logs"]) as manager:
+        manager.create_topic("orders", 1)
     env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
     proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.preflight"], capture_output=True, text=True,
                           cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
@@ -279,7 +295,7 @@ def test_the_main_job_says_in_one_line_what_it_cannot_use(tmp_path):
                                                           "LOGPLAT_LOG_DIRS": " , ",
                                                           "DAGSTER_HOME": str(tmp_path / "home")})
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.splitlines() == ["error: LOGPLAT_LOG_DIRS: no log directory in ' , '"]
+    assert proc.stderr.splitlines() == ["error: LOGPLAT_LOG_DIRS=' , ': no log directory in ' , '"]
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(DevServerError, match=r"^GraphQL request to http://127.0.0.1:\d+ failed: URLError: "):
         GraphQL(f"http://127.0.0.1:{free_port()}").query("{ version }")

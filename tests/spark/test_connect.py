@@ -495,30 +495,63 @@ def test_a_spark_its_user_configured_keeps_its_own_logging(tmp_path, monkeypatch
     assert driver_logging() == {}
 
 
-@pytest.mark.parametrize("master, error", [
-    ("sc://127.0.0.1:{port}", "no Spark Connect server answers at sc://127.0.0.1:{port}: Connection refused"),
-    ("spark://127.0.0.1:{port}", "no Spark master answers at spark://127.0.0.1:{port}: Connection refused"),
-    ("bogus", "not a Spark master: 'bogus' (local[N], spark://host:port, yarn, k8s://..., or sc://host:port for a "
-              "Spark Connect server)"),
-    ("local[0]", "not a Spark master: 'local[0]': its thread and worker counts must be 1 to 2147483647 (a failure "
-                 "count 0 to 2147483647)"),
-    ("local[4, 99999999999]", "not a Spark master: 'local[4, 99999999999]': its thread and worker counts must be 1 "
-                              "to 2147483647 (a failure count 0 to 2147483647)"),
-    ("yarn", "the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's configuration directory"),
-], ids=["connect", "standalone", "not-a-master", "no-threads", "too-many-failures", "yarn-without-its-conf"])
-def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path, master, error):
-    """Checked before any JVM starts: Spark would print pages of Java, a standalone master after
-    a minute of retries, and a Connect client retries for minutes."""
+@pytest.mark.parametrize("env, error", [
+    ({"LOGPLAT_SPARK_MASTER": "sc://127.0.0.1:{port}"},
+     "no Spark Connect server answers at sc://127.0.0.1:{port}: Connection refused"),
+    ({"LOGPLAT_SPARK_MASTER": "spark://127.0.0.1:{port}"},
+     "no Spark master answers at spark://127.0.0.1:{port}: Connection refused"),
+    ({"LOGPLAT_SPARK_MASTER": "bogus"}, "not a Spark master: 'bogus' (local[N], spark://host:port, yarn, k8s://..., "
+                                        "or sc://host:port for a Spark Connect server)"),
+    ({"LOGPLAT_SPARK_MASTER": "local[0]"}, "not a Spark master: 'local[0]': its thread and worker counts must be 1 to "
+                                           "2147483647 (a failure count 0 to 2147483647)"),
+    ({"LOGPLAT_SPARK_MASTER": "local[4, 99999999999]"}, "not a Spark master: 'local[4, 99999999999]': its thread and "
+                                                        "worker counts must be 1 to 2147483647 (a failure count 0 to "
+                                                        "2147483647)"),
+    ({"LOGPLAT_SPARK_MASTER": "yarn"},
+     "the master 'yarn' needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's configuration directory"),
+    ({"LOGPLAT_SPARK_MASTER": "k8s://127.0.0.1:{port}"},
+     "no Kubernetes API server answers at k8s://127.0.0.1:{port}: Connection refused"),
+    ({"LOGPLAT_SPARK_MASTER": "k8s://ftp://127.0.0.1"},
+     "not a Spark master: 'k8s://ftp://127.0.0.1': a Kubernetes master's scheme is http or https, not ftp"),
+    ({"LOGPLAT_SPARK_MASTER": "local-cluster[1,1,512]"},
+     "not a Spark master: 'local-cluster[1,1,512]': a local-cluster worker's memory must hold an executor's 1024 MiB"),
+], ids=["connect", "standalone", "not-a-master", "no-threads", "too-many-failures", "yarn-without-its-conf",
+        "k8s-unanswered", "k8s-scheme", "local-cluster-memory"])
+def test_no_server_at_the_url_is_a_one_line_error_not_minutes_of_retries(tmp_path, env, error):
+    """Checked before any JVM starts, naming the variable and its value: Spark would print pages
+    of Java, a standalone master after a minute of retries, and a Connect client retries for
+    minutes."""
     port = free_port()  # nothing listens there
+    env = {k: v.format(port=port) for k, v in env.items()}
+    _assert_refused_before_a_jvm(tmp_path, env, f"{' '.join(f'{k}={v}' for k, v in env.items())}: "
+                                                f"{error.format(port=port)}")
+
+
+def test_a_log_level_spark_refuses_is_a_one_line_error_before_a_jvm_starts(tmp_path):
+    """``setLogLevel`` refused it once the session was up: a traceback from every command."""
+    _assert_refused_before_a_jvm(tmp_path, {"LOGPLAT_SPARK_LOG_LEVEL": "bogus"},
+                                 "LOGPLAT_SPARK_LOG_LEVEL=bogus: not a Spark log level (one of ALL, DEBUG, ERROR, "
+                                 "FATAL, INFO, OFF, TRACE, WARN)")
+
+
+def _assert_refused_before_a_jvm(tmp_path: Path, env: dict[str, str], error: str) -> None:
+    """``logctl compact --engine spark`` under ``env`` exits 1 with the one line ``error``, fast,
+    with no Java started under it (a ``java`` first on PATH that leaves a mark) and nothing changed."""
+    shim = tmp_path / "bin" / "java"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\ntouch {tmp_path / 'java-ran'}\nexit 1\n")
+    shim.chmod(0o755)
     random_topic(tmp_path / "logs", "cc", seed=7)
     before = sorted(p.name for p in (tmp_path / "logs" / "cc-0").iterdir())
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "--log-dirs", str(tmp_path / "logs"),
                            "compact", "--engine", "spark", "--topic", "cc"],
                           capture_output=True, text=True, cwd=REPO, timeout=120,
-                          env={**{k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")},
-                               "LOGPLAT_SPARK_MASTER": master.format(port=port)})
+                          env={**{k: v for k, v in os.environ.items()
+                                  if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "JAVA_HOME")},
+                               **env, "PATH": f"{shim.parent}:{os.environ['PATH']}"})
     assert time.monotonic() - started < 60
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"error: {error.format(port=port)}"]
+    assert proc.stderr.strip().splitlines() == [f"error: {error}"]
+    assert not (tmp_path / "java-ran").exists()
     assert sorted(p.name for p in (tmp_path / "logs" / "cc-0").iterdir()) == before
