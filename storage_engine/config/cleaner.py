@@ -55,7 +55,7 @@ def _positive(key: str, raw: object, value: Any) -> None:
         raise ConfigError(key, raw, "Value must be greater than 0")
 
 
-_CLEANER_KEYS: dict[str, tuple[str, str, Validator | None]] = {
+CLEANER_KEYS: dict[str, tuple[str, str, Validator | None]] = {
     "log.cleaner.dedupe.buffer.size": ("dedupe_buffer_size", "LONG", at_least(0)),
     "log.cleaner.io.buffer.load.factor": ("io_buffer_load_factor", "DOUBLE", _positive_fraction),
     "log.cleaner.io.buffer.size": ("io_buffer_size", "INT", at_least(0)),
@@ -70,7 +70,7 @@ def build_cleaner_config(broker_props: Mapping[str, object] | None = None) -> Cl
     """The cleaner settings from ``log.cleaner.*`` broker keys; other keys are ignored."""
     props = broker_props or {}
     values: dict[str, object] = {}
-    for key, (field, type_name, validator) in _CLEANER_KEYS.items():
+    for key, (field, type_name, validator) in CLEANER_KEYS.items():
         if key in props:
             values[field] = parse_value(type_name, key, props[key], validator)
     return CleanerConfig(**values)  # type: ignore[arg-type]

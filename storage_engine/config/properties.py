@@ -3,42 +3,122 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
-from typing import Iterable
+import sys
+from typing import Iterable, Iterator
 
 from ..errors import ServerPropertiesError
 from ..nofollow import file_kind
-from .broker import build_log_config
+from .broker import BROKER_MAPPINGS, MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY, build_log_config
+from .cleaner import CLEANER_KEYS
 from .topic import validate_topic_overrides
 
 
-def parse_properties(lines: Iterable[str]) -> dict[str, str]:
-    """A minimal Java ``.properties`` reader: ``key=value`` or ``key: value``, ``#``/``!`` comments.
+# Kafka broker keys a ``server.properties`` carries that the engine has no use for (a broker's
+# network, quorum, replication and threads; the log dirs, which come from ``LOGPLAT_LOG_DIRS``):
+# ignored without a word. Any other key is a misspelling or a setting this engine does not have.
+IGNORED_BROKER_KEYS = frozenset({
+    "advertised.listeners", "auto.create.topics.enable", "auto.leader.rebalance.enable", "broker.id",
+    "broker.rack", "controller.listener.names", "controller.quorum.bootstrap.servers",
+    "controller.quorum.voters", "default.replication.factor", "delete.topic.enable",
+    "group.initial.rebalance.delay.ms", "inter.broker.listener.name", "listener.security.protocol.map",
+    "listeners", "log.dir", "log.dirs", "log.local.retention.bytes", "log.local.retention.ms",
+    "log.message.downconversion.enable", "log.message.format.version", "metadata.log.dir", "node.id",
+    "num.io.threads", "num.network.threads", "num.partitions", "num.recovery.threads.per.data.dir",
+    "num.replica.fetchers", "offsets.topic.replication.factor", "process.roles",
+    "share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor",
+    "socket.receive.buffer.bytes", "socket.request.max.bytes", "socket.send.buffer.bytes",
+    "transaction.state.log.min.isr", "transaction.state.log.replication.factor", "zookeeper.connect",
+    "zookeeper.connection.timeout.ms",
+})
+# the broker keys the engine reads
+ENGINE_BROKER_KEYS = frozenset({source.key for mapping in BROKER_MAPPINGS for source in mapping.sources}
+                               | set(CLEANER_KEYS) | {MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY})
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_WHITESPACE = " \t\f"
 
-    Enough for a broker's ``server.properties`` (no line continuations or escapes).
-    """
+
+def parse_properties(lines: Iterable[str]) -> dict[str, str]:
+    """``lines`` read as ``java.util.Properties.load`` reads them: ``key=value``, ``key: value``
+    or ``key value``; ``#``/``!`` comment lines; a line ending in an odd number of backslashes
+    continues on the next, whose leading whitespace is dropped; ``\\t``, ``\\uXXXX`` and other
+    escapes in keys and values. A value is trimmed, as Kafka's ``ConfigDef`` trims it."""
     props: dict[str, str] = {}
-    for line in lines:
-        text = line.strip()
-        if not text or text[0] in "#!":
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", text)
-        if match:
-            props[match.group(1)] = match.group(2)
-        else:
-            props[text] = ""
+    for line in _logical_lines(lines):
+        key, value = _split_key(line)
+        props[_unescape(key)] = _unescape(value).strip()
     return props
+
+
+def _logical_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Java's logical lines: comments and blank lines dropped, continuations joined."""
+    pending: str | None = None
+    for natural in lines:
+        text = natural.lstrip(_WHITESPACE)
+        if pending is None and (not text or text[0] in "#!"):
+            continue
+        backslashes = len(text) - len(text.rstrip("\\"))
+        joined = (pending or "") + (text[:-1] if backslashes % 2 else text)
+        if backslashes % 2:
+            pending = joined
+        else:
+            pending = None
+            yield joined
+    if pending is not None:
+        yield pending
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    """A logical line's key and value, as Java splits them: the key ends at the first
+    unescaped ``=``, ``:`` or whitespace, then whitespace and one ``=`` or ``:`` separate."""
+    key = re.match(r"(?:\\.|[^=: \t\f\\])*", line, re.DOTALL).group(0)
+    rest = line[len(key):].lstrip(_WHITESPACE)
+    return key, (rest[1:] if rest[:1] in ("=", ":") else rest).lstrip(_WHITESPACE)
+
+
+def _unescape(text: str) -> str:
+    """Java's ``loadConvert``: ``\\t``, ``\\n``, ``\\r``, ``\\f``, ``\\uXXXX``; any other escaped
+    character is itself."""
+    def one(match: re.Match) -> str:
+        escaped = match.group(1)
+        if escaped.startswith("u"):
+            if not re.fullmatch(r"u[0-9a-fA-F]{4}", escaped):
+                raise ServerPropertiesError(f"malformed \\uxxxx escape in {text!r}")
+            return chr(int(escaped[1:], 16))
+        return _ESCAPES.get(escaped, escaped)
+    return re.sub(r"\\(u.{0,4}|.)", one, text, flags=re.DOTALL)
 
 
 def read_server_properties(path: str, variable: str) -> dict[str, str]:
     """The broker settings in the ``server.properties`` file at ``path`` (named by the
     environment ``variable``), read with :func:`parse_properties` and validated as the broker's
-    ``log.*`` topic defaults."""
-    props = parse_properties(_read_text(path, f"{variable}={path}").splitlines())
+    ``log.*`` topic defaults. A key that is neither one the engine reads nor a Kafka broker key
+    it has no use for gets a one-line warning on stderr naming it and the file (a misspelt
+    ``log.retention.ms`` would otherwise leave the default in force without a word)."""
+    where = f"{variable}={path}"
+    lines = re.split(r"\r\n|\r|\n", _read_text(path, where))  # Java's line ends only
+    try:
+        props = parse_properties(lines)
+    except ServerPropertiesError as exc:
+        raise ServerPropertiesError(f"{where}: {exc}") from None
+    for key in props:
+        if (warning := unknown_key_warning(key)) is not None:
+            print(f"warning: {where}: {warning}", file=sys.stderr)
     build_log_config(props, validate_topic_overrides({}))
     return props
+
+
+def unknown_key_warning(key: str) -> str | None:
+    """What to say of ``key`` in a broker properties file, or None for a key the engine reads or
+    a Kafka broker key it ignores: a likely misspelling, naming the closest key it reads."""
+    if key in ENGINE_BROKER_KEYS or key in IGNORED_BROKER_KEYS:
+        return None
+    close = difflib.get_close_matches(key, sorted(ENGINE_BROKER_KEYS), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown key {key!r}{hint}: ignored"
 
 
 def _read_text(path: str, where: str) -> str:

@@ -453,6 +453,41 @@ def test_cleaner_dedupe_message() -> None:
     assert build_cleaner_config({"log.cleaner.threads": "0", "log.cleaner.dedupe.buffer.size": "1"}).threads == 0
 
 
+def test_parse_properties_reads_continuation_lines_and_escapes_as_java_does() -> None:
+    """``java.util.Properties.load``: an odd number of trailing backslashes continues the line
+    (the next line's leading whitespace dropped), an even number is escaped backslashes; a
+    comment line never continues; escapes in keys and values."""
+    text = ("log.retention.ms=36\\\n    00000\n"
+            "# a comment ends here \\\nlog.segment.bytes = 1048576\n"
+            "log.cleaner.compaction.strategy.header : a\\\\\n"
+            "log\\.roll\\ ms=1\n"
+            "log.flush.interval.messages \\u0031\\t\n"
+            "last.key=\\\n")
+    assert parse_properties(text.split("\n")) == {
+        "log.retention.ms": "3600000",
+        "log.segment.bytes": "1048576",
+        "log.cleaner.compaction.strategy.header": "a\\",
+        "log.roll ms": "1",
+        "log.flush.interval.messages": "1",
+        "last.key": "",
+    }
+
+
+def test_a_misspelt_broker_key_is_warned_of_in_one_line_naming_the_file(tmp_path, monkeypatch, capsys) -> None:
+    """A misspelt key left the default in force without a word; a Kafka broker key the engine
+    has no use for (``broker.id``) and one it reads are read without one."""
+    from storage_engine.config.environment import broker_props_from_env
+
+    props_file = tmp_path / "server.properties"
+    props_file.write_text("broker.id=1\nlog.retention.msx=5000\nlog.segment.bytes=1048576\nfrobnicate=1\n")
+    monkeypatch.setenv("LOGPLAT_SERVER_PROPERTIES", str(props_file))
+    assert broker_props_from_env()["log.segment.bytes"] == "1048576"
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: LOGPLAT_SERVER_PROPERTIES={props_file}: unknown key 'log.retention.msx' "
+        "(did you mean log.retention.ms?): ignored",
+        f"warning: LOGPLAT_SERVER_PROPERTIES={props_file}: unknown key 'frobnicate': ignored"]
+
+
 def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatch) -> None:
     """The env-named server.properties is read by parse_properties: ``key: value`` counts too."""
     from storage_engine.config.environment import broker_props_from_env
@@ -470,7 +505,8 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
     (lambda p: p.mkdir(), "it is a directory, not a properties file"),
     (lambda p: os.mkfifo(p), "it is a FIFO, not a properties file"),  # a read would block for ever
     (lambda p: p.write_bytes(b"log.retention.ms=5\n\xff=1\n"), "not UTF-8 text (byte 0xff at offset 19)"),
-], ids=["missing", "directory", "fifo", "not-utf8"])
+    (lambda p: p.write_text("log.segment.bytes=\\u12\n"), r"malformed \uxxxx escape in '\\u12'"),
+], ids=["missing", "directory", "fifo", "not-utf8", "bad-escape"])
 def test_a_properties_file_that_cannot_be_read_is_named_with_its_variable(tmp_path, monkeypatch, make, error) -> None:
     """A FIFO hung every command; the others gave bare OS or codec errors naming neither the
     file nor the variable."""
