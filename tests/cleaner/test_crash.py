@@ -1,6 +1,6 @@
 """Compaction under kills and concurrent writers, with real processes.
 
-* A subprocess compacts with ``LOGPLAT_CRASH_AT=<point>`` and SIGKILLs itself at that file step
+* A subprocess compacts with ``tests.helpers.crash.crash_env(point)`` and SIGKILLs itself at that file step
   of the swap; the parent reloads the log and finds exactly the content before compaction or
   exactly the content after it (never a mix, never a loss), and from the commit point on (the
   last ``.cleaned`` -> ``.swap`` rename) always the content after. Before that reload, the
@@ -20,6 +20,7 @@ import time
 import pytest
 
 from tests.helpers.cleaner import NOW, compacted, content, put
+from tests.helpers.crash import crash_env
 from storage_engine.manager import LogManager
 from storage_engine.errors import NeedsRecoveryError
 from storage_engine.verify import verify_log, verify_partition
@@ -95,7 +96,7 @@ def scenarios(tmp_path_factory):
 def test_a_kill_at_each_swap_step_leaves_the_log_before_or_after(tmp_path, scenarios, strategy, point):
     before, after = scenarios[strategy]
     build(tmp_path, strategy)
-    env = dict(os.environ, LOGPLAT_CRASH_AT=point)
+    env = crash_env(point)
     proc = subprocess.run([sys.executable, "-c", COMPACT, str(tmp_path), str(NOW)], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == -9, (point, proc.returncode, proc.stderr)  # every point is reached

@@ -16,6 +16,7 @@ import pytest
 from storage_engine.manager import LogManager
 from storage_engine.producer_snapshot import SnapshotEntry, list_snapshots, read_snapshot, snapshot_path, write_snapshot
 from tests.helpers.cleaner import data_batch, marker
+from tests.helpers.crash import crash_env
 from tests.helpers.engine import open_topic
 from tests.helpers.paths import REPO
 
@@ -162,7 +163,7 @@ def test_a_kill_while_a_snapshot_is_written_leaves_a_loadable_log(tmp_path):
         log.roll(now={NOW})  # killed between writing 2.snapshot.tmp and renaming it
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                          env={"LOGPLAT_CRASH_AT": "producer-snapshot.before-rename", "PATH": "/usr/bin:/bin"})
+                          env=crash_env("producer-snapshot.before-rename", {"PATH": "/usr/bin:/bin"}))
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     part = tmp_path / "t-0"
     assert (part / "00000000000000000002.snapshot.tmp").exists()

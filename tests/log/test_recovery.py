@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from tests.helpers.crash import crash_env
 from tests.helpers.paths import REPO
 
 from tests.helpers.engine import append_each, open_topic, records
@@ -293,7 +294,7 @@ def test_a_writer_killed_mid_roll_beside_a_live_writer_leaves_the_old_segments_t
     lines = "".join(f'{{"key": "k{i}", "value": "{"v" * 100}"}}\n' for i in range(10))
     with LogManager([tmp_path]):  # a live writer: the later writers are not the first opener
         killed = subprocess.run(produce, input=lines, capture_output=True, text=True, cwd=REPO,
-                                env=dict(os.environ, LOGPLAT_CRASH_AT="roll.after-new-segment"))
+                                env=crash_env("roll.after-new-segment"))
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         after = subprocess.run(produce, input=lines, capture_output=True, text=True, cwd=REPO)
         assert after.returncode == 0, after.stderr

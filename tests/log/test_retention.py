@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.helpers.crash import crash_env
 from tests.helpers.engine import open_topic
 from storage_engine.cli import main as logctl
 from storage_engine.errors import LogChangedError
@@ -341,7 +342,7 @@ def test_a_kill_at_each_step_leaves_the_log_before_or_after(tmp_path, point, eve
         m.apply_retention(plans, now_ms={NOW})
         m.close()
     """)
-    env = dict(os.environ, LOGPLAT_CRASH_AT=point)
+    env = crash_env(point)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     reached = everything_expires or point != "retention.after-roll"
     assert proc.returncode == (-9 if reached else 0), proc.stderr

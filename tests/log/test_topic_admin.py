@@ -21,6 +21,7 @@ from storage_engine.dir_id import DIR_ID_FILE, read_dir_id
 from storage_engine.errors import InvalidTopicError, LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
+from tests.helpers.crash import crash_env
 from tests.helpers.paths import REPO
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
@@ -224,7 +225,7 @@ def test_alter_partitions_killed_part_way_leaves_strays_a_rerun_adopts(tmp_path)
     proc = spawn(root, "topic", "create", "t", "--partitions", "1")
     assert proc.communicate()[0] and proc.returncode == 0
     proc = spawn(root, "topic", "alter", "t", "--partitions", "3",
-                 env=dict(os.environ, LOGPLAT_CRASH_AT="topic-add-partitions-partway"))
+                 env=crash_env("topic-add-partitions-partway"))
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     assert (root / "t-1").is_dir()  # made before the commit point: a stray, the count is still 1
@@ -288,7 +289,7 @@ def test_topic_delete_killed_at_every_step_is_finished_by_the_next_open(tmp_path
         proc = spawn(root, *args, stdin=stdin)
         out, err = proc.communicate(stdin)
         assert proc.returncode == 0, err
-    proc = spawn(root, "topic", "delete", "t", env=dict(os.environ, LOGPLAT_CRASH_AT=point))
+    proc = spawn(root, "topic", "delete", "t", env=crash_env(point))
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     listing = spawn(root, "topic", "list", "--json")
@@ -306,7 +307,7 @@ def test_a_topic_create_killed_part_way_says_how_to_finish_or_remove_it(tmp_path
     leaves a topic that every whole-topic command refuses. The refusal said "a writable command
     recreates it", which none but a produce to that partition did; it now says what does."""
     root = tmp_path / "logs"
-    proc = spawn(root, "topic", "create", "t", "--partitions", "5", env=dict(os.environ, LOGPLAT_CRASH_AT="topic-create-partway"))
+    proc = spawn(root, "topic", "create", "t", "--partitions", "5", env=crash_env("topic-create-partway"))
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     assert sorted(p.name for p in root.iterdir() if p.name.startswith("t-")) == ["t-0"]
@@ -320,11 +321,21 @@ def test_a_topic_create_killed_part_way_says_how_to_finish_or_remove_it(tmp_path
     for args in (("verify",), ("topic", "describe", "t")):
         check = spawn(root, *args)
         assert check.communicate()[1] == "" and check.returncode == 0, args
-    proc = spawn(root, "topic", "create", "u", "--partitions", "3", env=dict(os.environ, LOGPLAT_CRASH_AT="topic-create-partway"))
+    proc = spawn(root, "topic", "create", "u", "--partitions", "3", env=crash_env("topic-create-partway"))
     proc.communicate()
     delete = spawn(root, "topic", "delete", "u")
     assert delete.communicate()[1] == "" and delete.returncode == 0
     assert not [p for p in root.iterdir() if p.name.startswith("u-")]
+
+
+def test_a_users_logctl_is_not_killed_by_a_crash_point_name_in_its_environment(tmp_path):
+    """The crash points are the kill tests' (``tests.helpers.crash``): ``LOGPLAT_CRASH_AT`` set
+    in a user's shell SIGKILLed their command part way."""
+    root = tmp_path / "logs"
+    proc = spawn(root, "topic", "create", "t", "--partitions", "5",
+                 env=dict(os.environ, LOGPLAT_CRASH_AT="topic-create-partway"))
+    assert proc.communicate()[1] == "" and proc.returncode == 0
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("t-")) == [f"t-{p}" for p in range(5)]
 
 
 def test_topic_delete_killed_at_a_random_moment_leaves_it_whole_or_gone(tmp_path):
@@ -679,7 +690,7 @@ def test_alter_partitions_records_a_log_dir_before_it_makes_a_directory_there(tm
     shutil.rmtree(d1 / "t-1")  # a gap, as a create killed part way leaves it
     d2.mkdir()
     proc = spawn(f"{d1},{d2}", "topic", "alter", "t", "--partitions", "3",
-                 env=dict(os.environ, LOGPLAT_CRASH_AT="topic-add-partitions-partway"))
+                 env=crash_env("topic-add-partitions-partway"))
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL and (d2 / "t-1").is_dir()
     with LogManager([d1]) as m:

@@ -4,7 +4,6 @@ one partition, a range (one run), each cleanup policy, the checks, and a sweep's
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
+from tests.helpers.crash import crash_env
 from tests.helpers.platform import (
     COMPACT_DELETE,
     COMPACTED,
@@ -28,7 +28,6 @@ from platform_assets.logic.check_outcomes import HEALTH_CHECK, INDEXES_AGREE, KE
 from platform_assets.tools.workload import produce
 from storage_engine.errors import NeedsRecoveryError
 from storage_engine.manager import LogManager
-from tests.helpers.paths import REPO
 
 NOW = int(time.time() * 1000)
 CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES, HEALTH_CHECK}
@@ -485,7 +484,7 @@ def test_a_run_recovers_a_partition_left_mid_swap_by_a_killed_cleaner(platform):
     The run read them first, read-only, and failed; so did its retry and every later run, until
     another writer opened the log dir. The run now recovers its partitions, then cleans."""
     root, _, _, _ = platform
-    env = {**os.environ, "PYTHONPATH": str(REPO), "LOGPLAT_CRASH_AT": "compaction.after-swap-prepared"}
+    env = crash_env("compaction.after-swap-prepared")
     killed = subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "compact",
                              "--topic", "orders", "--partition", "0"], env=env, capture_output=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL

@@ -541,13 +541,14 @@ def test_retention_dry_run_beside_a_topic_delete_left_half_done(spark, tmp_path)
     import subprocess
     import sys
 
+    from tests.helpers.crash import crash_env
     from tests.helpers.paths import REPO
 
     root = tmp_path / "logs"
     with open_topic(root, "t", 2) as m:
         m.create_topic("u", 1)
     killed = subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "topic", "delete",
-                             "t"], cwd=REPO, env=dict(os.environ, LOGPLAT_CRASH_AT="topic-delete-marked"))
+                             "t"], cwd=REPO, env=crash_env("topic-delete-marked"))
     assert killed.returncode != 0 and (root / "t-0").is_dir()
     result = retention_partitions(spark, [root], now_ms=NOW, dry_run=True)
     with LogManager([root], read_only=True) as m:

@@ -1,7 +1,7 @@
 """The Spark compaction job killed at each step of its commit: a reload finds the content before
 or after, never a mix, and none of the job's staged output survives it.
 
-The driver is a real subprocess that SIGKILLs itself (``LOGPLAT_CRASH_AT``) after the tasks wrote
+The driver is a real subprocess that SIGKILLs itself (``tests.helpers.crash.crash_env``) after the tasks wrote
 their staging directories, after it moved their output in as ``.cleaning``, in the middle of
 preparing the swap, and after the commit point; each kill takes Spark's JVM with it.
 """
@@ -19,6 +19,7 @@ import pytest
 from storage_engine.manager import LogManager
 from storage_engine.verify import verify_log
 from tests.helpers.cleaner import NOW, content
+from tests.helpers.crash import crash_env
 from tests.cleaner.test_crash import build
 
 JOB = textwrap.dedent("""
@@ -61,7 +62,7 @@ def expected(tmp_path_factory):
 @pytest.mark.parametrize("point,state,how", POINTS)
 def test_a_killed_job_leaves_the_content_before_or_after(tmp_path, expected, point, state, how):
     build(tmp_path)
-    env = {**os.environ, "LOGPLAT_CRASH_AT": point, "PYSPARK_PYTHON": sys.executable}
+    env = {**crash_env(point), "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path), str(NOW), how], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
