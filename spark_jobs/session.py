@@ -27,6 +27,7 @@ import tempfile
 import threading
 import uuid
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -93,6 +94,10 @@ _process_zip_lock = threading.Lock()
 
 _PACKAGES = ("storage_engine", "spark_jobs")
 QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")  # see ``driver_logging``
+# What the JVM prints at boot whenever an incubator module is resolved: Spark's launcher always
+# adds ``--add-modules=jdk.incubator.vector`` (``JavaModuleOptions``) and no JVM option silences
+# it, so ``jvm_stderr`` drops the line.
+INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
 
 
 @dataclass(frozen=True)
@@ -423,7 +428,8 @@ def build_spark_session(
     for key, value in session_config(master, {"spark.app.name": app_name, **dict(conf or {})}).items():
         builder = builder.config(key, str(value))
     try:
-        spark = builder.getOrCreate()
+        with jvm_stderr():
+            spark = builder.getOrCreate()
     except Exception as exc:  # Py4J and PySpark errors, after the JVM printed its own reasons
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkSetupError(f"Spark could not start a session on {master}: {first}") from None
@@ -435,6 +441,34 @@ def before_jvm_start() -> None:
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@contextmanager
+def jvm_stderr() -> Iterator[None]:
+    """Give a JVM started inside the block a stderr that this process forwards to its own, line
+    by line for as long as the JVM runs, without the incubator-modules warning (see
+    ``INCUBATOR_WARNING``): a command's stderr is then its own lines and Spark's errors."""
+    read_end, write_end = os.pipe()
+    original = os.dup(2)
+    threading.Thread(target=_forward_jvm_stderr, args=(read_end, os.dup(original)), daemon=True,
+                     name="jvm-stderr").start()
+    sys.stderr.flush()
+    os.dup2(write_end, 2)  # inherited by the JVM; this process gets its own stderr back below
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, 2)
+        os.close(original)
+
+
+def _forward_jvm_stderr(read_end: int, out: int) -> None:
+    """Copy the JVM's stderr lines to ``out`` but the incubator warning, until the JVM exits."""
+    with open(read_end, "rb") as source, open(out, "wb", buffering=0) as sink:
+        for line in source:
+            if not line.startswith(INCUBATOR_WARNING):
+                sink.write(line)
 
 
 def prepare_session(spark, *, ship_engine: bool | None = None):

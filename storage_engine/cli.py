@@ -449,7 +449,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     left = _not_given(not_given, data, lines)
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data,
                   "not_given": left}, "\n".join(lines) or "no partitions")
-    return _exit_status(d.get("status") == FAILED for d in data)
+    return _exit_status(args, ((f"{d['topic']}-{d['partition']}", d["reason"]) for d in data if d.get("status") == FAILED))
 
 
 def _not_given(not_given: Mapping[tuple[str, int], LogError], reported: Iterable[Mapping[str, Any]],
@@ -463,10 +463,12 @@ def _not_given(not_given: Mapping[tuple[str, int], LogError], reported: Iterable
     return left
 
 
-def _exit_status(failed: Iterable[bool]) -> int:
-    """1 when an engine's job reported a partition it could not clean (the rest were cleaned and
-    are shown), as the local engine's error for it would."""
-    return 1 if any(failed) else 0
+def _exit_status(args: argparse.Namespace, failures: Iterable[tuple[str, str]]) -> int:
+    """1 when an engine's job reported partitions (``<topic>-<n>``, why) it could not clean (the
+    rest were cleaned and are shown in the report), with an ``error:`` line naming them for
+    ``main`` to print on stderr, as the local engine's error for one would be."""
+    args.error = "; ".join(f"{tp}: {why}" for tp, why in failures)
+    return 1 if args.error else 0
 
 
 def check_compact(args: argparse.Namespace, manager: LogManager) -> None:
@@ -520,7 +522,7 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     left = _not_given(not_given, [{"topic": r.topic, "partition": r.partition} for r in reports], lines)
     _print(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports],
                   "not_given": left}, "\n".join(lines) or "no partition is due for compaction")
-    return _exit_status(r.failed is not None for r in reports)
+    return _exit_status(args, ((f"{r.topic}-{r.partition}", r.failed) for r in reports if r.failed is not None))
 
 
 def _erasure_partitions(args: argparse.Namespace, manager: LogManager) -> list[tuple[str, int]]:
@@ -734,6 +736,7 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         args = build_parser().parse_args(argv)
         args.engines = dict(engines or {})
         args.report = []
+        args.error = ""  # partitions an engine's job could not clean (``_exit_status``)
         if not hasattr(args, "json"):
             args.json = False
         if args.command in NEEDS_NO_LOG_DIRS:
@@ -761,6 +764,8 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
                 status = COMMANDS[args.command](args, manager)
         for text in args.report:
             print(text)
+        if args.error:  # after the report, which shows the rest of the work
+            print("error: " + " ".join(args.error.split()), file=sys.stderr)
         return status
     except (LogError, OSError, ValueError) as exc:  # ValueError: a NUL byte in a path, undecodable text
         if _reader_went_away(exc):  # ``logctl consume | head``: no error of the command's

@@ -426,6 +426,29 @@ def test_logctl_engine_spark_exits_1_naming_a_partition_its_job_could_not_clean(
     assert capsys.readouterr().out.startswith("c-1: failed: CorruptRecordError: Record is corrupt")
 
 
+def test_logctl_engine_spark_says_what_failed_on_stderr_and_nothing_of_the_jvm(tmp_path):
+    """A partition the job could not clean was a line on stdout only, exit 1 and no ``error:``
+    line, where ``--engine local`` fails with one; and every run started with the JVM's
+    ``WARNING: Using incubator modules`` (Spark's launcher always adds that module)."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    random_topic(tmp_path, "c", 11, partitions=2)
+    first = min((tmp_path / "c-1").glob("*.log"))
+    data = bytearray(first.read_bytes())
+    data[-1] ^= 0xFF  # inside the segment's last record: its batch's CRC no longer matches
+    first.write_bytes(bytes(data))
+    proc = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "--log-dirs", str(tmp_path), "compact", "--engine",
+                           "spark", "--now-ms", str(NOW)], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**os.environ, "LOGPLAT_SPARK_MASTER": "local[1]"})
+    assert proc.returncode == 1
+    line, = proc.stderr.splitlines()
+    assert line.startswith("error: c-1: CorruptRecordError: Record is corrupt"), proc.stderr
+    assert [out.split(":")[0] for out in proc.stdout.splitlines() if out[:1] != " "] == ["c-0", "c-1"]
+
+
 
 @pytest.mark.parametrize("command", [["retention", "--now-ms", str(NOW + 10**9)], ["compact", "--now-ms", str(NOW)]])
 def test_logctl_engine_spark_refuses_what_local_refuses_before_changing_anything(spark, tmp_path, capsys, command):
