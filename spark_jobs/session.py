@@ -119,10 +119,16 @@ def spark_environment(*, probe: bool = False) -> SparkEnvironment:
         check_spark_master(master) if probe else check_master_form(master)
     except SparkSetupError as exc:
         raise SparkSetupError(f"{MASTER_ENV}={master}: {exc}") from None
-    raw_level = os.environ.get(LOG_LEVEL_ENV) or DEFAULT_LOG_LEVEL
-    if raw_level.upper() not in SPARK_LOG_LEVELS:
-        raise SparkSetupError(f"{LOG_LEVEL_ENV}={raw_level}: not a Spark log level (one of {', '.join(SPARK_LOG_LEVELS)})")
-    return SparkEnvironment(master, raw_level.upper())
+    return SparkEnvironment(master, spark_log_level())
+
+
+def spark_log_level() -> str:
+    """``$LOGPLAT_SPARK_LOG_LEVEL`` (default ``ERROR``) as ``SparkContext.setLogLevel`` takes it;
+    :class:`SparkSetupError` naming the variable for a level it refuses."""
+    raw = os.environ.get(LOG_LEVEL_ENV) or DEFAULT_LOG_LEVEL
+    if raw.upper() not in SPARK_LOG_LEVELS:
+        raise SparkSetupError(f"{LOG_LEVEL_ENV}={raw}: not a Spark log level (one of {', '.join(SPARK_LOG_LEVELS)})")
+    return raw.upper()
 
 
 def is_remote(master: str) -> bool:
@@ -415,10 +421,11 @@ def build_spark_session(
     not answer, before any JVM is started (a Spark Connect client needs no Java, but a server
     that answers), and when Spark cannot start the session all the same.
     """
-    environment = spark_environment(probe=master is None)  # every LOGPLAT_SPARK_* value, before a JVM starts
-    if master is not None:
+    if master is None:  # every LOGPLAT_SPARK_* value, checked before a JVM starts
+        master = spark_environment(probe=True).master
+    else:
         check_spark_master(master)
-    master = master or environment.master
+        spark_log_level()
     if is_remote(master):
         return prepare_session(connect_session(master, session_config(master, conf)), ship_engine=ship_engine)
     before_jvm_start()
@@ -481,7 +488,7 @@ def prepare_session(spark, *, ship_engine: bool | None = None):
             with tempfile.TemporaryDirectory(prefix="logplat-pyfiles-") as directory:  # uploaded at once
                 spark.addArtifacts(str(engine_zip(Path(directory))), pyfile=True)
     else:
-        spark.sparkContext.setLogLevel(spark_environment().log_level)
+        spark.sparkContext.setLogLevel(spark_log_level())
         if ship_engine is None:
             ship_engine = not spark.sparkContext.master.startswith("local")
         if ship_engine:

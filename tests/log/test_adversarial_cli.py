@@ -58,6 +58,8 @@ def template(tmp_path_factory) -> Path:
     (base / "files" / "bad.properties").write_text("log.retention.ms=abc\n")
     (base / "files" / "zero-partitions.properties").write_text("logplat.max.partitions.per.topic=0\n")
     (base / "files" / "latin1.properties").write_bytes(b"log.retention.ms=\xe9\xff\n")
+    (base / "files" / "bad-escape.properties").write_text("log.retention.ms=\\u12zz\n")
+    (base / "files" / "continued.properties").write_text("log.retention.ms=1\\\n    x\n")  # read as "1x"
     return base
 
 
@@ -222,16 +224,32 @@ def test_a_refused_header_name_is_named_with_its_config(template, tmp_path, monk
 
 
 @pytest.mark.parametrize("props", ["missing.properties", "bad.properties", "zero-partitions.properties",
-                                   "latin1.properties"])
+                                   "latin1.properties", "bad-escape.properties", "continued.properties"])
 def test_bad_server_properties_are_refused(template, tmp_path, monkeypatch, capsys, props):
     monkeypatch.setenv("LOGPLAT_SERVER_PROPERTIES", str(template / "files" / props))
     run_case(template, tmp_path, monkeypatch, capsys, ["topic", "create", "newtopic", "--partitions", "1"], "")
 
 
-@pytest.mark.parametrize("log_dirs", [",", " , ", "{root},{root}"])
+@pytest.mark.parametrize("log_dirs", [",", " , ", "{root},{root}", "{root},{root}/", "{root}/plain-0"])
 def test_bad_log_dirs_are_refused(template, tmp_path, monkeypatch, capsys, log_dirs):
     run_case(template, tmp_path, monkeypatch, capsys, ["topic", "list"], "",
              log_dirs=log_dirs.replace("{root}", str(tmp_path / "logs")))
+
+
+@pytest.mark.parametrize("log_dirs", [" , ", "{root},{root}/", "{root}/plain-0"])
+def test_bad_log_dirs_in_the_environment_are_refused_naming_the_variable(template, tmp_path, monkeypatch, capsys,
+                                                                         log_dirs):
+    """``LOGPLAT_LOG_DIRS`` is checked by the rules ``--log-dirs`` is (``config.environment``),
+    and the error names the variable and its value."""
+    root = tmp_path / "logs"
+    shutil.copytree(template / "logs", root, symlinks=True)
+    before = snapshot(root)
+    value = log_dirs.replace("{root}", str(root))
+    monkeypatch.setenv("LOGPLAT_LOG_DIRS", value)
+    assert main(["topic", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: LOGPLAT_LOG_DIRS={value!r}: ") and err.count("\n") == 1, err
+    assert snapshot(root) == before
 
 
 @pytest.mark.parametrize("inner", ["y-0", "nested"])
