@@ -10,10 +10,11 @@ import stat
 import sys
 from typing import Iterable, Iterator
 
-from ..errors import ServerPropertiesError
+from ..errors import LogError, ServerPropertiesError
 from ..nofollow import file_kind
-from .broker import BROKER_MAPPINGS, MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY, build_log_config
-from .cleaner import CLEANER_KEYS
+from .broker import (BROKER_MAPPINGS, MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY, build_log_config,
+                     max_partitions_per_topic, retention_check_interval_ms)
+from .cleaner import CLEANER_KEYS, build_cleaner_config
 from .topic import validate_topic_overrides
 
 
@@ -94,20 +95,25 @@ def _unescape(text: str) -> str:
 
 def read_server_properties(path: str, variable: str) -> dict[str, str]:
     """The broker settings in the ``server.properties`` file at ``path`` (named by the
-    environment ``variable``), read with :func:`parse_properties` and validated as the broker's
-    ``log.*`` topic defaults. A key that is neither one the engine reads nor a Kafka broker key
-    it has no use for gets a one-line warning on stderr naming it and the file (a misspelt
-    ``log.retention.ms`` would otherwise leave the default in force without a word)."""
+    environment ``variable``), read with :func:`parse_properties` and every key the engine reads
+    checked by the rule that applies it, so a bad value is refused at once, naming the file,
+    not by the first command or sensor tick that uses it. A key that is neither one the engine
+    reads nor a Kafka broker key it has no use for gets a one-line warning on stderr naming it
+    and the file (a misspelt ``log.retention.ms`` would otherwise leave the default in force
+    without a word)."""
     where = f"{variable}={path}"
     lines = re.split(r"\r\n|\r|\n", _read_text(path, where))  # Java's line ends only
     try:
         props = parse_properties(lines)
-    except ServerPropertiesError as exc:
+        build_log_config(props, validate_topic_overrides({}))
+        build_cleaner_config(props)
+        max_partitions_per_topic(props)
+        retention_check_interval_ms(props)
+    except LogError as exc:
         raise ServerPropertiesError(f"{where}: {exc}") from None
     for key in props:
         if (warning := unknown_key_warning(key)) is not None:
             print(f"warning: {where}: {warning}", file=sys.stderr)
-    build_log_config(props, validate_topic_overrides({}))
     return props
 
 

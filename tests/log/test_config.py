@@ -506,7 +506,11 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
     (lambda p: os.mkfifo(p), "it is a FIFO, not a properties file"),  # a read would block for ever
     (lambda p: p.write_bytes(b"log.retention.ms=5\n\xff=1\n"), "not UTF-8 text (byte 0xff at offset 19)"),
     (lambda p: p.write_text("log.segment.bytes=\\u12\n"), r"malformed \uxxxx escape in '\\u12'"),
-], ids=["missing", "directory", "fifo", "not-utf8", "bad-escape"])
+    (lambda p: p.write_text("log.retention.check.interval.ms=0\n"),
+     "Invalid value '0' for configuration log.retention.check.interval.ms: Value must be at least 1"),
+    (lambda p: p.write_text("log.cleaner.threads=-1\n"),
+     "Invalid value '-1' for configuration log.cleaner.threads: Value must be at least 0"),
+], ids=["missing", "directory", "fifo", "not-utf8", "bad-escape", "bad-check-interval", "bad-cleaner-threads"])
 def test_a_properties_file_that_cannot_be_read_is_named_with_its_variable(tmp_path, monkeypatch, make, error) -> None:
     """A FIFO hung every command; the others gave bare OS or codec errors naming neither the
     file nor the variable."""
