@@ -1,5 +1,8 @@
 """Resources: where the logs are, and the Spark session the cleaning runs use.
 
+Both are the code location's environment, not run config (``fixed_resource``): a run cleans the
+log dirs the platform was given, with its broker settings, on its Spark master.
+
 ``pyspark`` is dagster-pyspark's ``LazyPySparkResource``: a run that needs no Spark (a sensor, a
 check-only run) never starts a JVM. Our subclass builds the session with the jobs' own
 ``build_spark_session``: the master checked and Java 17 checked before the JVM starts (a clear
@@ -16,7 +19,7 @@ In-process tests get the test session back: ``getOrCreate`` returns the active s
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
@@ -30,11 +33,16 @@ from ..logic.settings import PlatformSettings
 APP_NAME = "logplat-dagster"
 
 
-class LogStoreResource(dg.ConfigurableResource):
-    """The log dirs and broker settings every sensor and run opens the engine with."""
+class LogStore:
+    """The log dirs and broker settings every sensor and run opens the engine with.
 
-    log_dirs: list[str]
-    broker_properties: dict[str, str] = {}
+    They are the code location's environment (``PlatformSettings``), fixed when it loads: the
+    resource has no run config (``fixed_resource``), so no run can clean another directory or
+    judge a log by other broker settings than the sensors that asked for the run."""
+
+    def __init__(self, log_dirs: Sequence[str], broker_properties: Mapping[str, str]) -> None:
+        self.log_dirs: tuple[str, ...] = tuple(log_dirs)
+        self.broker_properties: dict[str, str] = dict(broker_properties)
 
     @contextmanager
     def manager(self, *, read_only: bool = True) -> Iterator[LogManager]:
@@ -54,7 +62,9 @@ class LogStoreResource(dg.ConfigurableResource):
 
 class LogSparkResource(LazyPySparkResource):
     """``LazyPySparkResource`` whose session is the jobs' own (``build_spark_session``) from
-    its ``spark_config``, so a run worker's session is built as ``logctl``'s is."""
+    its ``spark_config``, so a run worker's session is built as ``logctl``'s is. The platform
+    hands it to runs as a ``fixed_resource``: its ``spark_config`` is the code location's, never
+    a run's."""
 
     @classmethod
     def _is_dagster_maintained(cls) -> bool:
@@ -73,8 +83,24 @@ def spark_config(master: str) -> dict[str, str]:
     return session_config(master) if is_remote(master) else session_config(master, {"spark.app.name": APP_NAME})
 
 
-def build_resources(settings: PlatformSettings) -> dict[str, dg.ConfigurableResource]:
+#: How the assets, checks, sensors and schedules ask for the log store (Dagster hands them the
+#: object itself).
+LogStoreResource = dg.ResourceParam[LogStore]
+
+
+def fixed_resource(value: object, description: str) -> dg.ResourceDefinition:
+    """A resource that is ``value`` whatever a run's config says: its config schema is empty, so
+    the launchpad scaffolds nothing to edit and validation refuses any entry under
+    ``resources.<name>.config`` (a run config naming ``log_dirs``, ``broker_properties`` or
+    ``spark_config`` is refused before the run starts)."""
+    return dg.ResourceDefinition(resource_fn=lambda _context: value, config_schema={}, description=description)
+
+
+def build_resources(settings: PlatformSettings) -> dict[str, dg.ResourceDefinition]:
     return {
-        "log_store": LogStoreResource(log_dirs=list(settings.log_dirs), broker_properties=dict(settings.broker_props)),
-        "pyspark": LogSparkResource(spark_config=spark_config(settings.spark_master)),
+        "log_store": fixed_resource(LogStore(settings.log_dirs, settings.broker_props),
+                                    f"The log dirs {', '.join(settings.log_dirs)} (LOGPLAT_LOG_DIRS) and the broker "
+                                    "properties (LOGPLAT_SERVER_PROPERTIES) of the code location"),
+        "pyspark": fixed_resource(LogSparkResource(spark_config=spark_config(settings.spark_master)),
+                                  f"A Spark session on {settings.spark_master} (LOGPLAT_SPARK_MASTER)"),
     }

@@ -255,6 +255,23 @@ def test_a_now_ms_out_of_range_in_the_launchpad_fails_the_run_clearly_and_change
     assert {p: p.stat().st_size for p in root.rglob("*.log")} == before
 
 
+def test_a_launched_run_cannot_clean_another_log_dir_with_other_broker_settings(platform, tmp_path):
+    """A 7-day-retention topic in a dir the platform was never given keeps every record when a
+    run's config names that dir and a 1 ms broker retention: the run is refused before it starts."""
+    _, defs, settings, instance = platform
+    elsewhere = tmp_path / "elsewhere"
+    kept = replace(DELETE, configs={"cleanup.policy": "delete", "segment.bytes": "4096"}, age_ms=0)
+    with LogManager([elsewhere]) as manager:
+        produce(manager, [kept], now_ms=NOW)
+    before = {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    run_config = {"resources": {"log_store": {"config": {"log_dirs": [str(elsewhere)],
+                                                         "broker_properties": {"log.retention.ms": "1"}}}}}
+    with pytest.raises(dg.DagsterInvalidConfigError, match='unexpected config entr'):
+        dg.materialize([_asset(defs, DELETE.name)], instance=instance, partition_key="0", run_config=run_config,
+                       resources=resources_with_test_session(settings))
+    assert {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+
+
 def test_a_run_with_nothing_to_do_leaves_the_earlier_check_results_as_the_latest(platform):
     """The checks are not outputs of the asset's op, so a run that compacted nothing records no
     check at all: no "skipped" execution hides the last real result."""

@@ -140,3 +140,20 @@ def test_a_workload_a_topic_refuses_writes_nothing(tmp_path):
         assert manager.topics() == [COMPACTED.name]
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "session" not in p.name} == {
         p: b for p, b in before.items() if "session" not in p.name}
+
+
+@pytest.mark.parametrize("resource, config", [
+    ("log_store", {"log_dirs": ["/elsewhere"]}),
+    ("log_store", {"broker_properties": {"log.retention.ms": "1"}}),
+    ("pyspark", {"spark_config": {"spark.master": "spark://elsewhere:7077"}}),
+])
+def test_the_launchpad_refuses_run_config_for_the_log_dirs_broker_settings_and_spark_master(logs, resource, config):
+    """They are the code location's environment: nothing for the launchpad to scaffold, and a run
+    config naming them is invalid (``isPipelineConfigValid`` and a launch validate the same schema)."""
+    defs, _ = definitions_for(logs)
+    with dg.instance_for_test():  # a live instance for the load context, whatever earlier tests left
+        job = defs.resolve_job_def("cleanup__clicks")
+    resources = job.run_config_schema.config_type.fields["resources"].config_type
+    assert resources.fields[resource].config_type.fields["config"].config_type.fields == {}
+    with pytest.raises(dg.DagsterInvalidConfigError, match=f'Received unexpected config entry "{next(iter(config))}"'):
+        dg.validate_run_config(job, {"resources": {resource: {"config": config}}})
