@@ -25,7 +25,7 @@ import dagster as dg
 
 from ..logic.catalog import Topic
 from .checks import check_specs, log_asset_key
-from .cleanup import CleanupConfig, audit_partitions, clean_partitions
+from .cleanup import CLEANUP_CONFIG_SCHEMA, CleanupConfig, audit_partitions, clean_partitions
 from .partitions import topic_partitions_def
 from .resources import LogSparkResource, LogStoreResource
 
@@ -41,7 +41,7 @@ def pool_name(topic: Topic) -> str:
 def cleanup_run_config(topic: Topic, *, force_compaction: bool) -> dg.RunConfig:
     """Run config for one of the topic's runs (sensors and sweeps pass ``force_compaction=False``
     unless an erasure deadline alone asks for a partition: ``forced_by_deadline``)."""
-    return dg.RunConfig(ops={op_name(topic): CleanupConfig(force_compaction=force_compaction)})
+    return dg.RunConfig(ops={op_name(topic): {"config": {"force_compaction": force_compaction}}})
 
 
 def _description(topic: Topic) -> str:
@@ -71,9 +71,11 @@ def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
         specs=[spec],
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=pool_name(topic),
+        config_schema=CLEANUP_CONFIG_SCHEMA,
     )
-    def _log(context: dg.AssetExecutionContext, config: CleanupConfig, pyspark: LogSparkResource,
+    def _log(context: dg.AssetExecutionContext, pyspark: LogSparkResource,
              log_store: LogStoreResource) -> Iterator[Any]:
+        config = CleanupConfig(**context.op_execution_context.op_config)
         yield from clean_partitions(context, topic, config, pyspark, log_store)
 
     return _log

@@ -19,17 +19,19 @@ backfill counts it failed), then the run fails naming it.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import dagster as dg
+from dagster._config import ConfigScalar, ConfigScalarKind  # a scalar type with a range: not re-exported
+from dagster._config.errors import PostProcessingError
 from dagster._core.definitions.data_version import DATA_VERSION_TAG  # not re-exported by dagster
-from pydantic import Field
 
 from spark_jobs.compaction import compact_partitions
 from storage_engine.outcomes import COMPACTED, FAILED
 from spark_jobs.retention import retention_partitions
-from storage_engine.config.values import MAX_TIMESTAMP_MS
-from storage_engine.errors import LogError, NeedsRecoveryError
+from storage_engine.config.values import MAX_TIMESTAMP_MS, between
+from storage_engine.errors import ConfigError, LogError, NeedsRecoveryError
 
 from ..logic import check_facts
 from ..logic.catalog import Topic
@@ -51,22 +53,50 @@ SPARK_JOB_SECONDS_TAG = "logplat/spark_job_seconds"  # the compaction and retent
 CHECK_READ_SECONDS_TAG = "logplat/check_read_seconds"  # the checks' reads, before and after the jobs
 
 
-class CleanupConfig(dg.Config):
-    """Run configuration of a topic asset (a backfill or a click in the UI uses the defaults)."""
+_CLOCK_RANGE = between(0, MAX_TIMESTAMP_MS)
 
-    force_compaction: bool = Field(
-        default=True,
+
+class ClockMs(ConfigScalar):
+    """A run config clock: an int of ms since the epoch, 0 to ``MAX_TIMESTAMP_MS`` (the engine's
+    bound, checked by its ``between`` rule). Dagster's config types carry no range, so the bound is
+    this type's post-processing, which Dagster's run-config validation applies: a launch (or
+    ``validate_run_config``) with a clock out of range is refused, naming the field and the
+    range, before a run exists."""
+
+    def __init__(self) -> None:
+        super().__init__(key="ClockMs", given_name="ClockMs", scalar_kind=ConfigScalarKind.INT,
+                         description=f"ms since the epoch, 0 to {MAX_TIMESTAMP_MS}")
+
+    def post_process(self, value: int) -> int:
+        try:
+            _CLOCK_RANGE("now_ms", value, value)
+        except ConfigError as exc:
+            raise PostProcessingError(str(exc)) from None
+        return value
+
+
+#: Run configuration of a topic asset (a backfill or a click in the UI uses the defaults).
+CLEANUP_CONFIG_SCHEMA = {
+    "force_compaction": dg.Field(
+        bool, default_value=True,
         description="Compact every partition of the run whatever its dirty ratio (a materialization asked for by "
         "hand means 'clean now'). Sensors and sweeps set false (only partitions Kafka's cleaner would pick), "
         "except for a partition its erasure deadline alone asks for.",
-    )
-    now_ms: int | None = Field(
-        default=None,
-        ge=0,
-        le=MAX_TIMESTAMP_MS,
+    ),
+    "now_ms": dg.Field(
+        dg.Noneable(ClockMs()), default_value=None,
         description="The clock retention, compaction lags and tombstone horizons judge by, in ms since the epoch, "
         f"0 to {MAX_TIMESTAMP_MS} (default: the wall clock when the run starts).",
-    )
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CleanupConfig:
+    """A run's ``CLEANUP_CONFIG_SCHEMA`` values, as validated by Dagster."""
+
+    force_compaction: bool = True
+    now_ms: int | None = None
 
 
 def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int], now_ms: int,
