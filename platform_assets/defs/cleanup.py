@@ -42,6 +42,7 @@ from ..logic.metadata import cleanup_metadata
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
 from ..logic.partition_keys import partition_key, partition_number
 from .checks import evaluations, log_asset_key, run_materializations
+from .errors import run_refusals_first
 from .jobs import FAILED_PARTITIONS_TAG
 from .resources import LogSparkResource, LogStoreResource
 
@@ -223,6 +224,7 @@ def _run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, t
         return manager.partitions(topic.name)
 
 
+@run_refusals_first
 def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfig,
                      pyspark: LogSparkResource, log_store: LogStoreResource) -> Iterator[Any]:
     """The body of the topic asset (see the module docstring)."""
@@ -299,6 +301,7 @@ def _log_checks(context: dg.AssetExecutionContext | dg.OpExecutionContext, asset
         context.log_event(evaluation)
 
 
+@run_refusals_first
 def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspark: LogSparkResource,
                      log_store: LogStoreResource) -> Iterator[dg.AssetCheckResult]:
     """The checks' own step. Run alone (the UI's "Execute"), it audits the logs as they are,

@@ -27,6 +27,7 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from .assets import cleanup_run_config
+from .errors import tick_refusals_first
 from ..logic.catalog import Topic
 from .jobs import STATES_TAG, TOPIC_TAG, TRIGGER_TAG
 from ..logic.partition_keys import partition_key
@@ -66,6 +67,7 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
         description=f"Every log.retention.check.interval.ms ({settings.retention_check_interval_ms} ms): one run "
         f"over the partitions of {topic.name} that have deletable segments or are due for compaction.",
     )
+    @tick_refusals_first
     def _sweep(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
         unreadable: dict[TopicPartition, str] = {}

@@ -45,6 +45,7 @@ from storage_engine.segment import now_ms as wall_clock_ms
 from .assets import cleanup_run_config
 from ..logic.catalog import Catalog, Topic
 from .checks import clear_sensor_results, evaluations, log_asset_key
+from .errors import tick_refusals_first
 from ..logic.check_outcomes import HEALTH_CHECK
 from ..logic.health import health_outcome, unreadable_outcome
 from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
@@ -100,9 +101,11 @@ def default_status(settings: PlatformSettings) -> dg.DefaultSensorStatus:
 
 
 def platform_sensor(name: str, description: str, settings: PlatformSettings, **kwargs: object):
-    """``dg.sensor`` with the platform's tick interval and default status."""
-    return dg.sensor(name=name, minimum_interval_seconds=settings.sensor_interval_s,
-                     default_status=default_status(settings), description=description, **kwargs)
+    """``dg.sensor`` with the platform's tick interval and default status, whose tick fails on an
+    engine refusal with the engine's sentence first (``tick_refusals_first``)."""
+    sensor = dg.sensor(name=name, minimum_interval_seconds=settings.sensor_interval_s,
+                       default_status=default_status(settings), description=description, **kwargs)
+    return lambda evaluate: sensor(tick_refusals_first(evaluate))
 
 
 def _health_partitions(events: Sequence[object]) -> dict[dg.AssetKey, list[str]]:

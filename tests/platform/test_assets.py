@@ -257,6 +257,19 @@ def test_a_now_ms_out_of_range_is_refused_by_run_config_validation_and_changes_n
     assert {p: p.stat().st_size for p in root.rglob("*.log")} == before
 
 
+def test_a_run_failing_on_an_engine_refusal_shows_the_engines_sentence_first(platform):
+    """The step failure is the engine's sentence (a ``dg.Failure``'s description), not Dagster's
+    "Error occurred while executing op" with the sentence as its cause."""
+    root, defs, settings, instance = platform
+    root.rename(root.with_name("unmounted"))
+    result = dg.materialize([_asset(defs, COMPACTED.name)], instance=instance, partition_key="0",
+                            resources=resources_with_test_session(settings), raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(f"log dir {root} does not exist")
+    assert failure.step_failure_data.error.message.startswith(f"dagster._core.definitions.events.Failure: log dir {root}")
+
+
 def test_a_launched_run_cannot_clean_another_log_dir_with_other_broker_settings(platform, tmp_path):
     """A 7-day-retention topic in a dir the platform was never given keeps every record when a
     run's config names that dir and a 1 ms broker retention: the run is refused before it starts."""

@@ -8,6 +8,7 @@ import time
 import uuid
 
 import dagster as dg
+from dagster._grpc.impl import get_external_schedule_execution, get_external_sensor_execution
 import pytest
 from tests.helpers.engine import append_each
 from tests.helpers.platform import (
@@ -20,6 +21,7 @@ from tests.helpers.platform import (
 )
 
 from platform_assets.defs.partitions import partitions_def_name
+from platform_assets.defs.errors import PlatformError
 from platform_assets.defs.resources import build_resources
 from platform_assets.tools.workload import produce
 from storage_engine.manager import LogManager
@@ -547,13 +549,16 @@ def test_a_log_dir_that_is_not_there_fails_the_ticks_naming_it(logs, instance, g
     if gone == "a file in its place":
         logs.write_text("not a log dir")
     why = "is not a directory" if gone == "a file in its place" else "does not exist"
-    for name in ("log_state_sensor", "compaction_sensor", "retention_sensor", "deleted_files_sensor"):
-        with pytest.raises(Exception, match=f"log dir {logs} {why}"):
-            tick(defs, settings, instance, name)
-    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
-    with pytest.raises(Exception) as raised:  # Dagster's error for the schedule, caused by ours
-        defs.get_repository_def().get_schedule_def("sweep__orders").evaluate_tick(context)
-    assert str(raised.value.__cause__).startswith(f"log dir {logs} {why}")
+    # evaluated as the code server evaluates them for the daemon: what the tick records (and the
+    # UI shows) is the platform's sentence, not Dagster's "Error occurred during the execution of
+    # evaluation_fn" with ours as its cause
+    repo = defs.get_repository_def()
+    errors = [get_external_sensor_execution(repo, None, instance.get_ref(), name, None, None, None, None, None).error
+              for name in ("log_state_sensor", "compaction_sensor", "retention_sensor", "deleted_files_sensor")]
+    errors.append(get_external_schedule_execution(repo, instance.get_ref(), "sweep__orders", None, None, None).error)
+    for error in errors:
+        assert error.message.startswith(f"{PlatformError.__module__}.PlatformError: log dir {logs} {why}")
+        assert error.cause is None
     reloaded, _ = definitions_for(logs)  # the load itself goes on, without the topics
     assert not reloaded.assets
 
