@@ -10,6 +10,8 @@ import time
 
 import dagster as dg
 import pytest
+from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
+from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 from tests.helpers.platform import COMPACT_DELETE, COMPACTED, DELETE, definitions_for
 
 from platform_assets.logic.catalog import safe_name
@@ -157,3 +159,33 @@ def test_the_launchpad_refuses_run_config_for_the_log_dirs_broker_settings_and_s
     assert resources.fields[resource].config_type.fields["config"].config_type.fields == {}
     with pytest.raises(dg.DagsterInvalidConfigError, match=f'Received unexpected config entry "{next(iter(config))}"'):
         dg.validate_run_config(job, {"resources": {resource: {"config": config}}})
+
+
+IS_CONFIG_VALID = """query($selector: PipelineSelector!, $runConfigData: RunConfigData) {
+  isPipelineConfigValid(pipeline: $selector, mode: "default", runConfigData: $runConfigData) {
+    __typename ... on RunConfigValidationInvalid { errors { message } } } }"""
+
+
+def test_through_graphql_the_launchpad_refuses_resource_config_and_a_launch_refuses_an_out_of_range_now_ms(
+        logs, monkeypatch):
+    """The webserver's own calls on the real code location (a gRPC server process): the launchpad's
+    check (``isPipelineConfigValid``, schema types only) refuses any resource config; a launch,
+    which also post-processes the config in the code location, refuses ``now_ms=-1`` naming the
+    range. Neither creates a run."""
+    monkeypatch.setenv("LOGPLAT_LOG_DIRS", str(logs))
+    monkeypatch.setenv("LOGPLAT_AUTOMATION", "stopped")
+    with dg.instance_for_test() as instance, define_out_of_process_context(
+            str(REPO / "workspace.yaml"), None, instance) as context:
+        selector = infer_job_selector(context, "cleanup__clicks")
+        elsewhere = {"resources": {"log_store": {"config": {"log_dirs": ["/elsewhere"]}}}}
+        checked = execute_dagster_graphql(context, IS_CONFIG_VALID, {"selector": selector, "runConfigData": elsewhere})
+        assert checked.data["isPipelineConfigValid"]["errors"] == [
+            {"message": 'Received unexpected config entry "log_dirs" at path root:resources:log_store:config. '
+                        'Expected: "{ }".'}]
+        clock = {"ops": {"logs__clicks": {"config": {"now_ms": -1}}}}
+        launched = execute_dagster_graphql(context, LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": {
+            "selector": selector, "runConfigData": clock,
+            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "0"}]}}})
+        error = launched.data["launchPipelineExecution"]["message"]
+        assert "config:now_ms" in error and "Invalid value -1 for configuration now_ms: Value must be at least 0" in error
+        assert not instance.get_run_records()
