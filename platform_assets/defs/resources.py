@@ -19,7 +19,8 @@ In-process tests get the test session back: ``getOrCreate`` returns the active s
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Mapping, Sequence
+from functools import partial
+from typing import Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
@@ -88,19 +89,20 @@ def spark_config(master: str) -> dict[str, str]:
 LogStoreResource = dg.ResourceParam[LogStore]
 
 
-def fixed_resource(value: object, description: str) -> dg.ResourceDefinition:
-    """A resource that is ``value`` whatever a run's config says: its config schema is empty, so
-    the launchpad scaffolds nothing to edit and validation refuses any entry under
-    ``resources.<name>.config`` (a run config naming ``log_dirs``, ``broker_properties`` or
-    ``spark_config`` is refused before the run starts)."""
-    return dg.ResourceDefinition(resource_fn=lambda _context: value, config_schema={}, description=description)
+def fixed_resource(make: Callable[[], object], description: str) -> dg.ResourceDefinition:
+    """A resource built by ``make`` for each run and tick, whatever a run's config says: its
+    config schema is empty, so the launchpad scaffolds nothing to edit and validation refuses any
+    entry under ``resources.<name>.config`` (a run config naming ``log_dirs``,
+    ``broker_properties`` or ``spark_config`` is refused before the run starts)."""
+    return dg.ResourceDefinition(resource_fn=lambda _context: make(), config_schema={}, description=description)
 
 
 def build_resources(settings: PlatformSettings) -> dict[str, dg.ResourceDefinition]:
     return {
-        "log_store": fixed_resource(LogStore(settings.log_dirs, settings.broker_props),
+        "log_store": fixed_resource(partial(LogStore, settings.log_dirs, settings.broker_props),
                                     f"The log dirs {', '.join(settings.log_dirs)} (LOGPLAT_LOG_DIRS) and the broker "
                                     "properties (LOGPLAT_SERVER_PROPERTIES) of the code location"),
-        "pyspark": fixed_resource(LogSparkResource(spark_config=spark_config(settings.spark_master)),
+        # a new resource per run: a session stopped since an earlier run is not handed out again
+        "pyspark": fixed_resource(partial(LogSparkResource, spark_config=spark_config(settings.spark_master)),
                                   f"A Spark session on {settings.spark_master} (LOGPLAT_SPARK_MASTER)"),
     }
