@@ -142,6 +142,12 @@ class LogChangedError(LogError):
     """
 
 
+class PartitionReplacedError(LogChangedError):
+    """The partition directory a process loaded was deleted or renamed (a topic delete), and its
+    path may name a new topic's directory now (a create under the same name): the process
+    writes nothing there. Kafka's ``LocalLog`` never meets this, its broker owns the directory."""
+
+
 class UnsafePathError(LogError):
     """A path under a log dir is a symbolic link or resolves outside the log dir; nothing was followed."""
 

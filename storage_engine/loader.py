@@ -13,7 +13,7 @@ looks; any temporary file it finds was left by a process that died. In order:
 3. For the remaining ``.log.swap`` files (a complete swap interrupted half way), every
    non-swap file whose base offset lies in ``[min swap base, max swap next offset)`` is
    deleted (the segments the swap replaces), then the ``.swap`` suffixes are dropped.
-4. Index files without a ``.log`` are deleted (orphans).
+4. Index files without a ``.log`` are deleted (orphans); a read-only view (``verify``) names them.
 5. A segment whose ``.index`` or ``.timeindex`` is missing or fails its sanity check is
    recovered, which rebuilds both from the ``.log`` (Kafka only rebuilds on a missing offset
    index; rebuilding the time index too keeps timestamp lookups and retention right).
@@ -191,6 +191,8 @@ class LogLoader:
         for name, why in plan.remove:
             if not name.endswith(DELETED_SUFFIX):
                 self.warnings.append(f"{self.dir / name}: a writable open would remove it ({why})")
+        for name in self._orphaned_index_files():
+            self.warnings.append(f"{self.dir / name}: a writable open would remove it (an index file without its .log)")
         segments = [LogSegment(self.dir, b, self.config, writable=False) for b in self._live_bases()]
         for seg in segments:
             self._read_past_an_index_problem(seg)
@@ -434,16 +436,20 @@ class LogLoader:
 
     # -------------------------------------------------------------- steps 4 and 5
 
-    def _load_segment_files(self) -> list[LogSegment]:
+    def _orphaned_index_files(self) -> list[str]:
+        """Index files whose segment has no ``.log`` (Kafka's ``LogLoader`` deletes them): left by
+        a crash between a segment's deletions, and named like a later segment's indexes."""
         names = sorted(os.listdir(self.dir))
-        logs = {offset_from_file_name(n) for n in names if n.endswith(LOG_SUFFIX) and is_segment_file(n)}
-        for name in names:
-            if is_segment_file(name) and name.endswith(_INDEX_SUFFIXES):
-                if offset_from_file_name(name) not in logs:
-                    os.unlink(self.dir / name)
-                    self.actions.append(f"removed orphaned index file {name}")
+        logs = set(self._live_bases())
+        return [n for n in names if is_segment_file(n) and n.endswith(_INDEX_SUFFIXES)
+                and offset_from_file_name(n) not in logs]
+
+    def _load_segment_files(self) -> list[LogSegment]:
+        for name in self._orphaned_index_files():
+            os.unlink(self.dir / name)
+            self.actions.append(f"removed orphaned index file {name}")
         segments = []
-        for base in sorted(logs):
+        for base in self._live_bases():
             seg = LogSegment(self.dir, base, self.config)
             problem = self._index_problem(seg)
             if problem:

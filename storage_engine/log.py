@@ -522,8 +522,12 @@ class Log(LogReads):
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
-        """Flush what this process appended, then close files (trimming indexes only if still current)."""
-        if self.read_only:
+        """Flush what this process appended, then close files (trimming indexes only if still current).
+
+        A log whose directory another process deleted or replaced (``PartitionLock.replaced``) is
+        only let go: its paths may lead into a new topic's directory, where trimming would create
+        index files for this log's segment bases."""
+        if self.read_only or self.lock.replaced():
             for seg in self.segments:
                 seg.close(trim_indexes=False)
             self.lock.close()

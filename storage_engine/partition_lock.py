@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .errors import PartitionReplacedError
 from .nofollow import open_nofollow
 
 LOCK_FILE_NAME = ".logplat.lock"
@@ -65,8 +66,10 @@ class PartitionLock:
         if self._depth == 0 and fd is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
+                if not self.read_only:
+                    self.require_current()
                 self._reserve_generation(fd)
-            except OSError:
+            except (OSError, PartitionReplacedError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 raise
         self._depth += 1
@@ -90,6 +93,28 @@ class PartitionLock:
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, str(self.path)) from None
         self._reserved = True
+
+    def replaced(self) -> bool:
+        """True when the lock file's path no longer names the file this instance has open: the
+        partition directory was deleted or renamed by another process (a topic delete), and the
+        path may now lead into a new topic's directory. A path opened once per process would
+        otherwise let a writer that outlived its topic create files in its successor."""
+        if self._fd is None:
+            return False
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        mine = os.fstat(self._fd)
+        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
+
+    def require_current(self) -> None:
+        """Refuse a change (:class:`PartitionReplacedError`) once the directory was replaced; the
+        lock holder calls this before each change, so nothing is written in another's directory."""
+        if self.replaced():
+            raise PartitionReplacedError(
+                f"{self.path.parent.name}: the partition directory {self.path.parent} was deleted or replaced "
+                "by another process while this one held it; nothing was written there")
 
     @property
     def held(self) -> bool:

@@ -110,6 +110,7 @@ class Cleaner:
         self._last_stable_offset = None
         report = CompactionReport(log.topic, log.partition, now_ms)
         throttled_before = self.throttler.slept_s
+        log.lock.require_current()  # the staged files and the cleaner lock go by path
         with CleanerLock(log.dir):
             remove_stale_staging(log.dir)
             while max_passes is None or report.passes < max_passes:
@@ -294,7 +295,8 @@ class Cleaner:
                 last_stable_offset=producers.last_stable_offset,
             )
         except BaseException:
-            discard_staged(cleaned)
+            if not log.lock.replaced():  # else the staged files went with the old directory
+                discard_staged(cleaned)
             raise
         finally:
             prepared.close()
@@ -397,6 +399,9 @@ class Cleaner:
     # ------------------------------------------------------------------ writing
 
     def _clean_group(self, log: Log, group: list[InputSegment], rnd: CleaningRound, bfilter: BatchFilter) -> LogSegment:
+        """One staged replacement, written without the partition lock: a throttled pass can outlive
+        its topic, so each group first checks that the directory is still the one it loaded."""
+        log.lock.require_current()
         return recopy_group(log.dir, log.config, group, rnd.legacy_delete_horizon_ms, bfilter,
                             throttle=self.throttler.maybe_throttle, chunk_limit=self.chunk)
 
