@@ -271,7 +271,7 @@ def recopy_task(task: GroupTask, latest: dict[bytes, int], attempt: str) -> dict
         inputs = [InputSegment.from_ref(ref, task.chunk) for ref in task.segments]
         make_remote_staging(staging)
         cleaned = recopy_group(staging, task.config, inputs, task.legacy_delete_horizon_ms, bfilter,
-                               chunk_limit=task.chunk)
+                               tp=Path(task.directory).name, chunk_limit=task.chunk)
         cleaned.close(trim_indexes=False)
     except LogChangedError as exc:
         result.update(status=CHANGED, detail=str(exc))

@@ -8,6 +8,8 @@ what is allowed for configuration.
 
 from __future__ import annotations
 
+import errno
+
 
 class LogError(Exception):
     """Base class of every error the storage engine raises on purpose."""
@@ -161,6 +163,21 @@ class NotRegularFileError(LogError):
 class AppendFailedError(LogError):
     """A produce call failed part way (a full disk, a file size limit, a read-only directory);
     everything it had written was undone, so none of its records is in the log."""
+
+
+class CompactionWriteError(LogError):
+    """A cleaner could not write its replacement segment (a full disk, a file size limit): its
+    staged output was removed and nothing was swapped."""
+
+
+#: what a write refused for want of room says: out of space or quota, or past a file size limit
+WRITE_REFUSED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def write_failure(tp: str, exc: OSError, path: object) -> str:
+    """A failed write, named the same way by produce and compaction: the partition, the file
+    (the one the error names, else the one being written) and the system's reason."""
+    return f"{tp}: writing {exc.filename or path} failed ({exc.strerror or exc})"
 
 
 class UndoFailedError(LogError):

@@ -17,7 +17,8 @@ from typing import Collection, Sequence
 from .checkpoint import fsync_dir
 from .config.topic import LogConfig
 from .config.values import LONG_MAX
-from .errors import AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError, UndoFailedError
+from .errors import (AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError, UndoFailedError,
+                     write_failure)
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .log_reads import LogReads
 from .partition_lock import PartitionLock
@@ -292,7 +293,7 @@ class Log(LogReads):
                 self._undo(mark, exc)  # its entry, say) undoes the call too: it used to keep the records
                 if not isinstance(exc, OSError):
                     raise
-                failed = f"{self.tp}: writing {exc.filename or self.active_segment.log_path} failed ({exc.strerror or exc})"
+                failed = write_failure(self.tp, exc, self.active_segment.log_path)
                 if self._undo_failure is not None:
                     raise UndoFailedError(f"{failed}; {self._undo_failure}; {UNDO_FAILED_NEXT}") from None
                 raise AppendFailedError(f"{failed}; the produce call was undone, none of its records was appended "

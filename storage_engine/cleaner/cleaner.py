@@ -402,7 +402,7 @@ class Cleaner:
         """One staged replacement, written without the partition lock: a throttled pass can outlive
         its topic, so each group first checks that the directory is still the one it loaded."""
         log.lock.require_current()
-        return recopy_group(log.dir, log.config, group, rnd.legacy_delete_horizon_ms, bfilter,
+        return recopy_group(log.dir, log.config, group, rnd.legacy_delete_horizon_ms, bfilter, tp=log.tp,
                             throttle=self.throttler.maybe_throttle, chunk_limit=self.chunk)
 
     # ------------------------------------------------------------------ the swap

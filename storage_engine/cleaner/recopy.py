@@ -8,6 +8,7 @@ from typing import Callable, Iterable, TYPE_CHECKING
 
 from .plan import LogToClean, log_to_clean
 from ..config.topic import LogConfig
+from ..errors import WRITE_REFUSED, CompactionWriteError, write_failure
 from ..naming import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -32,12 +33,15 @@ def recopy_group(
     legacy_delete_horizon_ms: int,
     bfilter: BatchFilter,
     *,
+    tp: str,
     throttle: Callable[[int], None] = lambda n: None,
     chunk_limit: int = MIN_READ_CHUNK,
 ) -> LogSegment:
     """Filter a group of segments into one replacement segment in ``directory`` with the first
     input's base offset and the last input's mtime, flushed, under the staging suffix (see
-    ``Cleaner._swap``). Deletes its output if anything fails."""
+    ``Cleaner._swap``). Deletes its output if anything fails; a write refused for want of room
+    (``WRITE_REFUSED``) is a :class:`CompactionWriteError` naming partition ``tp`` and the file,
+    as produce names them."""
     base = group[0].base_offset
     for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         segment_file(directory, base, sfx + STAGING_SUFFIX).unlink(missing_ok=True)
@@ -71,9 +75,12 @@ def recopy_group(
         cleaned.on_become_inactive()
         cleaned.flush()
         cleaned.set_last_modified(group[-1].mtime_ms)
-    except BaseException:
+    except BaseException as exc:
         cleaned.close(trim_indexes=False)
         cleaned.delete_files()
+        if isinstance(exc, OSError) and exc.errno in WRITE_REFUSED:
+            raise CompactionWriteError(f"{write_failure(tp, exc, cleaned.log_path)}; the cleaner's output was "
+                                       "removed and nothing was swapped") from None
         raise
     return cleaned
 

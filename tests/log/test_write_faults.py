@@ -27,7 +27,8 @@ from tests.helpers.engine import open_topic, records
 from tests.helpers.paths import REPO
 
 #: coordination files whose bytes change on any writable open (lock generation, sessions)
-COORDINATION = (".logplat.lock", ".logplat-session", ".logplat-topics.lock", ".kafka_cleanshutdown")
+COORDINATION = (".logplat.lock", ".logplat-session", ".logplat-topics.lock", ".kafka_cleanshutdown",
+                ".logplat-cleaner.lock")
 
 
 def log_files(root: Path) -> dict[str, bytes]:
@@ -502,3 +503,38 @@ def test_recovery_on_a_full_disk_names_the_index_it_could_not_write(small_fs):
     (small_fs / "filler").unlink()
     assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(1, start=10)).returncode == 0
     assert offsets(root) == list(range(11))
+
+
+def _compactable(root: Path) -> None:
+    """A compacted topic whose cleaned log is about 120 KB: 1,000 keys, each written 3 times."""
+    create(root, "cleanup.policy=compact", "segment.bytes=65536", "segment.index.bytes=4096")
+    keyed = "".join(json.dumps({"key": f"k{i % 1000}", "value": "v" * 100}) + "\n" for i in range(3000))
+    assert logctl(root, "produce", "t", "--partition", "0", "--batch-size", "50", stdin=keyed).returncode == 0
+
+
+def test_a_compaction_past_the_file_size_limit_names_the_partition_and_file(tmp_path):
+    root = tmp_path / "logs"
+    _compactable(root)
+    before = log_files(root)
+
+    result = logctl(root, "compact", "--topic", "t", "--partition", "0", preexec_fn=_file_size_limit(20_000))
+
+    assert_one_line_error(result, "t-0: writing ", f"{root / 't-0'}/", ".log.cleaning failed (File too large)",
+                          "nothing was swapped")
+    assert log_files(root) == before
+
+
+def test_a_compaction_that_fills_the_disk_names_the_partition_and_file(small_fs):
+    root = small_fs / "logs"
+    _compactable(root)
+    free = os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize
+    (small_fs / "filler").write_bytes(b"\0" * (free - 32 * 1024))
+    before = log_files(root)
+
+    result = logctl(root, "compact", "--topic", "t", "--partition", "0")
+
+    assert_one_line_error(result, "t-0: writing ", ".log.cleaning failed (No space left on device)",
+                          "nothing was swapped")
+    assert log_files(root) == before
+    (small_fs / "filler").unlink()
+    assert logctl(root, "compact", "--topic", "t", "--partition", "0").returncode == 0
