@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 from .cleaner import CompactionReport
 from .config.environment import engine_environment
 from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
-from .errors import LogError, NeedsRecoveryError, RecordTooLargeError, UnknownTopicOrPartitionError
+from .errors import (CleanShutdownMarkerError, LogError, NeedsRecoveryError, RecordTooLargeError,
+                     UnknownTopicOrPartitionError)
 from .manager import LogManager, missing_log_dir
 from .topic_admin import check_creation
 from .topic_store import shown_path
@@ -760,8 +761,11 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
             if not read_only and args.command in PRECHECKS:
                 with LogManager(log_dirs, broker_props, read_only=True) as manager:
                     PRECHECKS[args.command](args, manager)
-            with LogManager(log_dirs, broker_props, read_only=read_only) as manager:
-                status = COMMANDS[args.command](args, manager)
+            try:
+                with LogManager(log_dirs, broker_props, read_only=read_only) as manager:
+                    status = COMMANDS[args.command](args, manager)
+            except CleanShutdownMarkerError as exc:  # the command committed: a retry would fail
+                print("warning: " + " ".join(str(exc).split()), file=sys.stderr)
         for text in args.report:
             print(text)
         if args.error:  # after the report, which shows the rest of the work

@@ -132,6 +132,12 @@ class IndexSizeError(LogError):
     file size limit below it, or a full disk on a filesystem that allocates."""
 
 
+class CleanShutdownMarkerError(LogError):
+    """Only the clean-shutdown marker (Kafka's ``.kafka_cleanshutdown``) could not be written
+    when a log dir closed: every change was already committed, and the next writable open
+    recovers the dir as after an unclean shutdown, which is safe. A warning, not a failure."""
+
+
 class CheckpointError(LogError):
     """A checkpoint file cannot be parsed; the message names the file and the bad line."""
 

@@ -48,7 +48,7 @@ from .checkpoint import (
     write_clean_shutdown_marker,
 )
 from .dir_id import DIR_ID_FILE, DirIdError, assign_dir_id, read_dir_id
-from .errors import NotALogDirError
+from .errors import CleanShutdownMarkerError, NotALogDirError
 from .naming import is_segment_file
 from .nofollow import check_regular_or_missing, open_nofollow
 from .topic_store import TOPICS_DIR
@@ -247,6 +247,16 @@ class LogDir:
         with os.scandir(self.path) as it:
             return [Path(e.path) for e in it if SESSION_FILE.fullmatch(e.name) and not e.is_dir(follow_symlinks=False)]
 
+    def _write_marker(self) -> None:
+        """The last writer's marker; a refusal (a full disk, say) is a
+        :class:`CleanShutdownMarkerError`: the next first writer recovers, which is safe."""
+        try:
+            write_clean_shutdown_marker(self.path)
+        except OSError as exc:
+            raise CleanShutdownMarkerError(
+                f"could not write the clean-shutdown marker in {self.path} ({exc.strerror}: {exc.filename}); "
+                "everything was committed, the next writable open recovers the log dir") from None
+
     def close_session(self) -> None:
         """Leave the session; the last process out writes the clean-shutdown marker, unless a
         partition failed to load here (``record_load_failure``)."""
@@ -259,10 +269,10 @@ class LogDir:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if not self._session_files():
-                write_clean_shutdown_marker(self.path)
+                self._write_marker()
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise  # a marker a full disk refused: the next first writer recovers, which is safe
+                raise
         finally:  # the session lock goes whatever happened, or a long-lived process kept it
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)

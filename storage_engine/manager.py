@@ -26,8 +26,8 @@ from .cleaner.plan import LogToClean
 from .config.broker import build_log_config, max_partitions_per_topic, topic_log_config
 from .config.cleaner import CleanerConfig, build_cleaner_config
 from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig
-from .errors import (ConfigError, LogChangedError, LogDirsNotGivenError, LogError, UnknownConfigError,
-                     UnknownTopicOrPartitionError)
+from .errors import (CleanShutdownMarkerError, ConfigError, LogChangedError, LogDirsNotGivenError, LogError,
+                     UnknownConfigError, UnknownTopicOrPartitionError)
 from .loader import REFUSED_UNCHANGED
 from .log import Log
 from .logdir import LogDir, check_distinct_ids, check_is_a_log_dir
@@ -807,10 +807,10 @@ class LogManager(TopicAdmin):
         for d in self.log_dirs:  # each dir's session ends, whatever another's close met
             try:
                 d.close_session()
-            except OSError as exc:
+            except (OSError, CleanShutdownMarkerError) as exc:
                 errors.append(exc)
-        if errors:
-            raise errors[0]
+        if errors:  # a missing marker only matters when nothing worse happened
+            raise min(errors, key=lambda e: isinstance(e, CleanShutdownMarkerError))
 
     def __enter__(self) -> "LogManager":
         return self

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.errors import AppendFailedError, UndoFailedError
+from storage_engine.errors import AppendFailedError, CleanShutdownMarkerError, UndoFailedError
 from storage_engine.logdir import SESSION_FILE, SESSION_LOCK
 from storage_engine.manager import LogManager
 from tests.helpers.engine import open_topic, records
@@ -299,7 +299,7 @@ def test_a_close_that_fails_in_one_log_dir_still_closes_the_others(small_fs, tmp
     manager = LogManager([full, other])
     manager.create_topic("t", 2, {})
     _fill(small_fs / "filler")
-    with pytest.raises(OSError, match="No space left on device"):
+    with pytest.raises(CleanShutdownMarkerError, match="No space left on device"):
         manager.close()
     assert (other / ".kafka_cleanshutdown").exists()
     assert not [p for p in other.iterdir() if SESSION_FILE.fullmatch(p.name)]
@@ -538,3 +538,25 @@ def test_a_compaction_that_fills_the_disk_names_the_partition_and_file(small_fs)
     assert log_files(root) == before
     (small_fs / "filler").unlink()
     assert logctl(root, "compact", "--topic", "t", "--partition", "0").returncode == 0
+
+
+def test_a_committed_change_whose_clean_shutdown_marker_cannot_be_written_exits_0(tmp_path):
+    """A directory where the marker's ``.tmp`` goes refuses only the marker: ``topic create`` and
+    ``delete-records`` had committed, so each says so and warns in one line, with exit status 0
+    (a script retrying on exit 1 failed: the topic existed). The next open recovers the dir."""
+    root = tmp_path / "logs"
+    create(root)
+    (root / ".kafka_cleanshutdown.tmp").mkdir()
+
+    created = logctl(root, "topic", "create", "u", "--partitions", "1")
+    produced = logctl(root, "produce", "t", "--partition", "0", stdin=lines(3))
+    deleted = logctl(root, "delete-records", "t", "--partition", "0", "--before-offset", "2")
+
+    for result, done in ((created, "Created topic u.\n"), (produced, "Produced 3 records"),
+                         (deleted, "low_watermark: 2")):
+        assert result.returncode == 0 and done in result.stdout, result
+        assert result.stderr.startswith("warning: could not write the clean-shutdown marker in ")
+        assert result.stderr.count("\n") == 1 and "Is a directory" in result.stderr, result.stderr
+    (root / ".kafka_cleanshutdown.tmp").rmdir()
+    assert offsets(root) == [2]
+    assert logctl(root, "topic", "describe", "u").returncode == 0
