@@ -125,6 +125,7 @@ class TopicAdmin:
         check_not_metadata_log(name, "topic alter")
         with self._metadata_lock():
             holder, meta = self._current_metadata(name)
+            self._check_checkpoint_files()
             merged = dict(meta.configs)
             for key in delete_configs:
                 if key not in merged:  # a stored key goes whatever it is: one refused is what is corrected so
@@ -278,9 +279,15 @@ class TopicAdmin:
 
     def _check_checkpoint_files(self) -> None:
         """Parse every log dir's checkpoint files (``CheckpointError`` names the file and the
-        line): a topic change reads or rewrites them after its commit point, so a malformed one
-        must refuse it before anything is written (a create used to write its metadata, then
-        fail, leaving a topic a retry called "already exists")."""
+        line) before any topic change writes anything.
+
+        One rule, Kafka's: a log dir with a malformed checkpoint is offline (its
+        ``LogDirFailureChannel``). Every partition in it is refused where it is used (produce,
+        consume, describe, verify, the maintenance runs), and so is every topic change (create,
+        alter of configs or partitions, delete), which places marks or metadata in every log
+        dir given and reads or rewrites the checkpoints after its commit point. Only listing
+        topic names and configs reads on, so the code location still loads and names the dir in
+        each partition's health."""
         for d in self.log_dirs:
             for checkpoint in d.checkpoint_files:
                 checkpoint.read()

@@ -23,6 +23,7 @@ from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
 from tests.helpers.crash import crash_env
 from tests.helpers.paths import REPO
+from tests.log.test_adversarial_cli import snapshot
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
@@ -254,6 +255,26 @@ def test_a_malformed_checkpoint_refuses_a_create_or_an_alter_with_nothing_writte
         assert every_name(logctl.root) == before
     (logctl.root / checkpoint).write_text("0\n0\n")  # repaired: the retry works
     assert logctl("topic", "create", "zz", "--partitions", "1")[0] == 0
+
+
+@pytest.mark.parametrize("checkpoint", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                                        "cleaner-offset-checkpoint"])
+def test_a_malformed_checkpoint_refuses_consume_and_topic_alter_alike(logctl, checkpoint):
+    """The log dir is offline (Kafka's rule): ``consume`` of a topic the bad line is not about
+    was refused, while ``topic alter --config`` of it went ahead and rewrote its metadata."""
+    assert logctl("topic", "create", "a", "--partitions", "1")[0] == 0
+    assert logctl("produce", "a", "--partition", "0", stdin='{"key": "k", "value": "v"}\n')[0] == 0
+    (logctl.root / checkpoint).write_text("0\n1\nzz 0 x\n")
+    before = snapshot(logctl.root)
+    for args in (["consume", "a", "--partition", "0"], ["topic", "alter", "a", "--config", "retention.ms=5"],
+                 ["topic", "alter", "a", "--delete-config", "retention.ms"]):
+        code, out, err = logctl(*args)
+        assert (code, out) == (1, ""), args
+        assert err == f"error: Malformed line 3 in checkpoint file {logctl.root / checkpoint}: 'zz 0 x'\n", args
+    assert snapshot(logctl.root) == before
+    (logctl.root / checkpoint).write_text("0\n0\n")  # repaired: both work again
+    assert logctl("consume", "a", "--partition", "0")[0] == 0
+    assert logctl("topic", "alter", "a", "--config", "retention.ms=5")[0] == 0
 
 
 def test_only_a_deleted_partitions_directory_is_removed_at_a_writable_open(logctl):
