@@ -17,8 +17,8 @@ from typing import Collection, Sequence
 from .checkpoint import fsync_dir
 from .config.topic import LogConfig
 from .config.values import LONG_MAX
-from .errors import (AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError, UndoFailedError,
-                     write_failure)
+from .errors import (AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError,
+                     PartitionReplacedError, UndoFailedError, write_failure)
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .log_reads import LogReads
 from .partition_lock import PartitionLock
@@ -525,26 +525,30 @@ class Log(LogReads):
     def close(self) -> None:
         """Flush what this process appended, then close files (trimming indexes only if still current).
 
-        A log whose directory another process deleted or replaced (``PartitionLock.replaced``) is
-        only let go: its paths may lead into a new topic's directory, where trimming would create
-        index files for this log's segment bases."""
-        if self.read_only or self.lock.replaced():
-            for seg in self.segments:
-                seg.close(trim_indexes=False)
-            self.lock.close()
-            return
-        with self.lock.hold():
-            # after a failed undo nothing is written: the next writable open recovers the files
-            current = self._undo_failure is None and not self._changed_on_disk()
-            if current and self._dirty:
-                self._flush_locked(now_ms())
-                self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
-            if current:
-                self._snapshot_producers()
-            # Kafka trims every index on close (the next writer re-extends the active one).
-            for seg in self.segments:
-                seg.close(trim_indexes=current)
+        A log whose directory another process deleted or replaced is only let go (the lock
+        refuses with ``PartitionReplacedError``): its paths may lead into a new topic's
+        directory, where trimming would create index files for this log's segment bases."""
+        if not self.read_only:
+            try:
+                with self.lock.hold():
+                    self._close_current()
+            except PartitionReplacedError:
+                pass
+        for seg in self.segments:  # a read-only or replaced log's files, none of them trimmed
+            seg.close(trim_indexes=False)
         self.lock.close()
+
+    def _close_current(self) -> None:
+        # after a failed undo nothing is written: the next writable open recovers the files
+        current = self._undo_failure is None and not self._changed_on_disk()
+        if current and self._dirty:
+            self._flush_locked(now_ms())
+            self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
+        if current:
+            self._snapshot_producers()
+        # Kafka trims every index on close (the next writer re-extends the active one).
+        for seg in self.segments:
+            seg.close(trim_indexes=current)
 
     def __repr__(self) -> str:
         return f"Log({self.tp}, start={self.log_start_offset}, end={self._leo}, segments={len(self.segments)})"
