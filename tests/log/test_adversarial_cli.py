@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -191,10 +192,13 @@ case("compact", "--engine", "spark")
 
 
 def run_case(template: Path, tmp_path: Path, monkeypatch, capsys, argv: list[str], stdin: str,
-             log_dirs: str | None = None) -> str:
-    """Run one refused command; returns its error line."""
+             log_dirs: str | None = None, plant: Callable[[Path], None] | None = None) -> str:
+    """Run one refused command (``plant``: damage made in the copied log dir first); returns
+    its error line."""
     root = tmp_path / "logs"
     shutil.copytree(template / "logs", root, symlinks=True)
+    if plant is not None:
+        plant(root)
     files = template / "files"
     argv = [a.replace("{files}", str(files)) for a in argv]
     before = snapshot(root)
@@ -221,6 +225,22 @@ def test_a_refused_header_name_is_named_with_its_config(template, tmp_path, monk
     err = run_case(template, tmp_path, monkeypatch, capsys, [*command, "--config", "cleanup.policy=compact",
                    "--config", "compaction.strategy=header", "--config", f"compaction.strategy.header={header}"], "")
     assert err.startswith(f"error: Invalid value {header!r} for configuration compaction.strategy.header: "), err
+
+
+@pytest.mark.parametrize("command", [["consume", "plain", "--partition", "1"], ["topic", "describe", "plain"],
+                                     ["produce", "plain", "--partition", "1"], ["retention"], ["compact"],
+                                     ["delete-records", "plain", "--partition", "1", "--before-offset", "0"],
+                                     ["topic", "create", "newtopic", "--partitions", "1"], ["topic", "delete", "plain"],
+                                     ["topic", "alter", "plain", "--partitions", "3"],
+                                     ["topic", "alter", "plain", "--config", "retention.ms=5"],
+                                     ["topic", "alter", "plain", "--delete-config", "retention.ms"]])
+def test_a_malformed_checkpoint_refuses_every_command_that_uses_its_log_dir(template, tmp_path, monkeypatch, capsys,
+                                                                           command):
+    """The log dir is offline: no partition of it is read or written, no topic changed."""
+    def plant(root: Path) -> None:
+        (root / "recovery-point-offset-checkpoint").write_text("0\n1\nplain 1 x\n")
+    err = run_case(template, tmp_path, monkeypatch, capsys, command, GOOD, plant=plant)
+    assert "Malformed line 3 in checkpoint file " in err and "recovery-point-offset-checkpoint" in err, err
 
 
 @pytest.mark.parametrize("props", ["missing.properties", "bad.properties", "zero-partitions.properties",
