@@ -336,11 +336,13 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
         listed = {t: _listed_partitions(manager, t, named=args.topic is not None)
                   for t in ([args.topic] if args.topic is not None else manager.topics())}
         misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
-        strays = manager.stray_partition_dirs(args.topic)
+        orphans = manager.orphans() if args.topic is None else {}
+        strays = [(path, count) for path, count in manager.stray_partition_dirs(args.topic)
+                  if count or path.name.rpartition("-")[0] not in orphans]  # an orphan's are named with it
     reports = [r for t, partitions in listed.items() for p in partitions  # a named topic is reported whatever
                if (r := verify_partition(manager, t, p)).log_end_offset is not None or args.topic is not None
                or p in _listed_partitions(manager, t, named=False)]  # not when deleted since the listing
-    ok = all(r.ok for r in reports) and not misnamed and not strays
+    ok = all(r.ok for r in reports) and not misnamed and not strays and not orphans
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
          "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset, "segments": len(r.segments),
@@ -363,8 +365,9 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
                  "a stray, which no command reads (a KRaft broker deletes such a log); remove it or move it out, "
                  "or adopt it with topic alter --partitions (which a killed one left it for)"
                  for path, count in strays)
+    lines.extend(str(manager.orphan_error(topic, home)) for topic, home in sorted(orphans.items()))
     _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed],
-                  "stray_dirs": [str(p) for p, _ in strays]},
+                  "stray_dirs": [str(p) for p, _ in strays], "orphans": sorted(orphans)},
            "\n".join(lines) or "no partitions")
     return 0 if ok else 1
 

@@ -38,7 +38,7 @@ from .retention import RetentionPlan, RetentionResult, apply_retention, plan_ret
 from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
 from .topic_store import (TopicConfigError, TopicMetadata, TopicMetadataError, metadata_names, metadata_path,
-                          placed_elsewhere, placed_path, read_metadata, write_metadata)
+                          placed_elsewhere, placed_names, placed_path, read_metadata, write_metadata)
 
 @dataclass(frozen=True)
 class PartitionLocation:
@@ -278,30 +278,86 @@ class LogManager(TopicAdmin):
     def partition_locations(self, topics: Topics = None, refused: dict[str, str] | None = None
                             ) -> dict[tuple[str, int], PartitionLocation]:
         """Every partition's directory (of ``topics`` only, when given: one name or several); a
-        stray one (``stray_partition_dirs``) is no partition. ``refused``: see ``_partition_dirs``."""
+        stray one (``stray_partition_dirs``) is no partition. ``refused``: see ``_partition_dirs``.
+        A topic whose metadata file is refused (``unreadable_metadata``) is refused when named,
+        recorded in ``refused``, or, listing every topic, left out for the command to name."""
         found = self._partition_dirs(topics, refused)
         counts = self.partition_counts()
-        return {key: loc for key, loc in found.items() if not is_stray(key, counts)}
+        wanted = _topic_set(topics)
+        unreadable = {t: why for t, why in self.unreadable_metadata().items() if wanted is None or t in wanted}
+        if unreadable and refused is None and wanted is not None:
+            raise TopicMetadataError(next(iter(unreadable.values())))
+        for topic, why in unreadable.items() if refused is not None else ():
+            refused.setdefault(topic, why)
+        return {key: loc for key, loc in found.items() if not is_stray(key, counts) and key[0] not in unreadable}
 
     def partition_counts(self) -> dict[str, int]:
         """Each topic's partition count, from its metadata (topics without metadata, or being
-        deleted, have none: their partitions are the directories found)."""
-        return {name: meta.partitions for name, (_, meta) in self.readable_metadata().items()}
+        deleted, have none: their partitions are the directories found). An orphan
+        (``orphans``) counts none, so every directory of it is a stray: never opened."""
+        return {**dict.fromkeys(self.orphans(), 0),
+                **{name: meta.partitions for name, (_, meta) in self.readable_metadata().items()}}
 
-    def readable_metadata(self) -> dict[str, tuple[LogDir, TopicMetadata]]:
-        """Every topic's metadata and the log dir holding it, but for topics being deleted. A
-        malformed metadata file is left out here: it is refused where its own topic is used,
-        not for every topic."""
-        out: dict[str, tuple[LogDir, TopicMetadata]] = {}
+    def _metadata_files(self) -> Iterator[tuple[LogDir, str, TopicMetadata | LogError]]:
+        """Every metadata file of the log dirs, read: its log dir, its topic, and its metadata or
+        why it is refused."""
         for d in self.log_dirs:
             for name in metadata_names(d.path):
                 try:
                     meta = read_metadata(d.path, name)
-                except LogError:
+                except LogError as exc:
+                    yield d, name, exc
                     continue
-                if meta is not None and not meta.deleting:
-                    out.setdefault(name, (d, meta))
+                if meta is not None:
+                    yield d, name, meta
+
+    def readable_metadata(self) -> dict[str, tuple[LogDir, TopicMetadata]]:
+        """Every topic's metadata and the log dir holding it, but for topics being deleted. A
+        malformed metadata file is left out here (``unreadable_metadata``): it is refused where
+        its own topic is used, not for every topic."""
+        out: dict[str, tuple[LogDir, TopicMetadata]] = {}
+        for d, name, meta in self._metadata_files():
+            if isinstance(meta, TopicMetadata) and not meta.deleting:
+                out.setdefault(name, (d, meta))
         return out
+
+    def unreadable_metadata(self) -> dict[str, str]:
+        """The topics whose metadata file is refused, each with why (naming the file). Commands
+        over every topic pass them over and name them; a command naming one is refused, and
+        ``topic delete`` removes it."""
+        out: dict[str, str] = {}
+        for _, name, meta in self._metadata_files():
+            if isinstance(meta, LogError):
+                out.setdefault(name, str(meta))
+        return out
+
+    def orphans(self) -> dict[str, str]:
+        """Topics left as a placement mark (``topic_store.mark_placed``), with any partition
+        directories beside it, whose metadata is in none of the log dirs given although the log
+        dir the mark names as its home is given: what a delete not given every log dir the topic
+        was placed over leaves. No command reads an orphan; ``verify`` names it and ``topic
+        delete`` removes it. Returns each orphan's home log dir."""
+        given = {str(d.path) for d in self.log_dirs}
+        with_metadata = {name for d in self.log_dirs for name in metadata_names(d.path)}
+        out: dict[str, str] = {}
+        for d in self.log_dirs:
+            for name in sorted(placed_names(d.path) - with_metadata):
+                try:
+                    home = placed_elsewhere(d.path, name)
+                except LogError:  # a mark that is no file: refused where its topic is used
+                    continue
+                if home in given:
+                    out.setdefault(name, home)
+        return out
+
+    def orphan_error(self, topic: str, home: str) -> UnknownTopicOrPartitionError:
+        """The refusal of an orphan (``orphans``) wherever it is named, naming what is left of it."""
+        left = [*(str(loc.path) for _, loc in sorted(self._partition_dirs(topic).items())),
+                *(str(placed_path(d.path, topic)) for d in self.log_dirs if topic in placed_names(d.path))]
+        return UnknownTopicOrPartitionError(
+            f"Topic {topic} does not exist: its metadata is gone from log dir {home}, yet {', '.join(left)} "
+            f"{'is' if len(left) == 1 else 'are'} left of it (an orphan, which no command reads: a topic delete not "
+            f"given every log dir leaves one); remove it with `logctl topic delete {topic}`")
 
     def stray_partition_dirs(self, topic: str | None = None) -> list[tuple[Path, int]]:
         """Directories named like a partition of a topic whose metadata has fewer partitions
@@ -365,23 +421,7 @@ class LogManager(TopicAdmin):
     def topics_being_deleted(self) -> set[str]:
         """Topics past a delete's commit point that a kill left for the next writable open to
         finish: no longer topics to any reader (a malformed metadata file is left out here)."""
-        return self._deleting(skip_unreadable=True)
-
-    def _deleting(self, *, skip_unreadable: bool = False) -> set[str]:
-        """Topics whose deletion is under way; a malformed metadata file is refused, or with
-        ``skip_unreadable`` its topic counts as not being deleted."""
-        deleting = set()
-        for d in self.log_dirs:
-            for name in metadata_names(d.path):
-                try:
-                    meta = read_metadata(d.path, name)
-                except LogError:
-                    if not skip_unreadable:
-                        raise
-                    continue
-                if meta is not None and meta.deleting:
-                    deleting.add(name)
-        return deleting
+        return {name for _, name, meta in self._metadata_files() if isinstance(meta, TopicMetadata) and meta.deleting}
 
     def _listed_names(self) -> set[str]:
         """The names of the metadata files and of the partition directories, nothing read."""
@@ -395,22 +435,27 @@ class LogManager(TopicAdmin):
         return names
 
     def topics(self) -> list[str]:
-        """Every topic, after checking every partition directory (``_scan_dir``) and metadata
-        file: a command over all topics is refused before it changes any of them, not part way
-        through."""
+        """Every topic whose metadata can be read, after checking every partition directory
+        (``_scan_dir``): a command over all topics is refused before it changes any of them, not
+        part way through. A topic whose metadata file is refused (``unreadable_metadata``) is
+        left out, for the command to name, and so is an orphan (``orphans``)."""
         self._partition_dirs()
-        return sorted(self._listed_names() - self._deleting())
+        hidden = {name for _, name, meta in self._metadata_files() if isinstance(meta, LogError) or meta.deleting}
+        return sorted(self._listed_names() - hidden - set(self.orphans()))
 
     def topic_names(self) -> list[str]:
         """Every topic, from the names of the metadata files and partition directories alone:
         nothing inside them is checked, so one topic's bad file or metadata does not hide the
-        others (the code location lists topics so). Each topic is checked where it is used."""
-        return sorted(self._listed_names() - self.topics_being_deleted())
+        others (the code location lists topics so). Each topic is checked where it is used. An
+        orphan (``orphans``) is no topic."""
+        return sorted(self._listed_names() - self.topics_being_deleted() - set(self.orphans()))
 
     def partitions(self, topic: str) -> list[int]:
         found = self._find_metadata(topic)
         if found is not None and found[1].deleting:
             raise UnknownTopicOrPartitionError(f"Topic {topic} is marked for deletion")
+        if found is None and (home := self.orphans().get(topic)) is not None:
+            raise self.orphan_error(topic, home)
         on_disk = {p for _, p in self._partition_dirs(topic)}  # refuses a symlink or FIFO there first
         if found is not None:  # its metadata's count: a directory beyond it is a stray
             return list(range(found[1].partitions))
@@ -435,6 +480,8 @@ class LogManager(TopicAdmin):
             return dict(found[1].configs)
         for d in self.log_dirs:
             home = placed_elsewhere(d.path, topic)
+            if home is not None and home in {str(given.path) for given in self.log_dirs}:
+                raise self.orphan_error(topic, home)
             if home is not None:
                 raise TopicMetadataError(
                     f"the metadata of topic {topic} is in log dir {home}, which is not among the log dirs given "

@@ -32,9 +32,9 @@ from .logdir import LogDir, check_distinct_ids
 from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, parse_partition_dir,
                      partition_dir_name, validate_topic_name)
 from .partition_lock import LOCK_FILE_NAME
-from .topic_store import (TopicMetadata, mark_placed, metadata_lock, metadata_names, metadata_read_lock,
-                          placed_elsewhere, placed_names, placed_path, read_metadata, remove_metadata, remove_placed,
-                          shown_path, write_metadata)
+from .topic_store import (TopicMetadata, TopicMetadataError, mark_placed, metadata_lock, metadata_names,
+                          metadata_path, metadata_read_lock, placed_elsewhere, placed_names, placed_path, read_metadata,
+                          remove_metadata, remove_placed, shown_path, write_metadata)
 
 _NAMED_LOG_DIRS = 3  # a refusal names so many log dirs not given, then counts the rest
 
@@ -45,6 +45,11 @@ class _Listing:
 
     placed: dict[LogDir, dict[str, set[int]]]
     marks: dict[LogDir, set[str]]
+
+
+def _stand_in(name: str) -> TopicMetadata:
+    """Metadata for a delete's commit point where the topic has none that can be read."""
+    return TopicMetadata(name, 1, {}, uuid.uuid4().hex)
 
 
 def check_creation(name: str, partitions: int, configs: Mapping[str, str], broker_props: Mapping[str, str]
@@ -106,6 +111,8 @@ class TopicAdmin:
         deleting), and none differs from it only in '.' and '_'. Read-only, so the CLI asks it
         before making a new log dir for a create that would be refused."""
         found = self._find_metadata(name)
+        if found is None and (home := self.orphans().get(name)) is not None:  # its directories would be adopted
+            raise self.orphan_error(name, home)
         if (found is not None and not found[1].deleting) or (found is None and self.partition_locations(name)):
             raise TopicExistsError(f"Topic '{name}' already exists.")
         for other in self.topic_names():  # names only: another topic's bad file is not this create's
@@ -309,13 +316,14 @@ class TopicAdmin:
         kill at any point leaves the topic whole, or a state the next writable open finishes.
         The checkpoint files it rewrites are parsed, and the placement marks it removes read,
         before the commit point, so a malformed one (a mark that is a directory) refuses the
-        delete with the disk unchanged, instead of failing after the renames.
+        delete with the disk unchanged, instead of failing after the renames. What is to be
+        deleted is ``_deletable``'s.
         """
         self._require_writable()
         validate_topic_name(name)
         check_not_metadata_log(name, "topic delete")
         with self._metadata_lock():
-            holder, meta = self._current_metadata(name)
+            holder, meta = self._deletable(name)
             self._check_checkpoint_files()
             for d in self.log_dirs:  # raises, naming a mark that is not a regular file
                 placed_elsewhere(d.path, name)
@@ -323,6 +331,27 @@ class TopicAdmin:
             crash_point("topic-delete-marked")
             self._finish_delete(name, holder)
         return meta
+
+    def _deletable(self, name: str) -> tuple[LogDir, TopicMetadata]:
+        """The log dir a delete of ``name`` commits in, and the metadata it marks ``deleting``
+        there. A topic placed over a log dir not given is refused (``log_dirs_not_given``): its
+        partitions there would be left behind as an orphan. A topic whose metadata file is
+        refused, or an orphan (``orphans``), is deleted from the log dir holding that file, or
+        named as home by its marks, under a stand-in metadata: no command reads either, so only
+        a delete can remove what is left of them."""
+        try:
+            found = self._find_metadata(name)
+        except TopicMetadataError:
+            return next(d for d in self.log_dirs if os.path.lexists(metadata_path(d.path, name))), _stand_in(name)
+        home = self.orphans().get(name) if found is None else None
+        if home is not None:
+            return next(d for d in self.log_dirs if str(d.path) == home), _stand_in(name)
+        holder, meta = self._current_metadata(name)
+        refusal = self.log_dirs_not_given(meta, "its partitions there would be left behind, an orphan that no command "
+                                                "reads")
+        if refusal is not None:
+            raise refusal
+        return holder, meta
 
     def _finish_delete(self, name: str, holder: LogDir) -> None:
         """Steps after the commit point of a delete; each is idempotent (called with the lock held)."""

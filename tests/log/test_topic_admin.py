@@ -21,6 +21,7 @@ from storage_engine.dir_id import DIR_ID_FILE, read_dir_id
 from storage_engine.errors import InvalidTopicError, LogError
 from storage_engine.manager import LogManager
 from storage_engine.record import decode_batch
+from tests.helpers.cli import run_logctl
 from tests.helpers.crash import crash_env
 from tests.helpers.paths import REPO
 from tests.log.test_adversarial_cli import snapshot
@@ -916,3 +917,58 @@ def test_the_deleted_files_sweep_leaves_a_topic_whose_delete_a_kill_left_unfinis
     with LogManager([root], read_only=True) as m:
         assert sorted(m.delete_expired_files(unreadable={})) == [("u", 0)]
     assert (root / "t-0" / "00000000000000000000.log.deleted").exists()
+
+
+# ---------------------------------------------------------------------- a delete given some log dirs
+
+
+def _over(monkeypatch, capsys, *dirs: Path):
+    """``logctl`` in-process over the log dirs ``dirs``."""
+    return lambda *args, stdin="": run_logctl(",".join(map(str, dirs)), monkeypatch, capsys, *args, stdin=stdin)
+
+
+def test_a_topic_delete_not_given_every_log_dir_it_was_placed_over_is_refused(tmp_path, monkeypatch, capsys):
+    """Given ``d1`` alone, a delete of a topic placed over ``d1,d2`` removed the metadata and
+    ``d1``'s partitions and left ``d2``'s and its mark, which wedged every command over both.
+    It is refused, as ``alter --partitions`` is, with nothing changed."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    both, first = _over(monkeypatch, capsys, d1, d2), _over(monkeypatch, capsys, d1)
+    assert both("topic", "create", "x", "--partitions", "2")[0] == 0
+    assert (d2 / "x-1").is_dir()
+    before = every_name(tmp_path)
+    code, out, err = first("topic", "delete", "x")
+    assert (code, out, err.count("\n")) == (1, "", 1)
+    assert re.search(rf"topic x was placed over log dirs not among those given \({d1}\): {d2} \(id .*give every", err)
+    assert every_name(tmp_path) == before
+    assert both("topic", "delete", "x")[0] == 0 and not list(tmp_path.glob("d*/x-*"))
+
+
+def test_an_orphan_blocks_nothing_verify_names_it_and_topic_delete_removes_it(tmp_path, monkeypatch, capsys):
+    """A topic's marks and partitions left in a log dir whose metadata is gone from its home
+    log dir, given too (what a delete given some of the log dirs left): no topic, so other
+    topics' commands go on, named by ``verify``, refused by name, and removed by ``topic delete``."""
+    from storage_engine.topic_store import metadata_path, placed_path
+
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    both = _over(monkeypatch, capsys, d1, d2)
+    for topic in ("x", "y"):
+        assert both("topic", "create", topic, "--partitions", "2", "--config", "cleanup.policy=compact")[0] == 0
+    assert both("produce", "y", "--partition", "1", stdin=RECORD)[0] == 0
+    metadata_path(d1, "x").unlink()  # as such a delete left it
+    shutil.rmtree(d1 / "x-0")
+    for args in (("topic", "list"), ("retention",), ("compact",), ("erasure-report",)):
+        code, out, err = both(*args)
+        assert code == 0 and err == "", (args, err)
+    assert both("topic", "list")[1].split() == ["y"]
+    code, out, _ = both("verify")
+    assert code == 1 and "y-1: OK" in out
+    assert f"Topic x does not exist: its metadata is gone from log dir {d1}, yet {d2 / 'x-1'}, " \
+           f"{placed_path(d2, 'x')} are left of it" in out
+    for args in (("verify", "--topic", "x"), ("consume", "x", "--partition", "1"),
+                 ("topic", "create", "x", "--partitions", "1")):  # a create would adopt its directory
+        code, out, err = both(*args)
+        assert code == 1 and err.startswith("error: Topic x does not exist: its metadata is gone"), (args, err)
+    assert both("topic", "delete", "x")[0] == 0
+    assert not list(tmp_path.glob("d*/x-*")) and not placed_path(d2, "x").exists()
+    assert both("verify")[0] == 0
+    assert both("topic", "create", "x", "--partitions", "2")[0] == 0
