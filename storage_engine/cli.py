@@ -108,6 +108,15 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
     args.report.append(json.dumps(data, indent=None, sort_keys=False) if args.json else text)
 
 
+def _pass_over_unreadable(args: argparse.Namespace, manager: LogManager, topic: str | None) -> None:
+    """A command over every topic (``topic`` None) goes on past each topic whose metadata file
+    is refused (``LogManager.unreadable_metadata``); ``main`` names each after the report, an
+    error line for all, and exits 1. A topic named is refused where it is used instead."""
+    if topic is None:
+        args.errors.extend(f"topic {name} passed over: {why}"
+                           for name, why in sorted(manager.unreadable_metadata().items()))
+
+
 # ---------------------------------------------------------------------- topic
 
 
@@ -147,6 +156,7 @@ def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
                f"Created topic {meta.name}.")
     elif args.topic_command == "list":
         names = manager.topics()
+        _pass_over_unreadable(args, manager, None)
         _print(args, names, "\n".join(names))
     elif args.topic_command == "describe":
         d = _describe(manager, args.name)
@@ -333,6 +343,7 @@ def cmd_dump(args: argparse.Namespace, manager: LogManager | None) -> int:
 
 def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     with manager.topics_unchanging():  # a create, alter or delete in flight is not damage
+        _pass_over_unreadable(args, manager, args.topic)
         listed = {t: _listed_partitions(manager, t, named=args.topic is not None)
                   for t in ([args.topic] if args.topic is not None else manager.topics())}
         misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
@@ -421,6 +432,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     now = args.now_ms if args.now_ms is not None else now_ms()
     engine = _engine(args)
     not_given = manager.partitions_not_given(args.topic)  # before the work, which cannot change it
+    _pass_over_unreadable(args, manager, args.topic)
     if engine is not None:
         data = engine.retention(manager, args.topic, now_ms=now, dry_run=args.dry_run)
     elif args.dry_run:
@@ -471,8 +483,9 @@ def _exit_status(args: argparse.Namespace, failures: Iterable[tuple[str, str]]) 
     """1 when an engine's job reported partitions (``<topic>-<n>``, why) it could not clean (the
     rest were cleaned and are shown in the report), with an ``error:`` line naming them for
     ``main`` to print on stderr, as the local engine's error for one would be."""
-    args.error = "; ".join(f"{tp}: {why}" for tp, why in failures)
-    return 1 if args.error else 0
+    errors = [f"{tp}: {why}" for tp, why in failures]
+    args.errors.extend(errors)
+    return 1 if errors else 0
 
 
 def check_compact(args: argparse.Namespace, manager: LogManager) -> None:
@@ -492,6 +505,7 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     check_compact(args, manager)
     now = args.now_ms if args.now_ms is not None else now_ms()
     partitions, force = compaction_choice(manager, args.topic, args.partition)
+    _pass_over_unreadable(args, manager, args.topic)
     if args.partition is not None:
         if (error := manager.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
             raise error
@@ -548,6 +562,7 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
     now = args.now_ms if args.now_ms is not None else now_ms()
     not_given = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
                  if manager.topic_config(tp[0]).compact and (args.partition is None or tp[1] == args.partition)}
+    _pass_over_unreadable(args, manager, args.topic)
     reports = [partition_erasure_report(manager, t, p, now, key) for t, p in wanted if (t, p) not in not_given]
     lines = []
     for r in reports:
@@ -740,7 +755,7 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
         args = build_parser().parse_args(argv)
         args.engines = dict(engines or {})
         args.report = []
-        args.error = ""  # partitions an engine's job could not clean (``_exit_status``)
+        args.errors = []  # what the command passed over or could not do (``_exit_status``, ``_pass_over_unreadable``)
         if not hasattr(args, "json"):
             args.json = False
         if args.command in NEEDS_NO_LOG_DIRS:
@@ -771,8 +786,9 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
                 print("warning: " + " ".join(str(exc).split()), file=sys.stderr)
         for text in args.report:
             print(text)
-        if args.error:  # after the report, which shows the rest of the work
-            print("error: " + " ".join(args.error.split()), file=sys.stderr)
+        if args.errors:  # after the report, which shows the rest of the work
+            print("error: " + " ".join("; ".join(args.errors).split()), file=sys.stderr)
+            return 1
         return status
     except (LogError, OSError, ValueError) as exc:  # ValueError: a NUL byte in a path, undecodable text
         if _reader_went_away(exc):  # ``logctl consume | head``: no error of the command's

@@ -340,3 +340,70 @@ def test_one_log_dir_under_two_paths_is_refused_not_waited_on(template, tmp_path
         assert snapshot(root) == before
     finally:
         subprocess.run(["umount", "-l", str(bound)], check=False)
+
+
+# --- a hostile edit of one topic's metadata file ----------------------------------------------
+HOSTILE_METADATA = {
+    "partitions 0": '{"name": "comp", "partitions": 0}',
+    "partitions above the ceiling": '{"name": "comp", "partitions": 100000}',
+    "partitions a string": '{"name": "comp", "partitions": "1"}',
+    "partitions a float": '{"name": "comp", "partitions": 1.5}',
+    "partitions NaN": '{"name": "comp", "partitions": NaN}',
+    "another topic's name": '{"name": "plain", "partitions": 1}',
+    "no name": '{"partitions": 1}',
+    "a config as a number": '{"name": "comp", "partitions": 1, "configs": {"cleanup.policy": 1}}',
+    "placed over no log dir id": '{"name": "comp", "partitions": 1, "placed_over": {"x": "/elsewhere"}}',
+    "a list": "[]",
+    "null": "null",
+    "empty": "",
+    "garbage": "{{not json",
+    "too deep": "[" * 100_000,
+}
+
+
+def _hostile(template: Path, tmp_path: Path, edit: str) -> Path:
+    root = tmp_path / "logs"
+    shutil.copytree(template / "logs", root, symlinks=True)
+    (root / ".logplat-topics" / "comp.json").write_text(HOSTILE_METADATA[edit])
+    return root
+
+
+@pytest.mark.parametrize("edit", HOSTILE_METADATA)
+@pytest.mark.parametrize("argv", [["topic", "describe", "comp"], ["consume", "comp", "--partition", "0"],
+                                  ["verify", "--topic", "comp"], ["retention", "--topic", "comp"],
+                                  ["compact", "--topic", "comp"], ["erasure-report", "--topic", "comp"],
+                                  ["topic", "alter", "comp", "--partitions", "2"]])
+def test_a_topic_whose_metadata_is_refused_is_refused_where_it_is_used(template, tmp_path, monkeypatch, capsys,
+                                                                       edit, argv):
+    root = _hostile(template, tmp_path, edit)
+    before = snapshot(root)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    code = main(["--log-dirs", str(root), *argv])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"error: topic metadata file {root / '.logplat-topics' / 'comp.json'} is "), err
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("edit", HOSTILE_METADATA)
+def test_a_topic_whose_metadata_is_refused_stops_no_other_topic_and_can_be_deleted(template, tmp_path, monkeypatch,
+                                                                                   capsys, edit):
+    """Every command over all topics went down on one topic's bad metadata file, so no other
+    topic's retention ever ran again, and ``topic delete`` could not remove it. They go on with
+    the rest, name it on one error line and exit 1; ``topic delete`` removes it."""
+    root = _hostile(template, tmp_path, edit)
+    before = snapshot(root)
+    for argv, shows in ((["topic", "list"], "plain"), (["verify"], "plain-1: OK"),
+                        (["retention", "--now-ms", "2000"], "plain-1: nothing to delete"),
+                        (["compact", "--dry-run", "--now-ms", "2000"], ""), (["compact", "--now-ms", "2000"], ""),
+                        (["erasure-report", "--now-ms", "2000"], "")):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+        code = main(["--log-dirs", str(root), *argv])
+        out, err = capsys.readouterr()
+        assert code == 1 and shows in out, (argv, out, err)
+        assert err.count("\n") == 1, (argv, err)
+        assert err.startswith(f"error: topic comp passed over: topic metadata file {root / '.logplat-topics'}"), err
+        assert snapshot(root) == before, argv
+    assert main(["--log-dirs", str(root), "topic", "delete", "comp"]) == 0
+    assert not list(root.glob("comp-*")) and not (root / ".logplat-topics" / "comp.json").exists()
+    assert main(["--log-dirs", str(root), "verify"]) == 0

@@ -492,12 +492,14 @@ def test_a_run_over_some_log_dirs_is_not_failed_after_its_work_by_another_topics
     """The partitions left were looked up after the work, through every topic's metadata: one
     topic's malformed file, with no directory here, failed ``retention`` after it had deleted
     segments, with no report. They are looked up first, passing over a topic that cannot be
-    read; a named partition in a log dir not given is refused by a dry run as by the run."""
+    read (named after the report, exit 1); a named partition in a log dir not given is refused
+    by a dry run as by the run."""
     logctl, d1 = over_dirs, over_dirs.d1
     _two_partitions_over_both(logctl, "r", "retention.ms=1", "cleanup.policy=compact,delete")
     (d1 / ".logplat-topics" / "x.json").write_text("{not json")
     code, out, err = logctl(str(d1), "retention", "--now-ms", "10000")
-    assert code == 0 and out.startswith("r-0: deleted") and "r-1: not in these log dirs: topic r was placed" in out, err
+    assert code == 1 and out.startswith("r-0: deleted") and "r-1: not in these log dirs: topic r was placed" in out
+    assert err.startswith("error: topic x passed over: topic metadata file") and err.count("\n") == 1
     code, _, err = logctl(str(d1), "compact", "--topic", "r", "--partition", "1", "--dry-run")
     assert code == 1 and err.startswith("error: topic r was placed over log dirs not among those given") and \
         err.count("\n") == 1

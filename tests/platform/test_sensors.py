@@ -579,3 +579,15 @@ def test_a_partition_gone_with_its_topic_recreated_smaller_fails_its_health_once
     assert not gone.passed and "partition 2 of topic orders is no longer in the log dirs" in gone.description
     assert "2" in instance.get_dynamic_partitions(partitions_def_name("orders"))
     assert ("orders", "2") not in health_results(discover(defs, settings, instance, data.cursor))
+
+
+@pytest.mark.parametrize("content", ['{"name": "clicks", "partitions": 0}', "{not json", "null"])
+def test_a_topic_whose_metadata_is_refused_is_named_by_the_state_sensor(logs, instance, content):
+    """The code location leaves a topic whose metadata file is refused out, and every state
+    tick says why in the words ``logctl`` uses, naming the file; the other topics go on."""
+    meta = logs / ".logplat-topics" / "clicks.json"
+    meta.write_text(content)
+    defs, settings = definitions_for(logs)
+    data = discover(defs, settings, instance)
+    assert f"topic clicks is not in this code location: topic metadata file {meta} is " in data.skip_message
+    assert "clicks" not in {k for k, _ in health_results(data)} and ("orders", "0") in health_results(data)
