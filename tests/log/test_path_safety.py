@@ -369,16 +369,17 @@ def test_hostile_metadata_is_a_one_line_error_naming_the_file(logctl, body):
     """Nesting deeper than Python's decoder recurses was a RecursionError traceback; a partition
     count past the largest ``topic create`` can be allowed (``logplat.max.partitions.per.topic``
     at most 99999; a lower setting must not make existing topics unreadable) made verify,
-    describe and delete run for ever."""
+    describe and delete run for ever. ``topic delete`` removes such a topic."""
     assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
     meta = logctl.root / ".logplat-topics" / "t.json"
     meta.write_text(body)
     before = tree(logctl.root)
-    for command in (["verify"], ["topic", "describe", "t"], ["topic", "delete", "t"], ["topic", "list"],
-                    ["produce", "t", "--partition", "0"]):
+    for command in (["verify"], ["topic", "describe", "t"], ["topic", "list"], ["produce", "t", "--partition", "0"]):
         code, out, err = _run_or_fail_if_blocked(logctl, *command, stdin=RECORD)
         assert code == 1 and err.count("\n") == 1 and str(meta) in err and "Traceback" not in err, (command, err)
     assert tree(logctl.root) == before
+    assert _run_or_fail_if_blocked(logctl, "topic", "delete", "t")[0] == 0
+    assert not meta.exists() and not (logctl.root / "t-0").exists()
 
 
 @pytest.mark.parametrize("command", [
