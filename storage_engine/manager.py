@@ -163,6 +163,7 @@ class LogManager(TopicAdmin):
                 d.finish_startup()
             if not read_only:
                 self._finish_pending_deletes()
+                self._make_missing_partitions()
                 self._mark_placements()
         except BaseException:
             self.close()  # leave the sessions (and the clean-shutdown marker) as they were
@@ -548,14 +549,48 @@ class LogManager(TopicAdmin):
                     raise UnknownTopicOrPartitionError(f"Topic {topic} was deleted meanwhile")
                 loc = self._locate(topic, partition)
                 if loc is None:
-                    holder, meta = found
-                    if (error := self._partition_not_given(meta, partition)) is not None:
-                        raise error
-                    widened = meta.placed_also_over(self.placement_ids())
-                    if widened != meta:  # placed over these from now on: recorded before the directory is made
-                        write_metadata(widened, holder.path)
-                    loc, _ = self._create_partition_dir(topic, partition, holder)
+                    loc = self._make_missing_partition(*found, partition)
         return self._open_log(loc)
+
+    def _make_missing_partition(self, holder: LogDir, meta: TopicMetadata, partition: int) -> PartitionLocation:
+        """Make the directory of a partition its topic's ``meta`` (in ``holder``) counts but no
+        log dir holds, refused when it may be in a log dir not given; the log dirs it may be in
+        from now on are recorded first. Under the topics lock."""
+        if (error := self._partition_not_given(meta, partition)) is not None:
+            raise error
+        widened = meta.placed_also_over(self.placement_ids())
+        if widened != meta:  # placed over these from now on: recorded before the directory is made
+            write_metadata(widened, holder.path)
+        return self._create_partition_dir(meta.name, partition, holder)[0]
+
+    def _missing_partitions(self) -> dict[str, list[int]]:
+        """The partitions each topic's metadata counts that no log dir has an entry for (of
+        topics placed over the log dirs given only), listing each log dir once."""
+        present = {name for d in self.log_dirs if d.path.is_dir() for name in os.listdir(d.path)}
+        out = {}
+        for topic, (_, meta) in self.readable_metadata().items():
+            missing = [p for p in range(meta.partitions) if partition_dir_name(topic, p) not in present]
+            if missing and not self.placed_beyond_given(meta):
+                out[topic] = missing
+        return out
+
+    def _make_missing_partitions(self) -> None:
+        """At a writable open, make (empty) the directories of partitions a topic's metadata
+        counts but no log dir holds: a ``topic create`` or ``alter --partitions`` killed after
+        its commit point (the metadata) leaves them, and every whole-topic reader refused the
+        topic until then. Kafka's controller likewise creates a partition its metadata log has
+        and a broker's log dirs do not. A topic whose directory cannot be made is left to the
+        commands that use it, which say why."""
+        if not self._missing_partitions():
+            return
+        with self._metadata_lock():  # a create in flight makes its directories itself: wait, then look again
+            for topic, missing in self._missing_partitions().items():
+                try:
+                    for partition in missing:
+                        found = self._find_metadata(topic)
+                        self._load_log(self._make_missing_partition(*found, partition)).close()
+                except (LogError, OSError):
+                    continue
 
     def _partition_not_given(self, meta: TopicMetadata, partition: int) -> LogDirsNotGivenError | None:
         """The refusal for a partition whose directory may be in a log dir not given, or None."""

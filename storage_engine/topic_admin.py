@@ -4,13 +4,14 @@ processes: the half of ``LogManager`` that changes which topics and partitions e
 Every change runs under the metadata lock (``topic_store.metadata_lock``), validates everything
 before it writes, and has one commit point, the topic's metadata file:
 
-* ``create_topic`` writes the metadata, then makes the partition directories (a partition listed
-  there without a directory, from a kill in between, is created on first use);
+* ``create_topic`` writes the metadata, then makes the partition directories;
 * ``add_partitions`` (``--alter --partitions``) loads any directory already there for a new
-  partition, makes the missing ones, then rewrites the metadata; killed before, it leaves
-  strays that a rerun adopts;
-* ``delete_topic`` marks the metadata ``deleting``, then renames, unlists and removes; the next
-  writable open finishes a delete a kill interrupted (``_finish_pending_deletes``).
+  partition, rewrites the metadata, then makes the missing ones;
+* ``delete_topic`` marks the metadata ``deleting``, then renames, unlists and removes.
+
+The next writable open rolls a change a kill interrupted forward: it finishes a delete
+(``_finish_pending_deletes``) and makes the directories a create or an alter left missing
+(``_make_missing_partitions``).
 """
 
 from __future__ import annotations
@@ -158,9 +159,10 @@ class TopicAdmin:
         """Raise the topic's partition count to ``count`` (Kafka's ``createPartitions``,
         ``kafka-topics --alter --partitions``); a count never goes down. A directory already there
         for a new partition (a broker's log copied in, a stray until now) is loaded first, then the
-        missing partitions' directories are made (gaps below the count too), then the metadata is
-        replaced: that is the commit point. A refusal closes and removes what it made; a kill
-        leaves directories beyond the count, strays until a rerun adopts them."""
+        metadata is replaced (the commit point), then the missing partitions' directories are
+        made (gaps below the count too). A refusal closes and removes what it made and restores
+        the count; a kill after the commit point leaves directories missing, which the next
+        writable open makes."""
         self._require_writable()
         validate_topic_name(name)
         check_not_metadata_log(name, "topic alter --partitions")
@@ -182,25 +184,28 @@ class TopicAdmin:
             missing = [p for p in range(count) if p not in adopted and (p >= meta.partitions or self._locate(name, p)
                                                                       is None)]  # gaps below the count too
             made: list[Path] = []
+            new = replace(meta.placed_also_over(self.placement_ids()), partitions=count)
+            committed = False
             try:
                 for loc in adopted.values():  # what may fail to load goes first, before anything is made
                     lock = loc.path / LOCK_FILE_NAME
                     if not lock.exists():
                         made.append(lock)
                     self._open_log(loc)
-                widened = meta.placed_also_over(self.placement_ids())
-                if missing and widened != meta:  # recorded before a directory goes into a log dir: a kill
-                    write_metadata(widened, holder.path)  # part way leaves none in a dir it does not name
+                self._mark_for(name, holder, count, made)  # directories adopted from another log dir
+                # the commit point, recording every log dir a directory goes into: a kill from here
+                # on leaves the missing directories, which the next writable open makes
+                write_metadata(new, holder.path)
+                committed = True
                 for p in missing:
                     loc, paths = self._create_partition_dir(name, p, holder)
                     made.extend(paths)
                     self._open_log(loc)
                     crash_point("topic-add-partitions-partway")
-                self._mark_for(name, holder, count, made)  # directories adopted from another log dir
-                new = replace(widened, partitions=count)
-                write_metadata(new, holder.path)
-            except BaseException:  # not committed: what it opened is closed, what it made removed
+            except BaseException:  # a refusal: what it opened is closed, what it made removed, the count restored
                 self._discard(name, [*adopted, *missing], made)
+                if committed:
+                    write_metadata(meta, holder.path)
                 raise
         return new
 

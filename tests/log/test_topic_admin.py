@@ -222,23 +222,30 @@ def test_alter_partitions_of_a_topic_without_metadata_fills_its_gaps(logctl):
         [0, 1, 2, 3, 4]
 
 
-def test_alter_partitions_killed_part_way_leaves_strays_a_rerun_adopts(tmp_path):
+@pytest.mark.parametrize("change,point", [(("topic", "create", "t", "--partitions", "3"), "topic-create-partway"),
+                                          (("topic", "alter", "t", "--partitions", "3"),
+                                           "topic-add-partitions-partway")])
+def test_a_create_or_alter_killed_after_its_commit_point_is_rolled_forward_by_the_next_writable_open(
+        tmp_path, change, point):
+    """Killed after its metadata (the commit point) and before its last partition directory, a
+    ``topic create`` or ``alter --partitions`` left a topic that ``verify``, ``describe`` and
+    ``consume`` refused until someone deleted it. The next writable open, of any command, makes
+    the missing directories, as it finishes a delete."""
     root = tmp_path / "logs"
-    proc = spawn(root, "topic", "create", "t", "--partitions", "1")
-    assert proc.communicate()[0] and proc.returncode == 0
-    proc = spawn(root, "topic", "alter", "t", "--partitions", "3",
-                 env=crash_env("topic-add-partitions-partway"))
+    for name in ["keep", *(["t"] if change[1] == "alter" else [])]:
+        proc = spawn(root, "topic", "create", name, "--partitions", "1")
+        assert proc.communicate()[0] and proc.returncode == 0
+    proc = spawn(root, *change, env=crash_env(point))
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL
-    assert (root / "t-1").is_dir()  # made before the commit point: a stray, the count is still 1
-    verify = spawn(root, "verify")
-    out, _ = verify.communicate()
-    assert verify.returncode == 1 and f"{root / 't-1'}: named like a partition beyond its topic's 1 partition(s)" in out
-    rerun = spawn(root, "topic", "alter", "t", "--partitions", "3")
-    assert rerun.communicate()[0] == "Topic t now has 3 partitions.\n" and rerun.returncode == 0
-    verify = spawn(root, "verify")
-    verify.communicate()
-    assert verify.returncode == 0
+    assert (root / "t-0").is_dir() and not (root / "t-2").exists()
+    opener = spawn(root, "produce", "keep", "--partition", "0", stdin=RECORD)
+    assert opener.communicate(RECORD)[0] and opener.returncode == 0
+    for args in (("verify",), ("topic", "describe", "t"), ("consume", "t", "--partition", "2")):
+        check = spawn(root, *args)
+        out, err = check.communicate()
+        assert check.returncode == 0 and err == "", (args, err)
+    assert "PartitionCount: 3" in spawn(root, "topic", "describe", "t").communicate()[0]
 
 
 @pytest.mark.parametrize("checkpoint", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
