@@ -564,13 +564,14 @@ class LogManager(TopicAdmin):
         return self._create_partition_dir(meta.name, partition, holder)[0]
 
     def _missing_partitions(self) -> dict[str, list[int]]:
-        """The partitions each topic's metadata counts that no log dir has an entry for (of
-        topics placed over the log dirs given only), listing each log dir once."""
+        """The partitions each topic's metadata counts that no log dir has an entry for, of
+        topics whose metadata records the log dirs they were placed over, all of them given (a
+        directory missing here may be in another), listing each log dir once."""
         present = {name for d in self.log_dirs if d.path.is_dir() for name in os.listdir(d.path)}
         out = {}
         for topic, (_, meta) in self.readable_metadata().items():
             missing = [p for p in range(meta.partitions) if partition_dir_name(topic, p) not in present]
-            if missing and not self.placed_beyond_given(meta):
+            if missing and meta.placed_over and not self.placed_beyond_given(meta):
                 out[topic] = missing
         return out
 
