@@ -353,7 +353,7 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
     reports = [r for t, partitions in listed.items() for p in partitions  # a named topic is reported whatever
                if (r := verify_partition(manager, t, p)).log_end_offset is not None or args.topic is not None
                or p in _listed_partitions(manager, t, named=False)]  # not when deleted since the listing
-    ok = all(r.ok for r in reports) and not misnamed and not strays and not orphans
+    ok = all(r.ok for r in reports) and not misnamed and not strays and not orphans and not args.errors
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
          "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset, "segments": len(r.segments),
@@ -589,7 +589,7 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
             lines.append(f"  key {args.key!r}: values at {list(k.values) or 'no offset'}, tombstones at "
                          f"{list(k.tombstones) or 'no offset'}, in .deleted files at {list(k.in_deleted_files) or 'no offset'}")
     left = _not_given(not_given, [], lines)
-    ok = all(r.ok for r in reports) and not left  # a partition not read is not proven
+    ok = all(r.ok for r in reports) and not left and not args.errors  # a partition not read is not proven
     _print(args, {"ok": ok, "now_ms": now, "partitions": [r.to_dict() for r in reports], "not_given": left},
            "\n".join(lines) or "no compacted partitions")
     return 0 if ok else 1

@@ -404,6 +404,8 @@ def test_a_topic_whose_metadata_is_refused_stops_no_other_topic_and_can_be_delet
         assert err.count("\n") == 1, (argv, err)
         assert err.startswith(f"error: topic comp passed over: topic metadata file {root / '.logplat-topics'}"), err
         assert snapshot(root) == before, argv
+    for argv in (["verify", "--json"], ["erasure-report", "--json", "--now-ms", "2000"]):
+        assert main(["--log-dirs", str(root), *argv]) == 1 and json.loads(capsys.readouterr().out)["ok"] is False
     assert main(["--log-dirs", str(root), "topic", "delete", "comp"]) == 0
     assert not list(root.glob("comp-*")) and not (root / ".logplat-topics" / "comp.json").exists()
     assert main(["--log-dirs", str(root), "verify"]) == 0
