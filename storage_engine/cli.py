@@ -374,7 +374,7 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
                  for path in misnamed)
     lines.extend(f"{path}: named like a partition beyond its topic's {count} partition(s) (the topic's metadata): "
                  "a stray, which no command reads (a KRaft broker deletes such a log); remove it or move it out, "
-                 "or adopt it with topic alter --partitions (which a killed one left it for)"
+                 "or adopt it with topic alter --partitions"
                  for path, count in strays)
     lines.extend(str(manager.orphan_error(topic, home)) for topic, home in sorted(orphans.items()))
     _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed],
