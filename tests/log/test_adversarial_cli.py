@@ -358,6 +358,7 @@ HOSTILE_METADATA = {
     "empty": "",
     "garbage": "{{not json",
     "too deep": "[" * 100_000,
+    "partitions of 5,000 digits": '{"name": "comp", "partitions": ' + "9" * 5000 + "}",
 }
 
 
