@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType, Record, encode_batch
 
 

@@ -48,9 +48,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from storage_engine.config.topic import LogConfig  # noqa: E402
-from storage_engine.manager import LogManager  # noqa: E402
+from storage_engine.logdir.manager import LogManager  # noqa: E402
 from storage_engine.record.varint import encode_varint  # noqa: E402
-from storage_engine.segment import LogSegment  # noqa: E402
+from storage_engine.log.segment import LogSegment  # noqa: E402
 
 MB = 1024 * 1024
 SEGMENT_BYTES = 128 * MB
@@ -156,7 +156,7 @@ CHILD = textwrap.dedent("""
     import json, resource, sys, time
     sys.path.insert(0, sys.argv[2])
     from storage_engine.cleaner import Cleaner
-    from storage_engine.manager import LogManager
+    from storage_engine.logdir.manager import LogManager
 
     def status(field):
         for line in open("/proc/self/status"):

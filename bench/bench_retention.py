@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import Record, encode_batch
 
 NOW = 1_700_000_000_000

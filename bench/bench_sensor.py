@@ -35,7 +35,7 @@ from platform_assets.definitions import build_definitions
 from platform_assets.defs.resources import build_resources
 from platform_assets.logic.settings import PlatformSettings
 from platform_assets.logic.state_cache import RACY_NS, STATE_CACHE
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 
 TOPIC = "bench"
 

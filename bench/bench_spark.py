@@ -69,10 +69,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from spark_jobs.compaction import MIN_SPLIT_BYTES  # noqa: E402
-from storage_engine.checkpoint import read_checkpoint  # noqa: E402
-from storage_engine.manager import LogManager  # noqa: E402
+from storage_engine.log.checkpoint import read_checkpoint  # noqa: E402
+from storage_engine.logdir.manager import LogManager  # noqa: E402
 from storage_engine.record import Record, encode_batch  # noqa: E402
-from storage_engine.segment import LogSegment  # noqa: E402
+from storage_engine.log.segment import LogSegment  # noqa: E402
 
 MB = 1024 * 1024
 NOW = 1_700_000_000_000
@@ -227,7 +227,7 @@ LOCAL_CHILD = textwrap.dedent("""
     kind, src, work, repo, now, props, repeat = sys.argv[1:8]
     together = sys.argv[8:] == ["together"]
     sys.path.insert(0, repo)
-    from storage_engine.manager import LogManager
+    from storage_engine.logdir.manager import LogManager
 
     runs = []
     for _ in range(int(repeat)):

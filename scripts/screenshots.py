@@ -31,7 +31,7 @@ from pathlib import Path
 from platform_assets.tools.demo import IN_FLIGHT
 from platform_assets.tools.devserver import DevServer, wait_for
 from platform_assets.tools.workload import TopicWorkload, produce
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """``logctl`` with ``--engine spark``: the engine's command line plus the Spark jobs.
 
 The console script points here, so ``storage_engine`` never imports Spark: this module hands
-the engine's CLI an :class:`~storage_engine.cli.Engine` that runs the jobs. The SparkSession is
+the engine's CLI an :class:`~storage_engine.tools.cli.Engine` that runs the jobs. The SparkSession is
 built only when a Spark command runs (``$LOGPLAT_SPARK_MASTER``, default ``local[*]``).
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from storage_engine import cli as engine_cli
+from storage_engine.tools import cli as engine_cli
 from storage_engine.cleaner import CompactionReport
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 
 from .compaction import compact_partitions
 from .retention import DELETED, retention_partitions
@@ -45,7 +45,7 @@ class SparkEngine:
     def compact(self, manager: LogManager, partitions: list[tuple[str, int]] | None, *, force: bool,
                 now_ms: int) -> list[CompactionReport]:
         """``partitions`` (None: every compacted one) as one Spark job, chosen and forced as for
-        ``--engine local`` (``storage_engine.cli.compaction_choice``)."""
+        ``--engine local`` (``storage_engine.tools.cli.compaction_choice``)."""
         if partitions == []:
             return []
         _refuse_first(manager, None if partitions is None else {t for t, _ in partitions},

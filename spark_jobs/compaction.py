@@ -81,10 +81,10 @@ from storage_engine.cleaner.staging import (STAGING_SUFFIX, CleanerBusyError, Cl
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogChangedError, LogError
 from storage_engine.faults import crash_point
-from storage_engine.manager import LogManager
-from storage_engine.naming import partition_dir_name
+from storage_engine.logdir.manager import LogManager
+from storage_engine.files.naming import partition_dir_name
 from storage_engine.outcomes import CHANGED, COMPACTED, FAILED, SKIPPED
-from storage_engine.segment import LogSegment
+from storage_engine.log.segment import LogSegment
 
 from .distribute import attempt_id, contiguous_parts, each, pack, run_tasks, task_slots
 from .errors import SparkJobError

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from storage_engine.usage import OneLineParser, UsageError, bounded_int
+from storage_engine.tools.usage import OneLineParser, UsageError, bounded_int
 
 from .errors import SparkSetupError
 from .session import CONNECT_DEFAULT_PORT as DEFAULT_PORT

@@ -50,13 +50,13 @@ from pyspark.sql.types import (
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import INT_MAX, LONG_MAX
 from storage_engine.errors import CorruptRecordError, shown_value
-from storage_engine.log import Log
-from storage_engine.manager import LogManager, PartitionLocation
-from storage_engine.naming import DELETED_SUFFIX, parse_partition_number
+from storage_engine.log.log import Log
+from storage_engine.logdir.manager import LogManager, PartitionLocation
+from storage_engine.files.naming import DELETED_SUFFIX, parse_partition_number
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
-from storage_engine.segment import LogSegment
-from storage_engine.usage import bounded_int
+from storage_engine.log.segment import LogSegment
+from storage_engine.tools.usage import bounded_int
 
 from .errors import DataSourceOptionError, SparkJobError
 

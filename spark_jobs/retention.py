@@ -4,7 +4,7 @@ Retention is cheap per partition (file metadata, a checkpoint write, renames), s
 spread as slices of partitions, not one task each: with thousands of partitions the cost is
 opening logs, which the slices run in parallel. Each task, for each of its partitions, reads the
 engine's planning stats (``LogManager.planning_stats``), computes its
-:func:`~storage_engine.retention.plan_retention` and, unless ``dry_run``, applies it with
+:func:`~storage_engine.log.retention.plan_retention` and, unless ``dry_run``, applies it with
 ``LogManager.apply_retention`` under the partition lock; a partition whose segments changed
 between that plan and the apply is reported ``changed`` and left alone (the next run plans
 afresh). Deletion itself is the engine's
@@ -21,11 +21,11 @@ from typing import Mapping, Sequence
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager, PartitionLocation
-from storage_engine.naming import partition_dir_name
+from storage_engine.logdir.manager import LogManager, PartitionLocation
+from storage_engine.files.naming import partition_dir_name
 from storage_engine.outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED
-from storage_engine.retention import plan_retention
-from storage_engine.stats import log_dir_checkpoints
+from storage_engine.log.retention import plan_retention
+from storage_engine.log.stats import log_dir_checkpoints
 
 from .distribute import run_tasks
 from .errors import SparkJobError

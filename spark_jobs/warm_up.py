@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import Record
-from storage_engine.usage import OneLineParser, UsageError, bounded_int
+from storage_engine.tools.usage import OneLineParser, UsageError, bounded_int
 
 from .compaction import compact_partitions
 from .retention import retention_partitions

@@ -27,7 +27,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from spark_jobs.session import build_spark_session, is_remote, session_config
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager, missing_log_dir
+from storage_engine.logdir.manager import LogManager, missing_log_dir
 
 from ..logic.settings import PlatformSettings
 

@@ -39,8 +39,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 import dagster as dg
 
 from storage_engine.errors import LogError
-from storage_engine.naming import parse_partition_number
-from storage_engine.segment import now_ms as wall_clock_ms
+from storage_engine.files.naming import parse_partition_number
+from storage_engine.log.segment import now_ms as wall_clock_ms
 
 from .assets import cleanup_run_config
 from ..logic.catalog import Catalog, Topic

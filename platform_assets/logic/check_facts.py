@@ -43,9 +43,9 @@ from spark_jobs.distribute import each, pack, run_tasks, task_slots
 from storage_engine.cleaner.strategy import Winners, version_rule
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch
-from storage_engine.verify import VerifyReport, verify_partition
+from storage_engine.tools.verify import VerifyReport, verify_partition
 
 INDEX_SUFFIXES = (".index", ".timeindex")
 

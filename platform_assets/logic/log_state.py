@@ -27,9 +27,9 @@ from typing import Collection, Iterable, Sequence
 from storage_engine.cleaner import candidacy_from_stats
 from storage_engine.cleaner.plan import LogToClean, order_by_dirtiness
 from storage_engine.config.topic import LogConfig
-from storage_engine.manager import LogManager
-from storage_engine.retention import RetentionPlan, plan_retention
-from storage_engine.stats import PartitionStats
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.retention import RetentionPlan, plan_retention
+from storage_engine.log.stats import PartitionStats
 
 TopicPartition = tuple[str, int]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, Iterable, Sequence
 
-from storage_engine.naming import parse_partition_number
+from storage_engine.files.naming import parse_partition_number
 
 
 def partition_key(partition: int) -> str:

@@ -25,7 +25,7 @@ from spark_jobs.session import DEFAULT_MASTER, spark_environment
 from storage_engine.config.broker import retention_check_interval_ms
 from storage_engine.config.environment import engine_environment
 from storage_engine.config.values import INT_MAX
-from storage_engine.naming import is_digits
+from storage_engine.files.naming import is_digits
 
 AUTOMATION_STATES = ("running", "stopped")
 

@@ -33,8 +33,8 @@ from spark_jobs.errors import SparkSetupError
 from spark_jobs.session import MASTER_ENV
 from storage_engine.config.environment import LOG_DIRS_ENV, log_dirs_from_env
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager
-from storage_engine.usage import OneLineParser, UsageError
+from storage_engine.logdir.manager import LogManager
+from storage_engine.tools.usage import OneLineParser, UsageError
 
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import SERVERS_BUSY, SERVERS_LOCK_FILE, InstanceSetupError, home_lock, prepare_instance

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from storage_engine.usage import OneLineParser, UsageError
+from storage_engine.tools.usage import OneLineParser, UsageError
 
 #: the platform's instance settings (SQLite storage, one run per topic, the daemons, run
 #: monitoring and retries), written into a ``DAGSTER_HOME`` that has no ``dagster.yaml``

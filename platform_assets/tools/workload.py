@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from storage_engine.append_validation import ProducerRecord, build_batch
-from storage_engine.manager import LogManager
+from storage_engine.log.append_validation import ProducerRecord, build_batch
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
 
 HOUR_MS = 3_600_000

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from .plan import LONG_MAX, LogToClean, SegmentFacts, log_to_clean
 from ..config.topic import LogConfig
-from ..naming import LOG_SUFFIX, segment_file
-from ..nofollow import open_nofollow
+from ..files.naming import LOG_SUFFIX, segment_file
+from ..files.nofollow import open_nofollow
 from ..record.file_records import read_headers
-from ..stats import segment_next_offset
+from ..log.stats import segment_next_offset
 
 
 def first_batch_max_timestamp(log_path: Path) -> int:

@@ -14,13 +14,13 @@ from ..config.cleaner import CleanerConfig
 from ..config.topic import LogConfig
 from ..errors import LogChangedError, LogError
 from ..faults import crash_point
-from ..naming import CLEANED_SUFFIX
+from ..files.naming import CLEANED_SUFFIX
 from .offset_map import OffsetMap
 from ..record import RawBatch
 from ..record.rewrite import control_type_of, corrupt_batch, record_bytes
 from ..record.v2 import RECORD_BATCH_OVERHEAD
 from ..record.varint import VarintError
-from ..segment import LogSegment
+from ..log.segment import LogSegment
 from .staging import CleanerLock, STAGING_SUFFIX, remove_stale_staging
 from .batch_filter import BatchFilter
 from .dirty_scan import batch_keys, batch_versions, dirty_segments, dirty_start_position, map_walk
@@ -34,7 +34,7 @@ from .strategy import MISSING_VERSION, VersionRule, version_rule
 from .throttler import Throttler
 
 if TYPE_CHECKING:  # log.py does not import the cleaner; the manager imports both
-    from ..log import Log
+    from ..log.log import Log
 
 
 def reset_out_of_range_checkpoint(log: Log, ltc: LogToClean) -> None:

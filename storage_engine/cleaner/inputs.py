@@ -12,12 +12,12 @@ from typing import Iterator
 
 from .plan import LONG_MAX, SegmentFacts
 from ..errors import LogChangedError
-from ..naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_file
-from ..nofollow import open_nofollow
+from ..files.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_file
+from ..files.nofollow import open_nofollow
 from ..record import RawBatch
 from ..record.file_records import read_batch_at, read_batches, read_headers
 from ..record.records import BatchHeader
-from ..segment import LogSegment
+from ..log.segment import LogSegment
 
 
 MIN_READ_CHUNK = 64 * 1024

@@ -17,7 +17,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from ..errors import CorruptRecordError
-from ..nofollow import open_nofollow
+from ..files.nofollow import open_nofollow
 
 MAGIC = b"LPKM1"
 _COUNT = struct.Struct(">Q")

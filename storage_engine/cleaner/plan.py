@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..config.values import INT_MAX, LONG_MAX
-from ..segment_time import largest_timestamp
+from ..log.segment_time import largest_timestamp
 
 if TYPE_CHECKING:
     from ..config.topic import LogConfig

@@ -9,7 +9,7 @@ from typing import Callable, Iterable, TYPE_CHECKING
 from .plan import LogToClean, log_to_clean
 from ..config.topic import LogConfig
 from ..errors import WRITE_REFUSED, CompactionWriteError, write_failure
-from ..naming import (
+from ..files.naming import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -17,13 +17,13 @@ from ..naming import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
-from ..segment import LogSegment
+from ..log.segment import LogSegment
 from .staging import STAGING_SUFFIX
 from .batch_filter import BatchFilter
 from .inputs import InputSegment, LogSnapshot, MIN_READ_CHUNK
 
 if TYPE_CHECKING:  # log.py does not import the cleaner; the manager imports both
-    from ..log import Log
+    from ..log.log import Log
 
 
 def recopy_group(

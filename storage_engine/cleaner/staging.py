@@ -24,8 +24,8 @@ import shutil
 from pathlib import Path
 
 from ..errors import LogChangedError
-from ..naming import is_digits
-from ..nofollow import open_nofollow
+from ..files.naming import is_digits
+from ..files.nofollow import open_nofollow
 
 CLEANER_LOCK_FILE = ".logplat-cleaner.lock"
 STAGING_SUFFIX = ".cleaning"

@@ -11,7 +11,7 @@ import sys
 from typing import Iterable, Iterator
 
 from ..errors import LogError, ServerPropertiesError
-from ..nofollow import file_kind
+from ..files.nofollow import file_kind
 from .broker import (BROKER_MAPPINGS, MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY, build_log_config,
                      max_partitions_per_topic, retention_check_interval_ms)
 from .cleaner import CLEANER_KEYS, build_cleaner_config

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError, UnknownConfigError
 from ..index.time_index import TimeIndex
-from ..naming import METADATA_LOG_TOPIC
+from ..files.naming import METADATA_LOG_TOPIC
 from .values import LONG_MAX, Validator, at_least, between, each_one_of, one_of, parse_value
 
 

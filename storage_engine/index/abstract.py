@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Iterator
 
 from ..config.values import INT_MAX
 from ..errors import CorruptIndexError, IndexSizeError, LogError
-from ..nofollow import open_nofollow
+from ..files.nofollow import open_nofollow
 
 
 DEFAULT_MAX_INDEX_SIZE = 10485760

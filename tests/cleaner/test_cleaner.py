@@ -47,14 +47,14 @@ from storage_engine.cleaner import (
 )
 from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT, encode_legacy_message
 from storage_engine.cleaner.plan import SegmentFacts, group_segments_by_size
-from storage_engine.cli import main as logctl
+from storage_engine.tools.cli import main as logctl
 from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.errors import LogChangedError
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.cleaner.offset_map import OffsetMap, entry_cost
 from storage_engine.record import CompressionType, Record, encode_batch, scan_batches
-from storage_engine.append_validation import ProducerRecord
-from storage_engine.verify import verify_log
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.tools.verify import verify_log
 
 # ---------------------------------------------------------------------------------- basics
 

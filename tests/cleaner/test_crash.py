@@ -21,14 +21,14 @@ import pytest
 
 from tests.helpers.cleaner import NOW, compacted, content, put
 from tests.helpers.crash import crash_env
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.errors import NeedsRecoveryError
-from storage_engine.verify import verify_log, verify_partition
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.tools.verify import verify_log, verify_partition
+from storage_engine.log.append_validation import ProducerRecord
 
 COMPACT = textwrap.dedent("""
     import sys
-    from storage_engine.manager import LogManager
+    from storage_engine.logdir.manager import LogManager
     m = LogManager([sys.argv[1]])
     m.compact("t", 0, now_ms=int(sys.argv[2]))
     m.close()
@@ -132,8 +132,8 @@ def test_a_kill_at_each_swap_step_leaves_the_log_before_or_after(tmp_path, scena
 
 WRITER = textwrap.dedent("""
     import sys
-    from storage_engine.manager import LogManager
-    from storage_engine.append_validation import ProducerRecord
+    from storage_engine.logdir.manager import LogManager
+    from storage_engine.log.append_validation import ProducerRecord
     root, n = sys.argv[1], int(sys.argv[2])
     m = LogManager([root]); log = m.get_log("t", 0)
     for i in range(n):

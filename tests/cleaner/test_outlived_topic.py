@@ -15,14 +15,14 @@ from storage_engine.cleaner import Cleaner
 from storage_engine.cleaner.staging import STAGING_SUFFIX
 from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.errors import LogChangedError
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.paths import REPO
 
 RATE = 5_000.0  # bytes per second: each 16 KiB group of segments takes the recopy over 3 s
 
 
 def logctl(root: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), *args],
+    return subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), *args],
                           input=stdin, capture_output=True, text=True, cwd=REPO, timeout=120)
 
 

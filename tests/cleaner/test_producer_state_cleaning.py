@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage_engine.manager import LogManager
-from storage_engine.producer_snapshot import SnapshotEntry, write_snapshot
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.producer_snapshot import SnapshotEntry, write_snapshot
 from storage_engine.record import encode_empty_batch
 from storage_engine.record.records import TimestampType
-from storage_engine.verify import verify_log
+from storage_engine.tools.verify import verify_log
 from tests.helpers.cleaner import NOW, compact, data_batch, headers, marker, put, raw_log
 
 

@@ -25,8 +25,8 @@ from tests.helpers.cleaner import NOW, compacted, marker, raw_log, small_map_cle
 from storage_engine.cleaner import Cleaner
 from storage_engine.cleaner.strategy import MISSING_VERSION
 from storage_engine.record import CompressionType, Record, encode_batch
-from storage_engine.verify import verify_log
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.tools.verify import verify_log
+from storage_engine.log.append_validation import ProducerRecord
 
 KEYS = [f"k{i}" for i in range(6)]
 SMALL_MAP_KEYS = 3

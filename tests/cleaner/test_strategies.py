@@ -6,7 +6,7 @@ from __future__ import annotations
 import filecmp
 import struct
 
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.log.append_validation import ProducerRecord
 from tests.helpers.cleaner import NOW, compacted, content
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from storage_engine.cleaner import STAGING_SUFFIX, Cleaner
 from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT
 from storage_engine.config.cleaner import CleanerConfig
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.cleaner.offset_map import VERSION_ENTRY_COST, entry_cost
 from storage_engine.record import CompressionType, Record, encode_batch
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.log.append_validation import ProducerRecord
 from tests.helpers.engine import open_topic
 
 NOW = 1_000_000_000

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from storage_engine.manager import LogManager
-from storage_engine.naming import parse_partition_dir
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.files.naming import parse_partition_dir
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.record import scan_batches
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.manager import LogManager
-from storage_engine.retention import sweep_deleted_files
-from storage_engine.stats import read_partition_stats
-from storage_engine.verify import verify_partition
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.retention import sweep_deleted_files
+from storage_engine.log.stats import read_partition_stats
+from storage_engine.tools.verify import verify_partition
 from tests.helpers.engine import TakenListing, open_topic, records
 
 NOW = 1_000_000

@@ -15,8 +15,8 @@ import pytest
 
 from tests.helpers.engine import fixture_log_dirs
 
-from storage_engine.manager import LogManager
-from storage_engine.verify import verify_log
+from storage_engine.logdir.manager import LogManager
+from storage_engine.tools.verify import verify_log
 
 
 def _inventory(root: Path) -> dict[str, dict[str, str]]:

@@ -7,10 +7,10 @@ import os
 import pytest
 
 from tests.helpers.engine import append_each, open_topic, records
-from storage_engine.checkpoint import read_checkpoint
+from storage_engine.log.checkpoint import read_checkpoint
 from storage_engine.errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from storage_engine.record import CompressionType, scan_batches
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.log.append_validation import ProducerRecord
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))
@@ -189,7 +189,7 @@ def test_delete_records_moves_the_log_start_offset_durably(tmp_path):
 
 
 def open_topic_again(root):
-    from storage_engine.manager import LogManager
+    from storage_engine.logdir.manager import LogManager
 
     return LogManager([root])
 

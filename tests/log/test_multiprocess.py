@@ -14,14 +14,14 @@ import textwrap
 import time
 
 from tests.helpers.engine import open_topic
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 
 DURATION_S = 4.0
 
 PRODUCER = """
 import sys, time
-from storage_engine.manager import LogManager
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.append_validation import ProducerRecord
 root, deadline = sys.argv[1], float(sys.argv[2])
 m = LogManager([root]); log = m.get_log("t", 0)
 seq = 0
@@ -37,7 +37,7 @@ print(seq)
 READER = """
 import sys, time
 from storage_engine.errors import OffsetOutOfRangeError
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 root, deadline, pos_file = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 m = LogManager([root]); log = m.get_log("t", 0)
 nxt = 0
@@ -63,8 +63,8 @@ print(nxt)
 
 MAINTAINER = """
 import sys, time
-from storage_engine.manager import LogManager
-from storage_engine.retention import apply_retention
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.retention import apply_retention
 root, deadline, pos_file = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 m = LogManager([root]); log = m.get_log("t", 0)
 rolls = deleted = 0

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage_engine.errors import InvalidTopicError, LogError
-from storage_engine.naming import (
+from storage_engine.files.naming import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,

@@ -130,7 +130,7 @@ def test_a_writable_open_refuses_a_hard_linked_file(tmp_path):
     """Every file the engine writes in place (the partition lock's generation, say) is checked at
     its open, whatever listing came before."""
     from storage_engine.errors import UnsafePathError
-    from storage_engine.nofollow import open_nofollow
+    from storage_engine.files.nofollow import open_nofollow
 
     victim = tmp_path / "victim"
     victim.write_bytes(b"x" * 16)
@@ -144,7 +144,7 @@ def test_a_writable_open_refuses_a_hard_linked_file(tmp_path):
 def test_nofollow_open_refuses_a_link_made_after_the_scan(tmp_path):
     """The directory check is not the only guard: every open under a log dir uses O_NOFOLLOW."""
     from storage_engine.errors import UnsafePathError
-    from storage_engine.partition_lock import PartitionLock
+    from storage_engine.log.partition_lock import PartitionLock
 
     part = tmp_path / "t-0"
     part.mkdir()
@@ -224,7 +224,7 @@ def test_symlinked_metadata_file_and_dir_are_refused(logctl, tmp_path):
 def test_containment_check_catches_an_escape_through_a_parent(tmp_path):
     """``check_under`` resolves every component, so a link anywhere in the path is caught."""
     from storage_engine.errors import UnsafePathError
-    from storage_engine.nofollow import check_under
+    from storage_engine.files.nofollow import check_under
 
     root = tmp_path / "logs"
     (root / "t-0").mkdir(parents=True)
@@ -281,7 +281,7 @@ def test_the_sensors_state_read_does_not_follow_a_symlinked_partition_dir(logctl
     dir: the read is refused, naming the link, as every engine command refuses it."""
     from platform_assets.logic.state_cache import StateCache
     from storage_engine.errors import UnsafePathError
-    from storage_engine.manager import LogManager
+    from storage_engine.logdir.manager import LogManager
 
     assert logctl("topic", "create", "t", "--partitions", "1")[0] == 0
     (logctl.root / "t-0").rename(logctl.root.parent / "moved-away")

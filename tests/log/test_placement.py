@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage_engine.errors import LogError
-from storage_engine.placement import choose_log_dir
+from storage_engine.logdir.placement import choose_log_dir
 
 
 def test_choose_log_dir() -> None:

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from storage_engine.producer_snapshot import (
+from storage_engine.log.producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
     decode_snapshot,
@@ -17,7 +17,7 @@ from storage_engine.producer_snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from storage_engine.producer_state import ProducerStateManager
+from storage_engine.log.producer_state import ProducerStateManager
 from storage_engine.record import scan_batches
 from tests.helpers.paths import REAL_KAFKA, SKIP_REASON
 

@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from storage_engine.manager import LogManager
-from storage_engine.producer_snapshot import SnapshotEntry, list_snapshots, read_snapshot, snapshot_path, write_snapshot
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.producer_snapshot import SnapshotEntry, list_snapshots, read_snapshot, snapshot_path, write_snapshot
 from tests.helpers.cleaner import data_batch, marker
 from tests.helpers.crash import crash_env
 from tests.helpers.engine import open_topic
@@ -156,7 +156,7 @@ def test_a_kill_while_a_snapshot_is_written_leaves_a_loadable_log(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
-        from storage_engine.manager import LogManager
+        from storage_engine.logdir.manager import LogManager
         from tests.helpers.cleaner import data_batch
         log = LogManager([{str(tmp_path)!r}]).get_log("t", 0)
         log.append_batch(data_batch(0, [("b", "2")], pid=8, epoch=0, seq=0, ts={NOW}), now={NOW})
@@ -189,7 +189,7 @@ def test_a_snapshot_that_does_not_fit_fails_neither_the_roll_nor_the_close_and_l
     script = textwrap.dedent(f"""
         import resource, signal, sys
         sys.path.insert(0, {str(REPO)!r})
-        from storage_engine.manager import LogManager
+        from storage_engine.logdir.manager import LogManager
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         m = LogManager([{str(tmp_path)!r}])
         log = m.get_log("t", 0)

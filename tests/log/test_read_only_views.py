@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager
-from storage_engine.naming import segment_file
+from storage_engine.logdir.manager import LogManager
+from storage_engine.files.naming import segment_file
 from storage_engine.record import decode_batch, encode_batch, scan_batches
 from tests.helpers.engine import append_each, flip_last_byte, open_topic, records
 from tests.helpers.paths import REPO
@@ -170,7 +170,7 @@ def test_a_missing_middle_segment_is_a_gap_that_readers_refuse_to_step_over(logc
 
 def test_a_gap_the_cleaner_made_is_not_a_lost_segment(tmp_path):
     """Compaction leaves offset gaps; after a policy change to delete they are still legitimate."""
-    from storage_engine.verify import verify_log
+    from storage_engine.tools.verify import verify_log
 
     with open_topic(tmp_path, cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0) as m:
         log = m.get_log("t", 0)
@@ -492,7 +492,7 @@ def test_after_a_clean_shutdown_a_torn_tail_behind_a_damaged_batch_is_cut_where_
 
 _READ_LEO = """
 import sys
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 ends = set()
 for _ in range(300):
     with LogManager([sys.argv[1]], read_only=True) as m:

@@ -17,13 +17,13 @@ from tests.helpers.crash import crash_env
 from tests.helpers.paths import REPO
 
 from tests.helpers.engine import append_each, open_topic, records
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager
-from storage_engine.naming import segment_file
+from storage_engine.logdir.manager import LogManager
+from storage_engine.files.naming import segment_file
 from storage_engine.record import decode_batch, scan_batches
-from storage_engine.verify import verify_log
-from storage_engine.temp_files import plan_temp_files
+from storage_engine.tools.verify import verify_log
+from storage_engine.log.temp_files import plan_temp_files
 
 CLEAN = ".kafka_cleanshutdown"
 
@@ -203,7 +203,7 @@ def _kill_a_writer_after(root, damage: str) -> None:
         import os, signal, sys
         sys.path.insert(0, {str(REPO)!r})
         from tests.helpers.engine import records
-        from storage_engine.manager import LogManager
+        from storage_engine.logdir.manager import LogManager
         m = LogManager([{str(root)!r}])
         log = m.get_log("t", 0)
         log.append(records(3, start=5))
@@ -258,7 +258,7 @@ def test_a_reader_waits_at_the_gate_while_a_first_writer_recovers(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
-        from storage_engine.manager import LogManager
+        from storage_engine.logdir.manager import LogManager
         with LogManager([{str(tmp_path)!r}], read_only=True) as m:
             print(m.get_log("t", 0).log_end_offset)
     """)
@@ -289,7 +289,7 @@ def test_a_writer_killed_mid_roll_beside_a_live_writer_leaves_the_old_segments_t
     append checkpointed a recovery point past it, and retention judged it by its mtime."""
     with open_topic(tmp_path, segment_bytes=1024, index_interval_bytes=1 << 20) as m:
         m.get_log("t", 0).append(records(5, value_size=100), now=1_000)
-    produce = [sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(tmp_path), "produce", "t",
+    produce = [sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(tmp_path), "produce", "t",
                "--partition", "0", "--batch-size", "1"]
     lines = "".join(f'{{"key": "k{i}", "value": "{"v" * 100}"}}\n' for i in range(10))
     with LogManager([tmp_path]):  # a live writer: the later writers are not the first opener

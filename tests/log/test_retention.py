@@ -13,11 +13,11 @@ import pytest
 
 from tests.helpers.crash import crash_env
 from tests.helpers.engine import open_topic
-from storage_engine.cli import main as logctl
+from storage_engine.tools.cli import main as logctl
 from storage_engine.errors import LogChangedError
-from storage_engine.manager import LogManager
-from storage_engine.retention import apply_retention
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.retention import apply_retention
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.record import RECORD_BATCH_OVERHEAD, scan_batches
 
 NOW = 1_000_000
@@ -205,7 +205,7 @@ def test_the_cli_names_the_planned_log_start_of_a_partition_that_changed(tmp_pat
     """A changed partition's line said the log start would move to "the log end offset (the
     active segment is rolled first)" for a plan that rolled nothing: the applied result's empty
     log start was read instead of the plan's."""
-    from storage_engine import retention
+    from storage_engine.log import retention
 
     with open_topic(tmp_path, retention_bytes=400, segment_bytes=300) as m:
         build(m.get_log("t", 0), [(2, NOW, 60)] * 4)  # four segments of one batch
@@ -216,7 +216,7 @@ def test_the_cli_names_the_planned_log_start_of_a_partition_that_changed(tmp_pat
         log.roll(NOW)
         return real(log, plan, now_ms)
 
-    monkeypatch.setattr("storage_engine.manager.apply_retention", a_producer_first)
+    monkeypatch.setattr("storage_engine.logdir.manager.apply_retention", a_producer_first)
     assert logctl(["--log-dirs", str(tmp_path), "retention", "--now-ms", str(NOW)]) == 0
     out = capsys.readouterr().out
     assert "not applied (changed)" in out and "log start offset -> 4\n" in out and "rolled first" not in out, out
@@ -336,7 +336,7 @@ def test_a_kill_at_each_step_leaves_the_log_before_or_after(tmp_path, point, eve
         build(m.get_log("t", 0), [(2, 1, 10), (2, 2, 10), (2, 3, 10), (2, last_ts, 10)])
         before = [r.offset for r in m.get_log("t", 0).read(0, max_records=100)]
     script = textwrap.dedent(f"""
-        from storage_engine.manager import LogManager
+        from storage_engine.logdir.manager import LogManager
         m = LogManager([{str(tmp_path)!r}])
         plans = m.retention_plans("t", now_ms={NOW})
         m.apply_retention(plans, now_ms={NOW})
@@ -358,7 +358,7 @@ def test_a_kill_at_each_step_leaves_the_log_before_or_after(tmp_path, point, eve
         logs = {n[:20] for n in names if n.endswith(".log")}
         for kind in (".index", ".timeindex"):
             assert {n[:20] for n in names if n.endswith(kind)} <= logs  # no orphaned index
-        from storage_engine.verify import verify_log
+        from storage_engine.tools.verify import verify_log
         assert verify_log(log).ok
         assert log.append([ProducerRecord(b"n", b"n", NOW)]).first_offset == 8
 

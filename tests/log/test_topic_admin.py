@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.append_validation import ProducerRecord
-from storage_engine.dir_id import DIR_ID_FILE, read_dir_id
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.dir_id import DIR_ID_FILE, read_dir_id
 from storage_engine.errors import InvalidTopicError, LogError
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch
 from tests.helpers.cli import run_logctl
 from tests.helpers.crash import crash_env
@@ -32,7 +32,7 @@ RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
 
 def spawn(root: Path | str, *args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), *args],
+    return subprocess.Popen([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), *args],
                             cwd=REPO, env=env, text=True, stdin=subprocess.PIPE if stdin is not None else None,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -185,7 +185,7 @@ def test_a_failed_alter_partitions_leaves_no_new_partition_open(tmp_path):
     the alter before its commit point; the partitions it had opened on the way stayed open and
     writable in the process, and closing wrote their recovery points, though no other process
     saw them."""
-    from storage_engine.append_validation import ProducerRecord
+    from storage_engine.log.append_validation import ProducerRecord
     from storage_engine.errors import LogError, UnknownTopicOrPartitionError
 
     root = tmp_path / "logs"
@@ -497,7 +497,7 @@ def test_a_log_dir_given_without_the_one_holding_its_topics_metadata_refuses_the
     broker defaults (cleanup.policy=delete, 7 days): describe showed them and retention deleted
     its latest values. The log dir now records where the metadata of the partitions placed in
     it is, and every command refuses the topic, naming that log dir, until it is given."""
-    from storage_engine.topic_store import placed_path
+    from storage_engine.logdir.topic_store import placed_path
 
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
@@ -751,7 +751,7 @@ def test_a_placement_mark_that_is_not_a_file_refuses_the_delete_before_its_commi
     """The delete removed the marks after its commit point: a mark that was a directory failed
     it there ("[Errno 21] Is a directory"), the topic half deleted, and every later create of
     the name failed the same way. The marks are read before the commit point now."""
-    from storage_engine.topic_store import placed_path
+    from storage_engine.logdir.topic_store import placed_path
 
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
@@ -827,7 +827,7 @@ def test_partitions_in_another_log_dir_are_marked_however_they_came_there(tmp_pa
     adopted by ``alter --partitions``, and a topic made before the marks existed, still read
     under the broker defaults from that log dir alone. An alter and any writable open given
     every log dir now mark them."""
-    from storage_engine.topic_store import placed_path
+    from storage_engine.logdir.topic_store import placed_path
 
     a, b = tmp_path / "a", tmp_path / "b"
     with LogManager([a, b]) as m:
@@ -854,7 +854,7 @@ def test_a_produce_beside_a_topic_create_in_flight_waits_for_its_directory(tmp_p
     log directories", and every later command refused the log dirs. The produce now waits for
     the create (here stopped half way, SIGSTOP) and opens the directory it made."""
     dirs = [tmp_path / "a", tmp_path / "b"]
-    run = [sys.executable, "-m", "storage_engine.cli", "--log-dirs", ",".join(map(str, dirs))]
+    run = [sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", ",".join(map(str, dirs))]
     assert subprocess.run([*run, "topic", "create", "base", "--partitions", "1"], cwd=REPO).returncode == 0
     creator = subprocess.Popen([*run, "topic", "create", "c", "--partitions", "400"], cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -883,7 +883,7 @@ def test_an_alter_that_cannot_mark_its_placement_commits_nothing(tmp_path):
     metadata folder immutable, ``chattr +i``) failed a change already made: the count was 2, a
     retry said "already has 2 partitions". The mark is written before the commit point now,
     and a refusal leaves the topic as it was."""
-    from storage_engine.topic_store import placed_path
+    from storage_engine.logdir.topic_store import placed_path
 
     a, b = tmp_path / "a", tmp_path / "b"
     with LogManager([a, b]) as m:
@@ -912,7 +912,7 @@ def test_the_deleted_files_sweep_leaves_a_topic_whose_delete_a_kill_left_unfinis
     swept its files and reported them (the next writable open removes them with the topic)."""
     from dataclasses import replace
 
-    from storage_engine.topic_store import read_metadata, write_metadata
+    from storage_engine.logdir.topic_store import read_metadata, write_metadata
 
     root = tmp_path / "logs"
     with LogManager([root]) as m:
@@ -954,7 +954,7 @@ def test_an_orphan_blocks_nothing_verify_names_it_and_topic_delete_removes_it(tm
     """A topic's marks and partitions left in a log dir whose metadata is gone from its home
     log dir, given too (what a delete given some of the log dirs left): no topic, so other
     topics' commands go on, named by ``verify``, refused by name, and removed by ``topic delete``."""
-    from storage_engine.topic_store import metadata_path, placed_path
+    from storage_engine.logdir.topic_store import metadata_path, placed_path
 
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     both = _over(monkeypatch, capsys, d1, d2)

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import AppendFailedError, CleanShutdownMarkerError, UndoFailedError
-from storage_engine.logdir import SESSION_FILE, SESSION_LOCK
-from storage_engine.manager import LogManager
+from storage_engine.logdir.log_dir import SESSION_FILE, SESSION_LOCK
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.engine import open_topic, records
 from tests.helpers.paths import REPO
 
@@ -41,7 +41,7 @@ def lines(n: int, *, start: int = 0, size: int = 100) -> str:
 
 
 def logctl(root: Path, *args: str, stdin: str = "", preexec_fn=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), *args], input=stdin,
                           capture_output=True, text=True, cwd=REPO, preexec_fn=preexec_fn, timeout=120)
 
 
@@ -322,7 +322,7 @@ def test_a_roll_refused_by_a_file_size_limit_is_undone_in_full(tmp_path):
         m.get_log("t", 0).append(records(10, value_size=100), now=1000)
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from storage_engine.manager import LogManager
+        from storage_engine.logdir.manager import LogManager
         from tests.helpers.engine import records
         m = LogManager([{str(root)!r}])
         m.get_log("t", 0).append(records(1, start=10, value_size=100), now=1000)
@@ -333,7 +333,7 @@ def test_a_roll_refused_by_a_file_size_limit_is_undone_in_full(tmp_path):
         before = log_files(root)
         roller = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
             import resource, signal
-            from storage_engine.manager import LogManager
+            from storage_engine.logdir.manager import LogManager
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             m = LogManager([{str(root)!r}])
             log = m.get_log("t", 0)

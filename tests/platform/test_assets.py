@@ -27,7 +27,7 @@ from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECON
 from platform_assets.logic.check_outcomes import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
 from platform_assets.tools.workload import produce
 from storage_engine.errors import NeedsRecoveryError
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 
 NOW = int(time.time() * 1000)
 CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES, HEALTH_CHECK}
@@ -381,7 +381,7 @@ def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follo
     without the broker's defaults, and judged a broker-wide strategy's run by offsets."""
     import struct
 
-    from storage_engine.append_validation import ProducerRecord
+    from storage_engine.log.append_validation import ProducerRecord
     from tests.helpers.engine import append_each
 
     root = tmp_path / "logs"
@@ -517,7 +517,7 @@ def test_a_run_recovers_a_partition_left_mid_swap_by_a_killed_cleaner(platform):
     another writer opened the log dir. The run now recovers its partitions, then cleans."""
     root, _, _, _ = platform
     env = crash_env("compaction.after-swap-prepared")
-    killed = subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "compact",
+    killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), "compact",
                              "--topic", "orders", "--partition", "0"], env=env, capture_output=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL
     assert any(p.name.endswith(".swap") for p in (root / "orders-0").iterdir())

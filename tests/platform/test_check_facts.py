@@ -4,8 +4,8 @@ record or an expired tombstone does not, duplicates in the cleaned range, and ve
 
 from __future__ import annotations
 
-from storage_engine.append_validation import ProducerRecord
-from storage_engine.manager import LogManager
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.engine import append_each, open_topic
 
 from platform_assets.logic.check_facts import Digest, FactsTask, key_facts, read_key_facts, record_hash, summarize

@@ -189,8 +189,8 @@ def test_a_log_written_again_with_the_same_records_is_a_new_state(tmp_path):
     import time
 
     from platform_assets.logic.log_state import read_states
-    from storage_engine.append_validation import ProducerRecord
-    from storage_engine.manager import LogManager
+    from storage_engine.log.append_validation import ProducerRecord
+    from storage_engine.logdir.manager import LogManager
 
     def write(root, topic="t"):
         with LogManager([root]) as manager:

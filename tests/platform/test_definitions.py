@@ -16,7 +16,7 @@ from tests.helpers.platform import COMPACT_DELETE, COMPACTED, DELETE, definition
 
 from platform_assets.logic.catalog import safe_name
 from platform_assets.tools.workload import produce
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 
 from tests.helpers.paths import REPO
 

@@ -16,9 +16,9 @@ from tests.helpers.engine import append_each
 
 from platform_assets.tools.devserver import DevServer, wait_for
 from platform_assets.tools.workload import TopicWorkload, produce
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.log.append_validation import ProducerRecord
 
 from tests.helpers.paths import REPO
 TIMEOUT_S = 420  # one run here is ~20-40 s on an idle 2-core box; generous for a busy one

@@ -25,7 +25,7 @@ from platform_assets.tools.instance_setup import SERVERS_LOCK_FILE
 from platform_assets.tools.devserver import DevServer, DevServerError, GraphQL
 from spark_jobs.connect_server import free_port
 from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.paths import REPO
 
 #: an older Dagster schema revision: what a second, racing initialiser can stamp

@@ -24,8 +24,8 @@ from platform_assets.defs.partitions import partitions_def_name
 from platform_assets.defs.errors import PlatformError
 from platform_assets.defs.resources import build_resources
 from platform_assets.tools.workload import produce
-from storage_engine.manager import LogManager
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.log.append_validation import ProducerRecord
 
 NOW = int(time.time() * 1000)
 #: 200 records of 7 keys, about 12 KB: enough to roll a 4 KB segment a few times.

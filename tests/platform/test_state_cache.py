@@ -17,8 +17,8 @@ from tests.helpers.engine import TakenListing, append_each, flip_last_byte, open
 
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
-from storage_engine.manager import LogManager
-from storage_engine.topic_store import read_metadata, write_metadata
+from storage_engine.logdir.manager import LogManager
+from storage_engine.logdir.topic_store import read_metadata, write_metadata
 from tests.helpers.paths import REPO
 
 NOW = int(time.time() * 1000)
@@ -185,7 +185,7 @@ def test_a_state_read_while_a_writer_lived_is_read_again_once_it_died(logs):
     bases = sorted(int(n[:20]) for n in os.listdir(part) if n.endswith(".log"))
     writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from storage_engine.manager import LogManager
+        from storage_engine.logdir.manager import LogManager
         m = LogManager([{str(logs)!r}])
         m.get_log("t", 0)
         print("up", flush=True)
@@ -245,7 +245,7 @@ def test_a_create_in_flight_is_not_reported_as_missing_directories(logs):
     lock, shared, so the read waits for the create."""
     import threading
 
-    from storage_engine.topic_store import TopicMetadata, metadata_lock
+    from storage_engine.logdir.topic_store import TopicMetadata, metadata_lock
 
     written = threading.Event()
 

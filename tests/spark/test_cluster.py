@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.spark_cluster import cluster_env, standalone_cluster
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.cleaner import NOW
 from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
 

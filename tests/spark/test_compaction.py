@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.engine import flip_last_byte, open_topic
-from storage_engine.checkpoint import read_checkpoint
+from storage_engine.log.checkpoint import read_checkpoint
 from storage_engine.errors import LogError
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.log.append_validation import ProducerRecord
 from tests.helpers.cleaner import NOW, data_batch, marker, raw_log
 
 from spark_jobs.compaction import CHANGED, COMPACTED, SKIPPED, CompactionJob, compact_partitions
@@ -292,7 +292,7 @@ def test_retention_deleting_a_planned_segment_skips_the_partition_and_loses_noth
                 log = other.get_log("d", 0)
                 second = log.segments[1].base_offset
                 log.delete_records(second)
-                from storage_engine.retention import apply_retention
+                from storage_engine.log.retention import apply_retention
 
                 assert apply_retention(log, None, NOW).deleted_segments == [0]
             after_retention = read_all(tmp_path, "d", 0)
@@ -570,7 +570,7 @@ def test_retention_dry_run_beside_a_topic_delete_left_half_done(spark, tmp_path)
     root = tmp_path / "logs"
     with open_topic(root, "t", 2) as m:
         m.create_topic("u", 1)
-    killed = subprocess.run([sys.executable, "-m", "storage_engine.cli", "--log-dirs", str(root), "topic", "delete",
+    killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), "topic", "delete",
                              "t"], cwd=REPO, env=crash_env("topic-delete-marked"))
     assert killed.returncode != 0 and (root / "t-0").is_dir()
     result = retention_partitions(spark, [root], now_ms=NOW, dry_run=True)

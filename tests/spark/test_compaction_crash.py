@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from storage_engine.manager import LogManager
-from storage_engine.verify import verify_log
+from storage_engine.logdir.manager import LogManager
+from storage_engine.tools.verify import verify_log
 from tests.helpers.cleaner import NOW, content
 from tests.helpers.crash import crash_env
 from tests.cleaner.test_crash import build

@@ -33,7 +33,7 @@ from spark_jobs.retention import DELETED, NOTHING
 from spark_jobs import connect_server, session
 from spark_jobs.session import (QUIET_LOG4J, check_java, driver_logging, engine_fingerprint, session_config,
                                 shared_session_id, with_session_id)
-from storage_engine.manager import LogManager
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.cleaner import NOW
 from tests.helpers.paths import REPO
 from tests.spark.test_cluster import RETENTION_NOW, local_compaction

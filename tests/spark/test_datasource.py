@@ -23,10 +23,10 @@ from pyspark.errors import AnalysisException
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql import types as T
 
-from storage_engine.manager import LogManager
-from storage_engine.naming import parse_partition_dir
+from storage_engine.logdir.manager import LogManager
+from storage_engine.files.naming import parse_partition_dir
 from storage_engine.record import CompressionType, decode_batch, scan_batches
-from storage_engine.append_validation import ProducerRecord
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.errors import NeedsRecoveryError, UnsafePathError
 from spark_jobs.datasource import (
     KAFKA_ARROW_SCHEMA,

@@ -8,7 +8,7 @@ import argparse
 import re
 from typing import Callable, NoReturn
 
-from .errors import LogError, shown_value
+from ..errors import LogError, shown_value
 
 
 class UsageError(LogError):

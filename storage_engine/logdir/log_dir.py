@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from .checkpoint import (
+from ..log.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
     LOCK_FILE,
@@ -48,9 +48,9 @@ from .checkpoint import (
     write_clean_shutdown_marker,
 )
 from .dir_id import DIR_ID_FILE, DirIdError, assign_dir_id, read_dir_id
-from .errors import CleanShutdownMarkerError, NotALogDirError
-from .naming import is_segment_file
-from .nofollow import check_regular_or_missing, open_nofollow
+from ..errors import CleanShutdownMarkerError, NotALogDirError
+from ..files.naming import is_segment_file
+from ..files.nofollow import check_regular_or_missing, open_nofollow
 from .topic_store import TOPICS_DIR
 
 SESSION_LOCK = ".logplat-session.lock"

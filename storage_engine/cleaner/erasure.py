@@ -40,23 +40,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cleaner.candidacy import candidacy_from_stats
-from .cleaner.plan import ErasureDeadline
-from .cleaner.rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
-from .cleaner.strategy import Winners, version_rule
-from .config.topic import LogConfig
-from .config.values import LONG_MAX
-from .errors import LogError
-from .log import Log
-from .naming import DELETED_SUFFIX, LOG_SUFFIX
-from .nofollow import open_nofollow
-from .record import decode_batch
-from .record.file_records import read_batches
-from .record.rewrite import control_type_of
-from .stats import live_stats
+from .candidacy import candidacy_from_stats
+from .plan import ErasureDeadline
+from .rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
+from .strategy import Winners, version_rule
+from ..config.topic import LogConfig
+from ..config.values import LONG_MAX
+from ..errors import LogError
+from ..log.log import Log
+from ..files.naming import DELETED_SUFFIX, LOG_SUFFIX
+from ..files.nofollow import open_nofollow
+from ..record import decode_batch
+from ..record.file_records import read_batches
+from ..record.rewrite import control_type_of
+from ..log.stats import live_stats
 
 if TYPE_CHECKING:
-    from .manager import LogManager
+    from ..logdir.manager import LogManager
 
 #: Kafka's "no bound" value of ``max.compaction.lag.ms``.
 UNBOUNDED = LONG_MAX

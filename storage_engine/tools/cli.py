@@ -18,22 +18,22 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
-from .cleaner import CompactionReport
-from .config.environment import engine_environment
-from .config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
-from .errors import (CleanShutdownMarkerError, LogError, NeedsRecoveryError, RecordTooLargeError,
+from ..cleaner import CompactionReport
+from ..config.environment import engine_environment
+from ..config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
+from ..errors import (CleanShutdownMarkerError, LogError, NeedsRecoveryError, RecordTooLargeError,
                      UnknownTopicOrPartitionError)
-from .manager import LogManager, missing_log_dir
-from .topic_admin import check_creation
-from .topic_store import shown_path
-from .naming import MAX_PARTITION, check_not_metadata_log
-from .outcomes import CHANGED, FAILED
+from ..logdir.manager import LogManager, missing_log_dir
+from ..logdir.topic_admin import check_creation
+from ..logdir.topic_store import shown_path
+from ..files.naming import MAX_PARTITION, check_not_metadata_log
+from ..outcomes import CHANGED, FAILED
 from .dump import dump_file
-from .erasure import UNBOUNDED, partition_erasure_report, require_compaction_bound
-from .record import CompressionType
-from .segment import now_ms
+from ..cleaner.erasure import UNBOUNDED, partition_erasure_report, require_compaction_bound
+from ..record import CompressionType
+from ..log.segment import now_ms
 from .usage import OneLineParser, UsageError, bounded_int
-from .append_validation import ProducerRecord, build_batch
+from ..log.append_validation import ProducerRecord, build_batch
 from .verify import verify_partition
 
 PRODUCE_BATCH_RECORDS = 1000

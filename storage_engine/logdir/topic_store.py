@@ -20,12 +20,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
-from .config.broker import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
+from ..log.checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
+from ..config.broker import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
 from .dir_id import is_dir_id
-from .errors import LogError
-from .naming import MAX_TOPIC_LENGTH, validate_topic_name
-from .nofollow import check_dir_or_missing, check_file_entry, check_under, open_nofollow, read_bytes_nofollow
+from ..errors import LogError
+from ..files.naming import MAX_TOPIC_LENGTH, validate_topic_name
+from ..files.nofollow import check_dir_or_missing, check_file_entry, check_under, open_nofollow, read_bytes_nofollow
 
 TOPICS_DIR = ".logplat-topics"
 METADATA_LOCK = ".logplat-topics.lock"

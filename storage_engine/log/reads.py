@@ -1,4 +1,4 @@
-"""How a :class:`~storage_engine.log.Log` answers reads (Kafka's ``LocalLog.read`` and
+"""How a :class:`~storage_engine.log.log.Log` answers reads (Kafka's ``LocalLog.read`` and
 ``UnifiedLog.fetchOffsetByTimestamp``), apart from the log's writes.
 
 Reads take no lock: they notice a changed segment list through the generation counter, and a
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
-from .record import RawBatch, Record, decode_batch
+from ..errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
+from ..record import RawBatch, Record, decode_batch
 
 #: ``ListOffsets``' special timestamps.
 EARLIEST_TIMESTAMP = -2

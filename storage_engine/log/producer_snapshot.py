@@ -27,10 +27,10 @@ from pathlib import Path
 from crc32c import crc32c
 
 from .checkpoint import TMP_SUFFIX, fsync_dir
-from .errors import LogError, NotRegularFileError, UnsafePathError
-from .faults import crash_point
-from .naming import SNAPSHOT_SUFFIX, filename_prefix_from_offset, is_digits
-from .nofollow import open_nofollow
+from ..errors import LogError, NotRegularFileError, UnsafePathError
+from ..faults import crash_point
+from ..files.naming import SNAPSHOT_SUFFIX, filename_prefix_from_offset, is_digits
+from ..files.nofollow import open_nofollow
 
 SNAPSHOT_VERSION = 1
 _HEAD = struct.Struct(">hIi")  # version, crc, entry count

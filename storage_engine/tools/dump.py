@@ -19,12 +19,12 @@ import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from .checkpoint import read_checkpoint
-from .errors import CorruptRecordError, LogError
-from .index import OffsetIndex, TimeIndex
-from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
-from .nofollow import file_kind
-from .record import RawBatch, decode_batch, scan_batches, verify_batch
+from ..log.checkpoint import read_checkpoint
+from ..errors import CorruptRecordError, LogError
+from ..index import OffsetIndex, TimeIndex
+from ..files.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
+from ..files.nofollow import file_kind
+from ..record import RawBatch, decode_batch, scan_batches, verify_batch
 
 #: Renders a key, value or header value for output (None stays None).
 Encoder = Callable[[bytes | None], "str | None"]

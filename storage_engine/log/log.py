@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Collection, Sequence
 
 from .checkpoint import fsync_dir
-from .config.topic import LogConfig
-from .config.values import LONG_MAX
-from .errors import (AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError,
+from ..config.topic import LogConfig
+from ..config.values import LONG_MAX
+from ..errors import (AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError,
                      PartitionReplacedError, UndoFailedError, write_failure)
 from .loader import REFUSED_UNCHANGED, LogLoader
-from .log_reads import LogReads
+from .reads import LogReads
 from .partition_lock import PartitionLock
-from .logdir import LogDir
-from .faults import crash_point
-from .naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, check_not_metadata_log, segment_file
+from ..logdir.log_dir import LogDir
+from ..faults import crash_point
+from ..files.naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, check_not_metadata_log, segment_file
 from .producer_state import ProducerStateManager
-from .record import CompressionType
+from ..record import CompressionType
 from .segment import AppendMark, LogSegment, now_ms
 from .append_validation import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
 

@@ -11,10 +11,10 @@ import struct
 from dataclasses import dataclass
 from typing import Sequence
 
-from .config.topic import LogConfig
-from .config.values import LONG_MAX
-from .errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from .record import (
+from ..config.topic import LogConfig
+from ..config.values import LONG_MAX
+from ..errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from ..record import (
     CompressionType,
     Record,
     TimestampType,

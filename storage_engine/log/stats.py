@@ -32,12 +32,12 @@ from .checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     read_checkpoint,
 )
-from .index import OffsetIndex, TimeIndex
+from ..index import OffsetIndex, TimeIndex
 from .segment_time import largest_timestamp
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, check_partition_entry, parse_partition_dir
-from .nofollow import check_not_symlink, open_nofollow
-from .record import BatchHeader
-from .record.file_records import read_headers
+from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, check_partition_entry, parse_partition_dir
+from ..files.nofollow import check_not_symlink, open_nofollow
+from ..record import BatchHeader
+from ..record.file_records import read_headers
 
 if TYPE_CHECKING:
     from .log import Log

@@ -20,22 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterator, Mapping, Sequence
 
-from .cleaner import Cleaner, CompactionReport, candidacy_from_stats
-from .cleaner.cleaner import reset_out_of_range_checkpoint
-from .cleaner.plan import LogToClean
-from .config.broker import build_log_config, max_partitions_per_topic, topic_log_config
-from .config.cleaner import CleanerConfig, build_cleaner_config
-from .config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig
-from .errors import (CleanShutdownMarkerError, ConfigError, LogChangedError, LogDirsNotGivenError, LogError,
+from ..cleaner import Cleaner, CompactionReport, candidacy_from_stats
+from ..cleaner.cleaner import reset_out_of_range_checkpoint
+from ..cleaner.plan import LogToClean
+from ..config.broker import build_log_config, max_partitions_per_topic, topic_log_config
+from ..config.cleaner import CleanerConfig, build_cleaner_config
+from ..config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig
+from ..errors import (CleanShutdownMarkerError, ConfigError, LogChangedError, LogDirsNotGivenError, LogError,
                      UnknownConfigError, UnknownTopicOrPartitionError)
-from .loader import REFUSED_UNCHANGED
-from .log import Log
-from .logdir import LogDir, check_distinct_ids, check_is_a_log_dir
-from .naming import is_digits, is_segment_file, parse_partition_dir, partition_dir_name, validate_topic_name
-from .nofollow import check_dir_entries, check_not_symlink, check_under
+from ..log.loader import REFUSED_UNCHANGED
+from ..log.log import Log
+from .log_dir import LogDir, check_distinct_ids, check_is_a_log_dir
+from ..files.naming import is_digits, is_segment_file, parse_partition_dir, partition_dir_name, validate_topic_name
+from ..files.nofollow import check_dir_entries, check_not_symlink, check_under
 from .placement import choose_log_dir
-from .retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
-from .stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
+from ..log.retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
+from ..log.stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .topic_admin import TopicAdmin
 from .topic_store import (TopicConfigError, TopicMetadata, TopicMetadataError, metadata_names, metadata_path,
                           placed_elsewhere, placed_names, placed_path, read_metadata, write_metadata)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
-from .config.values import INT_MAX
-from .errors import CorruptRecordError
+from ..config.values import INT_MAX
+from ..errors import CorruptRecordError
 from .producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
@@ -32,8 +32,8 @@ from .producer_snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from .record import RawBatch, decode_batch
-from .record.records import BatchHeader
+from ..record import RawBatch, decode_batch
+from ..record.records import BatchHeader
 
 _MAX_SEQUENCE = INT_MAX
 _CONTROL_KEY = struct.Struct(">hh")  # version, type

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .config.topic import LogConfig
-from .config.values import INT_MAX, LONG_MAX
-from .errors import CorruptRecordError, LogChangedError, LogError
-from .index import IndexMark, OffsetIndex, TimeIndex
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
-from .nofollow import open_nofollow
-from .record import RawBatch, decode_batch, verify_batch
-from .record.file_records import read_batches
+from ..config.topic import LogConfig
+from ..config.values import INT_MAX, LONG_MAX
+from ..errors import CorruptRecordError, LogChangedError, LogError
+from ..index import IndexMark, OffsetIndex, TimeIndex
+from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
+from ..files.nofollow import open_nofollow
+from ..record import RawBatch, decode_batch, verify_batch
+from ..record.file_records import read_batches
 from .segment_time import largest_timestamp
 
 _READ_CHUNK = 1 << 20

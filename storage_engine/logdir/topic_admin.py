@@ -23,16 +23,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ContextManager, Iterable, Mapping, Sequence
 
-from .checkpoint import fsync_dir
-from .config.broker import MAX_PARTITIONS_KEY, max_partitions_per_topic, topic_log_config
-from .config.topic import LogConfig, check_config_key, creation_overrides
+from ..log.checkpoint import fsync_dir
+from ..config.broker import MAX_PARTITIONS_KEY, max_partitions_per_topic, topic_log_config
+from ..config.topic import LogConfig, check_config_key, creation_overrides
 from .dir_id import DIR_ID_FILE
-from .errors import InvalidPartitionsError, InvalidTopicError, LogDirsNotGivenError, LogError, TopicExistsError
-from .faults import crash_point
-from .logdir import LogDir, check_distinct_ids
-from .naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, parse_partition_dir,
+from ..errors import InvalidPartitionsError, InvalidTopicError, LogDirsNotGivenError, LogError, TopicExistsError
+from ..faults import crash_point
+from .log_dir import LogDir, check_distinct_ids
+from ..files.naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name, parse_partition_dir,
                      partition_dir_name, validate_topic_name)
-from .partition_lock import LOCK_FILE_NAME
+from ..log.partition_lock import LOCK_FILE_NAME
 from .topic_store import (TopicMetadata, TopicMetadataError, mark_placed, metadata_lock, metadata_names,
                           metadata_path, metadata_read_lock, placed_elsewhere, placed_names, placed_path, read_metadata,
                           remove_metadata, remove_placed, shown_path, write_metadata)
@@ -77,7 +77,7 @@ def _creation_config(name: str, configs: Mapping[str, str], broker_props: Mappin
 
 
 class TopicAdmin:
-    """Topic create, alter and delete for :class:`~storage_engine.manager.LogManager`, which
+    """Topic create, alter and delete for :class:`~storage_engine.logdir.manager.LogManager`, which
     mixes it in: it uses the manager's log dirs, metadata lookups and partition opens."""
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:

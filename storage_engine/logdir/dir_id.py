@@ -18,9 +18,9 @@ import re
 import uuid
 from pathlib import Path
 
-from .checkpoint import atomic_write
-from .errors import LogError
-from .nofollow import open_nofollow
+from ..log.checkpoint import atomic_write
+from ..errors import LogError
+from ..files.nofollow import open_nofollow
 
 DIR_ID_FILE = ".logplat-dir.id"
 _ID = re.compile(r"[A-Za-z0-9_-]{22}")

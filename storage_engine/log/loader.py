@@ -54,8 +54,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config.topic import LogConfig
-from .errors import (
+from ..config.topic import LogConfig
+from ..errors import (
     CheckpointError,
     CorruptIndexError,
     CorruptRecordError,
@@ -65,7 +65,7 @@ from .errors import (
     NotRegularFileError,
     UnsafePathError,
 )
-from .naming import (
+from ..files.naming import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -76,9 +76,9 @@ from .naming import (
     is_segment_file,
     offset_from_file_name,
 )
-from .cleaner.staging import remove_staging_if_idle
+from ..cleaner.staging import remove_staging_if_idle
 from .temp_files import TempFilePlan, plan_temp_files
-from .record import verify_batch
+from ..record import verify_batch
 from .segment import LogSegment
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)

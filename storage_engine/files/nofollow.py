@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from .errors import NotRegularFileError, UnsafePathError
+from ..errors import NotRegularFileError, UnsafePathError
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 

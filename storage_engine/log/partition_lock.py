@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import PartitionReplacedError
-from .nofollow import open_nofollow
+from ..errors import PartitionReplacedError
+from ..files.nofollow import open_nofollow
 
 LOCK_FILE_NAME = ".logplat.lock"
 _GENERATION = struct.Struct(">q")

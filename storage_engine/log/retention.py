@@ -37,11 +37,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from .config.topic import LogConfig
-from .errors import LogChangedError
-from .faults import crash_point
-from .naming import DELETED_SUFFIX
-from .outcomes import CHANGED
+from ..config.topic import LogConfig
+from ..errors import LogChangedError
+from ..faults import crash_point
+from ..files.naming import DELETED_SUFFIX
+from ..outcomes import CHANGED
 from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, SegmentStat, live_stats
 

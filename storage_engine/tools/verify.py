@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
-from .errors import CorruptRecordError, LogError
-from .log import Log
-from .record import decode_batch, verify_batch
-from .segment import LogSegment
+from ..errors import CorruptRecordError, LogError
+from ..log.log import Log
+from ..record import decode_batch, verify_batch
+from ..log.segment import LogSegment
 
 if TYPE_CHECKING:
-    from .manager import LogManager
+    from ..logdir.manager import LogManager
 
 
 @dataclass

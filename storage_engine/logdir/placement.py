@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .errors import LogError
+from ..errors import LogError
 
 
 def choose_log_dir(partition_counts: Mapping[str, int]) -> str:

@@ -23,10 +23,10 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .config.values import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
-from .errors import CheckpointError, InvalidTopicError
-from .naming import validate_topic_name
-from .nofollow import open_dir_nofollow, open_nofollow, read_bytes_nofollow
+from ..config.values import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
+from ..errors import CheckpointError, InvalidTopicError
+from ..files.naming import validate_topic_name
+from ..files.nofollow import open_dir_nofollow, open_nofollow, read_bytes_nofollow
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
