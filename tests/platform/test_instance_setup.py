@@ -23,7 +23,7 @@ import pytest
 
 from platform_assets.tools.instance_setup import SERVERS_LOCK_FILE
 from platform_assets.tools.devserver import DevServer, DevServerError, GraphQL
-from spark_jobs.connect_server import free_port
+from spark_jobs.runtime.connect_server import free_port
 from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.paths import REPO
@@ -242,7 +242,7 @@ def test_the_main_job_refuses_a_spark_master_it_cannot_use_before_anything_is_wr
                                                           "LOGPLAT_SPARK_MASTER": "bogus",
                                                           "DAGSTER_HOME": str(tmp_path / "home")})
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.splitlines()[0].startswith("error: LOGPLAT_SPARK_MASTER: not a Spark master: 'bogus'")
+    assert proc.stderr.splitlines()[0].startswith("error: LOGPLAT_SPARK_MASTER=bogus: not a Spark master: 'bogus'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"] and list((tmp_path / "home").iterdir()) == []
 
 
