@@ -13,7 +13,7 @@ Printed per run, from its timing tags (``logplat/spark_session_seconds``,
 cleaning jobs, the checks' reads and the rest; the difference between the two runs is the fixed
 cost a run worker pays once (session start and the first jobs' warm-up).
 ``--connect`` starts a local Spark Connect server over ``--master`` first, waits for its warm-up
-(``spark_jobs.warm_up``), and runs the workers against it (``LOGPLAT_SPARK_MASTER=sc://...``): the
+(``spark_jobs.runtime.warm_up``), and runs the workers against it (``LOGPLAT_SPARK_MASTER=sc://...``): the
 server's first client, then a later one, as run workers meet a long-lived server (the two cost
 the same when the warm-up did its work). Not a test.
 """
@@ -112,7 +112,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "bench"))
     from bench_spark import generate
-    from spark_jobs.connect_server import free_port, start_server, stop_server
+    from spark_jobs.runtime.connect_server import free_port, start_server, stop_server
 
     base = Path(tempfile.mkdtemp(prefix="bench-dagster-run-"))
     try:

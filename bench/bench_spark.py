@@ -263,7 +263,7 @@ SPARK_CHILD = textwrap.dedent("""
     sys.path.insert(0, repo + "/bench")
     t0 = time.perf_counter()
     from spark_jobs.compaction import COMPACTED, compact_partitions
-    from spark_jobs.session import build_spark_session
+    from spark_jobs.runtime.session import build_spark_session
     from bench_spark import generate, tree_cpu_s
 
     spark = build_spark_session(master, app_name="bench-spark")
@@ -312,7 +312,7 @@ SPARK_RETENTION_CHILD = textwrap.dedent("""
     sys.path.insert(0, repo + "/bench")
     t0 = time.perf_counter()
     from spark_jobs.retention import retention_partitions
-    from spark_jobs.session import build_spark_session
+    from spark_jobs.runtime.session import build_spark_session
     from bench_spark import tree_cpu_s
 
     spark = build_spark_session(master, app_name="bench-spark")

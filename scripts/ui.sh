@@ -3,7 +3,7 @@
 # instance is created and migrated first, in one process (platform_assets/tools/instance_setup.py):
 # two processes creating a new SQLite instance at once leave it unusable. Unless
 # LOGPLAT_SPARK_MASTER is set, the runs share a local Spark Connect server that lives as long as
-# the UI (spark_jobs/connect_server.py), instead of each starting a JVM of its own.
+# the UI (spark_jobs/runtime/connect_server.py), instead of each starting a JVM of its own.
 source "$(dirname "$0")/env.sh"
 if [ -z "${LOGPLAT_LOG_DIRS:-}" ]; then  # the default log dir is ours to make; a given one must be there
     export LOGPLAT_LOG_DIRS="$ROOT/data/logs"
@@ -24,4 +24,4 @@ ui=(dagster dev -w "$ROOT/workspace.yaml" -h 127.0.0.1 -p "${PORT:-3000}" "$@")
 if [ -n "${LOGPLAT_SPARK_MASTER:-}" ]; then
     exec "${ui[@]}"
 fi
-exec python -m spark_jobs.connect_server --port 0 --log "$DAGSTER_HOME/spark-connect.log" -- "${ui[@]}"
+exec python -m spark_jobs.runtime.connect_server --port 0 --log "$DAGSTER_HOME/spark-connect.log" -- "${ui[@]}"

@@ -16,7 +16,7 @@ from storage_engine.logdir.manager import LogManager
 
 from .compaction import compact_partitions
 from .retention import DELETED, retention_partitions
-from .session import build_spark_session
+from .runtime.session import build_spark_session
 
 
 class SparkEngine:

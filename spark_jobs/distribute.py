@@ -19,7 +19,7 @@ import re
 from itertools import accumulate
 from typing import Callable, Iterable, Sequence, TypeVar
 
-from .session import is_connect
+from .runtime.session import is_connect
 
 T = TypeVar("T")
 R = TypeVar("R")

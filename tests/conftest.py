@@ -27,7 +27,7 @@ def spark():
 
     ``local[2]``: two task slots, so the jobs' parallel paths really run in parallel.
     """
-    from spark_jobs.session import build_spark_session
+    from spark_jobs.runtime.session import build_spark_session
 
     session = build_spark_session(
         "local[2]",

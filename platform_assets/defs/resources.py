@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from spark_jobs.session import build_spark_session, is_remote, session_config
+from spark_jobs.runtime.session import build_spark_session, is_remote, session_config
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager, missing_log_dir
 

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from spark_jobs.session import DEFAULT_MASTER, spark_environment
+from spark_jobs.runtime.session import DEFAULT_MASTER, spark_environment
 from storage_engine.config.broker import retention_check_interval_ms
 from storage_engine.config.environment import engine_environment
 from storage_engine.config.values import INT_MAX

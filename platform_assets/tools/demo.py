@@ -6,7 +6,7 @@
 2. starts a Dagster webserver and daemon on 127.0.0.1 with ``DAGSTER_HOME`` (default
    ``./dagster_home``) and turns the four sensors on through GraphQL; unless
    ``LOGPLAT_SPARK_MASTER`` names a master or server, also a local Spark Connect server
-   (``spark_jobs/connect_server.py``) that every run worker opens a client session on: one warm
+   (``spark_jobs/runtime/connect_server.py``) that every run worker opens a client session on: one warm
    driver for all runs instead of a JVM started by each (``--no-connect-server``: the latter);
 3. waits while the sensors discover the partitions and request compaction and retention runs,
    and the daemon runs them (each a Spark job through the dagster-pyspark resource, with the
@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from spark_jobs.connect_server import free_port, local_connect_server
+from spark_jobs.runtime.connect_server import free_port, local_connect_server
 from spark_jobs.errors import SparkSetupError
-from spark_jobs.session import MASTER_ENV
+from spark_jobs.runtime.session import MASTER_ENV
 from storage_engine.config.environment import LOG_DIRS_ENV, log_dirs_from_env
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager

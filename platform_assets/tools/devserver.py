@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from spark_jobs.connect_server import free_port
+from spark_jobs.runtime.connect_server import free_port
 
 from .instance_setup import InstanceSetupError, prepare_instance
 

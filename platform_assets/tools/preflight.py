@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spark_jobs.session import spark_environment
+from spark_jobs.runtime.session import spark_environment
 from storage_engine.config.environment import LOG_DIRS_ENV
 from storage_engine.errors import LogError
 

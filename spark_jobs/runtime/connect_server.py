@@ -13,9 +13,9 @@ Clients of one engine join one server session and its warm Python workers
 a warm-up client (``warm_up``) runs the jobs on a throwaway log, so that the first run worker
 meets a warm server too.
 
-    .venv/bin/python -m spark_jobs.connect_server --port 15002 --master 'local[*]'
+    .venv/bin/python -m spark_jobs.runtime.connect_server --port 15002 --master 'local[*]'
     LOGPLAT_SPARK_MASTER=sc://127.0.0.1:15002 ...   # the platform, logctl --engine spark, the jobs
-    .venv/bin/python -m spark_jobs.connect_server --port 0 -- dagster dev ...   # for as long as it runs
+    .venv/bin/python -m spark_jobs.runtime.connect_server --port 0 -- dagster dev ...   # for as long as it runs
 
 The server is ``spark-submit`` of Spark's own ``SparkConnectServer`` class from the installed
 ``pyspark`` (no separate Spark distribution), with the jobs' local defaults and this
@@ -41,7 +41,7 @@ from typing import Iterator, Sequence
 
 from storage_engine.tools.usage import OneLineParser, UsageError, bounded_int
 
-from .errors import SparkSetupError
+from ..errors import SparkSetupError
 from .session import CONNECT_DEFAULT_PORT as DEFAULT_PORT
 from .session import LOCAL_DEFAULTS, MASTER_ENV, before_jvm_start, check_connect_server, check_master
 from .warm_up import DEADLINE_S as WARM_UP_DEADLINE_S
@@ -65,7 +65,7 @@ def server_command(port: int, master: str) -> list[str]:
             "spark.connect.grpc.binding.address": "127.0.0.1",
             # the clients' shared session (``session.connect_session``) outlives idle hours
             "spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT,
-            "spark.python.daemon.module": "spark_jobs.worker_daemon"}
+            "spark.python.daemon.module": "spark_jobs.runtime.worker_daemon"}
     args = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", master,
             "--name", "logplat Spark Connect server"]
     for key, value in conf.items():
@@ -91,7 +91,7 @@ def _listening(port: int) -> bool:
 @dataclass
 class ConnectServer:
     """A running server (``spark-submit`` in a process group of its own) and its warm-up client
-    (``spark_jobs.warm_up``, in another), which writes its throwaway logs under ``scratch``."""
+    (``spark_jobs.runtime.warm_up``, in another), which writes its throwaway logs under ``scratch``."""
 
     process: subprocess.Popen
     url: str
@@ -151,7 +151,7 @@ def _start_warm_up(server: ConnectServer, env: dict[str, str], log_path: Path | 
     warm-up abandoned when it was stopped may still write there until then."""
     server.scratch = Path(tempfile.mkdtemp(prefix="logplat-warm-up-"))
     path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p)
-    server.warm_up_process = _spawn([sys.executable, "-m", "spark_jobs.warm_up", server.url, "--dir",
+    server.warm_up_process = _spawn([sys.executable, "-m", "spark_jobs.runtime.warm_up", server.url, "--dir",
                                      str(server.scratch)], dict(env, PYTHONPATH=path), log_path)
     # reaped as soon as it ends, not left a zombie for as long as the server runs
     threading.Thread(target=server.warm_up_process.wait, name="warm-up reaper", daemon=True).start()
@@ -222,7 +222,7 @@ def _raise_stopped(signum: int, _frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(
-        prog="python -m spark_jobs.connect_server",
+        prog="python -m spark_jobs.runtime.connect_server",
         description="Run a Spark Connect server for the platform's jobs until stopped, or (with a command "
                     f"after --) for as long as that command runs, with {MASTER_ENV} pointing at it.")
     parser.add_argument("--port", type=bounded_int("a port", 0, 65535), default=DEFAULT_PORT,

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from storage_engine.config.values import INT_MAX
 
-from .errors import SparkSetupError
+from ..errors import SparkSetupError
 
 MASTER_ENV = "LOGPLAT_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -511,6 +511,6 @@ def _process_engine_zip() -> Path:
 
 def register_data_source(spark) -> None:
     """Register ``kafka-log`` with ``spark`` (idempotent; sessions from other builders need it)."""
-    from .datasource import KafkaLogDataSource
+    from ..datasource import KafkaLogDataSource
 
     spark.dataSource.register(KafkaLogDataSource)

@@ -14,7 +14,7 @@ warm-up as before, so it is reported in the server's log and nothing else change
 deadline it cancels its jobs on the server, which it shares with run workers; killed (it is
 stopped with the server) it leaves at once.
 
-    python -m spark_jobs.warm_up sc://127.0.0.1:15002 [--dir DIR] [--rounds 3]
+    python -m spark_jobs.runtime.warm_up sc://127.0.0.1:15002 [--dir DIR] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from storage_engine.logdir.manager import LogManager
 from storage_engine.record import Record
 from storage_engine.tools.usage import OneLineParser, UsageError, bounded_int
 
-from .compaction import compact_partitions
-from .retention import retention_partitions
+from ..compaction import compact_partitions
+from ..retention import retention_partitions
 from .session import build_spark_session, is_remote
 
 TOPIC = "logplat-warm-up"
@@ -89,7 +89,7 @@ def _stop(signum: int, _frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m spark_jobs.warm_up",
+    parser = OneLineParser(prog="python -m spark_jobs.runtime.warm_up",
                            description="Warm a Spark Connect server for the platform's run workers.")
     parser.add_argument("url", help="the server, sc://host:port (it reads the logs at this host's paths)")
     parser.add_argument("--rounds", type=bounded_int("a number of rounds", 1, 100), default=ROUNDS)

@@ -1,7 +1,7 @@
 """The engine's environment: every ``LOGPLAT_*`` variable the engine reads is read and checked
 here, by the rules the engine applies when it opens the log dirs, so a value it would refuse is
 refused in one line before anything starts (``logctl``, the platform's code location and its
-preflight). The Spark jobs' variables are read and checked in ``spark_jobs.session``
+preflight). The Spark jobs' variables are read and checked in ``spark_jobs.runtime.session``
 (``spark_environment``); the platform's own in ``platform_assets.logic.settings``.
 
 * ``LOGPLAT_LOG_DIRS``: the log dirs, comma-separated (default ``./data/logs``), each one the

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from spark_jobs.connect_server import free_port, spark_home
+from spark_jobs.runtime.connect_server import free_port, spark_home
 
 START_TIMEOUT_S = 90.0
 

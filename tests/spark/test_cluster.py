@@ -34,7 +34,7 @@ from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, random_
 from spark_jobs.compaction import COMPACTED, SKIPPED
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING, PLANNED
-from spark_jobs.session import check_java
+from spark_jobs.runtime.session import check_java
 
 from tests.helpers.paths import REPO
 APP_NAME = "logplat-cluster-test"
@@ -48,7 +48,7 @@ DRIVER = textwrap.dedent("""
     t0 = time.monotonic()
     from spark_jobs.compaction import compact_partitions
     from spark_jobs.retention import retention_partitions
-    from spark_jobs.session import build_spark_session
+    from spark_jobs.runtime.session import build_spark_session
 
     master, log_dir, app_name = sys.argv[1], sys.argv[2], sys.argv[3]
     nows, retention_now = json.loads(sys.argv[4]), int(sys.argv[5])

@@ -24,7 +24,7 @@ from tests.cleaner.test_crash import build
 
 JOB = textwrap.dedent("""
     import sys
-    from spark_jobs.session import build_spark_session
+    from spark_jobs.runtime.session import build_spark_session
     from spark_jobs.compaction import compact_partitions
     spark = build_spark_session("local[1]", conf={"spark.driver.memory": "512m"})
     split = None if sys.argv[3] == "whole" else 0

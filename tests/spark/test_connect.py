@@ -1,4 +1,4 @@
-"""The Spark jobs through a REAL Spark Connect server (``spark_jobs.connect_server``), against the
+"""The Spark jobs through a REAL Spark Connect server (``spark_jobs.runtime.connect_server``), against the
 engine's local cleaner and retention, byte for byte, and a Dagster run whose ``pyspark``
 resource is a Spark Connect client.
 
@@ -27,11 +27,11 @@ import pytest
 
 from platform_assets.logic.check_outcomes import KEYS_UNIQUE, LATEST_VALUES
 from spark_jobs.compaction import COMPACTED, SKIPPED
-from spark_jobs.connect_server import free_port, local_connect_server, start_server, stop_server
+from spark_jobs.runtime.connect_server import free_port, local_connect_server, start_server, stop_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING
-from spark_jobs import connect_server, session
-from spark_jobs.session import (QUIET_LOG4J, check_java, driver_logging, engine_fingerprint, session_config,
+from spark_jobs.runtime import connect_server, session
+from spark_jobs.runtime.session import (QUIET_LOG4J, check_java, driver_logging, engine_fingerprint, session_config,
                                 shared_session_id, with_session_id)
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.cleaner import NOW
@@ -47,7 +47,7 @@ JOBS_CLIENT = textwrap.dedent("""
     from spark_jobs.compaction import compact_partitions
     from spark_jobs.distribute import task_slots
     from spark_jobs.retention import retention_partitions
-    from spark_jobs.session import build_spark_session, is_connect
+    from spark_jobs.runtime.session import build_spark_session, is_connect
 
     url, log_dir, now, retention_now = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     spark = build_spark_session(url)
@@ -101,7 +101,7 @@ def test_jobs_through_spark_connect_equal_the_local_engine_byte_for_byte(spark, 
     got = run_client(tmp_path, JOBS_CLIENT, [connect_url, str(remote), str(NOW), str(RETENTION_NOW)])
     assert got["connect"] and got["slots"] == 2
     # the server's Python workers ran the engine this client shipped, not the repository's files
-    # (its daemon, spark_jobs.worker_daemon, forgets the spark_jobs package it was found in)
+    # (its daemon, spark_jobs.runtime.worker_daemon, forgets the spark_jobs package it was found in)
     assert all(".zip" in path for path in got["executor_engine"]), got["executor_engine"]
 
     for i, outcomes in enumerate(got["compaction"]):  # whole partitions, then split ones
@@ -167,7 +167,7 @@ def test_a_dagster_run_cleans_through_a_spark_connect_server(tmp_path, connect_u
 SESSION_CLIENT = textwrap.dedent("""
     import json, os, sys
     from spark_jobs.distribute import run_tasks
-    from spark_jobs.session import build_spark_session, connect_session
+    from spark_jobs.runtime.session import build_spark_session, connect_session
 
     url, mode = sys.argv[1], sys.argv[2]
     conf = {"spark.sql.shuffle.partitions": "7"} if mode == "own-settings" else None
@@ -224,7 +224,7 @@ def _process_tree(root: int) -> dict[int, tuple[int, str]]:
 def _servers_on(port: int) -> list[str]:
     """The command lines of a server on ``port`` and of its warm-up, while any runs."""
     return [cmd for _, cmd in _process_tree(1).values()
-            if f"spark.connect.grpc.binding.port={port}" in cmd or f"spark_jobs.warm_up sc://127.0.0.1:{port}" in cmd]
+            if f"spark.connect.grpc.binding.port={port}" in cmd or f"spark_jobs.runtime.warm_up sc://127.0.0.1:{port}" in cmd]
 
 
 def _alive(pid: int) -> bool:
@@ -263,13 +263,13 @@ def test_a_new_servers_warm_up_starts_the_workers_its_first_client_meets(tmp_pat
 
         by_hand = tmp_path / "by-hand"
         by_hand.mkdir()
-        warm = subprocess.run([sys.executable, "-m", "spark_jobs.warm_up", server.url, "--dir", str(by_hand)],
+        warm = subprocess.run([sys.executable, "-m", "spark_jobs.runtime.warm_up", server.url, "--dir", str(by_hand)],
                               capture_output=True, text=True, cwd=REPO, timeout=CLIENT_TIMEOUT_S)
         assert warm.returncode == 0, warm.stderr[-3000:]
         assert warm.stdout.startswith("warm-up: 3 rounds of the compaction and retention jobs in ")
         assert list(by_hand.iterdir()) == []
         forked = {pid: parent for pid, (parent, cmd) in _process_tree(server.process.pid).items()
-                  if "spark_jobs.worker_daemon" in cmd}  # the daemon and the workers it forked
+                  if "spark_jobs.runtime.worker_daemon" in cmd}  # the daemon and the workers it forked
         daemons = [pid for pid, parent in forked.items() if parent not in forked]
         assert len(daemons) == 1
 
@@ -289,7 +289,7 @@ def test_a_new_servers_warm_up_starts_the_workers_its_first_client_meets(tmp_pat
 def test_the_servers_python_daemon_preloads_without_starting_a_thread():
     """It forks workers: a thread alive at a fork (pandas and pyarrow start some on import) can
     leave a lock held forever in the child."""
-    code = ("import os; from spark_jobs.worker_daemon import PRELOADED, preload; preload(); import sys; "
+    code = ("import os; from spark_jobs.runtime.worker_daemon import PRELOADED, preload; preload(); import sys; "
             "print(len(os.listdir('/proc/self/task')), all(m in sys.modules for m in PRELOADED))")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                                           "JE_ARROW_MALLOC_CONF")}
@@ -339,7 +339,7 @@ def test_a_busy_port_is_refused_in_one_line_before_any_server_starts(tmp_path):
         port = busy.getsockname()[1]
         with pytest.raises(SparkSetupError, match=f"port {port} is already in use"):
             start_server(port, "local[1]", tmp_path / "server.log")
-        proc = subprocess.run([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port)],
+        proc = subprocess.run([sys.executable, "-m", "spark_jobs.runtime.connect_server", "--port", str(port)],
                               capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [f"error: port {port} is already in use: stop what listens there "
@@ -355,13 +355,13 @@ def test_a_server_that_lives_as_long_as_a_command(tmp_path):
         check_java()
     except SparkSetupError as exc:
         pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
-    command = ("import os, sys; from spark_jobs.session import check_connect_server; "
+    command = ("import os, sys; from spark_jobs.runtime.session import check_connect_server; "
                "url = os.environ['LOGPLAT_SPARK_MASTER']; check_connect_server(url); print('CHILD', url); sys.exit(3)")
     # a log past its limit rolls over to server.log.1 before the server writes
     old_output = b"an earlier start\n" * (connect_server.LOG_ROLL_BYTES // 17 + 1)
     (tmp_path / "server.log").write_bytes(old_output)
     (tmp_path / "server.log.1").write_bytes(b"the oldest start\n")
-    proc = subprocess.run([sys.executable, "-m", "spark_jobs.connect_server", "--port", "0", "--master", "local[1]",
+    proc = subprocess.run([sys.executable, "-m", "spark_jobs.runtime.connect_server", "--port", "0", "--master", "local[1]",
                            "--log", str(tmp_path / "server.log"), "--", sys.executable, "-c", command],
                           capture_output=True, text=True, cwd=REPO, timeout=CLIENT_TIMEOUT_S)
     assert proc.returncode == 3, proc.stderr[-3000:]
@@ -376,7 +376,7 @@ def test_a_server_that_lives_as_long_as_a_command(tmp_path):
     with pytest.raises(SparkSetupError, match="no Spark Connect server answers"):
         session.check_connect_server(url, timeout_s=1)
 
-    missing = subprocess.run([sys.executable, "-m", "spark_jobs.connect_server", "--port", "0", "--",
+    missing = subprocess.run([sys.executable, "-m", "spark_jobs.runtime.connect_server", "--port", "0", "--",
                               "no-such-command-here"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr.splitlines() == ["error: command not found: no-such-command-here"]
@@ -400,7 +400,7 @@ def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command
     except SparkSetupError as exc:
         pytest.skip(f"no usable Java for a Spark Connect server: {exc}")
     port = free_port()
-    starting = subprocess.Popen([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port),
+    starting = subprocess.Popen([sys.executable, "-m", "spark_jobs.runtime.connect_server", "--port", str(port),
                                  "--master", "local[1]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd=REPO)
     deadline = time.monotonic() + 60
@@ -421,7 +421,7 @@ def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command
                "time.sleep(600)'], stdout=subprocess.PIPE)]; "
                "kids[1].stdout.readline(); "  # its handler is set
                "print('READY', *(k.pid for k in kids), flush=True); time.sleep(600)")
-    running = subprocess.Popen([sys.executable, "-m", "spark_jobs.connect_server", "--port", str(port), "--master",
+    running = subprocess.Popen([sys.executable, "-m", "spark_jobs.runtime.connect_server", "--port", str(port), "--master",
                                 "local[1]", "--", sys.executable, "-c", command], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert running.stdout.readline().startswith(f"Spark Connect server on sc://127.0.0.1:{port} ")
@@ -435,12 +435,12 @@ def test_a_kill_stops_the_server_while_it_starts_and_is_passed_on_to_the_command
 
 
 @pytest.mark.parametrize("args, error", [
-    (["spark_jobs.connect_server", "--port", "abc"], "argument --port: a port must be an integer, got 'abc'"),
-    (["spark_jobs.connect_server", "--port", "70000"], "argument --port: a port must be between 0 and 65535, got 70000"),
-    (["spark_jobs.connect_server", "--port", "0", "--log", "{tmp}/no-such-dir/server.log"],
+    (["spark_jobs.runtime.connect_server", "--port", "abc"], "argument --port: a port must be an integer, got 'abc'"),
+    (["spark_jobs.runtime.connect_server", "--port", "70000"], "argument --port: a port must be between 0 and 65535, got 70000"),
+    (["spark_jobs.runtime.connect_server", "--port", "0", "--log", "{tmp}/no-such-dir/server.log"],
      "cannot write the server's log {tmp}/no-such-dir/server.log: No such file or directory"),
-    (["spark_jobs.warm_up", "local[2]"], "the url must name a Spark Connect server (sc://...), got 'local[2]'"),
-    (["spark_jobs.warm_up", "sc://127.0.0.1:1", "--rounds", "0"],
+    (["spark_jobs.runtime.warm_up", "local[2]"], "the url must name a Spark Connect server (sc://...), got 'local[2]'"),
+    (["spark_jobs.runtime.warm_up", "sc://127.0.0.1:1", "--rounds", "0"],
      "argument --rounds: a number of rounds must be between 1 and 100, got 0"),
 ])
 def test_bad_usage_of_the_server_and_its_warm_up_is_one_line(tmp_path, args, error):
