@@ -23,7 +23,7 @@ from typing import Mapping
 
 from spark_jobs.runtime.session import DEFAULT_MASTER, spark_environment
 from storage_engine.config.broker import retention_check_interval_ms
-from storage_engine.config.environment import engine_environment
+from storage_engine.logdir.environment import engine_environment
 from storage_engine.config.values import INT_MAX
 from storage_engine.files.naming import is_digits
 

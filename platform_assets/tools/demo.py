@@ -31,7 +31,7 @@ from pathlib import Path
 from spark_jobs.runtime.connect_server import free_port, local_connect_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.runtime.session import MASTER_ENV
-from storage_engine.config.environment import LOG_DIRS_ENV, log_dirs_from_env
+from storage_engine.logdir.environment import LOG_DIRS_ENV, log_dirs_from_env
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.tools.usage import OneLineParser, UsageError

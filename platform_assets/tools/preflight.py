@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from spark_jobs.runtime.session import spark_environment
-from storage_engine.config.environment import LOG_DIRS_ENV
+from storage_engine.logdir.environment import LOG_DIRS_ENV
 from storage_engine.errors import LogError
 
 from ..logic.settings import PlatformSettings

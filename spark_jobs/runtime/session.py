@@ -112,7 +112,7 @@ def spark_environment(*, probe: bool = False) -> SparkEnvironment:
     """``$LOGPLAT_SPARK_MASTER`` (default ``local[*]``) and ``$LOGPLAT_SPARK_LOG_LEVEL`` (default
     ``ERROR``), each checked by the rules Spark applies once its JVM is up, so a value it would
     refuse is one line naming the variable before any JVM starts (the engine's variables are
-    ``storage_engine.config.environment``'s). ``probe``: also connect to the master or Spark
+    ``storage_engine.logdir.environment``'s). ``probe``: also connect to the master or Spark
     Connect server it names (:func:`check_spark_master`); without, nothing leaves the process."""
     master = os.environ.get(MASTER_ENV) or DEFAULT_MASTER
     try:

@@ -12,6 +12,7 @@ built-in default. Within the broker, the finer unit wins (``log.retention.ms`` o
 The package holds one idea per module: ``values`` (Kafka's ``ConfigDef`` types, ranges and
 validators), ``topic`` (the topic-level keys and ``LogConfig``), ``broker`` (a broker's
 ``log.*`` keys as topic defaults, and the broker-level limits), ``cleaner`` (the cleaner's
-``CleanerConfig``), ``properties`` (reading a broker's ``server.properties``) and ``environment``
-(the engine's ``LOGPLAT_*`` variables, read and checked).
+``CleanerConfig``) and ``properties`` (reading a broker's ``server.properties``). The engine's
+``LOGPLAT_*`` variables are read in ``logdir.environment``, since checking the log dirs they
+name is the log manager's rule.
 """

@@ -1,5 +1,5 @@
 """A broker's ``server.properties`` (named by ``$LOGPLAT_SERVER_PROPERTIES``, see
-``config.environment``): read safely and validated before any command uses it."""
+``logdir.environment``): read safely and validated before any command uses it."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from ..errors import ConfigError, UnknownConfigError
-from ..index.time_index import TimeIndex
+from ..limits import TIME_INDEX_ENTRY_SIZE
 from ..files.naming import METADATA_LOG_TOPIC
 from .values import LONG_MAX, Validator, at_least, between, each_one_of, one_of, parse_value
 
@@ -229,9 +229,9 @@ def check_segment_index_bytes(config: LogConfig) -> None:
     validator takes 4, and then no segment of the topic can be made ("Invalid max index size"):
     one create so broke every writable command of its log dir. A value stored before stays
     readable, so that the topic can be altered or deleted."""
-    if config.segment_index_bytes < TimeIndex.ENTRY_SIZE:
+    if config.segment_index_bytes < TIME_INDEX_ENTRY_SIZE:
         raise ConfigError("segment.index.bytes", config.segment_index_bytes,
-                          f"Value must be at least {TimeIndex.ENTRY_SIZE} (one time index entry)")
+                          f"Value must be at least {TIME_INDEX_ENTRY_SIZE} (one time index entry)")
 
 
 def creation_overrides(topic: str, overrides: Mapping[str, str]) -> dict[str, str]:

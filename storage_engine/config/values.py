@@ -1,6 +1,7 @@
 """Kafka's ``ConfigDef`` value types and validators: how every config value, topic-level or
 broker-level, is parsed and range-checked, with Kafka's error texts. Numbers the whole engine
-bounds itself by (Java's int and long, the latest accepted clock) live here too."""
+bounds itself by live here too (the latest accepted clock; Java's int and long ranges come from
+``storage_engine.limits``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,7 @@ import re
 from typing import Any, Callable
 
 from ..errors import ConfigError
-
-INT_MAX = 2**31 - 1
-INT_MIN = -(2**31)
-LONG_MAX = 2**63 - 1
-LONG_MIN = -(2**63)
+from ..limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 
 MS_PER_MINUTE = 60 * 1000
 #: the latest clock any command accepts (9999-12-31T23:59:59.999Z): a record timestamp or ``now_ms``

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from ..config.values import INT_MAX, LONG_MAX
+from ..limits import INT_MAX, LONG_MAX
 from ..errors import InvalidSegmentNameError, InvalidTopicError
 from .nofollow import check_dir_entry, check_file_entry
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from ..config.values import INT_MAX
+from ..limits import INT_MAX
 from ..errors import CorruptIndexError, IndexSizeError, LogError
 from ..files.nofollow import open_nofollow
 

@@ -8,7 +8,7 @@ from bisect import bisect_left
 from typing import Iterator
 
 from ..errors import CorruptIndexError, LogError
-from ..config.values import INT_MAX
+from ..limits import INT_MAX
 from .abstract import AbstractIndex, InvalidOffsetError, OffsetPosition, LITTLE_ENDIAN
 
 

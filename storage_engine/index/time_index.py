@@ -7,13 +7,14 @@ from bisect import bisect_right
 from typing import Iterator
 
 from ..errors import CorruptIndexError, LogError
+from ..limits import TIME_INDEX_ENTRY_SIZE
 from .abstract import AbstractIndex, InvalidOffsetError, TimestampOffset
 
 
 class TimeIndex(AbstractIndex):
     """``.timeindex``: the largest timestamp seen up to each indexed offset."""
 
-    ENTRY_SIZE = 12
+    ENTRY_SIZE = TIME_INDEX_ENTRY_SIZE
     _STRUCT = struct.Struct(">qi")
     _VAL_TYPECODE = "q"
     _FULL_RESERVE = 1  # the roll/close entry is appended with the full check skipped

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..config.topic import LogConfig
-from ..config.values import LONG_MAX
+from ..limits import LONG_MAX
 from ..errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from ..record import (
     CompressionType,

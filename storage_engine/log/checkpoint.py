@@ -23,63 +23,23 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..config.values import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
+from ..limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 from ..errors import CheckpointError, InvalidTopicError
 from ..files.naming import validate_topic_name
-from ..files.nofollow import open_dir_nofollow, open_nofollow, read_bytes_nofollow
+from ..files.durable import atomic_write, fsync_dir
+from ..files.nofollow import open_nofollow, read_bytes_nofollow
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".logplat-checkpoints.lock"
-TMP_SUFFIX = ".tmp"
 
 CURRENT_VERSION = 0
 
 TopicPartition = tuple[str, int]
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or unlink inside ``path`` durable (a directory entry lives in the directory)."""
-    fd = open_dir_nofollow(path)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, tmp: Path | None = None) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new bytes, never a mix.
-
-    The ``.tmp`` name is Kafka's, so a ``.tmp`` a broker left behind is simply overwritten.
-    Concurrent writers of one file must serialise (``CheckpointFile.update`` does): they share
-    the ``.tmp`` name. ``tmp`` overrides it where ``<name>.tmp`` could pass NAME_MAX (topic
-    metadata of a 249-character topic).
-    """
-    path = Path(path)
-    tmp = tmp if tmp is not None else path.with_name(path.name + TMP_SUFFIX)
-    try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
-    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)  # a full disk or a size limit leaves no (empty) .tmp behind
-        raise OSError(exc.errno, exc.strerror, str(path)) from None  # the error names the file
-    fsync_dir(path.parent)
 
 
 def _parse_int(text: str, lo: int, hi: int) -> int | None:

@@ -8,7 +8,7 @@ looks; any temporary file it finds was left by a process that died. In order:
    whose base offset is at or above the smallest ``.cleaned`` offset are removed too: that
    swap was only partly prepared when the process died.
    Staged output of a cleaner (``.cleaning`` files, ``.logplat-staging-*`` directories, see
-   ``staging.py``) is removed too, but only when no cleaner holds the partition's cleaner lock:
+   ``log/staging.py``) is removed too, but only when no cleaner holds the partition's cleaner lock:
    a live cleaner writes them without the partition lock.
 3. For the remaining ``.log.swap`` files (a complete swap interrupted half way), every
    non-swap file whose base offset lies in ``[min swap base, max swap next offset)`` is
@@ -76,9 +76,9 @@ from ..files.naming import (
     is_segment_file,
     offset_from_file_name,
 )
-from ..cleaner.staging import remove_staging_if_idle
 from .temp_files import TempFilePlan, plan_temp_files
 from ..record import verify_batch
+from .staging import remove_staging_if_idle
 from .segment import LogSegment
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)

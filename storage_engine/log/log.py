@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Sequence
 
-from .checkpoint import fsync_dir
 from ..config.topic import LogConfig
-from ..config.values import LONG_MAX
+from ..limits import LONG_MAX
 from ..errors import (AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError,
                      PartitionReplacedError, UndoFailedError, write_failure)
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .reads import LogReads
 from .partition_lock import PartitionLock
-from ..logdir.log_dir import LogDir
+from .dir_state import LogDirState
 from ..faults import crash_point
+from ..files.durable import fsync_dir
 from ..files.naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, check_not_metadata_log, segment_file
 from .producer_state import ProducerStateManager
 from ..record import CompressionType
@@ -52,7 +52,7 @@ class Log(LogReads):
         self,
         directory: Path,
         config: LogConfig,
-        log_dir: LogDir,
+        log_dir: LogDirState,
         *,
         topic: str,
         partition: int,

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from .checkpoint import TMP_SUFFIX, fsync_dir
 from ..errors import LogError, NotRegularFileError, UnsafePathError
 from ..faults import crash_point
+from ..files.durable import TMP_SUFFIX, fsync_dir
 from ..files.naming import SNAPSHOT_SUFFIX, filename_prefix_from_offset, is_digits
 from ..files.nofollow import open_nofollow
 

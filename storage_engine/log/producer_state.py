@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
-from ..config.values import INT_MAX
+from ..limits import INT_MAX
 from ..errors import CorruptRecordError
 from .producer_snapshot import (
     CorruptSnapshotError,

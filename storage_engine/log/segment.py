@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..config.topic import LogConfig
-from ..config.values import INT_MAX, LONG_MAX
+from ..limits import INT_MAX, LONG_MAX
 from ..errors import CorruptRecordError, LogChangedError, LogError
 from ..index import IndexMark, OffsetIndex, TimeIndex
 from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file

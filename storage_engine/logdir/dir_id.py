@@ -18,7 +18,7 @@ import re
 import uuid
 from pathlib import Path
 
-from ..log.checkpoint import atomic_write
+from ..files.durable import atomic_write
 from ..errors import LogError
 from ..files.nofollow import open_nofollow
 

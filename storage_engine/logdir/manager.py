@@ -84,7 +84,7 @@ def check_log_dirs(log_dirs: Sequence[Path | str]) -> list[Path]:
     """``log_dirs`` resolved, once each of them is one the engine opens: at least one, none
     given twice (Kafka's ``log.dirs`` check), none inside another or the same directory as
     another, none a partition directory or a topic metadata folder. The one rule for a list
-    of log dirs, so the environment's check (``config.environment``) is the manager's."""
+    of log dirs, so the environment's check (``logdir.environment``) is the manager's."""
     if not log_dirs:
         raise LogError("at least one log directory is needed")
     paths = [Path(p).resolve() for p in log_dirs]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ContextManager, Iterable, Mapping, Sequence
 
-from ..log.checkpoint import fsync_dir
+from ..files.durable import fsync_dir
 from ..config.broker import MAX_PARTITIONS_KEY, max_partitions_per_topic, topic_log_config
 from ..config.topic import LogConfig, check_config_key, creation_overrides
 from .dir_id import DIR_ID_FILE

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..log.checkpoint import TMP_SUFFIX, atomic_write, fsync_dir
+from ..files.durable import TMP_SUFFIX, atomic_write, fsync_dir
 from ..config.broker import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
 from .dir_id import is_dir_id
 from ..errors import LogError

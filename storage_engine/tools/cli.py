@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from ..cleaner import CompactionReport
-from ..config.environment import engine_environment
+from ..logdir.environment import engine_environment
 from ..config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
 from ..errors import (CleanShutdownMarkerError, LogError, NeedsRecoveryError, RecordTooLargeError,
                      UnknownTopicOrPartitionError)

@@ -259,7 +259,7 @@ def test_bad_log_dirs_are_refused(template, tmp_path, monkeypatch, capsys, log_d
 @pytest.mark.parametrize("log_dirs", [" , ", "{root},{root}/", "{root}/plain-0"])
 def test_bad_log_dirs_in_the_environment_are_refused_naming_the_variable(template, tmp_path, monkeypatch, capsys,
                                                                          log_dirs):
-    """``LOGPLAT_LOG_DIRS`` is checked by the rules ``--log-dirs`` is (``config.environment``),
+    """``LOGPLAT_LOG_DIRS`` is checked by the rules ``--log-dirs`` is (``logdir.environment``),
     and the error names the variable and its value."""
     root = tmp_path / "logs"
     shutil.copytree(template / "logs", root, symlinks=True)

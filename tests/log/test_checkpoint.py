@@ -18,7 +18,6 @@ from storage_engine.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CheckpointFile,
-    atomic_write,
     consume_clean_shutdown_marker,
     format_checkpoint,
     parse_checkpoint,
@@ -27,6 +26,7 @@ from storage_engine.log.checkpoint import (
     write_clean_shutdown_marker,
 )
 from storage_engine.errors import CheckpointError, InvalidTopicError
+from storage_engine.files.durable import atomic_write
 
 from tests.helpers.paths import REAL_KAFKA
 

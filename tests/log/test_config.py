@@ -476,7 +476,7 @@ def test_parse_properties_reads_continuation_lines_and_escapes_as_java_does() ->
 def test_a_misspelt_broker_key_is_warned_of_in_one_line_naming_the_file(tmp_path, monkeypatch, capsys) -> None:
     """A misspelt key left the default in force without a word; a Kafka broker key the engine
     has no use for (``broker.id``) and one it reads are read without one."""
-    from storage_engine.config.environment import broker_props_from_env
+    from storage_engine.logdir.environment import broker_props_from_env
 
     props_file = tmp_path / "server.properties"
     props_file.write_text("broker.id=1\nlog.retention.msx=5000\nlog.segment.bytes=1048576\nfrobnicate=1\n")
@@ -490,7 +490,7 @@ def test_a_misspelt_broker_key_is_warned_of_in_one_line_naming_the_file(tmp_path
 
 def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatch) -> None:
     """The env-named server.properties is read by parse_properties: ``key: value`` counts too."""
-    from storage_engine.config.environment import broker_props_from_env
+    from storage_engine.logdir.environment import broker_props_from_env
 
     props_file = tmp_path / "server.properties"
     props_file.write_text("# broker\nlog.retention.ms: 5000\n! note\nlog.segment.bytes=1048576\n")
@@ -514,7 +514,7 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
 def test_a_properties_file_that_cannot_be_read_is_named_with_its_variable(tmp_path, monkeypatch, make, error) -> None:
     """A FIFO hung every command; the others gave bare OS or codec errors naming neither the
     file nor the variable."""
-    from storage_engine.config.environment import broker_props_from_env
+    from storage_engine.logdir.environment import broker_props_from_env
     from storage_engine.errors import ServerPropertiesError
 
     path = tmp_path / "server.properties"

@@ -264,7 +264,7 @@ def test_the_cleaner_lock_refuses_a_link_made_after_the_partition_was_checked(tm
     """The partition open refuses symlinks it sees; a link made afterwards (a race) is refused by
     the cleaner's own no-follow open instead of being truncated or locked through."""
     from storage_engine.errors import UnsafePathError
-    from storage_engine.cleaner.staging import CLEANER_LOCK_FILE, CleanerLock
+    from storage_engine.log.staging import CLEANER_LOCK_FILE, CleanerLock
 
     victim = tmp_path / "victim.bin"
     victim.write_bytes(b"keep")

@@ -96,7 +96,7 @@ def test_only_ascii_digits_name_a_snapshot_or_a_staged_file(tmp_path):
     """``str.isdigit`` took twenty Arabic-Indic zeros for an offset (``int`` reads them), so a
     user's file of that name was listed as a snapshot, and one starting with such a digit and
     ending ``.cleaning`` was removed as a cleaner's leftover."""
-    from storage_engine.cleaner.staging import STAGING_SUFFIX, remove_stale_staging
+    from storage_engine.log.staging import STAGING_SUFFIX, remove_stale_staging
 
     foreign = "\u0660" * 20 + ".snapshot"
     (tmp_path / foreign).write_bytes(b"not a snapshot")

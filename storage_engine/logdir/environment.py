@@ -8,6 +8,9 @@ preflight). The Spark jobs' variables are read and checked in ``spark_jobs.runti
   engine opens (``manager.check_log_dirs``: none twice, none nested, no partition directory);
 * ``LOGPLAT_SERVER_PROPERTIES``: a broker ``server.properties`` whose ``log.*`` keys set the
   topic defaults (``config.properties``).
+
+It sits in ``logdir/`` because checking the log dirs is the manager's rule, which the
+configuration layer below may not import.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import EnvironmentValueError, LogError
-from ..logdir.manager import check_log_dirs
-from .properties import read_server_properties
+from ..config.properties import read_server_properties
+from .manager import check_log_dirs
 
 LOG_DIRS_ENV = "LOGPLAT_LOG_DIRS"
 SERVER_PROPERTIES_ENV = "LOGPLAT_SERVER_PROPERTIES"
