@@ -12,8 +12,8 @@ from .offset_map import OffsetMap
 from ..config.values import LONG_MAX
 from ..record import RawBatch, Record, decode_batch, verify_batch
 from ..record.records import BatchHeader
+from ..record.control import control_type_of
 from ..record.rewrite import (
-    control_type_of,
     corrupt_batch,
     empty_batch_of,
     rebuild_legacy_batch,

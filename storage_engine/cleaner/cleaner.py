@@ -17,7 +17,8 @@ from ..faults import crash_point
 from ..files.naming import CLEANED_SUFFIX
 from .offset_map import OffsetMap
 from ..record import RawBatch
-from ..record.rewrite import control_type_of, corrupt_batch, record_bytes
+from ..record.control import control_type_of
+from ..record.rewrite import corrupt_batch, record_bytes
 from ..record.v2 import RECORD_BATCH_OVERHEAD
 from ..record.varint import VarintError
 from ..log.segment import LogSegment

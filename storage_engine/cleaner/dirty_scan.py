@@ -8,7 +8,8 @@ from typing import Callable, Iterable, Iterator
 
 from .plan import SegmentFacts, segments_in_range
 from ..record import RawBatch, decode_batch, verify_batch
-from ..record.rewrite import control_type_of, corrupt_batch, record_bytes
+from ..record.control import control_type_of
+from ..record.rewrite import corrupt_batch, record_bytes
 from ..record.v2 import walk_records as walk_v2_records
 from ..record.varint import VarintError
 from .inputs import InputSegment

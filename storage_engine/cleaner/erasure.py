@@ -52,7 +52,7 @@ from ..files.naming import DELETED_SUFFIX, LOG_SUFFIX
 from ..files.nofollow import open_nofollow
 from ..record import decode_batch
 from ..record.file_records import read_batches
-from ..record.rewrite import control_type_of
+from ..record.control import control_type_of
 from ..log.stats import live_stats
 
 if TYPE_CHECKING:

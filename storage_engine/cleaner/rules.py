@@ -13,7 +13,7 @@ from enum import Enum, IntEnum
 from typing import Iterable
 
 from ..record.records import BatchHeader
-from ..record.rewrite import CONTROL_ABORT, CONTROL_COMMIT
+from ..record.control import ControlRecordType
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,9 @@ class ProducerStateBuilder:
             if control_type is None:
                 return
             self._epoch[pid] = header.producer_epoch
-            if control_type in (CONTROL_ABORT, CONTROL_COMMIT):
+            if control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
                 first = self._open.pop(pid, None)
-                if first is not None and control_type == CONTROL_ABORT:
+                if first is not None and control_type == ControlRecordType.ABORT:
                     self._aborted.append(AbortedTxn(pid, first, header.last_offset))
             return
         self._epoch[pid] = header.producer_epoch
@@ -132,13 +132,13 @@ class TransactionTracker:
         if control_type is None:
             return True  # an empty control batch was already cleaned
         pid = header.producer_id
-        if control_type == CONTROL_ABORT:
+        if control_type == ControlRecordType.ABORT:
             ongoing = self._aborted_ongoing.pop(pid, None)
             if ongoing is not None and ongoing[1] is not None:
                 self.retained_aborted.append(ongoing[0])
                 return False
             return True
-        if control_type == CONTROL_COMMIT:
+        if control_type == ControlRecordType.COMMIT:
             if pid in self._committed_ongoing:
                 self._committed_ongoing.discard(pid)
                 return False

@@ -17,13 +17,11 @@ producer stays in the state (and its last batch header in the log) for good.
 from __future__ import annotations
 
 import os
-import struct
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
 from ..limits import INT_MAX
-from ..errors import CorruptRecordError
 from .producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
@@ -32,43 +30,11 @@ from .producer_snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from ..record import RawBatch, decode_batch
+from ..record import RawBatch
+from ..record.control import EndTransactionMarker, read_end_txn_marker
 from ..record.records import BatchHeader
 
 _MAX_SEQUENCE = INT_MAX
-_CONTROL_KEY = struct.Struct(">hh")  # version, type
-_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
-_ABORT, _COMMIT = 0, 1
-
-
-@dataclass(frozen=True)
-class ControlMarker:
-    """An end-transaction marker read from a control batch's record (Kafka's ``EndTransactionMarker``)."""
-
-    control_type: int
-    coordinator_epoch: int
-    timestamp: int
-
-
-def read_marker(raw: RawBatch, path: str | None = None) -> ControlMarker | None:
-    """The marker of a control batch; None for an empty one (compaction removed its record) or a
-    control type that is not ABORT/COMMIT (Kafka's ``ProducerAppendInfo.append`` skips both)."""
-    if raw.header.records_count == 0:
-        return None
-    records = decode_batch(raw, verify=False, path=path)
-    if not records:
-        return None
-    rec = records[0]
-    if rec.key is None or len(rec.key) < _CONTROL_KEY.size:
-        raise CorruptRecordError("control record key is shorter than 4 bytes", path=path,
-                                 position=raw.position, offset=raw.header.base_offset)
-    control_type = _CONTROL_KEY.unpack_from(rec.key)[1]
-    if control_type not in (_ABORT, _COMMIT):
-        return None
-    if rec.value is None or len(rec.value) < _MARKER_VALUE.size:
-        raise CorruptRecordError("end transaction marker value is shorter than 6 bytes", path=path,
-                                 position=raw.position, offset=raw.header.base_offset)
-    return ControlMarker(control_type, _MARKER_VALUE.unpack_from(rec.value)[1], rec.timestamp)
 
 
 def _with_epoch(entry: SnapshotEntry, epoch: int) -> SnapshotEntry:
@@ -78,7 +44,7 @@ def _with_epoch(entry: SnapshotEntry, epoch: int) -> SnapshotEntry:
     return replace(entry, producer_epoch=epoch, last_sequence=-1, last_offset=-1, offset_delta=0)
 
 
-def apply_batch(entry: SnapshotEntry | None, header: BatchHeader, marker: ControlMarker | None) -> SnapshotEntry | None:
+def apply_batch(entry: SnapshotEntry | None, header: BatchHeader, marker: EndTransactionMarker | None) -> SnapshotEntry | None:
     """A producer's entry after one of its batches (Kafka's ``ProducerAppendInfo.append``): a data
     batch becomes its last batch; a marker ends its transaction and records the coordinator
     epoch; an emptied control batch changes nothing."""
@@ -167,7 +133,7 @@ class ProducerStateManager:
             if h.last_offset < self.map_end_offset or h.base_offset >= end_offset:
                 continue
             if h.magic >= 2 and h.producer_id >= 0:
-                marker = read_marker(raw, path) if h.is_control else None
+                marker = read_end_txn_marker(raw, path) if h.is_control else None
                 entry = apply_batch(self.producers.get(h.producer_id), h, marker)
                 if entry is not None:
                     self.producers[h.producer_id] = entry

@@ -1,7 +1,7 @@
 """Rewriting batch bytes for the cleaner, the byte side of Kafka's ``MemoryRecords.filterTo``:
 a record's bytes as stored (decompressed when needed), a record restamped with a new timestamp
 delta, a v2 batch assembled from surviving records' bytes, the empty header that keeps a
-producer's last batch, legacy (magic 0/1) messages, and a control batch's type.
+producer's last batch, and legacy (magic 0/1) messages (a control batch's type is ``control``'s).
 
 The cleaner decides keep or drop (``storage_engine.cleaner``); only this module and the codecs
 beside it write batch bytes.
@@ -13,7 +13,7 @@ import struct
 import zlib
 
 from ..errors import CorruptRecordError
-from . import RawBatch, decode_batch, encode_empty_batch
+from . import RawBatch, encode_empty_batch
 from .compression import compress, decompress
 from .records import BatchHeader, Record, TimestampType
 from .v2 import ATTR_DELETE_HORIZON, RECORD_BATCH_OVERHEAD
@@ -21,9 +21,6 @@ from .v2_builder import assemble_batch
 from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-CONTROL_KEY = struct.Struct(">hh")
 OFFSET_AND_LENGTH = struct.Struct(">qi")
 
 
@@ -136,16 +133,3 @@ def encode_legacy_message(offset: int, magic: int, log_append_time: bool, timest
     body = b"".join(parts)
     message = struct.pack(">I", zlib.crc32(body)) + body
     return OFFSET_AND_LENGTH.pack(offset, len(message)) + message
-
-
-def control_type_of(raw: RawBatch, path: str | None = None) -> int | None:
-    """The control record type of a control batch (0 ABORT, 1 COMMIT, ...), None when empty."""
-    if raw.header.records_count == 0:
-        return None
-    records = decode_batch(raw, verify=False, path=path)
-    if not records:
-        return None
-    key = records[0].key
-    if key is None or len(key) < 4:
-        raise corrupt_batch("control record key is shorter than 4 bytes", raw, path)
-    return CONTROL_KEY.unpack_from(key, 0)[1]

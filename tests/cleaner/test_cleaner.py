@@ -45,7 +45,8 @@ from storage_engine.cleaner import (
     CleanerLock,
     retain_record,
 )
-from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT, encode_legacy_message
+from storage_engine.record.control import ControlRecordType
+from storage_engine.record.rewrite import encode_legacy_message
 from storage_engine.cleaner.plan import SegmentFacts, group_segments_by_size
 from storage_engine.tools.cli import main as logctl
 from storage_engine.config.cleaner import CleanerConfig
@@ -551,8 +552,8 @@ def test_producer_state_and_transaction_tracker_rules():
     b = ProducerStateBuilder()
     b.observe(hdr(0, 1, 1, txn=True))
     b.observe(hdr(2, 2, 2, txn=True))
-    b.observe(hdr(3, 3, 1, txn=True, ctl=True), CONTROL_ABORT)
-    b.observe(hdr(4, 4, 3, epoch=7, txn=True, ctl=True), CONTROL_COMMIT)  # a marker alone
+    b.observe(hdr(3, 3, 1, txn=True, ctl=True), ControlRecordType.ABORT)
+    b.observe(hdr(4, 4, 3, epoch=7, txn=True, ctl=True), ControlRecordType.COMMIT)  # a marker alone
     snap = b.snapshot(10)
     assert [(a.producer_id, a.first_offset, a.last_offset) for a in snap.aborted] == [(1, 0, 3)]
     assert snap.last_stable_offset == 2 and snap.open_transactions == {2: 2}
@@ -560,9 +561,9 @@ def test_producer_state_and_transaction_tracker_rules():
     t = TransactionTracker(snap.aborted)
     assert t.on_data_batch(hdr(0, 1, 1, txn=True)) is True
     assert t.on_data_batch(hdr(2, 2, 2, txn=True)) is False
-    assert t.on_control_batch(hdr(3, 3, 1, txn=True, ctl=True), CONTROL_ABORT) is False  # batches seen
-    assert t.on_control_batch(hdr(5, 5, 2, txn=True, ctl=True), CONTROL_COMMIT) is False
-    assert t.on_control_batch(hdr(6, 6, 2, txn=True, ctl=True), CONTROL_COMMIT) is True  # nothing seen
+    assert t.on_control_batch(hdr(3, 3, 1, txn=True, ctl=True), ControlRecordType.ABORT) is False  # batches seen
+    assert t.on_control_batch(hdr(5, 5, 2, txn=True, ctl=True), ControlRecordType.COMMIT) is False
+    assert t.on_control_batch(hdr(6, 6, 2, txn=True, ctl=True), ControlRecordType.COMMIT) is True  # nothing seen
     assert t.on_control_batch(hdr(7, 7, 4, ctl=True), None) is True  # an already emptied marker
 
 

@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 from storage_engine.cleaner import STAGING_SUFFIX, Cleaner
-from storage_engine.record.rewrite import CONTROL_ABORT, CONTROL_COMMIT
+from storage_engine.record.control import ControlRecordType
 from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.logdir.manager import LogManager
 from storage_engine.cleaner.offset_map import VERSION_ENTRY_COST, entry_cost
@@ -77,7 +77,7 @@ def data_batch(base: int, pairs, *, ts: int = NOW, pid: int = -1, epoch: int = -
 
 
 def marker(offset: int, pid: int, epoch: int, *, commit: bool, ts: int = NOW) -> bytes:
-    rec = Record(offset, ts, struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT), struct.pack(">hi", 0, 0))
+    rec = Record(offset, ts, struct.pack(">hh", 0, ControlRecordType.COMMIT if commit else ControlRecordType.ABORT), struct.pack(">hi", 0, 0))
     return encode_batch([rec], base_offset=offset, producer_id=pid, producer_epoch=epoch, is_transactional=True,
                         is_control=True)
 
