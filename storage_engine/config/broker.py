@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..errors import ConfigError
 from .topic import TOPIC_CONFIGS, LogConfig, check_segment_index_bytes, check_together, validate_topic_overrides

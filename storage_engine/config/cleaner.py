@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from .values import INT_MAX, Validator, at_least, parse_value
-
 
 _MIB = 1024 * 1024
 

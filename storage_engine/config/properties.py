@@ -8,15 +8,20 @@ import os
 import re
 import stat
 import sys
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from ..errors import LogError, ServerPropertiesError
 from ..files.nofollow import file_kind
-from .broker import (BROKER_MAPPINGS, MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY, build_log_config,
-                     max_partitions_per_topic, retention_check_interval_ms)
+from .broker import (
+    BROKER_MAPPINGS,
+    MAX_PARTITIONS_KEY,
+    RETENTION_CHECK_INTERVAL_KEY,
+    build_log_config,
+    max_partitions_per_topic,
+    retention_check_interval_ms,
+)
 from .cleaner import CLEANER_KEYS, build_cleaner_config
 from .topic import validate_topic_overrides
-
 
 # Kafka broker keys a ``server.properties`` carries that the engine has no use for (a broker's
 # network, quorum, replication and threads; the log dirs, which come from ``LOGPLAT_LOG_DIRS``):

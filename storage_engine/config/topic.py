@@ -3,13 +3,14 @@ validator, the rules between keys, and the resolved ``LogConfig`` a log runs wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import ConfigError, UnknownConfigError
-from ..limits import TIME_INDEX_ENTRY_SIZE
 from ..files.naming import METADATA_LOG_TOPIC
+from ..limits import TIME_INDEX_ENTRY_SIZE
 from .values import LONG_MAX, Validator, at_least, between, each_one_of, one_of, parse_value
 
 

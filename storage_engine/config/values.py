@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ConfigError
 from ..limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN

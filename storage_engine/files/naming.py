@@ -13,8 +13,8 @@ import os
 import re
 from pathlib import Path
 
-from ..limits import INT_MAX, LONG_MAX
 from ..errors import InvalidSegmentNameError, InvalidTopicError
+from ..limits import INT_MAX, LONG_MAX
 from .nofollow import check_dir_entry, check_file_entry
 
 LOG_SUFFIX = ".log"

@@ -23,8 +23,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import NotRegularFileError, UnsafePathError
 

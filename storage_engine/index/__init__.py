@@ -25,7 +25,15 @@ so a log with thousands of segments opens cheaply.
 
 from __future__ import annotations
 
-from .abstract import AbstractIndex, DEFAULT_MAX_INDEX_SIZE, IndexMark, IndexOffsetOverflowError, InvalidOffsetError, OffsetPosition, TimestampOffset
+from .abstract import (
+    DEFAULT_MAX_INDEX_SIZE,
+    AbstractIndex,
+    IndexMark,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    OffsetPosition,
+    TimestampOffset,
+)
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 

@@ -9,14 +9,14 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
-from ..limits import INT_MAX
 from ..errors import CorruptIndexError, IndexSizeError, LogError
 from ..files.nofollow import open_nofollow
-
+from ..limits import INT_MAX
 
 DEFAULT_MAX_INDEX_SIZE = 10485760
 _READ_CHUNK = 1 << 16  # bytes read per step when loading, so a zero tail is never read whole
@@ -272,12 +272,12 @@ class AbstractIndex:
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror, str(self._path)) from None
 
-    def mark(self) -> "IndexMark":
+    def mark(self) -> IndexMark:
         """Where the index stands, so that appends after it can be undone (``rollback``)."""
         self._ensure_loaded()
         return IndexMark(len(self._rel), self._length)
 
-    def rollback(self, mark: "IndexMark") -> None:
+    def rollback(self, mark: IndexMark) -> None:
         """Drop the entries added since ``mark`` and give the file back its length, or remove it
         when it was created since (a failed produce leaves no new file behind)."""
         self._require_writable()

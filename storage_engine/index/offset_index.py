@@ -5,11 +5,11 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import CorruptIndexError, LogError
 from ..limits import INT_MAX
-from .abstract import AbstractIndex, InvalidOffsetError, OffsetPosition, LITTLE_ENDIAN
+from .abstract import LITTLE_ENDIAN, AbstractIndex, InvalidOffsetError, OffsetPosition
 
 
 class OffsetIndex(AbstractIndex):
@@ -29,7 +29,7 @@ class OffsetIndex(AbstractIndex):
         words = array("i", data)
         if LITTLE_ENDIAN:
             words.byteswap()
-        return zip(words[0::2], words[1::2])
+        return zip(words[0::2], words[1::2], strict=True)
 
     @staticmethod
     def _follows(prev_rel: int, prev_val: int, rel: int, val: int) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import CorruptIndexError, LogError
 from ..limits import TIME_INDEX_ENTRY_SIZE

@@ -8,12 +8,12 @@ rejected append changes nothing on disk.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..config.topic import LogConfig
-from ..limits import LONG_MAX
 from ..errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from ..limits import LONG_MAX
 from ..record import (
     CompressionType,
     Record,
@@ -24,7 +24,6 @@ from ..record import (
     set_base_offset,
     verify_batch,
 )
-
 
 _BASE_OFFSET = struct.Struct(">q")
 

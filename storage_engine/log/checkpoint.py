@@ -20,14 +20,14 @@ import fcntl
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
-from ..limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 from ..errors import CheckpointError, InvalidTopicError
-from ..files.naming import validate_topic_name
 from ..files.durable import atomic_write, fsync_dir
+from ..files.naming import validate_topic_name
 from ..files.nofollow import open_nofollow, read_bytes_nofollow
+from ..limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -204,7 +204,7 @@ class CheckpointFile:
     def _write(self, entries: Mapping[TopicPartition, int]) -> None:
         self._parsed = (write_checkpoint(self.path, entries), dict(entries))
 
-    def _locked(self) -> "_DirLock":
+    def _locked(self) -> _DirLock:
         return _DirLock(self.log_dir / LOCK_FILE)
 
 
@@ -215,7 +215,7 @@ class _DirLock:
         self.path = path
         self._fd = -1
 
-    def __enter__(self) -> "_DirLock":
+    def __enter__(self) -> _DirLock:
         self._fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX)

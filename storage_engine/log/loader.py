@@ -76,10 +76,10 @@ from ..files.naming import (
     is_segment_file,
     offset_from_file_name,
 )
-from .temp_files import TempFilePlan, plan_temp_files
 from ..record import verify_batch
-from .staging import remove_staging_if_idle
 from .segment import LogSegment
+from .staging import remove_staging_if_idle
+from .temp_files import TempFilePlan, plan_temp_files
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 

@@ -10,25 +10,32 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Sequence
 
 from ..config.topic import LogConfig
-from ..limits import LONG_MAX
-from ..errors import (AppendFailedError, LogError, OffsetOutOfRangeError, OffsetOverflowError,
-                     PartitionReplacedError, UndoFailedError, write_failure)
-from .loader import REFUSED_UNCHANGED, LogLoader
-from .reads import LogReads
-from .partition_lock import PartitionLock
-from .dir_state import LogDirState
+from ..errors import (
+    AppendFailedError,
+    LogError,
+    OffsetOutOfRangeError,
+    OffsetOverflowError,
+    PartitionReplacedError,
+    UndoFailedError,
+    write_failure,
+)
 from ..faults import crash_point
 from ..files.durable import fsync_dir
 from ..files.naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, check_not_metadata_log, segment_file
-from .producer_state import ProducerStateManager
+from ..limits import LONG_MAX
 from ..record import CompressionType
-from .segment import AppendMark, LogSegment, now_ms
 from .append_validation import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
+from .dir_state import LogDirState
+from .loader import REFUSED_UNCHANGED, LogLoader
+from .partition_lock import PartitionLock
+from .producer_state import ProducerStateManager
+from .reads import LogReads
+from .segment import AppendMark, LogSegment, now_ms
 
 #: what a failed undo leaves (``Log._undo``): the process stops writing, recovery rebuilds the log
 UNDO_FAILED_NEXT = ("it takes no more writes in this process, and the next writable open of its log dir, once every "
@@ -300,11 +307,11 @@ class Log(LogReads):
                                         f"(log end offset still {self._leo})") from None
             return infos
 
-    def _tail_mark(self) -> "_TailMark":
+    def _tail_mark(self) -> _TailMark:
         return _TailMark(len(self.segments), self.active_segment.append_mark(), self._leo, self.recovery_point,
                          self._unflushed, self._dirty)
 
-    def _undo(self, mark: "_TailMark", failure: BaseException) -> None:
+    def _undo(self, mark: _TailMark, failure: BaseException) -> None:
         """Undo a failed produce call (``_rollback``). When the undo fails as well, the files and
         this process's view of them may differ, so the log refuses every later write here
         (``_undo_failure``) and this process leaves its log dir's clean-shutdown marker
@@ -322,7 +329,7 @@ class Log(LogReads):
             self._undo_failure = why
         self.log_dir.record_load_failure((self.topic, self.partition))
 
-    def _rollback(self, mark: "_TailMark") -> None:
+    def _rollback(self, mark: _TailMark) -> None:
         """Undo appends and rolls since ``mark`` (lock held): segments created since are removed,
         the segment that was active gets its old length and index entries back."""
         for segment in self.segments[mark.segment_count:]:

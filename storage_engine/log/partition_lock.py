@@ -21,9 +21,9 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import PartitionReplacedError
 from ..files.nofollow import open_nofollow

@@ -17,11 +17,14 @@ producer stays in the state (and its last batch header in the log) for good.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
 
 from ..limits import INT_MAX
+from ..record import RawBatch
+from ..record.control import EndTransactionMarker, read_end_txn_marker
+from ..record.records import BatchHeader
 from .producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
@@ -30,9 +33,6 @@ from .producer_snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from ..record import RawBatch
-from ..record.control import EndTransactionMarker, read_end_txn_marker
-from ..record.records import BatchHeader
 
 _MAX_SEQUENCE = INT_MAX
 

@@ -10,7 +10,7 @@ the segments, the lock and the loading these methods use.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
 from ..record import RawBatch, Record, decode_batch

@@ -33,9 +33,9 @@ a kill at any point leaves the log either as it was or as planned:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
 from ..config.topic import LogConfig
 from ..errors import LogChangedError

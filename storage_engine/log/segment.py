@@ -20,16 +20,16 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..config.topic import LogConfig
-from ..limits import INT_MAX, LONG_MAX
 from ..errors import CorruptRecordError, LogChangedError, LogError
-from ..index import IndexMark, OffsetIndex, TimeIndex
 from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
 from ..files.nofollow import open_nofollow
+from ..index import IndexMark, OffsetIndex, TimeIndex
+from ..limits import INT_MAX, LONG_MAX
 from ..record import RawBatch, decode_batch, verify_batch
 from ..record.file_records import read_batches
 from .segment_time import largest_timestamp
@@ -236,7 +236,7 @@ class LogSegment:
         ``LogSegment.readNextOffset`` does."""
         return self.offset_index.lookup(LONG_MAX).position if self.offset_index.entries else 0
 
-    def read_end(self) -> "SegmentEnd":
+    def read_end(self) -> SegmentEnd:
         """Where the segment's valid batches end, read from its last index entry on: the offset
         after the last complete batch, and the error of a header no batch can have (a size
         below the minimum, a bad magic: Kafka's ``CorruptRecordException``) if one stops the
@@ -382,13 +382,13 @@ class LogSegment:
         every compaction and recovery of the log ("Attempt to append to a full index")."""
         return not (self.offset_index.is_full or self.time_index.is_full)
 
-    def append_mark(self) -> "AppendMark":
+    def append_mark(self) -> AppendMark:
         """Where the segment stands before a produce call, so ``rollback`` can undo the call."""
         self._checked_indexes()
         return AppendMark(self._size, self._max_ts, self._rolling_based_timestamp, self._bytes_since_last_index_entry,
                           self.offset_index.mark(), self.time_index.mark())
 
-    def rollback(self, mark: "AppendMark") -> None:
+    def rollback(self, mark: AppendMark) -> None:
         """Undo every append since ``mark``: the ``.log`` cut back to its old length (a torn batch
         included) and both indexes as they were. Shrinking needs no free space, so this works on
         the full disk that made the append fail."""

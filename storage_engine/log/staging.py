@@ -59,7 +59,7 @@ class CleanerLock:
             os.close(self.fd)  # releases the flock
             self.fd = -1
 
-    def __enter__(self) -> "CleanerLock":
+    def __enter__(self) -> CleanerLock:
         if not self.acquire():
             raise CleanerBusyError(f"{self.path.parent.name} is being cleaned by another process")
         return self

@@ -22,22 +22,30 @@ A reader of a log dir whose recovery is pending plans from the read-only view in
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
+from ..files.naming import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    check_partition_entry,
+    parse_partition_dir,
+)
+from ..files.nofollow import check_not_symlink, open_nofollow
+from ..index import OffsetIndex, TimeIndex
+from ..record import BatchHeader
+from ..record.file_records import read_headers
 from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     read_checkpoint,
 )
-from ..index import OffsetIndex, TimeIndex
 from .segment_time import largest_timestamp
-from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, check_partition_entry, parse_partition_dir
-from ..files.nofollow import check_not_symlink, open_nofollow
-from ..record import BatchHeader
-from ..record.file_records import read_headers
 
 if TYPE_CHECKING:
     from .log import Log
@@ -67,7 +75,7 @@ class SegmentStat:
         return largest_timestamp(self.max_record_timestamp, self.mtime_ms)
 
     @classmethod
-    def of(cls, base_offset: int, size_bytes: int, mtime_ms: int, is_active: bool, largest: int) -> "SegmentStat":
+    def of(cls, base_offset: int, size_bytes: int, mtime_ms: int, is_active: bool, largest: int) -> SegmentStat:
         """A stat with a known timestamp (from a live segment, or built by a test)."""
         return cls(base_offset, size_bytes, mtime_ms, is_active, None, largest)
 
@@ -202,7 +210,7 @@ def segment_next_offset(directory: str, base: int) -> int:
     return _max_over_headers(prefix + LOG_SUFFIX, start, lambda header: header.next_offset, base)
 
 
-def live_stats(log: "Log") -> PartitionStats:
+def live_stats(log: Log) -> PartitionStats:
     """Exact stats of an open log, max timestamps from the segments themselves: what retention
     re-plans from under the lock, the erasure report's deadline, and what a reader plans from
     while recovery is pending (the segments as the view cuts them, ``LogManager.planning_stats``)."""

@@ -15,10 +15,17 @@ end). Completing any of these would move the log end or leave segments that over
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
-from ..files.naming import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, is_segment_file, offset_from_file_name
+from ..files.naming import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    is_segment_file,
+    offset_from_file_name,
+)
 
 
 @dataclass

@@ -31,7 +31,13 @@ from .scan import (
     scan_batches,
     verify_batch,
 )
-from .v2_builder import encode_batch, encode_empty_batch, set_base_offset, set_log_append_time, set_partition_leader_epoch
+from .v2_builder import (
+    encode_batch,
+    encode_empty_batch,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
 
 __all__ = [
     "Record",

@@ -13,7 +13,7 @@ built-in Kafka source minus ``topic``/``partition`` (the caller knows those) and
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -77,7 +77,7 @@ def batches_to_arrow(
 
     if not rows:
         return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
-    offsets, timestamps, keys, values, headers = zip(*rows)
+    offsets, timestamps, keys, values, headers = zip(*rows, strict=True)
     if any(headers):
         headers_arr = pa.array(headers, type=HEADERS_TYPE)
     else:

@@ -50,7 +50,7 @@ class CompressionType(IntEnum):
         return self.name.lower()
 
     @classmethod
-    def from_name(cls, name: str) -> "CompressionType":
+    def from_name(cls, name: str) -> CompressionType:
         """Parse a codec name as Kafka configs spell it (``uncompressed`` is an alias of ``none``)."""
         key = name.strip().lower()
         if key == "uncompressed":
@@ -63,7 +63,7 @@ class CompressionType(IntEnum):
             ) from None
 
     @classmethod
-    def from_id(cls, codec_id: int) -> "CompressionType":
+    def from_id(cls, codec_id: int) -> CompressionType:
         """Codec for an attribute id; ids 5..7 raise :class:`UnknownCompressionError` (Kafka's
         "Unknown compression type id"), which callers re-raise with the batch's location."""
         try:

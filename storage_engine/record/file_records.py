@@ -13,7 +13,7 @@ place (reads, compaction).
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
 from .records import BatchHeader, RawBatch

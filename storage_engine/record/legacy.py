@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import CorruptRecordError, UnknownCompressionError
 from .compression import CompressionType, decompress

@@ -20,7 +20,6 @@ from .v2 import ATTR_DELETE_HORIZON, RECORD_BATCH_OVERHEAD
 from .v2_builder import assemble_batch
 from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
-
 OFFSET_AND_LENGTH = struct.Struct(">qi")
 
 

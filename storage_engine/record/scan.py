@@ -12,7 +12,7 @@ lookups pay one ``struct.unpack_from`` per batch. Verifying and decoding are sep
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
 from . import legacy, v2

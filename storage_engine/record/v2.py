@@ -34,9 +34,8 @@ from crc32c import crc32c
 
 from ..errors import CorruptRecordError, UnknownCompressionError
 from .compression import decompress
-from .records import RawBatch, Record, _RecordDraft, _publish
+from .records import RawBatch, Record, _publish, _RecordDraft
 from .varint import VarintError, decode_varint, decode_varlong, encode_varint
-
 
 __all__ = [
     "HEADER_STRUCT",

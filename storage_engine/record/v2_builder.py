@@ -6,20 +6,13 @@ time). The layout and the decoder are in ``v2``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from crc32c import crc32c
 
 from .compression import CompressionType, compress
 from .records import Record, TimestampType
 from .v2 import (
-    ATTRIBUTES_OFFSET,
-    ATTR_DELETE_HORIZON,
-    CRC_OFFSET,
-    HEAD_STRUCT,
-    MAX_TIMESTAMP_OFFSET,
-    RECORD_BATCH_OVERHEAD,
-    TAIL_STRUCT,
     _ATTR_CONTROL,
     _ATTR_TIMESTAMP_TYPE,
     _ATTR_TRANSACTIONAL,
@@ -28,6 +21,13 @@ from .v2 import (
     _INT32_MAX,
     _INT64,
     _UINT32,
+    ATTR_DELETE_HORIZON,
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEAD_STRUCT,
+    MAX_TIMESTAMP_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TAIL_STRUCT,
 )
 from .varint import encode_varint, encode_varlong
 
