@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ConfigError
 from .topic import TOPIC_CONFIGS, LogConfig, check_segment_index_bytes, check_together, validate_topic_overrides
@@ -131,7 +132,7 @@ def build_log_config(
     topic_overrides: Mapping[str, object] | None = None,
 ) -> LogConfig:
     """Topic overrides win over broker values, which win over Kafka's defaults."""
-    values: dict[str, object] = {k: s.default for k, s in TOPIC_CONFIGS.items()}
+    values: dict[str, Any] = {k: s.default for k, s in TOPIC_CONFIGS.items()}  # each checked by its ConfigDef
     values.update(broker_log_defaults(broker_props or {}))
     overrides = topic_overrides or {}
     values.update(validate_topic_overrides(overrides))

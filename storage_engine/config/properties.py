@@ -45,6 +45,8 @@ ENGINE_BROKER_KEYS = frozenset({source.key for mapping in BROKER_MAPPINGS for so
                                | set(CLEANER_KEYS) | {MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY})
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _WHITESPACE = " \t\f"
+#: a key: up to the first unescaped ``=``, ``:`` or whitespace (Java's ``Properties.load``)
+_KEY = re.compile(r"(?:\\.|[^=: \t\f\\])*", re.DOTALL)
 
 
 def parse_properties(lines: Iterable[str]) -> dict[str, str]:
@@ -80,7 +82,9 @@ def _logical_lines(lines: Iterable[str]) -> Iterator[str]:
 def _split_key(line: str) -> tuple[str, str]:
     """A logical line's key and value, as Java splits them: the key ends at the first
     unescaped ``=``, ``:`` or whitespace, then whitespace and one ``=`` or ``:`` separate."""
-    key = re.match(r"(?:\\.|[^=: \t\f\\])*", line, re.DOTALL).group(0)
+    match = _KEY.match(line)
+    assert match is not None  # the pattern matches the empty string
+    key = match.group(0)
     rest = line[len(key):].lstrip(_WHITESPACE)
     return key, (rest[1:] if rest[:1] in ("=", ":") else rest).lstrip(_WHITESPACE)
 

@@ -478,12 +478,12 @@ class AbstractIndex:
         return self._make_entry(self.base_offset, self._rel[slot], self._val[slot])
 
     @classmethod
-    def read_last_entry_only(cls, path: Path, base_offset: int) -> Any:
+    def read_last_entry_only(cls, path: Path | str, base_offset: int) -> Any:
         """The file's last entry without loading the index (see ``read_tail``)."""
         return cls.read_tail(path, base_offset)[0]
 
     @classmethod
-    def read_tail(cls, path: Path, base_offset: int) -> tuple[Any, bool]:
+    def read_tail(cls, path: Path | str, base_offset: int) -> tuple[Any, bool]:
         """The file's last entry without loading the index, and whether the file is trimmed to
         its entries (no zero tail: a rolled segment's, or a missing or empty one), which the
         stats use to tell a roll that finished from one a kill cut short. One ``pread`` for a

@@ -50,7 +50,7 @@ class ValidatedBatch:
     record_count: int
 
 
-def target_compression(config: LogConfig, producer_codec: CompressionType) -> CompressionType:
+def target_compression(config: LogConfig, producer_codec: int) -> CompressionType:
     """``compression.type=producer`` keeps the producer's codec; any other value recompresses (Kafka's ``LogValidator``)."""
     if config.compression_type == "producer":
         return CompressionType(producer_codec)

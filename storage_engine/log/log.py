@@ -321,13 +321,14 @@ class Log(LogReads):
         try:
             self._rollback(mark)
         except (OSError, LogError) as undo:
-            self._undo_failed(f"undoing it failed too ({undo}), so some of its batches may be in the log")
-            failure.add_note(self._undo_failure)
+            failure.add_note(self._undo_failed(f"undoing it failed too ({undo}), so some of its batches may be in the log"))
 
-    def _undo_failed(self, why: str) -> None:
+    def _undo_failed(self, why: str) -> str:
+        """Note that this process can no longer vouch for the log; the first reason stays, and is returned."""
         if self._undo_failure is None:
             self._undo_failure = why
         self.log_dir.record_load_failure((self.topic, self.partition))
+        return self._undo_failure
 
     def _rollback(self, mark: _TailMark) -> None:
         """Undo appends and rolls since ``mark`` (lock held): segments created since are removed,

@@ -136,7 +136,9 @@ class PartitionLock:
         if not self.held or self.read_only:
             raise RuntimeError("bump_generation() needs the partition lock, opened for writing")
         new = self.generation() + 1
-        os.pwrite(self._open(), _GENERATION.pack(new), 0)
+        fd = self._open()
+        assert fd is not None  # a writer creates the lock file
+        os.pwrite(fd, _GENERATION.pack(new), 0)
         return new
 
     def close(self) -> None:

@@ -54,6 +54,7 @@ def apply_batch(entry: SnapshotEntry | None, header: BatchHeader, marker: EndTra
         entry = SnapshotEntry(header.producer_id, header.producer_epoch, -1, -1, 0, -1, -1, -1)
     entry = _with_epoch(entry, header.producer_epoch)
     if header.is_control:
+        assert marker is not None  # an emptied control batch returned above
         return replace(entry, current_txn_first_offset=-1, coordinator_epoch=marker.coordinator_epoch,
                        timestamp=marker.timestamp)
     delta = header.last_offset_delta

@@ -11,9 +11,15 @@ the segments, the lock and the loading these methods use.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
 from ..record import RawBatch, Record, decode_batch
+
+if TYPE_CHECKING:
+    from ..config.topic import LogConfig
+    from .segment import LogSegment
 
 #: ``ListOffsets``' special timestamps.
 EARLIEST_TIMESTAMP = -2
@@ -24,6 +30,25 @@ _READ_RETRIES = 20
 
 class LogReads:
     """The read half of ``Log`` (see the module docstring)."""
+
+    if TYPE_CHECKING:  # what ``Log`` provides these methods, declared for the type checker only
+        tp: str
+        dir: Path
+        config: LogConfig
+        segments: list[LogSegment]
+        log_start_offset: int
+        _leo: int
+        _cleaned_to: int
+        _tail_position: int
+
+        @property
+        def active_segment(self) -> LogSegment: ...
+        @property
+        def log_end_offset(self) -> int: ...
+        def refresh(self) -> None: ...
+        def segment_path(self, offset: int) -> str: ...
+        def _reload_changed(self) -> None: ...
+        def _segment_index(self, offset: int) -> int: ...
 
     def _with_retries(self, fn):
         """Run a read; when a segment was swapped or deleted underneath, reload and try again."""

@@ -200,15 +200,17 @@ def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionRe
             # fresh plan, made under the lock, deletes nothing the plan did not cover.
             fresh = replace(fresh, warnings=(*fresh.warnings, "planned again after the open repaired the log's "
                                              f"segments: planned {list(plan.deleted_bases)}"))
-            plan, already_gone = None, set()
+            already_gone = set()
         # the caller's plan, when the open already carried out part of it, says what this run deleted
-        result = RetentionResult(plan if already_gone else fresh)
-        if already_gone:
+        if plan is not None and already_gone:  # only a caller's plan has segments already gone
+            result = RetentionResult(plan)
             # Opening the log already removed them: they lay wholly below a log start offset that
             # delete-records (Kafka's DeleteRecords) had committed, which the loader honours.
             result.deleted_segments = sorted(already_gone)
             result.bytes_freed = sum(d.size_bytes for d in plan.deletions if d.base_offset in already_gone)
             result.new_log_start_offset = log.log_start_offset
+        else:
+            result = RetentionResult(fresh)
         if not fresh.deletions:
             return result
         doomed = [s for s in log.segments if s.base_offset in set(fresh.deleted_bases)]

@@ -341,7 +341,8 @@ class LogSegment:
             return RollDecision("relative offset overflow")
         return RollDecision(None)
 
-    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int, data: bytes) -> None:
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
+               data: bytes | bytearray) -> None:
         """Write already validated batches at the end; index them per ``index.interval.bytes``."""
         if not data:
             return
@@ -370,7 +371,7 @@ class LogSegment:
             self._bytes_since_last_index_entry = position - last
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes and self._indexes_have_room():
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(*self._max_ts)
+            self.time_index.maybe_append(*self._load_max_timestamp())
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
 

@@ -89,7 +89,7 @@ def plan_temp_files(names: list[str], swap_spans: Mapping[str, tuple[int, int] |
     log_swaps = [n for n in swaps if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
     if log_swaps:
         lo = min(offset_from_file_name(n) for n in log_swaps)
-        hi = max(swap_spans[n][1] for n in log_swaps)
+        hi = max(span[1] for n in log_swaps if (span := swap_spans[n]) is not None)  # each parsed (else removed)
         for n in seg_names:
             if n.endswith((SWAP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX)):
                 continue

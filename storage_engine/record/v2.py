@@ -29,6 +29,7 @@ first (the default of ``decode_batch``) it never produces a record that was not 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from crc32c import crc32c
 
@@ -71,9 +72,10 @@ ATTR_DELETE_HORIZON = 0x40
 # Zigzag value of every one-byte varint (0x00..0x7F), and of every two-byte one as
 # ``_ZZ2[second byte][first byte]`` (first byte has its continuation bit set; rows for a second
 # byte >= 0x80 are None, see ``_decode``): table lookups replace the shift/mask/xor arithmetic
-# on the decoder's hot path.
+# on the decoder's hot path. Typed loosely: indexing a None row is the decoder's way of
+# noticing a third byte (``TypeError``, caught in ``_decode``).
 _ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(128))
-_ZZ2 = tuple(
+_ZZ2: tuple[Any, ...] = tuple(
     tuple(((u := (b1 & 0x7F) | (b2 << 7)) >> 1) ^ -(u & 1) for b1 in range(256)) if b2 < 128 else None
     for b2 in range(256)
 )
@@ -383,7 +385,7 @@ def walk_records(buf: bytes, count: int, start: int = 0,
     Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes (callers turn them
     into ``CorruptRecordError``)."""
     zz1, zz2 = _ZZ1, _ZZ2
-    out = []
+    out: list[tuple[int, int, int, int, bytes | None, bool]] = []
     app = out.append
     pos = start
     n = len(buf) if end is None else end
