@@ -6,7 +6,7 @@ PY="${PYTHON:-python3.11}"
 if [ ! -x .venv/bin/python ] || [ pyproject.toml -nt .venv/.installed ]; then
   "$PY" -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[test]'
+  .venv/bin/pip install --quiet -e '.[test,lint]'
   touch .venv/.installed
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
