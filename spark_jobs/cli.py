@@ -1,8 +1,11 @@
-"""``logctl`` with ``--engine spark``: the engine's command line plus the Spark jobs.
+"""``logctl`` with ``--engine spark``: the Spark jobs plugged into the engine's command line.
 
-The console script points here, so ``storage_engine`` never imports Spark: this module hands
-the engine's CLI an :class:`~storage_engine.tools.cli.Engine` that runs the jobs. The SparkSession is
-built only when a Spark command runs (``$LOGPLAT_SPARK_MASTER``, default ``local[*]``).
+:class:`SparkEngine` is the ``spark`` entry point of the group ``logplat.engines``, which the
+``logctl`` console script loads when a run asks for it, so ``storage_engine`` never imports
+Spark: it is an :class:`~storage_engine.tools.logctl.engines.Engine` that runs the jobs. The
+SparkSession is built only when a Spark command runs (``$LOGPLAT_SPARK_MASTER``, default
+``local[*]``). :func:`main` (``python -m spark_jobs.cli``) plugs it in explicitly, for a source
+tree whose installed metadata does not name the entry point.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from storage_engine.tools import cli as engine_cli
 from storage_engine.cleaner import CompactionReport
 from storage_engine.logdir.manager import LogManager
+from storage_engine.tools.logctl import main as logctl_main
+from storage_engine.tools.logctl.engines import Engines
 
 from .compaction import compact_partitions
 from .retention import DELETED, retention_partitions
@@ -45,7 +49,7 @@ class SparkEngine:
     def compact(self, manager: LogManager, partitions: list[tuple[str, int]] | None, *, force: bool,
                 now_ms: int) -> list[CompactionReport]:
         """``partitions`` (None: every compacted one) as one Spark job, chosen and forced as for
-        ``--engine local`` (``storage_engine.tools.cli.compaction_choice``)."""
+        ``--engine local`` (``storage_engine.tools.logctl.compact.compaction_choice``)."""
         if partitions == []:
             return []
         _refuse_first(manager, None if partitions is None else {t for t, _ in partitions},
@@ -83,11 +87,8 @@ def _refuse_first(manager: LogManager, topics: str | set[str] | None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    engine = SparkEngine()
-    try:
-        return engine_cli.main(argv, engines={"spark": engine})
-    finally:
-        engine.stop()
+    """``logctl`` with the Spark engine, whatever the installed entry points say."""
+    return logctl_main(argv, engines=Engines({"spark": SparkEngine}))
 
 
 if __name__ == "__main__":

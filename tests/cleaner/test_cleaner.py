@@ -48,7 +48,7 @@ from storage_engine.cleaner import (
 from storage_engine.record.control import ControlRecordType
 from storage_engine.record.rewrite import encode_legacy_message
 from storage_engine.cleaner.plan import SegmentFacts, group_segments_by_size
-from storage_engine.tools.cli import main as logctl
+from storage_engine.tools.logctl import main as logctl
 from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.errors import LogChangedError
 from storage_engine.logdir.manager import LogManager

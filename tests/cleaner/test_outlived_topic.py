@@ -22,7 +22,7 @@ RATE = 5_000.0  # bytes per second: each 16 KiB group of segments takes the reco
 
 
 def logctl(root: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), *args],
+    return subprocess.run([sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root), *args],
                           input=stdin, capture_output=True, text=True, cwd=REPO, timeout=120)
 
 

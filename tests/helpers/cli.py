@@ -6,7 +6,7 @@ import io
 import sys
 from pathlib import Path
 
-from storage_engine.tools.cli import main
+from storage_engine.tools.logctl import main
 
 
 def run_logctl(root: Path, monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str, str]:

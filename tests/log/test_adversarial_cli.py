@@ -3,7 +3,7 @@ lines, encodings, clocks, file names, environment), each of which must give exit
 one-line error on stderr (never a traceback) and a log dir whose every file, name and symlink is
 byte-identical afterwards.
 
-Most cases run in-process through ``storage_engine.tools.cli.main`` (fast); a handful run the real
+Most cases run in-process through ``storage_engine.tools.logctl.main`` (fast); a handful run the real
 ``logctl`` executable, including input only a real process can get (undecodable stdin bytes).
 """
 
@@ -20,7 +20,7 @@ from typing import Callable
 
 import pytest
 
-from storage_engine.tools.cli import main
+from storage_engine.tools.logctl import main
 from tests.helpers.paths import REPO
 
 GOOD = json.dumps({"key": "k", "value": "v"}) + "\n"

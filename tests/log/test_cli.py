@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.tools.cli import main
+from storage_engine.tools.logctl import main
 from tests.helpers.paths import REPO
 
 
@@ -316,7 +316,7 @@ def test_verify_waits_for_a_topic_create_in_flight(tmp_path):
     It lists under the topics lock, shared: here it waits for a create stopped half way
     (SIGSTOP), and passes once it has finished."""
     root = tmp_path / "logs"
-    run = [sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root)]
+    run = [sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root)]
     assert subprocess.run([*run, "topic", "create", "base", "--partitions", "1"], cwd=REPO).returncode == 0
     creator = subprocess.Popen([*run, "topic", "create", "x", "--partitions", "400"], cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -392,7 +392,7 @@ def test_output_into_a_closed_pipe_stops_quietly(tmp_path, command):
     printed "error: [Errno 32] Broken pipe" and exited 1. It stops quietly now, with the status
     of a tool SIGPIPE stopped."""
     root = tmp_path / "logs"
-    run = [sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root)]
+    run = [sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root)]
     command = [str(root / c) if c.startswith("t-0/") else c for c in command]
     assert subprocess.run([*run, "topic", "create", "t", "--partitions", "1"], cwd=REPO).returncode == 0
     records = lines(*({"key": f"k{i}", "value": "v" * 100} for i in range(5000)))
@@ -515,7 +515,7 @@ def test_a_closed_standard_stream_is_one_line_not_a_traceback(tmp_path, args, cl
     root = tmp_path / "logs"
     assert main(["--log-dirs", str(root), "topic", "create", "t", "--partitions", "1"]) == 0
     before = snapshot(root)
-    command = " ".join([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), *args, closed])
+    command = " ".join([sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root), *args, closed])
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 1 and done.stderr == said + "\n"

@@ -156,7 +156,7 @@ def test_a_refused_command_changes_no_file_of_a_broker_s_log_dir(real_kafka, tmp
     """These were refused only after the log dirs were opened for writing, which had already
     replaced the broker's clean-shutdown marker and removed the partition's stray producer
     snapshot (one the error then said was "never changed"). They are asked of a read-only view
-    first (``cli.PRECHECKS``)."""
+    first (each command's ``precheck``)."""
     from tests.helpers.cli import run_logctl
 
     root = _copy(real_kafka / "renoagilsaputra__kafka" / "data", tmp_path / "data")

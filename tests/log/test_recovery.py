@@ -289,7 +289,7 @@ def test_a_writer_killed_mid_roll_beside_a_live_writer_leaves_the_old_segments_t
     append checkpointed a recovery point past it, and retention judged it by its mtime."""
     with open_topic(tmp_path, segment_bytes=1024, index_interval_bytes=1 << 20) as m:
         m.get_log("t", 0).append(records(5, value_size=100), now=1_000)
-    produce = [sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(tmp_path), "produce", "t",
+    produce = [sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(tmp_path), "produce", "t",
                "--partition", "0", "--batch-size", "1"]
     lines = "".join(f'{{"key": "k{i}", "value": "{"v" * 100}"}}\n' for i in range(10))
     with LogManager([tmp_path]):  # a live writer: the later writers are not the first opener

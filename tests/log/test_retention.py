@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.crash import crash_env
 from tests.helpers.engine import open_topic
-from storage_engine.tools.cli import main as logctl
+from storage_engine.tools.logctl import main as logctl
 from storage_engine.errors import LogChangedError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.log.retention import apply_retention

@@ -32,7 +32,7 @@ RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
 
 def spawn(root: Path | str, *args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), *args],
+    return subprocess.Popen([sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root), *args],
                             cwd=REPO, env=env, text=True, stdin=subprocess.PIPE if stdin is not None else None,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -854,7 +854,7 @@ def test_a_produce_beside_a_topic_create_in_flight_waits_for_its_directory(tmp_p
     log directories", and every later command refused the log dirs. The produce now waits for
     the create (here stopped half way, SIGSTOP) and opens the directory it made."""
     dirs = [tmp_path / "a", tmp_path / "b"]
-    run = [sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", ",".join(map(str, dirs))]
+    run = [sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", ",".join(map(str, dirs))]
     assert subprocess.run([*run, "topic", "create", "base", "--partitions", "1"], cwd=REPO).returncode == 0
     creator = subprocess.Popen([*run, "topic", "create", "c", "--partitions", "400"], cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

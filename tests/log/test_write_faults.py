@@ -41,7 +41,7 @@ def lines(n: int, *, start: int = 0, size: int = 100) -> str:
 
 
 def logctl(root: Path, *args: str, stdin: str = "", preexec_fn=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root), *args], input=stdin,
                           capture_output=True, text=True, cwd=REPO, preexec_fn=preexec_fn, timeout=120)
 
 

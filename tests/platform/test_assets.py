@@ -517,7 +517,7 @@ def test_a_run_recovers_a_partition_left_mid_swap_by_a_killed_cleaner(platform):
     another writer opened the log dir. The run now recovers its partitions, then cleans."""
     root, _, _, _ = platform
     env = crash_env("compaction.after-swap-prepared")
-    killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), "compact",
+    killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root), "compact",
                              "--topic", "orders", "--partition", "0"], env=env, capture_output=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL
     assert any(p.name.endswith(".swap") for p in (root / "orders-0").iterdir())

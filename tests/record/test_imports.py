@@ -10,7 +10,7 @@ from tests.helpers.paths import REPO
 
 
 def test_the_engine_and_logctl_load_neither_pyarrow_nor_numpy():
-    code = ("import sys, storage_engine.record, storage_engine.logdir.manager, storage_engine.tools.cli; "
+    code = ("import sys, storage_engine.record, storage_engine.logdir.manager, storage_engine.tools.logctl; "
             "print(sorted(m for m in ('pyarrow', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -570,7 +570,7 @@ def test_retention_dry_run_beside_a_topic_delete_left_half_done(spark, tmp_path)
     root = tmp_path / "logs"
     with open_topic(root, "t", 2) as m:
         m.create_topic("u", 1)
-    killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), "topic", "delete",
+    killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root), "topic", "delete",
                              "t"], cwd=REPO, env=crash_env("topic-delete-marked"))
     assert killed.returncode != 0 and (root / "t-0").is_dir()
     result = retention_partitions(spark, [root], now_ms=NOW, dry_run=True)

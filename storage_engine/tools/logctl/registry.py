@@ -1,0 +1,18 @@
+"""Every ``logctl`` command, in the order ``logctl --help`` lists them."""
+
+from __future__ import annotations
+
+from . import compact, consume, delete_records, dump, erasure_report, produce, retention, topic, verify
+from .command import Command
+
+COMMANDS: dict[str, Command] = {command.name: command for command in (
+    topic.COMMAND,
+    produce.COMMAND,
+    consume.COMMAND,
+    dump.COMMAND,
+    verify.COMMAND,
+    retention.COMMAND,
+    compact.COMMAND,
+    erasure_report.COMMAND,
+    delete_records.COMMAND,
+)}

@@ -1,0 +1,73 @@
+"""``logctl retention``: delete segments past ``retention.ms``, ``retention.bytes`` or the log
+start offset (Kafka's ``UnifiedLog.deleteOldSegments``), here or as a Spark job."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...log.segment import now_ms
+from ...logdir.manager import LogManager
+from ...outcomes import CHANGED, FAILED
+from .arguments import add_clock, add_json
+from .command import Command, writable_unless_dry_run
+from .engines import add_engine_option, chosen_engine
+from .output import emit, exit_status, not_given, pass_over_unreadable
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topic", help="this topic's partitions only (default: every topic's)")
+    add_clock(parser, "the clock retention judges by (default: wall clock)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plans, change nothing")
+    add_engine_option(parser)
+    add_json(parser)
+
+
+def _run(args: argparse.Namespace, manager: LogManager) -> int:
+    if args.topic is not None:
+        manager.partitions(args.topic)  # an unknown topic is an error, as for verify
+    now = args.now_ms if args.now_ms is not None else now_ms()
+    engine = chosen_engine(args)
+    missing = manager.partitions_not_given(args.topic)  # before the work, which cannot change it
+    pass_over_unreadable(args, manager, args.topic)
+    if engine is not None:
+        data = engine.retention(manager, args.topic, now_ms=now, dry_run=args.dry_run)
+    elif args.dry_run:
+        plans = manager.retention_plans(args.topic, now_ms=now)
+        data = [p.to_dict() | {"applied": False} for p in plans]
+    else:
+        plans = manager.retention_plans(args.topic, now_ms=now)
+        applied = {(r.plan.topic, r.plan.partition): r for r in manager.apply_retention(plans, now_ms=now)}
+        data = [applied[(p.topic, p.partition)].to_dict() if (p.topic, p.partition) in applied
+                else p.to_dict() | {"applied": False} for p in plans]
+    lines = []
+    for d in data:
+        segs = d["segments_to_delete"]
+        verb = "deleted" if d["applied"] else "would delete"
+        if d.get("status") == FAILED and "bytes_to_free" not in d:  # it failed before it had a plan
+            lines.append(f"{d['topic']}-{d['partition']}: failed: {d['reason']}")
+            continue
+        if segs:
+            reasons = ", ".join(f"{s['base_offset']} ({s['reason']}, {s['size_bytes']} B)" for s in segs)
+            lso = d["log_start_offset_after"] if d["applied"] else d["new_log_start_offset"]  # planned, or done
+            if lso is None:  # every segment goes: the active one is rolled first, at the log end offset
+                lso = "the log end offset (the active segment is rolled first)"
+            lines.append(f"{d['topic']}-{d['partition']}: {verb} {len(segs)} segment(s), {d['bytes_to_free']} bytes: "
+                         f"{reasons}; log start offset -> {lso}")
+        else:
+            lines.append(f"{d['topic']}-{d['partition']}: nothing to delete")
+        if d.get("status") in (CHANGED, FAILED):
+            lines.append(f"  not applied ({d['status']}): {d['reason']}")
+        lines.extend(f"  warning: {w}" for w in d["warnings"])
+    left = not_given(missing, data, lines)
+    emit(args, {"now_ms": now, "engine": args.engine, "dry_run": args.dry_run, "partitions": data,
+                "not_given": left}, "\n".join(lines) or "no partitions")
+    return exit_status(args, ((f"{d['topic']}-{d['partition']}", d["reason"]) for d in data if d.get("status") == FAILED))
+
+
+COMMAND = Command(
+    name="retention",
+    help="delete segments past retention.ms / retention.bytes / the log start offset",
+    arguments=_arguments,
+    run=_run,
+    log_dirs=writable_unless_dry_run,
+)
