@@ -11,7 +11,7 @@ tree whose installed metadata does not name the entry point.
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from storage_engine.cleaner import CompactionReport
 from storage_engine.logdir.manager import LogManager

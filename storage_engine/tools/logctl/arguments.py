@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import base64
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ...config.values import INT_MAX, LONG_MAX, MAX_TIMESTAMP_MS
 from ...files.naming import MAX_PARTITION

@@ -9,9 +9,11 @@ log dirs as the command declares, run its precheck first, print, exit.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ...logdir.manager import LogManager
@@ -49,7 +51,7 @@ class Command:
     log_dirs: LogDirs | Callable[[argparse.Namespace], LogDirs] = LogDirs.WRITABLE
     precheck: Callable[[argparse.Namespace, LogManager], None] | None = None
     check_usage: Callable[[argparse.Namespace, Mapping[str, str]], None] | None = None
-    before_open: Callable[[argparse.Namespace, list[str], Mapping[str, str]], None] | None = None
+    before_open: Callable[[argparse.Namespace, list[Path], Mapping[str, str]], None] | None = None
     creates_log_dirs: Callable[[argparse.Namespace], bool] | None = None
 
     def opens(self, args: argparse.Namespace) -> LogDirs:

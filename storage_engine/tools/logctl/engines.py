@@ -11,8 +11,9 @@ tree whose installed metadata does not name the entry point yet.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..usage import UsageError
 

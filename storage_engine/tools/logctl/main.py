@@ -9,7 +9,8 @@ import os
 import signal
 import stat
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...logdir.environment import engine_environment
 from ...errors import CleanShutdownMarkerError, LogError
@@ -27,7 +28,7 @@ class _CommandParser(OneLineParser):
     """A subcommand's parser: it takes the global options too, after the subcommand, as Kafka's
     tools take options anywhere (``logctl topic list --log-dirs d``); given there, they win."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.add_argument("--log-dirs", default=argparse.SUPPRESS, help=_LOG_DIRS_HELP)
 
@@ -76,8 +77,8 @@ def _main(argv: Sequence[str] | None, engines: Engines) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor of the flush at exit
             return 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE stopped
         message = str(exc)
-        if getattr(exc, "filename", None) and str(exc.filename) not in message:
-            message += f": {exc.filename}"
+        if (filename := getattr(exc, "filename", None)) and str(filename) not in message:
+            message += f": {filename}"
         if (done := completed(args)) is not None:  # the command finished; closing the log dirs failed
             message += f" (after the command had completed: {done})"
         message = "; ".join([message, *getattr(exc, "__notes__", ())])  # what failed after it: a close, an undo

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Mapping, TextIO
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
 
 from ...config.values import MAX_TIMESTAMP_MS
 from ...errors import RecordTooLargeError
@@ -44,12 +46,12 @@ class _DuplicateFieldError(ValueError):
 def _refuse_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose field names are all different: ``{"key": "a", "key": "c"}`` would
     otherwise keep the last one silently."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        twice = next(name for name, _ in pairs if name in seen or seen.add(name))
-        raise _DuplicateFieldError(f"field {twice!r} appears more than once")
-    return obj
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            raise _DuplicateFieldError(f"field {name!r} appears more than once")
+        seen.add(name)
+    return dict(pairs)
 
 
 def read_records(stream: TextIO, encoding: str) -> list[ProducerRecord]:
@@ -97,7 +99,7 @@ def read_records(stream: TextIO, encoding: str) -> list[ProducerRecord]:
     return records
 
 
-def _read_input(args: argparse.Namespace, log_dirs: list[str], broker_props: Mapping[str, str]) -> None:
+def _read_input(args: argparse.Namespace, log_dirs: list[Path], broker_props: Mapping[str, str]) -> None:
     """The records on stdin, read and checked before the log dirs are opened (an open is a
     change: the clean-shutdown marker is consumed, and written again at the close)."""
     if sys.stdin is None:  # started with stdin closed (``<&-``)

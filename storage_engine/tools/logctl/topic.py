@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 from ...config.values import INT_MAX, INT_MIN
 from ...logdir.manager import LogManager, missing_log_dir
@@ -146,7 +148,7 @@ def _check_usage(args: argparse.Namespace, broker_props: Mapping[str, str]) -> N
         check_creation(args.name, args.partitions, config_pairs(args.config), broker_props)
 
 
-def _before_open(args: argparse.Namespace, log_dirs: list[str], broker_props: Mapping[str, str]) -> None:
+def _before_open(args: argparse.Namespace, log_dirs: list[Path], broker_props: Mapping[str, str]) -> None:
     """A create over log dirs of which some are still to be made: the name must be free in
     those there, asked of a read-only view before a new dir is made."""
     if _creating(args) and (present := [d for d in log_dirs if missing_log_dir(d) is None]) != log_dirs and present:
