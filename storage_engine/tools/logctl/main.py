@@ -60,7 +60,7 @@ def _main(argv: Sequence[str] | None, engines: Engines) -> int:
     args: argparse.Namespace | None = None
     if sys.stdout is None:  # started with stdout closed (``>&-``): no report could be written, so do nothing
         if sys.stderr is not None:
-            print("error: standard output is closed: logctl writes its report there", file=sys.stderr)
+            print_error("standard output is closed: logctl writes its report there")
         return 1
     try:
         args = build_parser().parse_args(argv)
