@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_logctl
 from tests.helpers.paths import REAL_KAFKA, SKIP_REASON
 
 
@@ -42,3 +43,15 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def logctl(tmp_path, monkeypatch, capsys):
+    """``logctl`` in-process over ``tmp_path / "logs"`` (its ``root`` attribute)."""
+    root = tmp_path / "logs"
+
+    def call(*args: str, stdin: str = "") -> tuple[int, str, str]:
+        return run_logctl(root, monkeypatch, capsys, *args, stdin=stdin)
+
+    call.root = root  # type: ignore[attr-defined]
+    return call

@@ -18,7 +18,7 @@ from storage_engine.errors import CheckpointError, InvalidSegmentNameError, NotR
 from tests.helpers.cli import run_logctl
 from tests.helpers.engine import partition_stats
 from tests.helpers.paths import REPO
-from tests.log.test_adversarial_cli import snapshot
+from tests.scenarios.hostile.test_adversarial_cli import snapshot
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 

@@ -20,7 +20,7 @@ from storage_engine.logdir.manager import LogManager
 from storage_engine.tools.verify import verify_log
 from tests.helpers.cleaner import NOW, content
 from tests.helpers.crash import crash_env
-from tests.cleaner.test_crash import build
+from tests.scenarios.kills.test_cleaner_kills import build
 
 JOB = textwrap.dedent("""
     import sys

@@ -24,7 +24,7 @@ from storage_engine.record import decode_batch
 from tests.helpers.cli import run_logctl
 from tests.helpers.crash import crash_env
 from tests.helpers.paths import REPO
-from tests.log.test_adversarial_cli import snapshot
+from tests.scenarios.hostile.test_adversarial_cli import snapshot
 
 RECORD = json.dumps({"key": "k", "value": "v"}) + "\n"
 
