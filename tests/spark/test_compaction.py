@@ -508,33 +508,32 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
         assert_same_dirs(local_dir, spark_dir)
 
 
-def test_both_jobs_pass_over_a_partition_the_metadata_counts_without_a_directory(spark, tmp_path, capsys):
+def test_both_jobs_roll_forward_a_partition_the_metadata_counts_without_a_directory(spark, tmp_path, capsys):
     """A topic's metadata counts a partition whose directory is not there (a broker's log dir
-    copied in part, then altered; a create killed part way): ``compact --engine spark`` failed
-    with a traceback (``KeyError``), ``retention --topic --engine spark`` refused the topic, while
-    the local engine cleaned the partitions that are there. Both now pass over it as the local
-    engine's runs over due partitions do; named, the Spark job reports it skipped (a forced local
-    compaction of it opens it writable, which makes its directory again, empty)."""
+    copied in part, a create killed part way). A read-only view refuses it by name; a writable
+    open makes its directory again, empty, ending where its recovery point says (offsets never go
+    backwards). The local engine's compaction and the Spark job's open both do, so both report it
+    alike, and the two log dirs stay equal."""
     from spark_jobs.cli import main
+    from spark_jobs.retention import retention_partitions
 
     random_topic(tmp_path / "local", "c", 3, partitions=2)
     shutil.rmtree(tmp_path / "local" / "c-1")
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     spark_root = str(tmp_path / "spark")
+    with LogManager([spark_root], read_only=True) as manager:
+        with pytest.raises(LogError, match="The directory c-1 of partition 1 of topic c is missing from log dirs"):
+            retention_partitions(spark, partitions=[("c", 1)], now_ms=NOW, dry_run=True, manager=manager)
     local_reports(tmp_path / "local", NOW)
     assert main(["--log-dirs", spark_root, "compact", "--engine", "spark", "--now-ms", str(NOW), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [(p["partition"], p["skipped"], p["failed"], p["passes"]) for p in out["partitions"]] == [(0, None, None, 1)]
+    reported = [(p["partition"], p["skipped"], p["failed"], p["passes"]) for p in out["partitions"]]
+    assert reported[0] == (0, None, None, 1)
+    assert reported[1][0] == 1 and reported[1][1].startswith("nothing cleanable") and reported[1][2:] == (None, 0)
+    assert (tmp_path / "spark" / "c-1").is_dir()
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
-    assert main(["--log-dirs", spark_root, "compact", "--engine", "spark", "--topic", "c", "--partition", "1"]) == 0
-    assert "c-1: skipped: The directory c-1 of partition 1 of topic c is missing from log dirs " in capsys.readouterr().out
     assert main(["--log-dirs", spark_root, "retention", "--engine", "spark", "--topic", "c", "--json"]) == 0
-    assert [p["partition"] for p in json.loads(capsys.readouterr().out)["partitions"]] == [0]
-    from spark_jobs.retention import retention_partitions
-
-    with LogManager([spark_root], read_only=True) as manager:  # named, it is refused as a reader's open refuses it
-        with pytest.raises(LogError, match="The directory c-1 of partition 1 of topic c is missing from log dirs"):
-            retention_partitions(spark, partitions=[("c", 1)], now_ms=NOW, dry_run=True, manager=manager)
+    assert [p["partition"] for p in json.loads(capsys.readouterr().out)["partitions"]] == [0, 1]
 
 
 def test_retention_leaves_broker_logs_as_the_engine_does(spark, real_kafka, tmp_path):
