@@ -30,7 +30,7 @@ DAY = 86_400_000
 def build_tree(root: Path, partitions: int) -> None:
     """Partition dirs written directly in Kafka's layout (faster than appending through a log)."""
     with LogManager([root]) as m:
-        m.create_topic("bench", 1, {"retention.ms": str(7 * DAY)})
+        m.admin.create_topic("bench", 1, {"retention.ms": str(7 * DAY)})
     topic_dir = root / "bench-0"
     template = {}
     for seg, (base, age_days) in enumerate([(0, 9), (100, 5), (200, 0)]):

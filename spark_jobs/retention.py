@@ -185,7 +185,7 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
             if tp not in locations:
                 meta = manager.topic_metadata(tp[0])
                 if meta is not None and tp[1] < meta.partitions:  # counted, without a directory here
-                    raise manager.missing_partition_error(meta, tp[1])
+                    raise manager.placement.missing_partition_error(meta, tp[1])
                 raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager.dir_list()}")
     for t in {t for t, _ in chosen} - set(configs):  # a topic being deleted, or one whose config is refused
         configs[t] = manager.topic_config(t)  # (raising, naming it, before any task runs)

@@ -22,7 +22,8 @@ from typing import Mapping, Sequence
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import LONG_MAX
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager, missing_log_dir
+from storage_engine.logdir.log_dir import missing_log_dir
+from storage_engine.logdir.manager import LogManager
 
 from .units import duration_text, size_text
 

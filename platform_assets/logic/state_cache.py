@@ -44,7 +44,8 @@ from typing import Collection
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager, PartitionLocation, duplicate_partition, is_stray
+from storage_engine.logdir.locations import PartitionLocation, duplicate_partition, is_stray
+from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import parse_partition_dir, partition_dir_name
 from storage_engine.files.nofollow import check_not_symlink
 from storage_engine.log.stats import log_dir_checkpoints
@@ -210,7 +211,7 @@ class StateCache:
                 meta = manager.topic_metadata(topic)
                 if meta is None or p >= meta.partitions or any(path.is_dir() or path.is_symlink() for path in paths):
                     continue
-                error = manager.missing_partition_error(meta, p)
+                error = manager.placement.missing_partition_error(meta, p)
                 if unreadable is None:
                     raise error
                 unreadable[(topic, p)] = str(error)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import EnvironmentValueError, LogError
-from ..logdir.manager import check_log_dirs
+from ..logdir.log_dir import check_log_dirs
 from .properties import read_server_properties
 
 LOG_DIRS_ENV = "LOGPLAT_LOG_DIRS"

@@ -23,7 +23,9 @@ from ..config.environment import engine_environment
 from ..config.values import INT_MAX, INT_MIN, LONG_MAX, MAX_TIMESTAMP_MS
 from ..errors import (CleanShutdownMarkerError, LogError, NeedsRecoveryError, RecordTooLargeError,
                      UnknownTopicOrPartitionError)
-from ..logdir.manager import LogManager, missing_log_dir
+from ..logdir.locations import misnamed_partition_dirs
+from ..logdir.log_dir import missing_log_dir
+from ..logdir.manager import LogManager
 from ..logdir.topic_admin import check_creation
 from ..logdir.topic_store import shown_path
 from ..files.naming import MAX_PARTITION, check_not_metadata_log
@@ -151,7 +153,7 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
 
 def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
     if args.topic_command == "create":
-        meta = manager.create_topic(args.name, args.partitions, _parse_config_pairs(args.config))
+        meta = manager.admin.create_topic(args.name, args.partitions, _parse_config_pairs(args.config))
         _print(args, {"topic": meta.name, "partitions": meta.partitions, "configs": meta.configs, "topic_id": meta.topic_id},
                f"Created topic {meta.name}.")
     elif args.topic_command == "list":
@@ -173,20 +175,20 @@ def cmd_topic(args: argparse.Namespace, manager: LogManager) -> int:
             )
         _print(args, d, "\n".join(lines))
     elif args.topic_command == "delete":
-        meta = manager.delete_topic(args.name)
+        meta = manager.admin.delete_topic(args.name)
         _print(args, {"topic": meta.name, "deleted": True}, f"Deleted topic {meta.name}.")
     elif args.topic_command == "alter":
         if args.partitions is not None:
             if args.config or args.delete_config:
                 raise UsageError("topic alter takes --partitions or --config/--delete-config, not both")
-            meta = manager.add_partitions(args.name, args.partitions)
+            meta = manager.admin.add_partitions(args.name, args.partitions)
             _print(args, {"topic": meta.name, "partitions": meta.partitions},
                    f"Topic {meta.name} now has {meta.partitions} partitions.")
             return 0
         if not args.config and not args.delete_config:
             raise UsageError("topic alter needs --partitions N, or at least one --config KEY=VALUE or --delete-config KEY")
         deleted = args.delete_config or []
-        meta = manager.alter_topic(args.name, _parse_config_pairs(args.config, deleted), deleted)
+        meta = manager.admin.alter_topic(args.name, _parse_config_pairs(args.config, deleted), deleted)
         _print(args, {"topic": meta.name, "configs": meta.configs}, f"Updated config for topic {meta.name}.")
     return 0
 
@@ -346,7 +348,7 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
         _pass_over_unreadable(args, manager, args.topic)
         listed = {t: _listed_partitions(manager, t, named=args.topic is not None)
                   for t in ([args.topic] if args.topic is not None else manager.topics())}
-        misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
+        misnamed = misnamed_partition_dirs(manager.log_dirs) if args.topic is None else []
         orphans = manager.orphans() if args.topic is None else {}
         strays = [(path, count) for path, count in manager.stray_partition_dirs(args.topic)
                   if count or path.name.rpartition("-")[0] not in orphans]  # an orphan's are named with it
@@ -431,7 +433,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
         manager.partitions(args.topic)  # an unknown topic is an error, as for verify
     now = args.now_ms if args.now_ms is not None else now_ms()
     engine = _engine(args)
-    not_given = manager.partitions_not_given(args.topic)  # before the work, which cannot change it
+    not_given = manager.placement.partitions_not_given(args.topic)  # before the work, which cannot change it
     _pass_over_unreadable(args, manager, args.topic)
     if engine is not None:
         data = engine.retention(manager, args.topic, now_ms=now, dry_run=args.dry_run)
@@ -471,7 +473,7 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
 def _not_given(not_given: Mapping[tuple[str, int], LogError], reported: Iterable[Mapping[str, Any]],
                lines: list[str]) -> list[dict[str, Any]]:
     """The partitions a command left because their directories may be in a log dir not given
-    (``LogManager.partitions_not_given``), but for those it reported itself (a Spark job names
+    (``Placement.partitions_not_given``), but for those it reported itself (a Spark job names
     the partitions it was given): a line each in ``lines``, and their JSON."""
     done = {(r["topic"], r["partition"]) for r in reported}
     left = [{"topic": t, "partition": p, "reason": str(why)} for (t, p), why in not_given.items() if (t, p) not in done]
@@ -507,11 +509,11 @@ def cmd_compact(args: argparse.Namespace, manager: LogManager) -> int:
     partitions, force = compaction_choice(manager, args.topic, args.partition)
     _pass_over_unreadable(args, manager, args.topic)
     if args.partition is not None:
-        if (error := manager.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
+        if (error := manager.placement.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
             raise error
         not_given = {}
     else:  # before the work, which cannot change it
-        not_given = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
+        not_given = {tp: why for tp, why in manager.placement.partitions_not_given(args.topic).items()
                      if manager.topic_config(tp[0]).compact}
     if args.dry_run:
         candidates = manager.compaction_candidates(args.topic, now_ms=now)
@@ -560,7 +562,7 @@ def cmd_erasure_report(args: argparse.Namespace, manager: LogManager) -> int:
     key = _decoder(args.encoding)(args.key, "--key") if args.key is not None else None
     wanted = _erasure_partitions(args, manager)
     now = args.now_ms if args.now_ms is not None else now_ms()
-    not_given = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
+    not_given = {tp: why for tp, why in manager.placement.partitions_not_given(args.topic).items()
                  if manager.topic_config(tp[0]).compact and (args.partition is None or tp[1] == args.partition)}
     _pass_over_unreadable(args, manager, args.topic)
     reports = [partition_erasure_report(manager, t, p, now, key) for t, p in wanted if (t, p) not in not_given]
@@ -773,7 +775,7 @@ def main(argv: Sequence[str] | None = None, engines: Mapping[str, Engine] | None
                     raise LogError(f"log dir {d} {why}")
             if creating and (present := [d for d in log_dirs if missing_log_dir(d) is None]) != log_dirs and present:
                 with LogManager(present, broker_props, read_only=True) as manager:  # before a new dir is made
-                    manager.check_name_free(args.name)
+                    manager.admin.check_name_free(args.name)
             if args.command == "produce":
                 args.records = _produce_input(args)
             if not read_only and args.command in PRECHECKS:

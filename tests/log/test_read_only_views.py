@@ -176,7 +176,7 @@ def test_a_gap_the_cleaner_made_is_not_a_lost_segment(tmp_path):
         log = m.get_log("t", 0)
         append_each(log, records(40, keys=3))
         m.compact("t", 0, now_ms=10**12)
-        m.alter_topic("t", {"cleanup.policy": "delete"})
+        m.admin.alter_topic("t", {"cleanup.policy": "delete"})
     with LogManager([tmp_path]) as m:
         log = m.get_log("t", 0)
         assert verify_log(log).ok, verify_log(log).problems

@@ -76,13 +76,13 @@ def test_size_retention_walks_uneven_segments(tmp_path):
         bases = build(log, [(1, NOW, 200), (1, NOW, 500), (1, NOW, 100), (1, NOW, 300)])
         sizes = [s.size for s in log.segments]
         limit = sum(sizes) - sizes[0] - sizes[1] // 2  # enough to drop segment 0, not segment 1
-        m.alter_topic("t", {"retention.bytes": str(limit)})
+        m.admin.alter_topic("t", {"retention.bytes": str(limit)})
         p = plan(m)
         assert p.deleted_bases == (bases[0],)
         assert p.deletions[0].reason == "retention.bytes" and p.bytes_to_free == sizes[0]
-        m.alter_topic("t", {"retention.bytes": str(sizes[3])})  # keep only the newest
+        m.admin.alter_topic("t", {"retention.bytes": str(sizes[3])})  # keep only the newest
         assert plan(m).deleted_bases == tuple(bases[:3])
-        m.alter_topic("t", {"retention.bytes": str(sum(sizes))})  # exactly at the limit
+        m.admin.alter_topic("t", {"retention.bytes": str(sum(sizes))})  # exactly at the limit
         assert plan(m).deleted_bases == ()
 
 

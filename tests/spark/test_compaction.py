@@ -460,7 +460,7 @@ def test_logctl_engine_spark_refuses_what_local_refuses_before_changing_anything
 
     random_topic(tmp_path / "local", "c", 11)
     with LogManager([tmp_path / "local"]) as manager:
-        manager.create_topic("f", 1, {"retention.ms": "1000"})
+        manager.admin.create_topic("f", 1, {"retention.ms": "1000"})
         manager.get_log("f", 0).append([ProducerRecord(b"k", b"v", NOW)], now=NOW)
     (tmp_path / "local" / "f-0" / "5.log").write_bytes(b"")
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
@@ -483,9 +483,9 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     rnd = random.Random(7)
     dirs = [tmp_path / "local" / "d1", tmp_path / "local" / "d2"]
     with LogManager(dirs) as m:
-        m.create_topic("c", 4, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+        m.admin.create_topic("c", 4, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
                                 "segment.bytes": "1500", "delete.retention.ms": "0"})
-        m.create_topic("r", 4, {"retention.ms": "50000", "segment.bytes": "1500"})
+        m.admin.create_topic("r", 4, {"retention.ms": "50000", "segment.bytes": "1500"})
         for topic in ("c", "r"):
             for p in range(4):
                 log = m.get_log(topic, p)
@@ -569,7 +569,7 @@ def test_retention_dry_run_beside_a_topic_delete_left_half_done(spark, tmp_path)
 
     root = tmp_path / "logs"
     with open_topic(root, "t", 2) as m:
-        m.create_topic("u", 1)
+        m.admin.create_topic("u", 1)
     killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.cli", "--log-dirs", str(root), "topic", "delete",
                              "t"], cwd=REPO, env=crash_env("topic-delete-marked"))
     assert killed.returncode != 0 and (root / "t-0").is_dir()
