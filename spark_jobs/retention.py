@@ -183,7 +183,7 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
         chosen = sorted(set(partitions))
         for tp in chosen:
             if tp not in locations:
-                meta = manager.topic_metadata(tp[0])
+                meta = manager.metadata.topic(tp[0])
                 if meta is not None and tp[1] < meta.partitions:  # counted, without a directory here
                     raise manager.placement.missing_partition_error(meta, tp[1])
                 raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager.dir_list()}")

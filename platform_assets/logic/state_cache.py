@@ -120,8 +120,8 @@ class StateCache:
                 raise exc
             unreadable[tp] = str(exc) if isinstance(exc, LogError) else f"{type(exc).__name__}: {exc}"
 
-        counts = manager.partition_counts()
-        deleting = manager.topics_being_deleted()  # a delete a kill left half done: no topic any more
+        counts = manager.metadata.partition_counts()
+        deleting = manager.metadata.being_deleted()  # a delete a kill left half done: no topic any more
         for log_dir in manager.log_dirs:
             if not log_dir.path.is_dir():
                 continue
@@ -205,10 +205,10 @@ class StateCache:
         link, which it refuses). Looked at again under the topics lock, shared: a create writes
         its metadata before its directories, and a delete marks its metadata first (then the
         topic is no longer counted)."""
-        with manager.topics_unchanging():
+        with manager.metadata.read_lock():
             for topic, p in gaps:
                 paths = [d.path / partition_dir_name(topic, p) for d in manager.log_dirs]
-                meta = manager.topic_metadata(topic)
+                meta = manager.metadata.topic(topic)
                 if meta is None or p >= meta.partitions or any(path.is_dir() or path.is_symlink() for path in paths):
                     continue
                 error = manager.placement.missing_partition_error(meta, p)

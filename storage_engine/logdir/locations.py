@@ -146,3 +146,8 @@ def misnamed_partition_dirs(log_dirs: Iterable[LogDir]) -> list[Path]:
             except OSError:  # unreadable: nothing any command would read there either
                 continue
     return sorted(found)
+
+
+def dir_list(log_dirs: Iterable[LogDir]) -> str:
+    """The log dirs as an error message names them."""
+    return ",".join(str(d.path) for d in log_dirs)

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Collection, ContextManager, Iterable, Iterator, Mapping, Sequence
+from typing import Collection, Iterable, Iterator, Mapping, Sequence
 
 from ..cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from ..cleaner.cleaner import reset_out_of_range_checkpoint
 from ..cleaner.plan import LogToClean
 from ..config.broker import build_log_config, max_partitions_per_topic, topic_log_config
 from ..config.cleaner import CleanerConfig, build_cleaner_config
-from ..config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig
+from ..config.topic import LogConfig
 from ..errors import (CleanShutdownMarkerError, ConfigError, LogChangedError, LogError, UnknownConfigError,
                       UnknownTopicOrPartitionError)
 from ..files.naming import parse_partition_dir, validate_topic_name
@@ -34,13 +34,12 @@ from ..log.loader import REFUSED_UNCHANGED
 from ..log.log import Log
 from ..log.retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
 from ..log.stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
-from .locations import PartitionLocation, Topics, is_stray, locate, partition_dirs, scan_dir, topic_set
+from .locations import PartitionLocation, Topics, dir_list, is_stray, locate, partition_dirs, scan_dir, topic_set
 from .log_dir import LogDir, check_distinct_ids, check_log_dirs
+from .metadata_view import MetadataView
 from .placement import Placement
 from .topic_admin import TopicAdmin
-from .topic_store import (TopicConfigError, TopicMetadata, TopicMetadataError, metadata_lock, metadata_names,
-                          metadata_path, metadata_read_lock, placed_elsewhere, placed_names, placed_path,
-                          read_metadata)
+from .topic_store import TopicConfigError, TopicMetadataError, metadata_names, metadata_path
 
 #: What opening a partition refuses before it changes anything: the loader's refusals and a
 #: topic config, read before the loader starts.
@@ -79,6 +78,7 @@ class LogManager:
         self._closed = False
         self.read_only = read_only
         self._given_configs = dict(topic_configs or {})
+        self.metadata = MetadataView(self.log_dirs)
         self.placement = Placement(self)
         self.admin = TopicAdmin(self)
         try:
@@ -105,7 +105,7 @@ class LogManager:
         startup; a scan that fails part-way (a symlink refused) leaves the rest unrecovered, so
         it withholds the clean-shutdown marker as a failed load does."""
         try:
-            counts = self.partition_counts()
+            counts = self.metadata.partition_counts()
             configs: dict[str, LogConfig] = {}
             for loc in scan_dir(log_dir):
                 if not is_stray((loc.topic, loc.partition), counts):  # a stray is never opened
@@ -130,7 +130,7 @@ class LogManager:
         except LogError:
             pass
         try:
-            stored = self.find_metadata(topic)
+            stored = self.metadata.find(topic)
         except LogError:
             stored = None
         kept: dict[str, str] = {}
@@ -165,85 +165,17 @@ class LogManager:
                             ) -> dict[tuple[str, int], PartitionLocation]:
         """Every partition's directory (of ``topics`` only, when given: one name or several); a
         stray one (``stray_partition_dirs``) is no partition. ``refused``: see ``locations.partition_dirs``.
-        A topic whose metadata file is refused (``unreadable_metadata``) is refused when named,
+        A topic whose metadata file is refused (``MetadataView.unreadable``) is refused when named,
         recorded in ``refused``, or, listing every topic, left out for the command to name."""
         found = partition_dirs(self.log_dirs, topics, refused)
-        counts = self.partition_counts()
+        counts = self.metadata.partition_counts()
         wanted = topic_set(topics)
-        unreadable = {t: why for t, why in self.unreadable_metadata().items() if wanted is None or t in wanted}
+        unreadable = {t: why for t, why in self.metadata.unreadable().items() if wanted is None or t in wanted}
         if unreadable and refused is None and wanted is not None:
             raise TopicMetadataError(next(iter(unreadable.values())))
         for topic, why in unreadable.items() if refused is not None else ():
             refused.setdefault(topic, why)
         return {key: loc for key, loc in found.items() if not is_stray(key, counts) and key[0] not in unreadable}
-
-    def partition_counts(self) -> dict[str, int]:
-        """Each topic's partition count, from its metadata (topics without metadata, or being
-        deleted, have none: their partitions are the directories found). An orphan
-        (``orphans``) counts none, so every directory of it is a stray: never opened."""
-        return {**dict.fromkeys(self.orphans(), 0),
-                **{name: meta.partitions for name, (_, meta) in self.readable_metadata().items()}}
-
-    def _metadata_files(self) -> Iterator[tuple[LogDir, str, TopicMetadata | LogError]]:
-        """Every metadata file of the log dirs, read: its log dir, its topic, and its metadata or
-        why it is refused."""
-        for d in self.log_dirs:
-            for name in metadata_names(d.path):
-                try:
-                    meta = read_metadata(d.path, name)
-                except LogError as exc:
-                    yield d, name, exc
-                    continue
-                if meta is not None:
-                    yield d, name, meta
-
-    def readable_metadata(self) -> dict[str, tuple[LogDir, TopicMetadata]]:
-        """Every topic's metadata and the log dir holding it, but for topics being deleted. A
-        malformed metadata file is left out here (``unreadable_metadata``): it is refused where
-        its own topic is used, not for every topic."""
-        out: dict[str, tuple[LogDir, TopicMetadata]] = {}
-        for d, name, meta in self._metadata_files():
-            if isinstance(meta, TopicMetadata) and not meta.deleting:
-                out.setdefault(name, (d, meta))
-        return out
-
-    def unreadable_metadata(self) -> dict[str, str]:
-        """The topics whose metadata file is refused, each with why (naming the file). Commands
-        over every topic pass them over and name them; a command naming one is refused, and
-        ``topic delete`` removes it."""
-        out: dict[str, str] = {}
-        for _, name, meta in self._metadata_files():
-            if isinstance(meta, LogError):
-                out.setdefault(name, str(meta))
-        return out
-
-    def orphans(self) -> dict[str, str]:
-        """Topics left as a placement mark (``topic_store.mark_placed``), with any partition
-        directories beside it, whose metadata is in none of the log dirs given although the log
-        dir the mark names as its home is given: what a delete not given every log dir the topic
-        was placed over leaves. No command reads an orphan; ``verify`` names it and ``topic
-        delete`` removes it. Returns each orphan's home log dir."""
-        given = {str(d.path) for d in self.log_dirs}
-        with_metadata = {name for d in self.log_dirs for name in metadata_names(d.path)}
-        out: dict[str, str] = {}
-        for d in self.log_dirs:
-            for name in sorted(placed_names(d.path) - with_metadata):
-                try:
-                    home = placed_elsewhere(d.path, name)
-                except LogError:  # a mark that is no file: refused where its topic is used
-                    continue
-                if home in given:
-                    out.setdefault(name, home)
-        return out
-
-    def orphan_error(self, topic: str, home: str) -> UnknownTopicOrPartitionError:
-        """The refusal of an orphan (``orphans``) wherever it is named, naming what is left of it."""
-        left = [*(str(loc.path) for _, loc in sorted(partition_dirs(self.log_dirs, topic).items())),
-                *(str(placed_path(d.path, topic)) for d in self.log_dirs if topic in placed_names(d.path))]
-        return UnknownTopicOrPartitionError(
-            f"Topic {topic} does not exist: its metadata is gone from log dir {home}, yet {', '.join(left)} "
-            f"{'is' if len(left) == 1 else 'are'} left of it (an orphan, which no command reads: a topic delete not "
-            f"given every log dir leaves one); remove it with `logctl topic delete {topic}`")
 
     def stray_partition_dirs(self, topic: str | None = None) -> list[tuple[Path, int]]:
         """Directories named like a partition of a topic whose metadata has fewer partitions
@@ -251,36 +183,9 @@ class LogManager:
         at startup as a stray; here no command reads or writes it (it is no partition), ``verify``
         names it rather than leaving it out in silence, and ``topic delete`` removes it with its
         topic."""
-        counts = self.partition_counts()
+        counts = self.metadata.partition_counts()
         return [(loc.path, counts[key[0]]) for key, loc in sorted(partition_dirs(self.log_dirs, topic).items())
                 if is_stray(key, counts)]
-
-    def find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
-        """The log dir holding the topic's metadata file and its (validated) content."""
-        for d in self.log_dirs:
-            meta = read_metadata(d.path, topic)
-            if meta is not None:
-                return d, meta
-        return None
-
-    def topic_metadata(self, topic: str) -> TopicMetadata | None:
-        """The topic's metadata; None when it has none or is being deleted."""
-        found = self.find_metadata(topic)
-        return found[1] if found is not None and not found[1].deleting else None
-
-    def metadata_lock(self) -> ContextManager[None]:
-        """The topics lock (``topic_store.metadata_lock``), under which every topic change runs."""
-        return metadata_lock([d.path for d in self.log_dirs])
-
-    def topics_unchanging(self) -> ContextManager[None]:
-        """For a reader listing topics and their partition directories together: no topic
-        change is half made while it lists (``topic_store.metadata_read_lock``)."""
-        return metadata_read_lock([d.path for d in self.log_dirs])
-
-    def topics_being_deleted(self) -> set[str]:
-        """Topics past a delete's commit point that a kill left for the next writable open to
-        finish: no longer topics to any reader (a malformed metadata file is left out here)."""
-        return {name for _, name, meta in self._metadata_files() if isinstance(meta, TopicMetadata) and meta.deleting}
 
     def _listed_names(self) -> set[str]:
         """The names of the metadata files and of the partition directories, nothing read."""
@@ -295,26 +200,25 @@ class LogManager:
 
     def topics(self) -> list[str]:
         """Every topic whose metadata can be read, after checking every partition directory
-        (``_scan_dir``): a command over all topics is refused before it changes any of them, not
-        part way through. A topic whose metadata file is refused (``unreadable_metadata``) is
-        left out, for the command to name, and so is an orphan (``orphans``)."""
+        (``locations.scan_dir``): a command over all topics is refused before it changes any of them, not
+        part way through. A topic whose metadata file is refused (``MetadataView.unreadable``) is
+        left out, for the command to name, and so is an orphan (``MetadataView.orphans``)."""
         partition_dirs(self.log_dirs)
-        hidden = {name for _, name, meta in self._metadata_files() if isinstance(meta, LogError) or meta.deleting}
-        return sorted(self._listed_names() - hidden - set(self.orphans()))
+        return sorted(self._listed_names() - self.metadata.hidden() - set(self.metadata.orphans()))
 
     def topic_names(self) -> list[str]:
         """Every topic, from the names of the metadata files and partition directories alone:
         nothing inside them is checked, so one topic's bad file or metadata does not hide the
         others (the code location lists topics so). Each topic is checked where it is used. An
-        orphan (``orphans``) is no topic."""
-        return sorted(self._listed_names() - self.topics_being_deleted() - set(self.orphans()))
+        orphan (``MetadataView.orphans``) is no topic."""
+        return sorted(self._listed_names() - self.metadata.being_deleted() - set(self.metadata.orphans()))
 
     def partitions(self, topic: str) -> list[int]:
-        found = self.find_metadata(topic)
+        found = self.metadata.find(topic)
         if found is not None and found[1].deleting:
             raise UnknownTopicOrPartitionError(f"Topic {topic} is marked for deletion")
-        if found is None and (home := self.orphans().get(topic)) is not None:
-            raise self.orphan_error(topic, home)
+        if found is None and (home := self.metadata.orphans().get(topic)) is not None:
+            raise self.metadata.orphan_error(topic, home)
         on_disk = {p for _, p in partition_dirs(self.log_dirs, topic)}  # refuses a symlink or FIFO there first
         if found is not None:  # its metadata's count: a directory beyond it is a stray
             return list(range(found[1].partitions))
@@ -324,30 +228,9 @@ class LogManager:
 
     def dir_list(self) -> str:
         """The log dirs as an error message names them."""
-        return ",".join(str(d.path) for d in self.log_dirs)
+        return dir_list(self.log_dirs)
 
     # ------------------------------------------------------------------ configuration
-
-    def topic_overrides(self, topic: str) -> dict[str, str]:
-        """The topic's config overrides from its metadata. A topic without metadata (a broker's
-        log dir copied in) has none, bar an internal topic's; one whose metadata is in a log
-        dir not given here is refused: its partitions were placed from there. A topic whose
-        deletion a kill interrupted keeps its config until its files are gone: recovery loads its
-        partitions before the open finishes the delete."""
-        found = self.find_metadata(topic)
-        if found is not None:
-            return dict(found[1].configs)
-        for d in self.log_dirs:
-            home = placed_elsewhere(d.path, topic)
-            if home is not None and home in {str(given.path) for given in self.log_dirs}:
-                raise self.orphan_error(topic, home)
-            if home is not None:
-                raise TopicMetadataError(
-                    f"the metadata of topic {topic} is in log dir {home}, which is not among the log dirs given "
-                    f"({self.dir_list()}): {d.path} holds partitions of it placed from there, which the broker "
-                    f"defaults would misjudge; give every log dir (if the topic was deleted without {d.path}, "
-                    f"remove its partition directories there and {placed_path(d.path, topic)})")
-        return dict(INTERNAL_TOPIC_DEFAULTS.get(topic, {}))  # a broker's internal topic copied without its metadata
 
     def topic_configs(self) -> dict[str, LogConfig]:
         """Every topic's config, for managers opened on some of the log dirs only
@@ -371,9 +254,9 @@ class LogManager:
         if topic in self._given_configs:
             return self._given_configs[topic]
         try:
-            return topic_log_config(self.broker_props, self.topic_overrides(topic))
+            return topic_log_config(self.broker_props, self.metadata.overrides(topic))
         except (ConfigError, UnknownConfigError) as exc:
-            found = self.find_metadata(topic)
+            found = self.metadata.find(topic)
             if found is None:  # an internal topic's defaults: nothing on disk to correct
                 raise
             raise TopicConfigError(topic, metadata_path(found[0].path, topic), exc) from None
@@ -386,7 +269,7 @@ class LogManager:
         if log is not None:
             return log
         validate_topic_name(topic)
-        meta = self.topic_metadata(topic)
+        meta = self.metadata.topic(topic)
         # a directory beyond the topic's partition count is a stray, never opened
         loc = None if meta is not None and partition >= meta.partitions else locate(self.log_dirs, topic, partition)
         if loc is None:
@@ -397,8 +280,8 @@ class LogManager:
                 )
             if self.read_only:  # the partition exists (the metadata says so); its directory does not
                 raise self.placement.missing_partition_error(meta, partition)
-            with self.metadata_lock():  # a create in flight makes the directory itself: wait, then look again
-                found = self.find_metadata(topic)
+            with self.metadata.lock():  # a create in flight makes the directory itself: wait, then look again
+                found = self.metadata.find(topic)
                 if found is None or found[1].deleting:
                     raise UnknownTopicOrPartitionError(f"Topic {topic} was deleted meanwhile")
                 loc = locate(self.log_dirs, topic, partition)
@@ -491,7 +374,7 @@ class LogManager:
         ``unreadable`` recorded there by topic and passed over, so it does not stop the others'."""
         removed = {}
         delays: dict[str, int | None] = {}
-        deleting = self.topics_being_deleted()  # no topic to anyone: the next writable open finishes it
+        deleting = self.metadata.being_deleted()  # no topic to anyone: the next writable open finishes it
         for key, loc in sorted(self.partition_locations(refused=unreadable).items()):  # one listing of the log dirs
             topic = key[0]
             if topic in deleting:

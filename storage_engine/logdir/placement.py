@@ -119,7 +119,7 @@ class Placement:
         they place, before their commit point)."""
         if len(self.log_dirs) < 2:
             return
-        metas = self._manager.readable_metadata()
+        metas = self._manager.metadata.readable()
         listing = self._listing()
         # metadata written before the ids (no ``placed_over``) keeps its count: recording every
         # such topic at once held the topics lock for 20 s at 2,000 topics
@@ -129,10 +129,10 @@ class Placement:
                                   or (meta.placed_over and d.directory_id() not in meta.placed_over))})
         if not unrecorded:
             return
-        with self._manager.metadata_lock():  # a delete removes the marks under it
+        with self._manager.metadata.lock():  # a delete removes the marks under it
             listing = self._listing()
             for t in unrecorded:
-                found = self._manager.find_metadata(t)
+                found = self._manager.metadata.find(t)
                 if found is not None and not found[1].deleting:
                     home, meta = found
                     holding = self.mark_for(t, home, meta.partitions, [], listing)
@@ -200,7 +200,7 @@ class Placement:
         directory missing here may be in another), listing each log dir once."""
         present = {name for d in self.log_dirs if d.path.is_dir() for name in os.listdir(d.path)}
         out = {}
-        for topic, (_, meta) in self._manager.readable_metadata().items():
+        for topic, (_, meta) in self._manager.metadata.readable().items():
             missing = [p for p in range(meta.partitions) if partition_dir_name(topic, p) not in present]
             if missing and meta.placed_over and not self.placed_beyond_given(meta):
                 out[topic] = missing
@@ -215,11 +215,11 @@ class Placement:
         commands that use it, which say why."""
         if not self._missing_partitions():
             return
-        with self._manager.metadata_lock():  # a create in flight makes its directories itself: wait, then look again
+        with self._manager.metadata.lock():  # a create in flight makes its directories itself: wait, then look again
             for topic, missing in self._missing_partitions().items():
                 try:
                     for partition in missing:
-                        found = self._manager.find_metadata(topic)
+                        found = self._manager.metadata.find(topic)
                         self._manager.load_log(self.make_missing_partition(*found, partition)).close()
                 except (LogError, OSError):
                     continue
@@ -244,7 +244,7 @@ class Placement:
         what is here and says what it left, rather than passing over the rest unsaid. A topic
         whose metadata or directories cannot be read is left to the commands that use it."""
         wanted = topic_set(topics)
-        metas = self._manager.readable_metadata()
+        metas = self._manager.metadata.readable()
         out = {}
         for topic, (_, meta) in sorted(metas.items()):
             if (wanted is not None and topic not in wanted) or not self.placed_beyond_given(meta):

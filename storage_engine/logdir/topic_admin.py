@@ -89,8 +89,8 @@ class TopicAdmin:
         """Validate everything, write the metadata file (the commit point), then the partition dirs."""
         self._require_writable()
         overrides = check_creation(name, partitions, configs or {}, self._manager.broker_props)
-        with self._manager.metadata_lock():
-            found = self._manager.find_metadata(name)
+        with self._manager.metadata.lock():
+            found = self._manager.metadata.find(name)
             if found is not None and found[1].deleting:
                 self._finish_delete(name, found[0])
             self.check_name_free(name)
@@ -116,9 +116,9 @@ class TopicAdmin:
         metadata or a partition directory (a topic being deleted is one the create finishes
         deleting), and none differs from it only in '.' and '_'. Read-only, so the CLI asks it
         before making a new log dir for a create that would be refused."""
-        found = self._manager.find_metadata(name)
-        if found is None and (home := self._manager.orphans().get(name)) is not None:  # its directories would be adopted
-            raise self._manager.orphan_error(name, home)
+        found = self._manager.metadata.find(name)
+        if found is None and (home := self._manager.metadata.orphans().get(name)) is not None:  # its directories would be adopted
+            raise self._manager.metadata.orphan_error(name, home)
         if (found is not None and not found[1].deleting) or (found is None and self._manager.partition_locations(name)):
             raise TopicExistsError(f"Topic '{name}' already exists.")
         for other in self._manager.topic_names():  # names only: another topic's bad file is not this create's
@@ -136,7 +136,7 @@ class TopicAdmin:
         self._require_writable()
         validate_topic_name(name)
         check_not_metadata_log(name, "topic alter")
-        with self._manager.metadata_lock():
+        with self._manager.metadata.lock():
             holder, meta = self._current_metadata(name)
             self._check_checkpoint_files()
             merged = dict(meta.configs)
@@ -172,7 +172,7 @@ class TopicAdmin:
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= self._manager.max_partitions:
             raise InvalidPartitionsError(f"Number of partitions {count} for topic {name} must be 1 to "
                                          f"{self._manager.max_partitions} ({MAX_PARTITIONS_KEY})")
-        with self._manager.metadata_lock():
+        with self._manager.metadata.lock():
             holder, meta = self._current_metadata(name)
             if count == meta.partitions:
                 raise InvalidPartitionsError(f"Topic {name} already has {count} partitions.")
@@ -235,11 +235,11 @@ class TopicAdmin:
         (partition directories copied from a broker), the first log dir and what its directories
         say: one partition past the highest, and the configs it is read with. Raises for an
         unknown topic or one being deleted (``partitions``)."""
-        found = self._manager.find_metadata(name)
+        found = self._manager.metadata.find(name)
         parts = self._manager.partitions(name)
         if found is not None:
             return found
-        return self.log_dirs[0], TopicMetadata(name, max(parts) + 1, self._manager.topic_overrides(name), uuid.uuid4().hex)
+        return self.log_dirs[0], TopicMetadata(name, max(parts) + 1, self._manager.metadata.overrides(name), uuid.uuid4().hex)
 
     def _check_checkpoint_files(self) -> None:
         """Parse every log dir's checkpoint files (``CheckpointError`` names the file and the
@@ -271,7 +271,7 @@ class TopicAdmin:
         self._require_writable()
         validate_topic_name(name)
         check_not_metadata_log(name, "topic delete")
-        with self._manager.metadata_lock():
+        with self._manager.metadata.lock():
             holder, meta = self._deletable(name)
             self._check_checkpoint_files()
             for d in self.log_dirs:  # raises, naming a mark that is not a regular file
@@ -285,14 +285,14 @@ class TopicAdmin:
         """The log dir a delete of ``name`` commits in, and the metadata it marks ``deleting``
         there. A topic placed over a log dir not given is refused (``log_dirs_not_given``): its
         partitions there would be left behind as an orphan. A topic whose metadata file is
-        refused, or an orphan (``orphans``), is deleted from the log dir holding that file, or
+        refused, or an orphan (``MetadataView.orphans``), is deleted from the log dir holding that file, or
         named as home by its marks, under a stand-in metadata: no command reads either, so only
         a delete can remove what is left of them."""
         try:
-            found = self._manager.find_metadata(name)
+            found = self._manager.metadata.find(name)
         except TopicMetadataError:
             return next(d for d in self.log_dirs if os.path.lexists(metadata_path(d.path, name))), _stand_in(name)
-        home = self._manager.orphans().get(name) if found is None else None
+        home = self._manager.metadata.orphans().get(name) if found is None else None
         if home is not None:
             return next(d for d in self.log_dirs if str(d.path) == home), _stand_in(name)
         holder, meta = self._current_metadata(name)
@@ -341,7 +341,7 @@ class TopicAdmin:
         (the lock is only taken when there is something to finish)."""
         if not self._pending_deletes() and not self._delete_dirs():
             return
-        with self._manager.metadata_lock():
+        with self._manager.metadata.lock():
             for name, d in self._pending_deletes():
                 self._finish_delete(name, d)
             self._remove_delete_dirs()

@@ -116,7 +116,7 @@ def _pass_over_unreadable(args: argparse.Namespace, manager: LogManager, topic: 
     error line for all, and exits 1. A topic named is refused where it is used instead."""
     if topic is None:
         args.errors.extend(f"topic {name} passed over: {why}"
-                           for name, why in sorted(manager.unreadable_metadata().items()))
+                           for name, why in sorted(manager.metadata.unreadable().items()))
 
 
 # ---------------------------------------------------------------------- topic
@@ -137,14 +137,14 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
                 "segments": max(len(log.segments), 1),  # a view without any: the open makes an empty one
             }
         )
-    meta = manager.topic_metadata(topic)
+    meta = manager.metadata.topic(topic)
     return {
         "topic": topic,
         "partitions": parts,
         # the log dirs its metadata says its partitions may be in (``TopicMetadata.placed_over``)
         "placed_over": [{"id": i, "path": p} for i, p in sorted((meta.placed_over if meta else {}).items(),
                                                                 key=lambda item: item[1])],
-        "configs": manager.topic_overrides(topic),
+        "configs": manager.metadata.overrides(topic),
         "cleanup_policy": ",".join(config.cleanup_policy),
         "compaction_strategy": config.compaction_strategy,
         "compaction_strategy_header": config.compaction_strategy_header or None,
@@ -344,12 +344,12 @@ def cmd_dump(args: argparse.Namespace, manager: LogManager | None) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
-    with manager.topics_unchanging():  # a create, alter or delete in flight is not damage
+    with manager.metadata.read_lock():  # a create, alter or delete in flight is not damage
         _pass_over_unreadable(args, manager, args.topic)
         listed = {t: _listed_partitions(manager, t, named=args.topic is not None)
                   for t in ([args.topic] if args.topic is not None else manager.topics())}
         misnamed = misnamed_partition_dirs(manager.log_dirs) if args.topic is None else []
-        orphans = manager.orphans() if args.topic is None else {}
+        orphans = manager.metadata.orphans() if args.topic is None else {}
         strays = [(path, count) for path, count in manager.stray_partition_dirs(args.topic)
                   if count or path.name.rpartition("-")[0] not in orphans]  # an orphan's are named with it
     reports = [r for t, partitions in listed.items() for p in partitions  # a named topic is reported whatever
@@ -378,7 +378,7 @@ def cmd_verify(args: argparse.Namespace, manager: LogManager) -> int:
                  "a stray, which no command reads (a KRaft broker deletes such a log); remove it or move it out, "
                  "or adopt it with topic alter --partitions"
                  for path, count in strays)
-    lines.extend(str(manager.orphan_error(topic, home)) for topic, home in sorted(orphans.items()))
+    lines.extend(str(manager.metadata.orphan_error(topic, home)) for topic, home in sorted(orphans.items()))
     _print(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed],
                   "stray_dirs": [str(p) for p, _ in strays], "orphans": sorted(orphans)},
            "\n".join(lines) or "no partitions")

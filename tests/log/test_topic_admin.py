@@ -551,7 +551,7 @@ def test_a_subset_of_the_log_dirs_never_makes_a_partition_directory_another_may_
     shutil.rmtree(d1 / "t-1")  # as a create killed part way leaves it
     with LogManager([d1, d2]) as m:
         m.get_log("t", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
-        assert set(m.topic_metadata("t").placed_over) == {read_dir_id(d1), d2_id} and (d2 / "t-1").is_dir()
+        assert set(m.metadata.topic("t").placed_over) == {read_dir_id(d1), d2_id} and (d2 / "t-1").is_dir()
     with LogManager([d1]) as m:
         with pytest.raises(LogError, match=f"topic t was placed over log dirs not among those given .*{d2_id}"):
             m.get_log("t", 1)
@@ -592,7 +592,7 @@ def test_metadata_from_before_the_ids_keeps_its_count(tmp_path):
             m.get_log("c", 1)
     with LogManager([d1, d2]) as m:
         m.get_log("c", 1)
-        assert m.topic_metadata("c").log_dirs == 2 and len(m.topic_metadata("c").placed_over) == 2
+        assert m.metadata.topic("c").log_dirs == 2 and len(m.metadata.topic("c").placed_over) == 2
 
 
 def test_a_copied_log_dir_is_refused_by_its_id(tmp_path):
@@ -622,7 +622,7 @@ def test_two_copies_of_a_brokers_log_dir_get_ids_of_their_own(tmp_path):
         (d / "meta.properties").write_text(props)
     with LogManager([a, b]) as m:
         m.admin.create_topic("t", 4)
-        assert set(m.topic_metadata("t").placed_over) == {read_dir_id(a), read_dir_id(b)}
+        assert set(m.metadata.topic("t").placed_over) == {read_dir_id(a), read_dir_id(b)}
     assert read_dir_id(a) != read_dir_id(b) and (b / "meta.properties").read_text() == props
     with LogManager([a, b]) as m:
         assert m.partitions("t") == [0, 1, 2, 3]
@@ -662,7 +662,7 @@ def test_a_partition_moved_to_another_log_dir_is_recorded_there(tmp_path):
     d2.mkdir()
     (d1 / "t-1").rename(d2 / "t-1")
     with LogManager([d1, d2]) as m:
-        assert read_dir_id(d2) in m.topic_metadata("t").placed_over
+        assert read_dir_id(d2) in m.metadata.topic("t").placed_over
         m.get_log("t", 1).append([ProducerRecord(b"k", b"b", 2_000)], now=2_000)
     with LogManager([d1]) as m:
         with pytest.raises(LogError, match=f"log dirs not among those given .*{d2}"):
@@ -686,7 +686,7 @@ def test_a_brokers_topic_given_metadata_records_the_log_dirs_holding_it(tmp_path
     shutil.rmtree(d2 / ".logplat-topics")
     with LogManager([d1, d2]) as m:
         m.admin.alter_topic("brk", {"retention.ms": "-1"})
-        assert set(m.topic_metadata("brk").placed_over) == {read_dir_id(d1), read_dir_id(d2)}
+        assert set(m.metadata.topic("brk").placed_over) == {read_dir_id(d1), read_dir_id(d2)}
     with LogManager([d1]) as m:
         with pytest.raises(LogError, match="log dirs not among those given"):
             m.get_log("brk", 1)
@@ -763,7 +763,7 @@ def test_a_placement_mark_that_is_not_a_file_refuses_the_delete_before_its_commi
     with LogManager([d1, d2]) as m:
         with pytest.raises(LogError, match=f"{mark} is a directory, where a regular file belongs"):
             m.admin.delete_topic("a")
-        assert m.topic_metadata("a") is not None and not m.topic_metadata("a").deleting
+        assert m.metadata.topic("a") is not None and not m.metadata.topic("a").deleting
     assert every_name(tmp_path) == before
     mark.rmdir()
     with LogManager([d1, d2]) as m:
@@ -901,7 +901,7 @@ def test_an_alter_that_cannot_mark_its_placement_commits_nothing(tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=True)
     with LogManager([a, b]) as m:
-        assert m.topic_metadata("t").partitions == 1
+        assert m.metadata.topic("t").partitions == 1
         m.admin.add_partitions("t", 2)
         assert m.partitions("t") == [0, 1]
     assert placed_path(b, "t").is_file()
