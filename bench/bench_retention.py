@@ -77,7 +77,7 @@ def main() -> None:
             best_list = min(best_list, time.perf_counter() - t)
             with LogManager([tmp], read_only=True) as m:
                 t = time.perf_counter()
-                plans = m.retention_plans("bench", now_ms=NOW)
+                plans = m.retention.plans("bench", now_ms=NOW)
                 best_plan = min(best_plan, time.perf_counter() - t)
         deleting = sum(1 for p in plans if p.deleted_bases == (0,))
         assert len(plans) == args.partitions and deleting == args.partitions, (len(plans), deleting)

@@ -242,7 +242,7 @@ LOCAL_CHILD = textwrap.dedent("""
             if kind == "compaction":
                 reports = m.compact_due(now_ms=int(now))
             else:
-                results = m.apply_retention(m.retention_plans(now_ms=int(now)), now_ms=int(now))
+                results = m.retention.apply(m.retention.plans(now_ms=int(now)), now_ms=int(now))
         runs.append({"job_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0})
     if kind == "compaction":
         out = {"statuses": ["compacted" if r.skipped is None else "skipped" for r in reports],

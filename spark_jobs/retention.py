@@ -121,7 +121,7 @@ def _retain(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: 
     if manager.read_only:
         return RetentionOutcome(item.topic, item.partition, PLANNED if plan.deletions else NOTHING, None, plan.to_dict())
     try:
-        results = manager.apply_retention([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
+        results = manager.retention.apply([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
     except (LogError, OSError) as exc:
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", plan.to_dict())
     if not results:  # nothing to delete: swept only

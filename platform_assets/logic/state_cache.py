@@ -111,7 +111,6 @@ class StateCache:
         """The states read, and the partitions counted by their topic's metadata that had no
         directory in the listing."""
         wanted = None if topics is None else set(topics)
-        configs: dict[str, LogConfig] = {}
         found: list[tuple[str, TopicPartition, tuple, tuple, _Entry | None]] = []
         where: dict[TopicPartition, PartitionLocation] = {}
 
@@ -161,16 +160,17 @@ class StateCache:
         expired = sorted((e.computed_ms, path) for path, _, _, _, e in found
                          if e is not None and now_ms - e.computed_ms >= ttl_ms)
         refresh = {path for _, path in expired[:budget]}
+        config_refusals: dict[str, LogError] = {}  # the topic's metadata or config, refused for each of its partitions
+        configs = manager.topic_configs(dict.fromkeys(tp[0] for _, tp, _, _, _ in found), config_refusals)
         states = []
         self.computed = self.reused = 0
         seen = set()
         for path, tp, signature, checkpoints, previous in found:
             seen.add(path)
-            try:
-                config = configs.get(tp[0]) or configs.setdefault(tp[0], manager.topic_config(tp[0]))
-            except LogError as exc:  # the topic's metadata or config, refused for each of its partitions
-                refused(tp, exc)
+            if tp[0] in config_refusals:
+                refused(tp, config_refusals[tp[0]])
                 continue
+            config = configs[tp[0]]
             if (previous is not None and previous.trusted and previous.signature == signature
                     and previous.config == config and path not in refresh):
                 states.append(previous.state)

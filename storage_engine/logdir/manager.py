@@ -17,6 +17,7 @@ partition directory names and use the broker defaults, except Kafka's internal
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Iterator, Mapping, Sequence
 
@@ -32,14 +33,25 @@ from ..files.naming import parse_partition_dir, validate_topic_name
 from ..files.nofollow import check_under
 from ..log.loader import REFUSED_UNCHANGED
 from ..log.log import Log
-from ..log.retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
+from ..log.retention import RetentionResult, apply_retention, sweep_deleted_files
 from ..log.stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .locations import PartitionLocation, Topics, dir_list, is_stray, locate, partition_dirs, scan_dir, topic_set
 from .log_dir import LogDir, check_distinct_ids, check_log_dirs
 from .metadata_view import MetadataView
 from .placement import Placement
+from .retention import Retention
 from .topic_admin import TopicAdmin
 from .topic_store import TopicConfigError, TopicMetadataError, metadata_names, metadata_path
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    """One partition's cheap stats and its topic's config: what its compaction candidacy and
+    retention plan are decided from; its log end offset when it was asked for."""
+
+    stats: PartitionStats
+    config: LogConfig
+    log_end_offset: int | None = None
+
 
 #: What opening a partition refuses before it changes anything: the loader's refusals and a
 #: topic config, read before the loader starts.
@@ -81,6 +93,7 @@ class LogManager:
         self.metadata = MetadataView(self.log_dirs)
         self.placement = Placement(self)
         self.admin = TopicAdmin(self)
+        self.retention = Retention(self)
         try:
             # in path order, as the topic metadata locks: a first writer holds one dir's gate until
             # it has opened (and recovered) them all, so two processes must meet the gates in one order
@@ -232,17 +245,21 @@ class LogManager:
 
     # ------------------------------------------------------------------ configuration
 
-    def topic_configs(self) -> dict[str, LogConfig]:
-        """Every topic's config, for managers opened on some of the log dirs only
-        (``topic_configs=``): a Spark task opening an unclean log dir first recovers every
-        partition there, of any topic. A topic whose config is refused is left out; opening it
-        is refused there as here."""
+    def topic_configs(self, topics: Iterable[str] | None = None,
+                      refused: dict[str, LogError] | None = None) -> dict[str, LogConfig]:
+        """The configs of ``topics`` (default: every topic, ``topic_names``), in that order, in
+        one call: for managers opened on some of the log dirs only (``topic_configs=``), as a
+        Spark task opening an unclean log dir first recovers every partition there, of any
+        topic; for the code location, which builds its assets from them; and for the sensors,
+        which read each topic's once per tick. A topic whose config is refused is left out, with
+        why in ``refused`` when given; opening it is refused there as here."""
         out = {}
-        for topic in self.topic_names():
+        for topic in self.topic_names() if topics is None else topics:
             try:
                 out[topic] = self.topic_config(topic)
-            except LogError:
-                continue
+            except LogError as exc:
+                if refused is not None:
+                    refused[topic] = exc
         return out
 
     def topic_config(self, topic: str) -> LogConfig:
@@ -339,6 +356,22 @@ class LogManager:
                 if os.path.lexists(loc.path):
                     raise
 
+    def partition_facts(self, topics: Topics = None, partitions: Collection[int] | None = None, *,
+                        log_end_offsets: bool = False) -> list[PartitionFacts]:
+        """What a plan of each partition of ``topics`` (one name, several, or all) is made from,
+        by topic and partition: its stats (``partition_stats``) with its topic's config, read
+        once per topic; with ``partitions``, of those numbers of ``topics`` alone; with
+        ``log_end_offsets``, each log opened for its end offset too. One call per question
+        for the sensors, the runs and the retention plans, the names validated once."""
+        only = None if partitions is None else {(t, p) for t in topic_set(topics) or () for p in partitions}
+        configs: dict[str, LogConfig] = {}
+        out = []
+        for stats in self.partition_stats(topics, only):
+            config = configs.get(stats.topic) or configs.setdefault(stats.topic, self.topic_config(stats.topic))
+            end = self.get_log(stats.topic, stats.partition).log_end_offset if log_end_offsets else None
+            out.append(PartitionFacts(stats, config, end))
+        return out
+
     def planning_stats(self, loc: PartitionLocation, checkpoints: tuple[dict, dict]) -> PartitionStats:
         """One partition's stats for the dry runs, the sensors and the retention plans: cheap
         file metadata (``stats.read_partition_stats``, no log opened, no record read), given its
@@ -363,67 +396,6 @@ class LogManager:
             return live_stats(log)
         finally:
             log.close()
-
-    def delete_expired_files(self, *, unreadable: dict[str, str] | None = None
-                             ) -> dict[tuple[str, int], list[tuple[str, int]]]:
-        """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed
-        since their rename by the wall clock (Kafka's scheduled ``deleteSegmentFiles``), whether or not anything
-        else touches the partition; returns the removed files and sizes by partition. Needs no
-        partition lock: readers that still hold such a file open keep reading it. A topic that
-        cannot be read (a symlink in a partition dir, a refused config) is refused, or with
-        ``unreadable`` recorded there by topic and passed over, so it does not stop the others'."""
-        removed = {}
-        delays: dict[str, int | None] = {}
-        deleting = self.metadata.being_deleted()  # no topic to anyone: the next writable open finishes it
-        for key, loc in sorted(self.partition_locations(refused=unreadable).items()):  # one listing of the log dirs
-            topic = key[0]
-            if topic in deleting:
-                continue
-            if topic not in delays:
-                try:
-                    delays[topic] = self.topic_config(topic).file_delete_delay_ms
-                except LogError as exc:
-                    if unreadable is None:
-                        raise
-                    unreadable[topic], delays[topic] = str(exc), None
-            delay_ms = delays[topic]
-            if delay_ms is not None and (files := sweep_deleted_files(loc.path, delay_ms)):
-                removed[key] = files
-        return removed
-
-    def retention_plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:
-        """Retention plans for every partition, from their stats (``planning_stats``)."""
-        configs: dict[str, LogConfig] = {}
-        plans = []
-        for stats in self.partition_stats(topic):
-            config = configs.get(stats.topic) or configs.setdefault(stats.topic, self.topic_config(stats.topic))
-            plans.append(plan_retention(stats, config, now_ms))
-        return plans
-
-    def apply_retention(self, plans: Sequence[RetentionPlan], *, now_ms: int) -> list[RetentionResult]:
-        """Apply plans that delete something; sweep ``.deleted`` files whose delay has passed.
-        A partition that changed since its plan (a producer rolled) is left alone and reported
-        so (``RetentionResult.changed``), as the Spark job reports it; the next run plans it
-        afresh. Failing the whole run there left the partitions before it changed and the
-        ones after it unvisited, under an error. A partition with nothing to delete is not
-        opened, only swept: its writable open changed files all the same (a broker's stale
-        producer snapshots removed), which the Spark job, opening only what it deletes from,
-        left, and cost a load per partition."""
-        results = []
-        delays: dict[str, int] = {}
-        for plan in plans:
-            if plan.deletions:
-                log = self.get_log(plan.topic, plan.partition)
-                try:
-                    results.append(apply_retention(log, plan, now_ms))
-                except LogChangedError as exc:
-                    results.append(RetentionResult(plan, changed=str(exc)))
-                sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
-            elif (loc := locate(self.log_dirs, plan.topic, plan.partition)) is not None:
-                if plan.topic not in delays:
-                    delays[plan.topic] = self.topic_config(plan.topic).file_delete_delay_ms
-                sweep_deleted_files(loc.path, delays[plan.topic])
-        return results
 
     # ------------------------------------------------------------------ compaction
 

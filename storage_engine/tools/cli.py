@@ -438,11 +438,11 @@ def cmd_retention(args: argparse.Namespace, manager: LogManager) -> int:
     if engine is not None:
         data = engine.retention(manager, args.topic, now_ms=now, dry_run=args.dry_run)
     elif args.dry_run:
-        plans = manager.retention_plans(args.topic, now_ms=now)
+        plans = manager.retention.plans(args.topic, now_ms=now)
         data = [p.to_dict() | {"applied": False} for p in plans]
     else:
-        plans = manager.retention_plans(args.topic, now_ms=now)
-        applied = {(r.plan.topic, r.plan.partition): r for r in manager.apply_retention(plans, now_ms=now)}
+        plans = manager.retention.plans(args.topic, now_ms=now)
+        applied = {(r.plan.topic, r.plan.partition): r for r in manager.retention.apply(plans, now_ms=now)}
         data = [applied[(p.topic, p.partition)].to_dict() if (p.topic, p.partition) in applied
                 else p.to_dict() | {"applied": False} for p in plans]
     lines = []

@@ -615,7 +615,7 @@ def test_planning_after_an_unclean_shutdown_holds_no_partition_open(tmp_path):
     fds = len(os.listdir("/proc/self/fd"))
     with LogManager([tmp_path], read_only=True) as m:
         assert m.log_dirs[0].recovery_pending
-        plans = m.retention_plans(now_ms=1_000)
+        plans = m.retention.plans(now_ms=1_000)
         assert len(plans) == 20 and len(os.listdir("/proc/self/fd")) <= fds + 5
 
 

@@ -506,7 +506,7 @@ def test_a_log_dir_given_without_the_one_holding_its_topics_metadata_refuses_the
     assert (d2 / "c-1").is_dir() and placed_path(d2, "c").is_file() and not placed_path(d1, "c").exists()
     before = sorted(p.name for p in (d2 / "c-1").iterdir())
     with LogManager([d2]) as m:
-        for use in (lambda: m.topic_config("c"), lambda: m.retention_plans(now_ms=10**12),
+        for use in (lambda: m.topic_config("c"), lambda: m.retention.plans(now_ms=10**12),
                     lambda: m.get_log("c", 1)):
             with pytest.raises(LogError, match=f"the metadata of topic c is in log dir {d1}, which is not among"):
                 use()
@@ -922,7 +922,7 @@ def test_the_deleted_files_sweep_leaves_a_topic_whose_delete_a_kill_left_unfinis
         (root / f"{topic}-0" / "00000000000000000000.log.deleted").write_bytes(b"x")
     write_metadata(replace(read_metadata(root, "t"), deleting=True), root)
     with LogManager([root], read_only=True) as m:
-        assert sorted(m.delete_expired_files(unreadable={})) == [("u", 0)]
+        assert sorted(m.retention.delete_expired_files(unreadable={})) == [("u", 0)]
     assert (root / "t-0" / "00000000000000000000.log.deleted").exists()
 
 

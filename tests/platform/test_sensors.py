@@ -486,7 +486,7 @@ def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(t
         manager.admin.create_topic("events", 1, {"segment.bytes": "1000", "retention.bytes": "1500",
                                            "file.delete.delay.ms": "1500"})
         append_each(manager.get_log("events", 0), MORE_RECORDS)
-        manager.apply_retention(manager.retention_plans("events", now_ms=NOW), now_ms=NOW)
+        manager.retention.apply(manager.retention.plans("events", now_ms=NOW), now_ms=NOW)
     part = root / "events-0"
     pending = {p.name: p.stat().st_size for p in part.iterdir() if p.name.endswith(".deleted")}
     assert pending
