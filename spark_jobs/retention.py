@@ -5,7 +5,7 @@ spread as slices of partitions, not one task each: with thousands of partitions 
 opening logs, which the slices run in parallel. Each task, for each of its partitions, reads the
 engine's planning stats (``LogManager.planning_stats``), computes its
 :func:`~storage_engine.log.retention.plan_retention` and, unless ``dry_run``, applies it with
-``LogManager.apply_retention`` under the partition lock; a partition whose segments changed
+``Retention.apply`` under the partition lock; a partition whose segments changed
 between that plan and the apply is reported ``changed`` and left alone (the next run plans
 afresh). Deletion itself is the engine's
 crash-safe protocol: log start offset checkpoint first, then ``.deleted`` renames.

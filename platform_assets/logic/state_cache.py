@@ -201,7 +201,7 @@ class StateCache:
     def _missing_directories(manager: LogManager, gaps: list[TopicPartition],
                              unreadable: dict[TopicPartition, str] | None) -> None:
         """Refuse the partitions counted by their topic's metadata that have no directory, as a
-        reader's open does (``missing_partition_error``), looking as it looks (a directory or a
+        reader's open does (``Placement.missing_partition_error``), looking as it looks (a directory or a
         link, which it refuses). Looked at again under the topics lock, shared: a create writes
         its metadata before its directories, and a delete marks its metadata first (then the
         topic is no longer counted)."""

@@ -112,7 +112,7 @@ class Placement:
         return LogDirsNotGivenError(f"topic {meta.name} was placed {placed}: {why}; give every log dir")
 
     def mark_placements(self) -> None:
-        """At a writable open, ``_mark_for`` every topic with partitions in a log dir without
+        """At a writable open, ``mark_for`` every topic with partitions in a log dir without
         their mark, or that its metadata does not record (``placed_over``): topics made before
         the marks or the ids existed, a broker's topic given metadata, a partition an operator
         moved to another log dir (a create, an alter and an ``alter --partitions`` record what

@@ -283,7 +283,7 @@ class TopicAdmin:
 
     def _deletable(self, name: str) -> tuple[LogDir, TopicMetadata]:
         """The log dir a delete of ``name`` commits in, and the metadata it marks ``deleting``
-        there. A topic placed over a log dir not given is refused (``log_dirs_not_given``): its
+        there. A topic placed over a log dir not given is refused (``Placement.log_dirs_not_given``): its
         partitions there would be left behind as an orphan. A topic whose metadata file is
         refused, or an orphan (``MetadataView.orphans``), is deleted from the log dir holding that file, or
         named as home by its marks, under a stand-in metadata: no command reads either, so only

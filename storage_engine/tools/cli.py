@@ -112,7 +112,7 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 
 def _pass_over_unreadable(args: argparse.Namespace, manager: LogManager, topic: str | None) -> None:
     """A command over every topic (``topic`` None) goes on past each topic whose metadata file
-    is refused (``LogManager.unreadable_metadata``); ``main`` names each after the report, an
+    is refused (``MetadataView.unreadable``); ``main`` names each after the report, an
     error line for all, and exits 1. A topic named is refused where it is used instead."""
     if topic is None:
         args.errors.extend(f"topic {name} passed over: {why}"
