@@ -86,7 +86,7 @@ def generate(root: Path, size_bytes: int, value_size: int, live_fraction: float,
     """Write topic ``t`` partition 0 straight into segments (indexes built by LogSegment.append)."""
     with LogManager([root]) as m:
         m.admin.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
-                                "file.delete.delay.ms": "0"})
+                                      "file.delete.delay.ms": "0"})
     part = root / "t-0"
     for name in os.listdir(part):  # whatever the manager created for an empty partition
         if name[:1].isdigit():

@@ -106,7 +106,7 @@ def generate(root: Path, topic: str, partitions: int, partition_bytes: int, segm
     engine starts from a cleanly shut down log dir with its checkpoints."""
     with LogManager([root]) as m:
         m.admin.create_topic(topic, partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
-                                           "file.delete.delay.ms": "0"})
+                                                 "file.delete.delay.ms": "0"})
         config = m.topic_config(topic)
     rnd = random.Random(seed)
     filler = rnd.randbytes(VALUE_BYTES - 16)
@@ -346,7 +346,7 @@ def generate_retention(root: Path, partitions: int) -> dict:
         for t, first in enumerate(range(0, partitions, per_topic)):
             count = min(per_topic, partitions - first)
             m.admin.create_topic(f"r{t}", count, {"retention.ms": "60000", "segment.bytes": "1200",
-                                            "file.delete.delay.ms": "0"})
+                                                  "file.delete.delay.ms": "0"})
             tps += [(f"r{t}", p) for p in range(count)]
     for first in range(0, len(tps), per_manager):
         with LogManager([root]) as m:

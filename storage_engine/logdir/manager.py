@@ -6,8 +6,11 @@ same facts as one small JSON file per topic under ``<log dir>/.logplat-topics/``
 atomically, in the first log dir unless the topic's file already lives in another one, and only
 under the metadata lock (``topic_store``). That file is the commit point of every topic change;
 the changes themselves (create, alter, add partitions, delete) are ``topic_admin.TopicAdmin``'s,
-composed into the manager as ``manager.admin``, and where partitions go is
-``placement.Placement``'s (``manager.placement``).
+composed into the manager as ``manager.admin``. The manager composes the rest likewise: where
+partitions go is ``placement.Placement``'s (``manager.placement``), what the metadata files say
+``metadata_view.MetadataView``'s (``manager.metadata``), retention over the log dirs
+``retention.Retention``'s (``manager.retention``); the manager itself opens the log dirs,
+recovers them, finds partitions and hands out their logs.
 
 Directories copied from a broker have no such file: their topics are discovered from the
 partition directory names and use the broker defaults, except Kafka's internal

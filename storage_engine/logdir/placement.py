@@ -234,8 +234,8 @@ class Placement:
         reader: in a log dir not given, or never made (a create killed part way)."""
         return self._partition_not_given(meta, partition) or UnknownTopicOrPartitionError(
             f"The directory {partition_dir_name(meta.name, partition)} of partition {partition} of topic {meta.name} "
-            f"is missing from log dirs {self._manager.dir_list()}; a produce to it recreates it empty, and a topic delete "
-            "removes the topic (a topic create killed part way leaves such gaps)")
+            f"is missing from log dirs {self._manager.dir_list()}; a produce to it recreates it empty, and a topic "
+            "delete removes the topic (a topic create killed part way leaves such gaps)")
 
     def partitions_not_given(self, topics: Topics = None) -> dict[tuple[str, int], LogError]:
         """The partitions of ``topics`` (default: all) that their metadata counts but these log

@@ -35,7 +35,8 @@ class Retention:
         removed = {}
         delays: dict[str, int | None] = {}
         deleting = self._manager.metadata.being_deleted()  # no topic to anyone: the next writable open finishes it
-        for key, loc in sorted(self._manager.partition_locations(refused=unreadable).items()):  # one listing of the log dirs
+        located = self._manager.partition_locations(refused=unreadable)  # one listing of the log dirs
+        for key, loc in sorted(located.items()):
             topic = key[0]
             if topic in deleting:
                 continue

@@ -95,7 +95,8 @@ class TopicAdmin:
                 self._finish_delete(name, found[0])
             self.check_name_free(name)
             self._check_checkpoint_files()
-            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex).placed_also_over(self._manager.placement.placement_ids())
+            meta = TopicMetadata(name, partitions, overrides, uuid.uuid4().hex)
+            meta = meta.placed_also_over(self._manager.placement.placement_ids())
             write_metadata(meta, self.log_dirs[0].path)
             made: list[Path] = []
             try:
@@ -117,7 +118,8 @@ class TopicAdmin:
         deleting), and none differs from it only in '.' and '_'. Read-only, so the CLI asks it
         before making a new log dir for a create that would be refused."""
         found = self._manager.metadata.find(name)
-        if found is None and (home := self._manager.metadata.orphans().get(name)) is not None:  # its directories would be adopted
+        home = self._manager.metadata.orphans().get(name) if found is None else None
+        if home is not None:  # its directories would be adopted
             raise self._manager.metadata.orphan_error(name, home)
         if (found is not None and not found[1].deleting) or (found is None and self._manager.partition_locations(name)):
             raise TopicExistsError(f"Topic '{name}' already exists.")
@@ -131,7 +133,8 @@ class TopicAdmin:
         defaults first, the broker's ``log.*`` settings under both); raises as the create would."""
         return _creation_config(name, configs, self._manager.broker_props)[1]
 
-    def alter_topic(self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()) -> TopicMetadata:
+    def alter_topic(self, name: str, set_configs: Mapping[str, str],
+                    delete_configs: Sequence[str] = ()) -> TopicMetadata:
         """Change config overrides; the merged result is validated before the file is replaced."""
         self._require_writable()
         validate_topic_name(name)
@@ -180,12 +183,14 @@ class TopicAdmin:
                 raise InvalidPartitionsError(f"Topic {name} currently has {meta.partitions} partitions, which is "
                                              f"higher than the requested {count}: a partition count never goes down.")
             self._check_checkpoint_files()
-            not_given = self._manager.placement.log_dirs_not_given(meta, "a partition directory made now may be in a log dir not given")
+            not_given = self._manager.placement.log_dirs_not_given(
+                meta, "a partition directory made now may be in a log dir not given")
             if not_given is not None:
                 raise not_given
-            adopted = {p: loc for p in range(meta.partitions, count) if (loc := locate(self.log_dirs, name, p)) is not None}
-            missing = [p for p in range(count) if p not in adopted and (p >= meta.partitions or locate(self.log_dirs, name, p)
-                                                                      is None)]  # gaps below the count too
+            adopted = {p: loc for p in range(meta.partitions, count)
+                       if (loc := locate(self.log_dirs, name, p)) is not None}
+            missing = [p for p in range(count) if p not in adopted  # gaps below the count too
+                       and (p >= meta.partitions or locate(self.log_dirs, name, p) is None)]
             made: list[Path] = []
             new = replace(meta.placed_also_over(self._manager.placement.placement_ids()), partitions=count)
             committed = False
@@ -239,7 +244,8 @@ class TopicAdmin:
         parts = self._manager.partitions(name)
         if found is not None:
             return found
-        return self.log_dirs[0], TopicMetadata(name, max(parts) + 1, self._manager.metadata.overrides(name), uuid.uuid4().hex)
+        overrides = self._manager.metadata.overrides(name)
+        return self.log_dirs[0], TopicMetadata(name, max(parts) + 1, overrides, uuid.uuid4().hex)
 
     def _check_checkpoint_files(self) -> None:
         """Parse every log dir's checkpoint files (``CheckpointError`` names the file and the
@@ -296,8 +302,8 @@ class TopicAdmin:
         if home is not None:
             return next(d for d in self.log_dirs if str(d.path) == home), _stand_in(name)
         holder, meta = self._current_metadata(name)
-        refusal = self._manager.placement.log_dirs_not_given(meta, "its partitions there would be left behind, an orphan that no command "
-                                                "reads")
+        refusal = self._manager.placement.log_dirs_not_given(
+            meta, "its partitions there would be left behind, an orphan that no command reads")
         if refusal is not None:
             raise refusal
         return holder, meta

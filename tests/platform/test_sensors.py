@@ -484,7 +484,7 @@ def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(t
     root = tmp_path / "logs"
     with LogManager([root]) as manager:
         manager.admin.create_topic("events", 1, {"segment.bytes": "1000", "retention.bytes": "1500",
-                                           "file.delete.delay.ms": "1500"})
+                                                 "file.delete.delay.ms": "1500"})
         append_each(manager.get_log("events", 0), MORE_RECORDS)
         manager.retention.apply(manager.retention.plans("events", now_ms=NOW), now_ms=NOW)
     part = root / "events-0"

@@ -484,7 +484,7 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     dirs = [tmp_path / "local" / "d1", tmp_path / "local" / "d2"]
     with LogManager(dirs) as m:
         m.admin.create_topic("c", 4, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
-                                "segment.bytes": "1500", "delete.retention.ms": "0"})
+                                      "segment.bytes": "1500", "delete.retention.ms": "0"})
         m.admin.create_topic("r", 4, {"retention.ms": "50000", "segment.bytes": "1500"})
         for topic in ("c", "r"):
             for p in range(4):
