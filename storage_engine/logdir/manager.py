@@ -189,8 +189,9 @@ class LogManager:
         unreadable = {t: why for t, why in self.metadata.unreadable().items() if wanted is None or t in wanted}
         if unreadable and refused is None and wanted is not None:
             raise TopicMetadataError(next(iter(unreadable.values())))
-        for topic, why in unreadable.items() if refused is not None else ():
-            refused.setdefault(topic, why)
+        if refused is not None:
+            for topic, why in unreadable.items():
+                refused.setdefault(topic, why)
         return {key: loc for key, loc in found.items() if not is_stray(key, counts) and key[0] not in unreadable}
 
     def stray_partition_dirs(self, topic: str | None = None) -> list[tuple[Path, int]]:
@@ -516,7 +517,7 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
-        errors = []
+        errors: list[Exception] = []
         for log in self._logs.values():
             try:
                 log.close()

@@ -220,6 +220,7 @@ class Placement:
                 try:
                     for partition in missing:
                         found = self._manager.metadata.find(topic)
+                        assert found is not None  # listed under this lock, which every delete holds
                         self._manager.load_log(self.make_missing_partition(*found, partition)).close()
                 except (LogError, OSError):
                     continue
