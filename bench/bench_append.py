@@ -43,7 +43,7 @@ def plain_write(path: Path, batches: list[bytes]) -> float:
 
 def engine_append(root: Path, batches: list[bytes]) -> float:
     with LogManager([root]) as m:
-        m.create_topic("bench", 1, {"segment.bytes": str(256 << 20)})
+        m.admin.create_topic("bench", 1, {"segment.bytes": str(256 << 20)})
         log = m.get_log("bench", 0)
         start = time.perf_counter()
         for b in batches:

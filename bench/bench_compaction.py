@@ -85,8 +85,8 @@ def _batch(base_offset: int, keys: list[bytes], value: bytes, ts: int) -> bytes:
 def generate(root: Path, size_bytes: int, value_size: int, live_fraction: float, seed: int = 7) -> dict:
     """Write topic ``t`` partition 0 straight into segments (indexes built by LogSegment.append)."""
     with LogManager([root]) as m:
-        m.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
-                                "file.delete.delay.ms": "0"})
+        m.admin.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
+                                      "file.delete.delay.ms": "0"})
     part = root / "t-0"
     for name in os.listdir(part):  # whatever the manager created for an empty partition
         if name[:1].isdigit():
@@ -165,7 +165,7 @@ CHILD = textwrap.dedent("""
         return 0
 
     m = LogManager([sys.argv[1]])
-    m.alter_topic("t", {"compaction.strategy": sys.argv[4]})
+    m.admin.alter_topic("t", {"compaction.strategy": sys.argv[4]})
     log = m.get_log("t", 0)
     cleaner = Cleaner(m.cleaner_config())
     try:

@@ -30,7 +30,7 @@ DAY = 86_400_000
 def build_tree(root: Path, partitions: int) -> None:
     """Partition dirs written directly in Kafka's layout (faster than appending through a log)."""
     with LogManager([root]) as m:
-        m.create_topic("bench", 1, {"retention.ms": str(7 * DAY)})
+        m.admin.create_topic("bench", 1, {"retention.ms": str(7 * DAY)})
     topic_dir = root / "bench-0"
     template = {}
     for seg, (base, age_days) in enumerate([(0, 9), (100, 5), (200, 0)]):
@@ -77,7 +77,7 @@ def main() -> None:
             best_list = min(best_list, time.perf_counter() - t)
             with LogManager([tmp], read_only=True) as m:
                 t = time.perf_counter()
-                plans = m.retention_plans("bench", now_ms=NOW)
+                plans = m.retention.plans("bench", now_ms=NOW)
                 best_plan = min(best_plan, time.perf_counter() - t)
         deleting = sum(1 for p in plans if p.deleted_bases == (0,))
         assert len(plans) == args.partitions and deleting == args.partitions, (len(plans), deleting)

@@ -68,7 +68,7 @@ def main() -> None:
         t0 = time.perf_counter()
         build_tree(tmp, n)
         with LogManager([tmp]) as manager:
-            manager.alter_topic(TOPIC, {"cleanup.policy": "compact,delete"})
+            manager.admin.alter_topic(TOPIC, {"cleanup.policy": "compact,delete"})
         print(f"built {n} partitions x 3 segments in {time.perf_counter() - t0:.1f} s")
         time.sleep(RACY_NS / 1e9)  # states of directories changed in the last 2 s are not cached yet
         settings = PlatformSettings(log_dirs=(str(tmp),), automation="stopped", max_observations_per_tick=n)

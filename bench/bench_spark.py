@@ -105,8 +105,8 @@ def generate(root: Path, topic: str, partitions: int, partition_bytes: int, segm
     all of its data is cleanable; then opened and closed once through a ``LogManager`` so every
     engine starts from a cleanly shut down log dir with its checkpoints."""
     with LogManager([root]) as m:
-        m.create_topic(topic, partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
-                                           "file.delete.delay.ms": "0"})
+        m.admin.create_topic(topic, partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
+                                                 "file.delete.delay.ms": "0"})
         config = m.topic_config(topic)
     rnd = random.Random(seed)
     filler = rnd.randbytes(VALUE_BYTES - 16)
@@ -242,7 +242,7 @@ LOCAL_CHILD = textwrap.dedent("""
             if kind == "compaction":
                 reports = m.compact_due(now_ms=int(now))
             else:
-                results = m.apply_retention(m.retention_plans(now_ms=int(now)), now_ms=int(now))
+                results = m.retention.apply(m.retention.plans(now_ms=int(now)), now_ms=int(now))
         runs.append({"job_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0})
     if kind == "compaction":
         out = {"statuses": ["compacted" if r.skipped is None else "skipped" for r in reports],
@@ -345,8 +345,8 @@ def generate_retention(root: Path, partitions: int) -> dict:
     with LogManager([root]) as m:
         for t, first in enumerate(range(0, partitions, per_topic)):
             count = min(per_topic, partitions - first)
-            m.create_topic(f"r{t}", count, {"retention.ms": "60000", "segment.bytes": "1200",
-                                            "file.delete.delay.ms": "0"})
+            m.admin.create_topic(f"r{t}", count, {"retention.ms": "60000", "segment.bytes": "1200",
+                                                  "file.delete.delay.ms": "0"})
             tps += [(f"r{t}", p) for p in range(count)]
     for first in range(0, len(tps), per_manager):
         with LogManager([root]) as m:

@@ -371,8 +371,8 @@ class CompactionJob:
             s = stats.get((topic, partition))
             if s is None:  # counted by the topic's metadata, no directory on disk: nothing to clean, as locally
                 if partitions is not None:  # named: said as a reader's open says it (a log dir not given?)
-                    meta = self.manager.topic_metadata(topic)
-                    why = (str(self.manager.missing_partition_error(meta, partition)) if meta is not None else
+                    meta = self.manager.metadata.topic(topic)
+                    why = (str(self.manager.placement.missing_partition_error(meta, partition)) if meta is not None else
                            f"its directory {partition_dir_name(topic, partition)} is in none of the log dirs")
                     self.result.outcomes.append(PartitionOutcome(topic, partition, SKIPPED, why, CompactionReport(
                         topic, partition, self.now_ms, engine="spark", skipped=why)))

@@ -5,7 +5,7 @@ spread as slices of partitions, not one task each: with thousands of partitions 
 opening logs, which the slices run in parallel. Each task, for each of its partitions, reads the
 engine's planning stats (``LogManager.planning_stats``), computes its
 :func:`~storage_engine.log.retention.plan_retention` and, unless ``dry_run``, applies it with
-``LogManager.apply_retention`` under the partition lock; a partition whose segments changed
+``Retention.apply`` under the partition lock; a partition whose segments changed
 between that plan and the apply is reported ``changed`` and left alone (the next run plans
 afresh). Deletion itself is the engine's
 crash-safe protocol: log start offset checkpoint first, then ``.deleted`` renames.
@@ -121,7 +121,7 @@ def _retain(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: 
     if manager.read_only:
         return RetentionOutcome(item.topic, item.partition, PLANNED if plan.deletions else NOTHING, None, plan.to_dict())
     try:
-        results = manager.apply_retention([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
+        results = manager.retention.apply([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
     except (LogError, OSError) as exc:
         return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", plan.to_dict())
     if not results:  # nothing to delete: swept only
@@ -183,9 +183,9 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
         chosen = sorted(set(partitions))
         for tp in chosen:
             if tp not in locations:
-                meta = manager.topic_metadata(tp[0])
+                meta = manager.metadata.topic(tp[0])
                 if meta is not None and tp[1] < meta.partitions:  # counted, without a directory here
-                    raise manager.missing_partition_error(meta, tp[1])
+                    raise manager.placement.missing_partition_error(meta, tp[1])
                 raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager.dir_list()}")
     for t in {t for t, _ in chosen} - set(configs):  # a topic being deleted, or one whose config is refused
         configs[t] = manager.topic_config(t)  # (raising, naming it, before any task runs)

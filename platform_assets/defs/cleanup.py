@@ -37,7 +37,7 @@ from ..logic import check_facts
 from ..logic.catalog import Topic
 from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks
 from ..logic.health import health_outcome, unreadable_outcome
-from ..logic.log_state import PartitionState, read_states
+from ..logic.log_state import PartitionState, observe
 from ..logic.metadata import cleanup_metadata
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
 from ..logic.partition_keys import partition_key, partition_number
@@ -110,8 +110,7 @@ def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int],
     with log_store.manager() as manager:
         for group in [list(partitions)] if unreadable is None else [[p] for p in partitions]:
             try:
-                states = {s.partition: s for s in read_states(manager, now_ms=now_ms, topics=[topic], partitions=group)}
-                out.update((p, (states[p], manager.get_log(topic, p).log_end_offset)) for p in group if p in states)
+                out.update(observe(manager, topic, group, now_ms=now_ms))
             except LogError as exc:
                 if unreadable is None:
                     raise

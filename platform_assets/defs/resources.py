@@ -27,7 +27,8 @@ from dagster_pyspark import LazyPySparkResource
 
 from spark_jobs.runtime.session import build_spark_session, is_remote, session_config
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager, missing_log_dir
+from storage_engine.logdir.log_dir import missing_log_dir
+from storage_engine.logdir.manager import LogManager
 
 from ..logic.settings import PlatformSettings
 

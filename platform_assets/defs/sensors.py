@@ -145,15 +145,11 @@ def _existing_keys(instance: dg.DagsterInstance, topics: Iterable[str]) -> dict[
 
 def _still_refused(log_store: LogStoreResource, refused: Mapping[str, str]) -> dict[str, str]:
     """Of the topics the code location could not build, those whose config is refused now, and why."""
-    out: dict[str, str] = {}
+    still: dict[str, LogError] = {}
     if refused:
         with log_store.manager() as manager:
-            for name in refused:
-                try:
-                    manager.topic_config(name)
-                except LogError as exc:
-                    out[name] = str(exc)
-    return out
+            manager.topic_configs(refused, still)
+    return {name: str(exc) for name, exc in still.items()}
 
 
 def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.SensorDefinition:
@@ -376,7 +372,7 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
     def deleted_files_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         unreadable: dict[str, str] = {}  # one topic that cannot be read does not stop the others' sweep
         with log_store.manager() as manager:
-            removed = manager.delete_expired_files(unreadable=unreadable)
+            removed = manager.retention.delete_expired_files(unreadable=unreadable)
         refused = [f"topic {topic} not swept: {why}" for topic, why in sorted(unreadable.items())]
         for note in refused:
             context.log.error(note)

@@ -22,7 +22,8 @@ from typing import Mapping, Sequence
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import LONG_MAX
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager, missing_log_dir
+from storage_engine.logdir.log_dir import missing_log_dir
+from storage_engine.logdir.manager import LogManager
 
 from .units import duration_text, size_text
 
@@ -118,14 +119,11 @@ def discover_topics(log_dirs: Sequence[str], broker_props: Mapping[str, str]) ->
     reason, which the state sensor reports; neither stops the code location from loading, which
     would stop every run of every topic. Nor does a log dir that is not there (unmounted, a
     file): the load reads the others, and the sensors' ticks fail naming it."""
-    topics, refused = [], {}
+    refused: dict[str, LogError] = {}
     present = [d for d in log_dirs if missing_log_dir(d) is None]
     if not present:
         return Catalog((), {})
     with LogManager(present, broker_props, read_only=True) as manager:
-        for name in manager.topic_names():
-            try:
-                topics.append(Topic(name, manager.topic_config(name)))
-            except LogError as exc:
-                refused[name] = str(exc)
-    return Catalog(tuple(topics), refused)
+        configs = manager.topic_configs(refused=refused)
+    return Catalog(tuple(Topic(name, config) for name, config in configs.items()),
+                   {name: str(exc) for name, exc in refused.items()})

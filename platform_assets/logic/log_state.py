@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Collection, Iterable, Sequence
+from typing import Collection, Sequence, cast
 
 from storage_engine.cleaner import candidacy_from_stats
 from storage_engine.cleaner.plan import LogToClean, order_by_dirtiness
@@ -128,17 +128,19 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
 def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | None = None,
                 partitions: Collection[int] | None = None) -> list[PartitionState]:
     """The state of every partition (of ``topics``, or of all; with ``partitions``, of those
-    numbers of ``topics`` alone), by topic and partition number."""
-    only = None if partitions is None else {(t, p) for t in topics or () for p in partitions}
-    stats: Iterable[PartitionStats] = manager.partition_stats(None if topics is None else sorted(topics), only)
-    configs: dict[str, LogConfig] = {}
-    out = []
-    for s in stats:
-        config = configs.get(s.topic)
-        if config is None:
-            config = configs[s.topic] = manager.topic_config(s.topic)
-        out.append(state_of(s, config, now_ms=now_ms))
-    return sorted(out, key=lambda s: (s.topic, s.partition))
+    numbers of ``topics`` alone), by topic and partition number: one question to the engine
+    (``LogManager.partition_facts``)."""
+    facts = manager.partition_facts(None if topics is None else sorted(topics), partitions)
+    return [state_of(f.stats, f.config, now_ms=now_ms) for f in facts]
+
+
+def observe(manager: LogManager, topic: str, partitions: Collection[int], *,
+            now_ms: int) -> dict[int, tuple[PartitionState, int]]:
+    """Each of ``partitions`` of ``topic`` found: its state and its log end offset (the log
+    opened as the manager opens it), in one question to the engine
+    (``LogManager.partition_facts``)."""
+    facts = manager.partition_facts([topic], partitions, log_end_offsets=True)
+    return {f.stats.partition: (state_of(f.stats, f.config, now_ms=now_ms), cast(int, f.log_end_offset)) for f in facts}
 
 
 # ---------------------------------------------------------------------------- decisions

@@ -44,7 +44,8 @@ from typing import Collection
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager, PartitionLocation, duplicate_partition, is_stray
+from storage_engine.logdir.locations import PartitionLocation, duplicate_partition, is_stray
+from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import parse_partition_dir, partition_dir_name
 from storage_engine.files.nofollow import check_not_symlink
 from storage_engine.log.stats import log_dir_checkpoints
@@ -110,7 +111,6 @@ class StateCache:
         """The states read, and the partitions counted by their topic's metadata that had no
         directory in the listing."""
         wanted = None if topics is None else set(topics)
-        configs: dict[str, LogConfig] = {}
         found: list[tuple[str, TopicPartition, tuple, tuple, _Entry | None]] = []
         where: dict[TopicPartition, PartitionLocation] = {}
 
@@ -119,8 +119,8 @@ class StateCache:
                 raise exc
             unreadable[tp] = str(exc) if isinstance(exc, LogError) else f"{type(exc).__name__}: {exc}"
 
-        counts = manager.partition_counts()
-        deleting = manager.topics_being_deleted()  # a delete a kill left half done: no topic any more
+        counts = manager.metadata.partition_counts()
+        deleting = manager.metadata.being_deleted()  # a delete a kill left half done: no topic any more
         for log_dir in manager.log_dirs:
             if not log_dir.path.is_dir():
                 continue
@@ -160,16 +160,17 @@ class StateCache:
         expired = sorted((e.computed_ms, path) for path, _, _, _, e in found
                          if e is not None and now_ms - e.computed_ms >= ttl_ms)
         refresh = {path for _, path in expired[:budget]}
+        config_refusals: dict[str, LogError] = {}  # the topic's metadata or config, refused for each of its partitions
+        configs = manager.topic_configs(dict.fromkeys(tp[0] for _, tp, _, _, _ in found), config_refusals)
         states = []
         self.computed = self.reused = 0
         seen = set()
         for path, tp, signature, checkpoints, previous in found:
             seen.add(path)
-            try:
-                config = configs.get(tp[0]) or configs.setdefault(tp[0], manager.topic_config(tp[0]))
-            except LogError as exc:  # the topic's metadata or config, refused for each of its partitions
-                refused(tp, exc)
+            if tp[0] in config_refusals:
+                refused(tp, config_refusals[tp[0]])
                 continue
+            config = configs[tp[0]]
             if (previous is not None and previous.trusted and previous.signature == signature
                     and previous.config == config and path not in refresh):
                 states.append(previous.state)
@@ -200,17 +201,17 @@ class StateCache:
     def _missing_directories(manager: LogManager, gaps: list[TopicPartition],
                              unreadable: dict[TopicPartition, str] | None) -> None:
         """Refuse the partitions counted by their topic's metadata that have no directory, as a
-        reader's open does (``missing_partition_error``), looking as it looks (a directory or a
+        reader's open does (``Placement.missing_partition_error``), looking as it looks (a directory or a
         link, which it refuses). Looked at again under the topics lock, shared: a create writes
         its metadata before its directories, and a delete marks its metadata first (then the
         topic is no longer counted)."""
-        with manager.topics_unchanging():
+        with manager.metadata.read_lock():
             for topic, p in gaps:
                 paths = [d.path / partition_dir_name(topic, p) for d in manager.log_dirs]
-                meta = manager.topic_metadata(topic)
+                meta = manager.metadata.topic(topic)
                 if meta is None or p >= meta.partitions or any(path.is_dir() or path.is_symlink() for path in paths):
                     continue
-                error = manager.missing_partition_error(meta, p)
+                error = manager.placement.missing_partition_error(meta, p)
                 if unreadable is None:
                     raise error
                 unreadable[(topic, p)] = str(error)

@@ -104,7 +104,7 @@ def produce(manager: LogManager, workloads: Sequence[TopicWorkload], *, now_ms: 
     existing = set(manager.topics())
     planned = []
     for w in workloads:
-        config = manager.topic_config(w.name) if w.name in existing else manager.creation_config(w.name, w.configs)
+        config = manager.topic_config(w.name) if w.name in existing else manager.admin.creation_config(w.name, w.configs)
         for p in range(w.partitions):
             records = _records(w, p, w.records_for(p), now_ms, rng)
             batches = [records[i:i + w.batch_records] for i in range(0, len(records), w.batch_records)]
@@ -115,7 +115,7 @@ def produce(manager: LogManager, workloads: Sequence[TopicWorkload], *, now_ms: 
     written = []
     for w, p, records, batches in planned:
         if w.name not in existing:
-            manager.create_topic(w.name, w.partitions, dict(w.configs))
+            manager.admin.create_topic(w.name, w.partitions, dict(w.configs))
             existing.add(w.name)
         log = manager.get_log(w.name, p)
         size = sum(log.append(batch, compression=w.compression).size_bytes for batch in batches)

@@ -52,7 +52,7 @@ def write_log(root: Path) -> list[tuple[str, int]]:
     """A small ``compact,delete`` topic in ``root`` whose partitions both jobs have work in:
     several segments, each of ten keys written twelve times, the oldest segments past retention."""
     with LogManager([root]) as manager:
-        manager.create_topic(TOPIC, PARTITIONS, {"cleanup.policy": "compact,delete", "segment.bytes": "2048",
+        manager.admin.create_topic(TOPIC, PARTITIONS, {"cleanup.policy": "compact,delete", "segment.bytes": "2048",
                                                   "retention.ms": "60000", "file.delete.delay.ms": "0"})
         for partition in range(PARTITIONS):
             log = manager.get_log(TOPIC, partition)

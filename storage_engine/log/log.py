@@ -163,7 +163,7 @@ class Log(LogReads):
     def _reload(self) -> None:
         """Reload after another process changed the log (the lock held). A reload that fails
         after it repaired part of the log cannot vouch for the rest, so, as for a failed first
-        load (``LogManager._load_log``), this process leaves its log dir's clean-shutdown marker
+        load (``LogManager.load_log``), this process leaves its log dir's clean-shutdown marker
         unwritten (``LogDir.record_load_failure``) and the next first opener recovers."""
         try:
             self._load(had_clean_shutdown=not (self.read_only and self.log_dir.recovery_pending))

@@ -5,7 +5,7 @@ preflight). The Spark jobs' variables are read and checked in ``spark_jobs.runti
 (``spark_environment``); the platform's own in ``platform_assets.logic.settings``.
 
 * ``LOGPLAT_LOG_DIRS``: the log dirs, comma-separated (default ``./data/logs``), each one the
-  engine opens (``manager.check_log_dirs``: none twice, none nested, no partition directory);
+  engine opens (``log_dir.check_log_dirs``: none twice, none nested, no partition directory);
 * ``LOGPLAT_SERVER_PROPERTIES``: a broker ``server.properties`` whose ``log.*`` keys set the
   topic defaults (``config.properties``).
 
@@ -22,7 +22,7 @@ from typing import Mapping
 
 from ..errors import EnvironmentValueError, LogError
 from ..config.properties import read_server_properties
-from .manager import check_log_dirs
+from .log_dir import check_log_dirs
 
 LOG_DIRS_ENV = "LOGPLAT_LOG_DIRS"
 SERVER_PROPERTIES_ENV = "LOGPLAT_SERVER_PROPERTIES"
@@ -45,7 +45,7 @@ def engine_environment(log_dirs: str | None = None) -> EngineEnvironment:
 
 def log_dirs_from_env(value: str | None = None) -> list[Path]:
     """``--log-dirs`` / ``LOGPLAT_LOG_DIRS``: a comma-separated list, default ``./data/logs``, as
-    given (not resolved), once ``manager.check_log_dirs`` accepts it. An empty ``--log-dirs ""``
+    given (not resolved), once ``log_dir.check_log_dirs`` accepts it. An empty ``--log-dirs ""``
     names no directory (an error), where an empty variable is unset. A refused variable is named
     with its value; a refused option's message is the engine's own (the user just typed it)."""
     raw = value if value is not None else os.environ.get(LOG_DIRS_ENV) or DEFAULT_LOG_DIRS

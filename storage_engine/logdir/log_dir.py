@@ -48,7 +48,7 @@ from ..log.checkpoint import (
     write_clean_shutdown_marker,
 )
 from .dir_id import DIR_ID_FILE, DirIdError, assign_dir_id, read_dir_id
-from ..errors import CleanShutdownMarkerError, NotALogDirError
+from ..errors import CleanShutdownMarkerError, LogError, NotALogDirError
 from ..files.naming import is_segment_file
 from ..files.nofollow import check_regular_or_missing, open_nofollow
 from .topic_store import TOPICS_DIR
@@ -89,6 +89,52 @@ def check_is_a_log_dir(path: Path) -> None:
     if segment is not None:
         raise NotALogDirError(f"{path} holds segment files ({segment}): it is a partition directory, not "
                               f"a log dir; give the directory that holds it ({path.parent})")
+
+
+def missing_log_dir(path: str | Path) -> str | None:
+    """Why ``path`` is not there as a log dir ("does not exist", "is not a directory"), or None:
+    a mistyped or unmounted path would read as a log dir without topics, and a write would make
+    it. ``logctl`` refuses it (but for ``topic create``, which makes it) and so do the
+    platform's sensors and runs."""
+    if os.path.isdir(path):
+        return None
+    return "is not a directory" if os.path.lexists(path) else "does not exist"
+
+
+def check_log_dirs(log_dirs: Sequence[Path | str]) -> list[Path]:
+    """``log_dirs`` resolved, once each of them is one the engine opens: at least one, none
+    given twice (Kafka's ``log.dirs`` check), none inside another or the same directory as
+    another, none a partition directory or a topic metadata folder. The one rule for a list
+    of log dirs, so the environment's check (``config.environment``) is the manager's."""
+    if not log_dirs:
+        raise LogError("at least one log directory is needed")
+    paths = [Path(p).resolve() for p in log_dirs]
+    if len(set(paths)) != len(paths):
+        raise LogError(f"duplicate entries in log.dirs: {[str(p) for p in paths]}")
+    _check_distinct_dirs(paths)
+    for path in paths:
+        check_is_a_log_dir(path)
+    return paths
+
+
+def _check_distinct_dirs(paths: Sequence[Path]) -> None:
+    """Refuse a log dir inside another (``d1,d1/y-0``: the inner one read as a partition of the
+    outer, a refused create wrote segments into it) and two log dirs that are one directory
+    under two paths (a bind mount: a writer would wait for ever on the lock it already holds
+    through the other path)."""
+    for inner in paths:
+        outer = next((p for p in paths if p != inner and inner.is_relative_to(p)), None)
+        if outer is not None:
+            raise LogError(f"log dir {inner} is inside log dir {outer}: give log dirs that do not nest")
+    seen: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue  # not made yet: two new paths are two directories
+        first = seen.setdefault((st.st_dev, st.st_ino), path)
+        if first != path:
+            raise LogError(f"log dirs {first} and {path} are the same directory (a bind mount?): give it once")
 
 
 class LogDir:

@@ -6,7 +6,11 @@ same facts as one small JSON file per topic under ``<log dir>/.logplat-topics/``
 atomically, in the first log dir unless the topic's file already lives in another one, and only
 under the metadata lock (``topic_store``). That file is the commit point of every topic change;
 the changes themselves (create, alter, add partitions, delete) are ``topic_admin.TopicAdmin``'s,
-which the manager mixes in.
+composed into the manager as ``manager.admin``. The manager composes the rest likewise: where
+partitions go is ``placement.Placement``'s (``manager.placement``), what the metadata files say
+``metadata_view.MetadataView``'s (``manager.metadata``), retention over the log dirs
+``retention.Retention``'s (``manager.retention``); the manager itself opens the log dirs,
+recovers them, finds partitions and hands out their logs.
 
 Directories copied from a broker have no such file: their topics are discovered from the
 partition directory names and use the broker defaults, except Kafka's internal
@@ -18,60 +22,43 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterator, Mapping, Sequence
+from typing import Collection, Iterable, Iterator, Mapping, Sequence
 
 from ..cleaner import Cleaner, CompactionReport, candidacy_from_stats
 from ..cleaner.cleaner import reset_out_of_range_checkpoint
 from ..cleaner.plan import LogToClean
 from ..config.broker import build_log_config, max_partitions_per_topic, topic_log_config
 from ..config.cleaner import CleanerConfig, build_cleaner_config
-from ..config.topic import INTERNAL_TOPIC_DEFAULTS, LogConfig
-from ..errors import (CleanShutdownMarkerError, ConfigError, LogChangedError, LogDirsNotGivenError, LogError,
-                     UnknownConfigError, UnknownTopicOrPartitionError)
+from ..config.topic import LogConfig
+from ..errors import (CleanShutdownMarkerError, ConfigError, LogChangedError, LogError, UnknownConfigError,
+                      UnknownTopicOrPartitionError)
+from ..files.naming import parse_partition_dir, validate_topic_name
+from ..files.nofollow import check_under
 from ..log.loader import REFUSED_UNCHANGED
 from ..log.log import Log
-from .log_dir import LogDir, check_distinct_ids, check_is_a_log_dir
-from ..files.naming import is_digits, is_segment_file, parse_partition_dir, partition_dir_name, validate_topic_name
-from ..files.nofollow import check_dir_entries, check_not_symlink, check_under
-from .placement import choose_log_dir
-from ..log.retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
+from ..log.retention import RetentionResult, apply_retention, sweep_deleted_files
 from ..log.stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
+from .locations import PartitionLocation, Topics, dir_list, is_stray, locate, partition_dirs, scan_dir, topic_set
+from .log_dir import LogDir, check_distinct_ids, check_log_dirs
+from .metadata_view import MetadataView
+from .placement import Placement
+from .retention import Retention
 from .topic_admin import TopicAdmin
-from .topic_store import (TopicConfigError, TopicMetadata, TopicMetadataError, metadata_names, metadata_path,
-                          placed_elsewhere, placed_names, placed_path, read_metadata, write_metadata)
+from .topic_store import TopicConfigError, TopicMetadataError, metadata_names, metadata_path
 
 @dataclass(frozen=True)
-class PartitionLocation:
-    topic: str
-    partition: int
-    log_dir: LogDir
-    path: Path
+class PartitionFacts:
+    """One partition's cheap stats and its topic's config: what its compaction candidacy and
+    retention plan are decided from; its log end offset when it was asked for."""
 
-
-def missing_log_dir(path: str | Path) -> str | None:
-    """Why ``path`` is not there as a log dir ("does not exist", "is not a directory"), or None:
-    a mistyped or unmounted path would read as a log dir without topics, and a write would make
-    it. ``logctl`` refuses it (but for ``topic create``, which makes it) and so do the
-    platform's sensors and runs."""
-    if os.path.isdir(path):
-        return None
-    return "is not a directory" if os.path.lexists(path) else "does not exist"
+    stats: PartitionStats
+    config: LogConfig
+    log_end_offset: int | None = None
 
 
 #: What opening a partition refuses before it changes anything: the loader's refusals and a
 #: topic config, read before the loader starts.
 _REFUSED_UNCHANGED = (*REFUSED_UNCHANGED, ConfigError, TopicMetadataError)
-
-
-def is_stray(key: tuple[str, int], counts: Mapping[str, int]) -> bool:
-    """A directory named like partition ``key`` of a topic whose metadata (``counts``: each
-    topic's partition count) has fewer partitions: a stray, not a partition."""
-    return key[0] in counts and key[1] >= counts[key[0]]
-
-
-def duplicate_partition(first: PartitionLocation, second: Path) -> LogError:
-    """A partition found in two log dirs: Kafka refuses to start (``Duplicate log directories``)."""
-    return LogError(f"Duplicate log directories for {first.topic}-{first.partition}: {first.path} and {second}")
 
 
 def _require_compacted(topic: str, config: LogConfig) -> None:
@@ -80,51 +67,7 @@ def _require_compacted(topic: str, config: LogConfig) -> None:
                        "only compacted topics are cleaned")
 
 
-def check_log_dirs(log_dirs: Sequence[Path | str]) -> list[Path]:
-    """``log_dirs`` resolved, once each of them is one the engine opens: at least one, none
-    given twice (Kafka's ``log.dirs`` check), none inside another or the same directory as
-    another, none a partition directory or a topic metadata folder. The one rule for a list
-    of log dirs, so the environment's check (``logdir.environment``) is the manager's."""
-    if not log_dirs:
-        raise LogError("at least one log directory is needed")
-    paths = [Path(p).resolve() for p in log_dirs]
-    if len(set(paths)) != len(paths):
-        raise LogError(f"duplicate entries in log.dirs: {[str(p) for p in paths]}")
-    _check_distinct_dirs(paths)
-    for path in paths:
-        check_is_a_log_dir(path)
-    return paths
-
-
-def _check_distinct_dirs(paths: Sequence[Path]) -> None:
-    """Refuse a log dir inside another (``d1,d1/y-0``: the inner one read as a partition of the
-    outer, a refused create wrote segments into it) and two log dirs that are one directory
-    under two paths (a bind mount: a writer would wait for ever on the lock it already holds
-    through the other path)."""
-    for inner in paths:
-        outer = next((p for p in paths if p != inner and inner.is_relative_to(p)), None)
-        if outer is not None:
-            raise LogError(f"log dir {inner} is inside log dir {outer}: give log dirs that do not nest")
-    seen: dict[tuple[int, int], Path] = {}
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            continue  # not made yet: two new paths are two directories
-        first = seen.setdefault((st.st_dev, st.st_ino), path)
-        if first != path:
-            raise LogError(f"log dirs {first} and {path} are the same directory (a bind mount?): give it once")
-
-
-#: one topic's name, several, or None for every topic
-Topics = str | Collection[str] | None
-
-
-def _topic_set(topics: Topics) -> frozenset[str] | None:
-    return frozenset([topics]) if isinstance(topics, str) else None if topics is None else frozenset(topics)
-
-
-class LogManager(TopicAdmin):
+class LogManager:
     """Opens log dirs, recovers them after an unclean shutdown, and hands out ``Log`` objects."""
 
     def __init__(
@@ -150,6 +93,10 @@ class LogManager(TopicAdmin):
         self._closed = False
         self.read_only = read_only
         self._given_configs = dict(topic_configs or {})
+        self.metadata = MetadataView(self.log_dirs)
+        self.placement = Placement(self)
+        self.admin = TopicAdmin(self)
+        self.retention = Retention(self)
         try:
             # in path order, as the topic metadata locks: a first writer holds one dir's gate until
             # it has opened (and recovered) them all, so two processes must meet the gates in one order
@@ -162,9 +109,9 @@ class LogManager(TopicAdmin):
                     self._recover_dir(d)
                 d.finish_startup()
             if not read_only:
-                self._finish_pending_deletes()
-                self._make_missing_partitions()
-                self._mark_placements()
+                self.admin.finish_pending_deletes()
+                self.placement.make_missing_partitions()
+                self.placement.mark_placements()
         except BaseException:
             self.close()  # leave the sessions (and the clean-shutdown marker) as they were
             raise
@@ -174,13 +121,13 @@ class LogManager(TopicAdmin):
         startup; a scan that fails part-way (a symlink refused) leaves the rest unrecovered, so
         it withholds the clean-shutdown marker as a failed load does."""
         try:
-            counts = self.partition_counts()
+            counts = self.metadata.partition_counts()
             configs: dict[str, LogConfig] = {}
-            for loc in self._scan_dir(log_dir):
+            for loc in scan_dir(log_dir):
                 if not is_stray((loc.topic, loc.partition), counts):  # a stray is never opened
                     if loc.topic not in configs:
                         configs[loc.topic] = self._recovery_config(loc.topic)
-                    self._load_log(loc, had_clean_shutdown=False, config=configs[loc.topic]).close()
+                    self.load_log(loc, had_clean_shutdown=False, config=configs[loc.topic]).close()
         except BaseException:
             log_dir.record_load_failure()
             raise
@@ -199,7 +146,7 @@ class LogManager(TopicAdmin):
         except LogError:
             pass
         try:
-            stored = self._find_metadata(topic)
+            stored = self.metadata.find(topic)
         except LogError:
             stored = None
         kept: dict[str, str] = {}
@@ -211,7 +158,7 @@ class LogManager(TopicAdmin):
             kept[key] = value
         return topic_log_config(self.broker_props, kept)
 
-    def _load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True,
+    def load_log(self, loc: PartitionLocation, *, had_clean_shutdown: bool = True,
                   config: LogConfig | None = None) -> Log:
         """Open (load, and after an unclean shutdown recover) one partition, with its topic's
         config unless ``config`` is given (``_recovery_config``). When that fails, this process
@@ -230,135 +177,22 @@ class LogManager(TopicAdmin):
 
     # ------------------------------------------------------------------ discovery
 
-    @staticmethod
-    def _scan_dir(log_dir: LogDir, topics: Topics = None,
-                  refused: dict[str, str] | None = None) -> Iterator[PartitionLocation]:
-        """Partition directories of a log dir (of ``topics`` only, when given); a symlink among
-        them (or inside one) is refused, so no command, reading or writing, follows it out of the
-        log dir. Given topics, the others' directories are not looked into: a bad file in one
-        topic's partition fails that topic's commands, not every other topic's. With
-        ``refused``, a refusal is recorded there by topic and the scan goes on."""
-        if not log_dir.path.is_dir():
-            return
-        wanted = _topic_set(topics)
-        for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
-            parsed = parse_partition_dir(entry.name)
-            if parsed is None or (wanted is not None and parsed[0] not in wanted):
-                continue
-            try:
-                if entry.is_symlink():
-                    check_not_symlink(entry.path)  # raises, naming the link
-                if not entry.is_dir(follow_symlinks=False):
-                    continue
-                check_dir_entries(entry.path)
-            except LogError as exc:
-                if refused is None:
-                    raise
-                refused.setdefault(parsed[0], str(exc))
-                continue
-            yield PartitionLocation(parsed[0], parsed[1], log_dir, Path(entry.path))
-
-    def _partition_dirs(self, topics: Topics = None, refused: dict[str, str] | None = None
-                        ) -> dict[tuple[str, int], PartitionLocation]:
-        """Every directory named like a partition's (of ``topics`` only, when given), strays
-        included; a partition in two log dirs is refused. With ``refused``, every refusal is
-        recorded there by topic instead, and that topic's directories left out."""
-        found: dict[tuple[str, int], PartitionLocation] = {}
-        for d in self.log_dirs:
-            for loc in self._scan_dir(d, topics, refused):
-                key = (loc.topic, loc.partition)
-                if key in found:
-                    if refused is None:
-                        raise duplicate_partition(found[key], loc.path)
-                    refused.setdefault(loc.topic, str(duplicate_partition(found[key], loc.path)))
-                found[key] = loc
-        if refused:
-            found = {key: loc for key, loc in found.items() if key[0] not in refused}
-        return found
-
     def partition_locations(self, topics: Topics = None, refused: dict[str, str] | None = None
                             ) -> dict[tuple[str, int], PartitionLocation]:
         """Every partition's directory (of ``topics`` only, when given: one name or several); a
-        stray one (``stray_partition_dirs``) is no partition. ``refused``: see ``_partition_dirs``.
-        A topic whose metadata file is refused (``unreadable_metadata``) is refused when named,
+        stray one (``stray_partition_dirs``) is no partition. ``refused``: see ``locations.partition_dirs``.
+        A topic whose metadata file is refused (``MetadataView.unreadable``) is refused when named,
         recorded in ``refused``, or, listing every topic, left out for the command to name."""
-        found = self._partition_dirs(topics, refused)
-        counts = self.partition_counts()
-        wanted = _topic_set(topics)
-        unreadable = {t: why for t, why in self.unreadable_metadata().items() if wanted is None or t in wanted}
+        found = partition_dirs(self.log_dirs, topics, refused)
+        counts = self.metadata.partition_counts()
+        wanted = topic_set(topics)
+        unreadable = {t: why for t, why in self.metadata.unreadable().items() if wanted is None or t in wanted}
         if unreadable and refused is None and wanted is not None:
             raise TopicMetadataError(next(iter(unreadable.values())))
-        for topic, why in unreadable.items() if refused is not None else ():
-            refused.setdefault(topic, why)
+        if refused is not None:
+            for topic, why in unreadable.items():
+                refused.setdefault(topic, why)
         return {key: loc for key, loc in found.items() if not is_stray(key, counts) and key[0] not in unreadable}
-
-    def partition_counts(self) -> dict[str, int]:
-        """Each topic's partition count, from its metadata (topics without metadata, or being
-        deleted, have none: their partitions are the directories found). An orphan
-        (``orphans``) counts none, so every directory of it is a stray: never opened."""
-        return {**dict.fromkeys(self.orphans(), 0),
-                **{name: meta.partitions for name, (_, meta) in self.readable_metadata().items()}}
-
-    def _metadata_files(self) -> Iterator[tuple[LogDir, str, TopicMetadata | LogError]]:
-        """Every metadata file of the log dirs, read: its log dir, its topic, and its metadata or
-        why it is refused."""
-        for d in self.log_dirs:
-            for name in metadata_names(d.path):
-                try:
-                    meta = read_metadata(d.path, name)
-                except LogError as exc:
-                    yield d, name, exc
-                    continue
-                if meta is not None:
-                    yield d, name, meta
-
-    def readable_metadata(self) -> dict[str, tuple[LogDir, TopicMetadata]]:
-        """Every topic's metadata and the log dir holding it, but for topics being deleted. A
-        malformed metadata file is left out here (``unreadable_metadata``): it is refused where
-        its own topic is used, not for every topic."""
-        out: dict[str, tuple[LogDir, TopicMetadata]] = {}
-        for d, name, meta in self._metadata_files():
-            if isinstance(meta, TopicMetadata) and not meta.deleting:
-                out.setdefault(name, (d, meta))
-        return out
-
-    def unreadable_metadata(self) -> dict[str, str]:
-        """The topics whose metadata file is refused, each with why (naming the file). Commands
-        over every topic pass them over and name them; a command naming one is refused, and
-        ``topic delete`` removes it."""
-        out: dict[str, str] = {}
-        for _, name, meta in self._metadata_files():
-            if isinstance(meta, LogError):
-                out.setdefault(name, str(meta))
-        return out
-
-    def orphans(self) -> dict[str, str]:
-        """Topics left as a placement mark (``topic_store.mark_placed``), with any partition
-        directories beside it, whose metadata is in none of the log dirs given although the log
-        dir the mark names as its home is given: what a delete not given every log dir the topic
-        was placed over leaves. No command reads an orphan; ``verify`` names it and ``topic
-        delete`` removes it. Returns each orphan's home log dir."""
-        given = {str(d.path) for d in self.log_dirs}
-        with_metadata = {name for d in self.log_dirs for name in metadata_names(d.path)}
-        out: dict[str, str] = {}
-        for d in self.log_dirs:
-            for name in sorted(placed_names(d.path) - with_metadata):
-                try:
-                    home = placed_elsewhere(d.path, name)
-                except LogError:  # a mark that is no file: refused where its topic is used
-                    continue
-                if home in given:
-                    out.setdefault(name, home)
-        return out
-
-    def orphan_error(self, topic: str, home: str) -> UnknownTopicOrPartitionError:
-        """The refusal of an orphan (``orphans``) wherever it is named, naming what is left of it."""
-        left = [*(str(loc.path) for _, loc in sorted(self._partition_dirs(topic).items())),
-                *(str(placed_path(d.path, topic)) for d in self.log_dirs if topic in placed_names(d.path))]
-        return UnknownTopicOrPartitionError(
-            f"Topic {topic} does not exist: its metadata is gone from log dir {home}, yet {', '.join(left)} "
-            f"{'is' if len(left) == 1 else 'are'} left of it (an orphan, which no command reads: a topic delete not "
-            f"given every log dir leaves one); remove it with `logctl topic delete {topic}`")
 
     def stray_partition_dirs(self, topic: str | None = None) -> list[tuple[Path, int]]:
         """Directories named like a partition of a topic whose metadata has fewer partitions
@@ -366,63 +200,9 @@ class LogManager(TopicAdmin):
         at startup as a stray; here no command reads or writes it (it is no partition), ``verify``
         names it rather than leaving it out in silence, and ``topic delete`` removes it with its
         topic."""
-        counts = self.partition_counts()
-        return [(loc.path, counts[key[0]]) for key, loc in sorted(self._partition_dirs(topic).items())
+        counts = self.metadata.partition_counts()
+        return [(loc.path, counts[key[0]]) for key, loc in sorted(partition_dirs(self.log_dirs, topic).items())
                 if is_stray(key, counts)]
-
-    def misnamed_partition_dirs(self) -> list[Path]:
-        """Directories of the log dirs named like a partition's (digits after the last ``-``) and
-        holding segment files, whose name no partition has (``t-01``, ``t-2147483648``): every
-        command leaves them out, where Kafka would read ``t-01`` as partition 1. ``verify`` names
-        them rather than passing them over in silence."""
-        found = []
-        for d in self.log_dirs:
-            try:
-                with os.scandir(d.path) as it:  # named like a partition's (digits after the last "-"), yet none
-                    dirs = [e for e in it if e.is_dir(follow_symlinks=False) and "-" in e.name
-                            and is_digits(e.name.rpartition("-")[2]) and parse_partition_dir(e.name) is None]
-            except FileNotFoundError:
-                continue
-            for entry in dirs:
-                try:
-                    with os.scandir(entry.path) as it:
-                        if any(is_segment_file(e.name) for e in it):
-                            found.append(Path(entry.path))
-                except OSError:  # unreadable: nothing any command would read there either
-                    continue
-        return sorted(found)
-
-    def _create_partition_dir(self, topic: str, partition: int, home: LogDir) -> tuple[PartitionLocation, list[Path]]:
-        """Make a partition's directory in the least loaded log dir; the topic's metadata is in
-        ``home``, and any other log dir chosen records that (``topic_store.mark_placed``).
-        Returns the location and what was made, in order (a refused change removes it)."""
-        counts = {str(d.path): sum(1 for name in os.listdir(d.path) if parse_partition_dir(name))
-                  if d.path.is_dir() else 0 for d in self.log_dirs}
-        chosen = choose_log_dir(counts)
-        log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
-        made: list[Path] = []
-        self._mark_in(log_dir, topic, home, made)
-        path = log_dir.path / partition_dir_name(topic, partition)
-        path.mkdir(parents=True, exist_ok=True)
-        return PartitionLocation(topic, partition, log_dir, path), [*made, path]
-
-    def _find_metadata(self, topic: str) -> tuple[LogDir, TopicMetadata] | None:
-        """The log dir holding the topic's metadata file and its (validated) content."""
-        for d in self.log_dirs:
-            meta = read_metadata(d.path, topic)
-            if meta is not None:
-                return d, meta
-        return None
-
-    def topic_metadata(self, topic: str) -> TopicMetadata | None:
-        """The topic's metadata; None when it has none or is being deleted."""
-        found = self._find_metadata(topic)
-        return found[1] if found is not None and not found[1].deleting else None
-
-    def topics_being_deleted(self) -> set[str]:
-        """Topics past a delete's commit point that a kill left for the next writable open to
-        finish: no longer topics to any reader (a malformed metadata file is left out here)."""
-        return {name for _, name, meta in self._metadata_files() if isinstance(meta, TopicMetadata) and meta.deleting}
 
     def _listed_names(self) -> set[str]:
         """The names of the metadata files and of the partition directories, nothing read."""
@@ -437,27 +217,26 @@ class LogManager(TopicAdmin):
 
     def topics(self) -> list[str]:
         """Every topic whose metadata can be read, after checking every partition directory
-        (``_scan_dir``): a command over all topics is refused before it changes any of them, not
-        part way through. A topic whose metadata file is refused (``unreadable_metadata``) is
-        left out, for the command to name, and so is an orphan (``orphans``)."""
-        self._partition_dirs()
-        hidden = {name for _, name, meta in self._metadata_files() if isinstance(meta, LogError) or meta.deleting}
-        return sorted(self._listed_names() - hidden - set(self.orphans()))
+        (``locations.scan_dir``): a command over all topics is refused before it changes any of them, not
+        part way through. A topic whose metadata file is refused (``MetadataView.unreadable``) is
+        left out, for the command to name, and so is an orphan (``MetadataView.orphans``)."""
+        partition_dirs(self.log_dirs)
+        return sorted(self._listed_names() - self.metadata.hidden() - set(self.metadata.orphans()))
 
     def topic_names(self) -> list[str]:
         """Every topic, from the names of the metadata files and partition directories alone:
         nothing inside them is checked, so one topic's bad file or metadata does not hide the
         others (the code location lists topics so). Each topic is checked where it is used. An
-        orphan (``orphans``) is no topic."""
-        return sorted(self._listed_names() - self.topics_being_deleted() - set(self.orphans()))
+        orphan (``MetadataView.orphans``) is no topic."""
+        return sorted(self._listed_names() - self.metadata.being_deleted() - set(self.metadata.orphans()))
 
     def partitions(self, topic: str) -> list[int]:
-        found = self._find_metadata(topic)
+        found = self.metadata.find(topic)
         if found is not None and found[1].deleting:
             raise UnknownTopicOrPartitionError(f"Topic {topic} is marked for deletion")
-        if found is None and (home := self.orphans().get(topic)) is not None:
-            raise self.orphan_error(topic, home)
-        on_disk = {p for _, p in self._partition_dirs(topic)}  # refuses a symlink or FIFO there first
+        if found is None and (home := self.metadata.orphans().get(topic)) is not None:
+            raise self.metadata.orphan_error(topic, home)
+        on_disk = {p for _, p in partition_dirs(self.log_dirs, topic)}  # refuses a symlink or FIFO there first
         if found is not None:  # its metadata's count: a directory beyond it is a stray
             return list(range(found[1].partitions))
         if not on_disk:
@@ -466,42 +245,25 @@ class LogManager(TopicAdmin):
 
     def dir_list(self) -> str:
         """The log dirs as an error message names them."""
-        return ",".join(str(d.path) for d in self.log_dirs)
+        return dir_list(self.log_dirs)
 
     # ------------------------------------------------------------------ configuration
 
-    def topic_overrides(self, topic: str) -> dict[str, str]:
-        """The topic's config overrides from its metadata. A topic without metadata (a broker's
-        log dir copied in) has none, bar an internal topic's; one whose metadata is in a log
-        dir not given here is refused: its partitions were placed from there. A topic whose
-        deletion a kill interrupted keeps its config until its files are gone: recovery loads its
-        partitions before the open finishes the delete."""
-        found = self._find_metadata(topic)
-        if found is not None:
-            return dict(found[1].configs)
-        for d in self.log_dirs:
-            home = placed_elsewhere(d.path, topic)
-            if home is not None and home in {str(given.path) for given in self.log_dirs}:
-                raise self.orphan_error(topic, home)
-            if home is not None:
-                raise TopicMetadataError(
-                    f"the metadata of topic {topic} is in log dir {home}, which is not among the log dirs given "
-                    f"({self.dir_list()}): {d.path} holds partitions of it placed from there, which the broker "
-                    f"defaults would misjudge; give every log dir (if the topic was deleted without {d.path}, "
-                    f"remove its partition directories there and {placed_path(d.path, topic)})")
-        return dict(INTERNAL_TOPIC_DEFAULTS.get(topic, {}))  # a broker's internal topic copied without its metadata
-
-    def topic_configs(self) -> dict[str, LogConfig]:
-        """Every topic's config, for managers opened on some of the log dirs only
-        (``topic_configs=``): a Spark task opening an unclean log dir first recovers every
-        partition there, of any topic. A topic whose config is refused is left out; opening it
-        is refused there as here."""
+    def topic_configs(self, topics: Iterable[str] | None = None,
+                      refused: dict[str, LogError] | None = None) -> dict[str, LogConfig]:
+        """The configs of ``topics`` (default: every topic, ``topic_names``), in that order, in
+        one call: for managers opened on some of the log dirs only (``topic_configs=``), as a
+        Spark task opening an unclean log dir first recovers every partition there, of any
+        topic; for the code location, which builds its assets from them; and for the sensors,
+        which read each topic's once per tick. A topic whose config is refused is left out, with
+        why in ``refused`` when given; opening it is refused there as here."""
         out = {}
-        for topic in self.topic_names():
+        for topic in self.topic_names() if topics is None else topics:
             try:
                 out[topic] = self.topic_config(topic)
-            except LogError:
-                continue
+            except LogError as exc:
+                if refused is not None:
+                    refused[topic] = exc
         return out
 
     def topic_config(self, topic: str) -> LogConfig:
@@ -513,16 +275,12 @@ class LogManager(TopicAdmin):
         if topic in self._given_configs:
             return self._given_configs[topic]
         try:
-            return topic_log_config(self.broker_props, self.topic_overrides(topic))
+            return topic_log_config(self.broker_props, self.metadata.overrides(topic))
         except (ConfigError, UnknownConfigError) as exc:
-            found = self._find_metadata(topic)
+            found = self.metadata.find(topic)
             if found is None:  # an internal topic's defaults: nothing on disk to correct
                 raise
             raise TopicConfigError(topic, metadata_path(found[0].path, topic), exc) from None
-
-    def _require_writable(self) -> None:
-        if self.read_only:
-            raise LogError("this log manager was opened read-only")
 
     # ------------------------------------------------------------------ logs
 
@@ -532,9 +290,9 @@ class LogManager(TopicAdmin):
         if log is not None:
             return log
         validate_topic_name(topic)
-        meta = self.topic_metadata(topic)
+        meta = self.metadata.topic(topic)
         # a directory beyond the topic's partition count is a stray, never opened
-        loc = None if meta is not None and partition >= meta.partitions else self._locate(topic, partition)
+        loc = None if meta is not None and partition >= meta.partitions else locate(self.log_dirs, topic, partition)
         if loc is None:
             if meta is None or not 0 <= partition < meta.partitions:
                 known = self.partitions(topic)
@@ -542,110 +300,34 @@ class LogManager(TopicAdmin):
                     f"Partition {partition} of topic {topic} does not exist (partitions: {known})"
                 )
             if self.read_only:  # the partition exists (the metadata says so); its directory does not
-                raise self.missing_partition_error(meta, partition)
-            with self._metadata_lock():  # a create in flight makes the directory itself: wait, then look again
-                found = self._find_metadata(topic)
+                raise self.placement.missing_partition_error(meta, partition)
+            with self.metadata.lock():  # a create in flight makes the directory itself: wait, then look again
+                found = self.metadata.find(topic)
                 if found is None or found[1].deleting:
                     raise UnknownTopicOrPartitionError(f"Topic {topic} was deleted meanwhile")
-                loc = self._locate(topic, partition)
+                loc = locate(self.log_dirs, topic, partition)
                 if loc is None:
-                    loc = self._make_missing_partition(*found, partition)
-        return self._open_log(loc)
+                    loc = self.placement.make_missing_partition(*found, partition)
+        return self.open_at(loc)
 
-    def _make_missing_partition(self, holder: LogDir, meta: TopicMetadata, partition: int) -> PartitionLocation:
-        """Make the directory of a partition its topic's ``meta`` (in ``holder``) counts but no
-        log dir holds, refused when it may be in a log dir not given; the log dirs it may be in
-        from now on are recorded first. Under the topics lock."""
-        if (error := self._partition_not_given(meta, partition)) is not None:
-            raise error
-        widened = meta.placed_also_over(self.placement_ids())
-        if widened != meta:  # placed over these from now on: recorded before the directory is made
-            write_metadata(widened, holder.path)
-        return self._create_partition_dir(meta.name, partition, holder)[0]
-
-    def _missing_partitions(self) -> dict[str, list[int]]:
-        """The partitions each topic's metadata counts that no log dir has an entry for, of
-        topics whose metadata records the log dirs they were placed over, all of them given (a
-        directory missing here may be in another), listing each log dir once."""
-        present = {name for d in self.log_dirs if d.path.is_dir() for name in os.listdir(d.path)}
-        out = {}
-        for topic, (_, meta) in self.readable_metadata().items():
-            missing = [p for p in range(meta.partitions) if partition_dir_name(topic, p) not in present]
-            if missing and meta.placed_over and not self.placed_beyond_given(meta):
-                out[topic] = missing
-        return out
-
-    def _make_missing_partitions(self) -> None:
-        """At a writable open, make (empty) the directories of partitions a topic's metadata
-        counts but no log dir holds: a ``topic create`` or ``alter --partitions`` killed after
-        its commit point (the metadata) leaves them, and every whole-topic reader refused the
-        topic until then. Kafka's controller likewise creates a partition its metadata log has
-        and a broker's log dirs do not. A topic whose directory cannot be made is left to the
-        commands that use it, which say why."""
-        if not self._missing_partitions():
-            return
-        with self._metadata_lock():  # a create in flight makes its directories itself: wait, then look again
-            for topic, missing in self._missing_partitions().items():
-                try:
-                    for partition in missing:
-                        found = self._find_metadata(topic)
-                        self._load_log(self._make_missing_partition(*found, partition)).close()
-                except (LogError, OSError):
-                    continue
-
-    def _partition_not_given(self, meta: TopicMetadata, partition: int) -> LogDirsNotGivenError | None:
-        """The refusal for a partition whose directory may be in a log dir not given, or None."""
-        return self.log_dirs_not_given(meta, f"the directory of partition {partition}, missing from these, may be "
-                                             "in a log dir not given")
-
-    def missing_partition_error(self, meta: TopicMetadata, partition: int) -> LogError:
-        """Why a partition its topic's metadata counts has no directory in these log dirs, for a
-        reader: in a log dir not given, or never made (a create killed part way)."""
-        return self._partition_not_given(meta, partition) or UnknownTopicOrPartitionError(
-            f"The directory {partition_dir_name(meta.name, partition)} of partition {partition} of topic {meta.name} "
-            f"is missing from log dirs {self.dir_list()}; a produce to it recreates it empty, and a topic delete "
-            "removes the topic (a topic create killed part way leaves such gaps)")
-
-    def partitions_not_given(self, topics: Topics = None) -> dict[tuple[str, int], LogError]:
-        """The partitions of ``topics`` (default: all) that their metadata counts but these log
-        dirs do not hold, of topics placed over a log dir not given, each with why
-        (``missing_partition_error``): a run over all topics given some of the log dirs cleans
-        what is here and says what it left, rather than passing over the rest unsaid. A topic
-        whose metadata or directories cannot be read is left to the commands that use it."""
-        wanted = _topic_set(topics)
-        metas = self.readable_metadata()
-        out = {}
-        for topic, (_, meta) in sorted(metas.items()):
-            if (wanted is not None and topic not in wanted) or not self.placed_beyond_given(meta):
-                continue
-            refused: dict[str, str] = {}
-            located = self.partition_locations(topic, refused)
-            for partition in range(meta.partitions) if not refused else ():
-                if (topic, partition) not in located:
-                    out[(topic, partition)] = self.missing_partition_error(meta, partition)
-        return out
-
-    def _locate(self, topic: str, partition: int) -> PartitionLocation | None:
-        """Where one partition's directory is, looking only at its own name in each log dir (a
-        scan of every partition per lookup made opening thousands of logs quadratic); checked as
-        ``partition_locations`` checks every one: no symlink, no second copy in another dir."""
-        name = partition_dir_name(topic, partition)
-        found: PartitionLocation | None = None
-        for d in self.log_dirs:
-            path = d.path / name
-            if not path.is_dir() and not path.is_symlink():
-                continue
-            check_dir_entries(path)  # raises, naming a symlink (the directory or inside it)
-            if found is not None:
-                raise duplicate_partition(found, path)
-            found = PartitionLocation(topic, partition, d, path)
-        return found
-
-    def _open_log(self, loc: PartitionLocation) -> Log:
+    def open_at(self, loc: PartitionLocation) -> Log:
         check_under(loc.path, loc.log_dir.path)
-        log = self._load_log(loc)
+        log = self.load_log(loc)
         self._logs[(loc.topic, loc.partition)] = log
         return log
+
+    def close_logs(self, topic: str, partitions: Iterable[int] | None = None) -> None:
+        """Close and forget the open logs of ``topic`` (of ``partitions`` only, when given): a
+        topic change that removes or renames their directories."""
+        keys = [k for k in self._logs if k[0] == topic and (partitions is None or k[1] in partitions)]
+        for key in keys:
+            self._logs.pop(key).close()
+
+    def reload_configs(self, topic: str) -> None:
+        """Give the open logs of ``topic`` its config as now stored (after ``topic alter``)."""
+        for (name, _), log in self._logs.items():
+            if name == topic:
+                log.config = self.topic_config(name)
 
     def logs(self, topic: str | None = None) -> Iterator[Log]:
         """Every partition's log (of one topic, or all), in topic and partition order."""
@@ -663,7 +345,7 @@ class LogManager(TopicAdmin):
         ``only``, of those partitions alone (a run reads its own: another partition that cannot
         be read is not its concern). A partition deleted after the listing (its topic deleted
         meanwhile) has none."""
-        wanted = _topic_set(topics)
+        wanted = topic_set(topics)
         for name in wanted or ():
             validate_topic_name(name)
         checkpoints: dict[Path, tuple[dict, dict]] = {}
@@ -677,6 +359,22 @@ class LogManager(TopicAdmin):
             except FileNotFoundError:
                 if os.path.lexists(loc.path):
                     raise
+
+    def partition_facts(self, topics: Topics = None, partitions: Collection[int] | None = None, *,
+                        log_end_offsets: bool = False) -> list[PartitionFacts]:
+        """What a plan of each partition of ``topics`` (one name, several, or all) is made from,
+        by topic and partition: its stats (``partition_stats``) with its topic's config, read
+        once per topic; with ``partitions``, of those numbers of ``topics`` alone; with
+        ``log_end_offsets``, each log opened for its end offset too. One call per question
+        for the sensors, the runs and the retention plans, the names validated once."""
+        only = None if partitions is None else {(t, p) for t in topic_set(topics) or () for p in partitions}
+        configs: dict[str, LogConfig] = {}
+        out = []
+        for stats in self.partition_stats(topics, only):
+            config = configs.get(stats.topic) or configs.setdefault(stats.topic, self.topic_config(stats.topic))
+            end = self.get_log(stats.topic, stats.partition).log_end_offset if log_end_offsets else None
+            out.append(PartitionFacts(stats, config, end))
+        return out
 
     def planning_stats(self, loc: PartitionLocation, checkpoints: tuple[dict, dict]) -> PartitionStats:
         """One partition's stats for the dry runs, the sensors and the retention plans: cheap
@@ -697,72 +395,11 @@ class LogManager(TopicAdmin):
                 return stats
         if key in self._logs:
             return live_stats(self._logs[key])
-        log = self._load_log(loc)
+        log = self.load_log(loc)
         try:
             return live_stats(log)
         finally:
             log.close()
-
-    def delete_expired_files(self, *, unreadable: dict[str, str] | None = None
-                             ) -> dict[tuple[str, int], list[tuple[str, int]]]:
-        """Remove every partition's ``.deleted`` files once ``file.delete.delay.ms`` has passed
-        since their rename by the wall clock (Kafka's scheduled ``deleteSegmentFiles``), whether or not anything
-        else touches the partition; returns the removed files and sizes by partition. Needs no
-        partition lock: readers that still hold such a file open keep reading it. A topic that
-        cannot be read (a symlink in a partition dir, a refused config) is refused, or with
-        ``unreadable`` recorded there by topic and passed over, so it does not stop the others'."""
-        removed = {}
-        delays: dict[str, int | None] = {}
-        deleting = self.topics_being_deleted()  # no topic to anyone: the next writable open finishes it
-        for key, loc in sorted(self.partition_locations(refused=unreadable).items()):  # one listing of the log dirs
-            topic = key[0]
-            if topic in deleting:
-                continue
-            if topic not in delays:
-                try:
-                    delays[topic] = self.topic_config(topic).file_delete_delay_ms
-                except LogError as exc:
-                    if unreadable is None:
-                        raise
-                    unreadable[topic], delays[topic] = str(exc), None
-            delay_ms = delays[topic]
-            if delay_ms is not None and (files := sweep_deleted_files(loc.path, delay_ms)):
-                removed[key] = files
-        return removed
-
-    def retention_plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:
-        """Retention plans for every partition, from their stats (``planning_stats``)."""
-        configs: dict[str, LogConfig] = {}
-        plans = []
-        for stats in self.partition_stats(topic):
-            config = configs.get(stats.topic) or configs.setdefault(stats.topic, self.topic_config(stats.topic))
-            plans.append(plan_retention(stats, config, now_ms))
-        return plans
-
-    def apply_retention(self, plans: Sequence[RetentionPlan], *, now_ms: int) -> list[RetentionResult]:
-        """Apply plans that delete something; sweep ``.deleted`` files whose delay has passed.
-        A partition that changed since its plan (a producer rolled) is left alone and reported
-        so (``RetentionResult.changed``), as the Spark job reports it; the next run plans it
-        afresh. Failing the whole run there left the partitions before it changed and the
-        ones after it unvisited, under an error. A partition with nothing to delete is not
-        opened, only swept: its writable open changed files all the same (a broker's stale
-        producer snapshots removed), which the Spark job, opening only what it deletes from,
-        left, and cost a load per partition."""
-        results = []
-        delays: dict[str, int] = {}
-        for plan in plans:
-            if plan.deletions:
-                log = self.get_log(plan.topic, plan.partition)
-                try:
-                    results.append(apply_retention(log, plan, now_ms))
-                except LogChangedError as exc:
-                    results.append(RetentionResult(plan, changed=str(exc)))
-                sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
-            elif (loc := self._locate(plan.topic, plan.partition)) is not None:
-                if plan.topic not in delays:
-                    delays[plan.topic] = self.topic_config(plan.topic).file_delete_delay_ms
-                sweep_deleted_files(loc.path, delays[plan.topic])
-        return results
 
     # ------------------------------------------------------------------ compaction
 
@@ -880,7 +517,7 @@ class LogManager(TopicAdmin):
         if self._closed:
             return
         self._closed = True
-        errors = []
+        errors: list[Exception] = []
         for log in self._logs.values():
             try:
                 log.close()

@@ -273,8 +273,8 @@ def test_max_compaction_lag_makes_a_clean_looking_log_due(tmp_path):
 def test_dirty_ratio_counts_a_partly_clean_segment_on_both_sides_and_orders_candidates(tmp_path):
     with LogManager([tmp_path]) as m:
         for name in ("clean", "dirty"):
-            m.create_topic(name, 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.3"})
-        m.create_topic("plain", 1, {})
+            m.admin.create_topic(name, 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.3"})
+        m.admin.create_topic("plain", 1, {})
         for name, dups in (("clean", 1), ("dirty", 5)):
             log = m.get_log(name, 0)
             for i in range(dups):
@@ -400,7 +400,7 @@ def test_small_segments_are_regrouped_up_to_segment_bytes_keeping_base_and_mtime
             if i % 2 == 1:
                 log.roll()
         seg_size = log.segments[0].size
-        m.alter_topic("t", {"segment.bytes": str(3 * seg_size)})
+        m.admin.alter_topic("t", {"segment.bytes": str(3 * seg_size)})
         part = tmp_path / "t-0"
         for n, seg in enumerate(log.segments[:-1]):
             os.utime(seg.log_path, (1_000 + n, 1_000 + n))

@@ -25,7 +25,7 @@ def records(n: int, *, start: int = 0, ts: int = 1_000, keys: int | None = None,
 def open_topic(root: Path, topic: str = "t", partitions: int = 1, **configs: object) -> LogManager:
     """A manager over ``root`` with ``topic`` created; config keys use underscores for dots."""
     manager = LogManager([root])
-    manager.create_topic(topic, partitions, {k.replace("_", "."): str(v) for k, v in configs.items()})
+    manager.admin.create_topic(topic, partitions, {k.replace("_", "."): str(v) for k, v in configs.items()})
     return manager
 
 

@@ -112,8 +112,8 @@ def test_retention_deletes_the_snapshots_of_the_segments_it_deletes_and_their_nu
             log.roll(now=NOW)
             assert len(_snapshots(tmp_path)) <= len(log.segments) + 1
         assert _snapshots(tmp_path) == list(range(1, 21))  # one per segment base (segment 0 has none)
-        (plan,) = m.retention_plans("t", now_ms=NOW)
-        m.apply_retention([plan], now_ms=NOW)
+        (plan,) = m.retention.plans("t", now_ms=NOW)
+        m.retention.apply([plan], now_ms=NOW)
         kept = [s.base_offset for s in log.segments]
         assert kept[0] > 10
         assert _snapshots(tmp_path) == kept

@@ -319,8 +319,8 @@ def test_a_topic_whose_stored_config_is_refused_does_not_stop_recovery_of_the_ot
                 {"segment.index.bytes": "4096", "index.interval.bytes": "abc"}):
         shutil.rmtree(root, ignore_errors=True)
         with LogManager([root]) as m:
-            m.create_topic("a", 1)
-            m.create_topic("b", 1, {"segment.index.bytes": "4096", "index.interval.bytes": "100000"})
+            m.admin.create_topic("a", 1)
+            m.admin.create_topic("b", 1, {"segment.index.bytes": "4096", "index.interval.bytes": "100000"})
             m.get_log("a", 0).append([ProducerRecord(b"k", b"a", 1_000)], now=1_000)
             for i in range(3000):  # 3 MB in one segment, a batch a record
                 m.get_log("b", 0).append([ProducerRecord(b"k", b"v" * 1000, 1_000 + i)], now=1_000)
@@ -334,7 +334,7 @@ def test_a_topic_whose_stored_config_is_refused_does_not_stop_recovery_of_the_ot
             with pytest.raises(LogError, match=f"the config of topic b in {meta} is refused: Invalid value .* for "
                                                "configuration .*logctl topic alter b"):
                 m.get_log("b", 0)
-            m.alter_topic("b", {}, list(bad))
+            m.admin.alter_topic("b", {}, list(bad))
             assert [r.value for bt in m.get_log("b", 0).iter_batches() for r in decode_batch(bt)][-1] == b"b"
             assert m.get_log("b", 0).log_end_offset == 3001
             assert not verify_log(m.get_log("b", 0)).problems  # the torn tail cut, the indexes whole
@@ -351,11 +351,11 @@ def test_an_index_setting_lowered_under_a_full_active_segment_rolls_it_instead_o
     root = tmp_path / "logs"
     value = b"v" * 1000
     with LogManager([root]) as m:
-        m.create_topic("a", 1)
-        m.create_topic("t", 1)
+        m.admin.create_topic("a", 1)
+        m.admin.create_topic("t", 1)
         for i in range(3000):  # a batch a record: an index entry every 4 KB, 600 or so in all
             m.get_log("t", 0).append([ProducerRecord(str(i).encode(), value, 1_000 + i)], now=5_000)
-        m.alter_topic("t", {"segment.index.bytes": "4096"})
+        m.admin.alter_topic("t", {"segment.index.bytes": "4096"})
     with LogManager([root]) as m:
         log = m.get_log("t", 0)
         log.append([ProducerRecord(b"after", value, 9_000)], now=9_000)
@@ -377,10 +377,10 @@ def test_an_index_size_of_exactly_its_entries_still_takes_a_rolls_last_entry(tmp
     that slot."""
     root = tmp_path / "logs"
     with LogManager([root]) as m:
-        m.create_topic("t", 1, {"index.interval.bytes": "1500"})
+        m.admin.create_topic("t", 1, {"index.interval.bytes": "1500"})
         for i in range(4):  # one time index entry; the largest timestamp comes after it
             m.get_log("t", 0).append([ProducerRecord(b"k", b"v" * 1000, 1_000_000 + i)], now=5_000)
-        m.alter_topic("t", {"segment.index.bytes": "12"})
+        m.admin.alter_topic("t", {"segment.index.bytes": "12"})
     with LogManager([root]) as m:
         log = m.get_log("t", 0)
         log.append([ProducerRecord(b"a", b"b", 2_000_000)], now=2_000_000)
@@ -394,13 +394,13 @@ def test_compaction_under_a_lowered_index_size_indexes_sparsely_instead_of_faili
     failed ("Attempt to append to a full time index"). It indexes no further once full."""
     root = tmp_path / "logs"
     with LogManager([root]) as m:
-        m.create_topic("t", 1, {"cleanup.policy": "compact"})
+        m.admin.create_topic("t", 1, {"cleanup.policy": "compact"})
         log = m.get_log("t", 0)
         for i in range(800):  # 800 distinct keys: the cleaned segment is nearly as large as its input
             log.append([ProducerRecord(f"k{i}".encode(), b"v" * 1000, 1_000_000 + i)], now=5_000)
         log.roll(now=5_000)
         log.append([ProducerRecord(b"k0", b"new", 2_000_000)], now=5_000)
-        m.alter_topic("t", {"segment.index.bytes": "24"})
+        m.admin.alter_topic("t", {"segment.index.bytes": "24"})
     with LogManager([root]) as m:
         report = m.compact("t", 0, now_ms=10**12, force=True)
         log = m.get_log("t", 0)

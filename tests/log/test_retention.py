@@ -35,7 +35,7 @@ def build(log, spec):
 
 
 def plan(m, topic="t"):
-    return {(p.topic, p.partition): p for p in m.retention_plans(topic, now_ms=NOW)}[(topic, 0)]
+    return {(p.topic, p.partition): p for p in m.retention.plans(topic, now_ms=NOW)}[(topic, 0)]
 
 
 def test_time_retention_with_mixed_timestamps_stops_at_the_first_young_segment(tmp_path):
@@ -46,7 +46,7 @@ def test_time_retention_with_mixed_timestamps_stops_at_the_first_young_segment(t
         assert [d.base_offset for d in p.deletions] == bases[:2]
         assert {d.reason for d in p.deletions} == {"retention.ms"}
         assert p.new_log_start_offset == bases[2]
-        result = m.apply_retention([p], now_ms=NOW)[0]
+        result = m.retention.apply([p], now_ms=NOW)[0]
         assert result.deleted_segments == bases[:2]
         assert [s.base_offset for s in log.segments] == bases[2:]
         assert log.log_start_offset == bases[2]
@@ -76,13 +76,13 @@ def test_size_retention_walks_uneven_segments(tmp_path):
         bases = build(log, [(1, NOW, 200), (1, NOW, 500), (1, NOW, 100), (1, NOW, 300)])
         sizes = [s.size for s in log.segments]
         limit = sum(sizes) - sizes[0] - sizes[1] // 2  # enough to drop segment 0, not segment 1
-        m.alter_topic("t", {"retention.bytes": str(limit)})
+        m.admin.alter_topic("t", {"retention.bytes": str(limit)})
         p = plan(m)
         assert p.deleted_bases == (bases[0],)
         assert p.deletions[0].reason == "retention.bytes" and p.bytes_to_free == sizes[0]
-        m.alter_topic("t", {"retention.bytes": str(sizes[3])})  # keep only the newest
+        m.admin.alter_topic("t", {"retention.bytes": str(sizes[3])})  # keep only the newest
         assert plan(m).deleted_bases == tuple(bases[:3])
-        m.alter_topic("t", {"retention.bytes": str(sum(sizes))})  # exactly at the limit
+        m.admin.alter_topic("t", {"retention.bytes": str(sum(sizes))})  # exactly at the limit
         assert plan(m).deleted_bases == ()
 
 
@@ -95,7 +95,7 @@ def test_log_start_offset_retention_after_delete_records_even_when_compacted(tmp
         p = plan(m)
         assert p.deleted_bases == (bases[0],)
         assert p.deletions[0].reason == "log-start-offset"
-        m.apply_retention([p], now_ms=NOW)
+        m.retention.apply([p], now_ms=NOW)
         assert log.log_start_offset == bases[1] + 1  # never moves backwards to a segment base
 
 
@@ -117,7 +117,7 @@ def test_all_segments_expired_rolls_then_deletes_everything(tmp_path):
         bases = build(log, [(2, 1, 10), (3, 2, 10)])
         p = plan(m)
         assert p.deleted_bases == tuple(bases) and p.roll_first
-        m.apply_retention([p], now_ms=NOW)
+        m.retention.apply([p], now_ms=NOW)
         assert [s.base_offset for s in log.segments] == [5]
         assert log.active_segment.size == 0
         assert (log.log_start_offset, log.log_end_offset) == (5, 5)
@@ -134,7 +134,7 @@ def test_an_empty_active_segment_stays_while_the_rest_goes(tmp_path):
         log.roll()
         p = plan(m)
         assert p.deleted_bases == (0,) and not p.roll_first
-        m.apply_retention([p], now_ms=NOW)
+        m.retention.apply([p], now_ms=NOW)
         assert [s.base_offset for s in log.segments] == [2]
 
 
@@ -144,16 +144,16 @@ def test_deleted_files_wait_for_the_delay_then_go(tmp_path):
     with open_topic(tmp_path, retention_ms=100, file_delete_delay_ms=2_000) as m:
         log = m.get_log("t", 0)
         build(log, [(1, 1, 10), (1, NOW, 10)])
-        result = m.apply_retention([plan(m)], now_ms=NOW)[0]
+        result = m.retention.apply([plan(m)], now_ms=NOW)[0]
         pending = sorted(os.path.basename(f) for f in result.pending_files)
         assert pending == ["00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
                            "00000000000000000000.timeindex.deleted"]
         assert all(os.path.exists(f) for f in result.pending_files)
-        m.apply_retention(m.retention_plans("t", now_ms=NOW), now_ms=NOW)  # too early
+        m.retention.apply(m.retention.plans("t", now_ms=NOW), now_ms=NOW)  # too early
         assert all(os.path.exists(f) for f in result.pending_files)
         due = os.stat(result.pending_files[0]).st_ctime + 2.0
         time.sleep(max(0.0, due - time.time()) + 0.05)
-        m.apply_retention(m.retention_plans("t", now_ms=NOW), now_ms=NOW)
+        m.retention.apply(m.retention.plans("t", now_ms=NOW), now_ms=NOW)
         assert not any(os.path.exists(f) for f in result.pending_files)
 
 
@@ -163,7 +163,7 @@ def test_without_a_delay_deleted_files_go_at_once_whatever_the_clock(tmp_path):
     with open_topic(tmp_path, retention_ms=100, file_delete_delay_ms=0) as m:
         log = m.get_log("t", 0)
         build(log, [(1, 1, 10), (1, NOW, 10)])
-        result = m.apply_retention([plan(m)], now_ms=NOW)[0]
+        result = m.retention.apply([plan(m)], now_ms=NOW)[0]
         assert result.deleted_segments == [0] and result.pending_files == []
         assert not [n for n in os.listdir(log.dir) if n.endswith(".deleted")]
 
@@ -173,7 +173,7 @@ def test_apply_refuses_a_plan_the_log_outgrew(tmp_path):
     with open_topic(tmp_path, retention_ms=100) as m:
         log = m.get_log("t", 0)
         build(log, [(1, 1, 10), (1, NOW, 10)])
-        p = m.retention_plans("t", now_ms=later)[0]
+        p = m.retention.plans("t", now_ms=later)[0]
         assert p.deleted_bases == (0, 1) and p.roll_first
         # Another writer appends a fresh record to the active segment after the plan was made.
         log.append([ProducerRecord(b"z", b"z", later)], now=later)
@@ -191,9 +191,9 @@ def test_a_partition_that_changed_since_its_plan_is_reported_and_the_others_appl
     with open_topic(tmp_path, partitions=3, retention_ms=100) as m:
         for p in range(3):
             build(m.get_log("t", p), [(1, 1, 10), (1, NOW, 10)])
-        plans = m.retention_plans("t", now_ms=later)
+        plans = m.retention.plans("t", now_ms=later)
         m.get_log("t", 1).append([ProducerRecord(b"z", b"z", later)], now=later)  # a producer, after the plan
-        results = m.apply_retention(plans, now_ms=later)
+        results = m.retention.apply(plans, now_ms=later)
     assert [(r.plan.partition, r.deleted_segments, r.changed is not None) for r in results] == [
         (0, [0, 1], False), (1, [], True), (2, [0, 1], False)]
     changed = results[1].to_dict()
@@ -216,7 +216,7 @@ def test_the_cli_names_the_planned_log_start_of_a_partition_that_changed(tmp_pat
         log.roll(NOW)
         return real(log, plan, now_ms)
 
-    monkeypatch.setattr("storage_engine.logdir.manager.apply_retention", a_producer_first)
+    monkeypatch.setattr("storage_engine.logdir.retention.apply_retention", a_producer_first)
     assert logctl(["--log-dirs", str(tmp_path), "retention", "--now-ms", str(NOW)]) == 0
     out = capsys.readouterr().out
     assert "not applied (changed)" in out and "log start offset -> 4\n" in out and "rolled first" not in out, out
@@ -234,7 +234,7 @@ def test_apply_refuses_a_plan_the_log_outgrew_even_after_routine_repairs(tmp_pat
     with LogManager([tmp_path]) as m:
         log = m.get_log("t", 0)
         assert any("producer snapshot" in a for a in log.load_actions) and not log.segments_repaired
-        p = m.retention_plans("t", now_ms=later)[0]
+        p = m.retention.plans("t", now_ms=later)[0]
         assert p.deleted_bases == (0, 1) and p.roll_first
         log.append([ProducerRecord(b"z", b"z", later)], now=later)
         with pytest.raises(LogChangedError, match="changed since retention was planned"):
@@ -254,7 +254,7 @@ def test_planning_reads_no_record_bytes(tmp_path):
         path.write_bytes(bytes(data))
     with LogManager([tmp_path]) as m:
         stats = {s.partition: s for s in m.partition_stats("t")}
-        assert m.retention_plans("t", now_ms=NOW)[0].deleted_bases == before.deleted_bases == tuple(bases[:2])
+        assert m.retention.plans("t", now_ms=NOW)[0].deleted_bases == before.deleted_bases == tuple(bases[:2])
         assert stats[0].size_bytes > 0
 
 
@@ -313,10 +313,10 @@ def test_broker_retention_precedence_drives_the_plan(tmp_path):
         build(m.get_log("t", 0), [(1, NOW - 3 * 60_000, 10), (1, NOW, 10)])
     broker = {"log.retention.hours": "1000", "log.retention.minutes": "2"}
     with LogManager([tmp_path], broker) as m:
-        assert m.retention_plans("t", now_ms=NOW)[0].deleted_bases == (0,)
+        assert m.retention.plans("t", now_ms=NOW)[0].deleted_bases == (0,)
     broker["log.retention.ms"] = str(10 * 60_000)  # ms wins over minutes
     with LogManager([tmp_path], broker) as m:
-        assert m.retention_plans("t", now_ms=NOW)[0].deleted_bases == ()
+        assert m.retention.plans("t", now_ms=NOW)[0].deleted_bases == ()
 
 
 CRASH_POINTS = [
@@ -338,8 +338,8 @@ def test_a_kill_at_each_step_leaves_the_log_before_or_after(tmp_path, point, eve
     script = textwrap.dedent(f"""
         from storage_engine.logdir.manager import LogManager
         m = LogManager([{str(tmp_path)!r}])
-        plans = m.retention_plans("t", now_ms={NOW})
-        m.apply_retention(plans, now_ms={NOW})
+        plans = m.retention.plans("t", now_ms={NOW})
+        m.retention.apply(plans, now_ms={NOW})
         m.close()
     """)
     env = crash_env(point)
@@ -404,4 +404,4 @@ def test_a_roll_cut_short_before_its_final_time_index_entry_is_planned_by_its_ba
     with LogManager([tmp_path], read_only=True) as m:
         [stats] = m.partition_stats("t")
         assert stats.segments[0].max_record_timestamp == later
-        assert m.retention_plans("t", now_ms=later).pop().deleted_bases == ()
+        assert m.retention.plans("t", now_ms=later).pop().deleted_bases == ()

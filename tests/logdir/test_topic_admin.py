@@ -190,8 +190,8 @@ def test_a_failed_alter_partitions_leaves_no_new_partition_open(tmp_path):
 
     root = tmp_path / "logs"
     with LogManager([root]) as manager:
-        manager.create_topic("t", 2)
-        manager.create_topic("src", 1)
+        manager.admin.create_topic("t", 2)
+        manager.admin.create_topic("src", 1)
         manager.get_log("src", 0).append([ProducerRecord(b"k", b"v", 1_000)] * 3)
     (root / "t-3").mkdir()
     for base in ("00000000000000000000", "00000000000000000001"):
@@ -199,7 +199,7 @@ def test_a_failed_alter_partitions_leaves_no_new_partition_open(tmp_path):
     logs_before = {p.name: p.read_bytes() for p in (root / "t-3").glob("*.log")}
     with LogManager([root]) as manager:
         with pytest.raises(LogError, match="t-3"):
-            manager.add_partitions("t", 4)
+            manager.admin.add_partitions("t", 4)
         assert not (root / "t-2").exists()  # t-3 is tried first: t-2 was never made
         assert {p.name: p.read_bytes() for p in (root / "t-3").glob("*.log")} == logs_before
         with pytest.raises(UnknownTopicOrPartitionError):
@@ -468,15 +468,15 @@ def test_conflicting_or_absurd_config_flags_are_one_line_errors(logctl, args, er
 def test_kafkas_internal_topics_are_created_compacted(tmp_path, internal):
     """Kafka's broker creates its internal topics with cleanup.policy=compact; so does topic create."""
     with LogManager([tmp_path]) as m:
-        m.create_topic(internal, 1)
+        m.admin.create_topic(internal, 1)
         assert m.topic_config(internal).compact and not m.topic_config(internal).delete
-        m.create_topic("plain", 1)
+        m.admin.create_topic("plain", 1)
         assert m.topic_config("plain").delete and not m.topic_config("plain").compact
 
 
 def test_an_internal_topics_policy_can_still_be_set_explicitly(tmp_path):
     with LogManager([tmp_path]) as m:
-        m.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact,delete"})
+        m.admin.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact,delete"})
         assert m.topic_config("__consumer_offsets").compact and m.topic_config("__consumer_offsets").delete
 
 
@@ -484,11 +484,11 @@ def test_a_topic_name_colliding_with_an_existing_one_is_refused(tmp_path):
     """Kafka refuses a topic whose name equals an existing one's once '.' reads as '_' (their
     metric names would be the same); both were created."""
     with LogManager([tmp_path / "logs"]) as m:
-        m.create_topic("a.b", 1)
+        m.admin.create_topic("a.b", 1)
         with pytest.raises(InvalidTopicError, match="Topic 'a_b' collides with existing topic: a.b"):
-            m.create_topic("a_b", 1)
+            m.admin.create_topic("a_b", 1)
         assert m.topics() == ["a.b"] and not (tmp_path / "logs" / "a_b-0").exists()
-        m.create_topic("a-b", 1)  # '-' is no '.' or '_'
+        m.admin.create_topic("a-b", 1)  # '-' is no '.' or '_'
 
 
 def test_a_log_dir_given_without_the_one_holding_its_topics_metadata_refuses_the_topic(tmp_path):
@@ -501,19 +501,19 @@ def test_a_log_dir_given_without_the_one_holding_its_topics_metadata_refuses_the
 
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
-        m.create_topic("c", 2, {"cleanup.policy": "compact"})
+        m.admin.create_topic("c", 2, {"cleanup.policy": "compact"})
         m.get_log("c", 1).append([ProducerRecord(b"k", b"latest", 1_000)], now=1_000)
     assert (d2 / "c-1").is_dir() and placed_path(d2, "c").is_file() and not placed_path(d1, "c").exists()
     before = sorted(p.name for p in (d2 / "c-1").iterdir())
     with LogManager([d2]) as m:
-        for use in (lambda: m.topic_config("c"), lambda: m.retention_plans(now_ms=10**12),
+        for use in (lambda: m.topic_config("c"), lambda: m.retention.plans(now_ms=10**12),
                     lambda: m.get_log("c", 1)):
             with pytest.raises(LogError, match=f"the metadata of topic c is in log dir {d1}, which is not among"):
                 use()
     assert sorted(p.name for p in (d2 / "c-1").iterdir()) == before
     with LogManager([d1, d2]) as m:
         assert m.topic_config("c").compact
-        m.delete_topic("c")
+        m.admin.delete_topic("c")
     assert not placed_path(d2, "c").exists() and not list(tmp_path.glob("d*/c-*"))
 
 
@@ -525,33 +525,33 @@ def test_a_subset_of_the_log_dirs_never_makes_a_partition_directory_another_may_
     given one of them makes no partition directory, and a reader says where the partition may be."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
-        m.create_topic("c", 2)
+        m.admin.create_topic("c", 2)
         m.get_log("c", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
     d2_id = read_dir_id(d2)
     assert (d2 / "c-1").is_dir() and json.loads((d1 / ".logplat-topics" / "c.json").read_text())["placed_over"] == {
         read_dir_id(d1): str(d1), d2_id: str(d2)}
     before = every_name(d1)
     with LogManager([d1]) as m:
-        for change in (lambda: m.add_partitions("c", 3), lambda: m.get_log("c", 1)):
+        for change in (lambda: m.admin.add_partitions("c", 3), lambda: m.get_log("c", 1)):
             with pytest.raises(LogError, match=rf"topic c was placed over log dirs not among those given \({d1}\): "
                                                rf"{d2} \(id {d2_id}\): .*give every log dir"):
                 change()
-        m.alter_topic("c", {"retention.ms": "1000"})  # a config change makes no directory: allowed
+        m.admin.alter_topic("c", {"retention.ms": "1000"})  # a config change makes no directory: allowed
     with LogManager([d1], read_only=True) as m:
         with pytest.raises(LogError, match="partition 1, missing from these, may be in a log dir not given"):
             m.get_log("c", 1)
     assert [n for n in every_name(d1) if n not in before] == []
     with LogManager([d1, d2]) as m:
-        assert len(m.add_partitions("c", 3).placed_over) == 2 and m.topic_config("c").retention_ms == 1000
+        assert len(m.admin.add_partitions("c", 3).placed_over) == 2 and m.topic_config("c").retention_ms == 1000
         assert [r.value for b in m.get_log("c", 1).iter_batches() for r in decode_batch(b)] == [b"acked"]
     # a topic made over one log dir whose missing directory a produce over two makes in the
     # second: from then on it counts as placed over both
     with LogManager([d1]) as m:
-        m.create_topic("t", 2)
+        m.admin.create_topic("t", 2)
     shutil.rmtree(d1 / "t-1")  # as a create killed part way leaves it
     with LogManager([d1, d2]) as m:
         m.get_log("t", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
-        assert set(m.topic_metadata("t").placed_over) == {read_dir_id(d1), d2_id} and (d2 / "t-1").is_dir()
+        assert set(m.metadata.topic("t").placed_over) == {read_dir_id(d1), d2_id} and (d2 / "t-1").is_dir()
     with LogManager([d1]) as m:
         with pytest.raises(LogError, match=f"topic t was placed over log dirs not among those given .*{d2_id}"):
             m.get_log("t", 1)
@@ -563,14 +563,14 @@ def test_a_wrong_log_dir_of_the_right_count_makes_no_partition_directory(tmp_pat
     an empty copy, in d3, of a partition that lives in d2. The log dirs are told apart by id."""
     d1, d2, d3 = (tmp_path / n for n in ("d1", "d2", "d3"))
     with LogManager([d1, d2]) as m:
-        m.create_topic("c", 2)
+        m.admin.create_topic("c", 2)
         m.get_log("c", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
     assert (d2 / "c-1").is_dir()
     with LogManager([d1, d3]) as m:
         with pytest.raises(LogError, match=f"log dirs not among those given .*: {d2} \\(id {read_dir_id(d2)}\\)"):
             m.get_log("c", 1).append([ProducerRecord(b"k", b"lost", 2_000)], now=2_000)
         with pytest.raises(LogError, match="log dirs not among those given"):
-            m.add_partitions("c", 3)
+            m.admin.add_partitions("c", 3)
     assert not (d3 / "c-1").exists() and not (d1 / "c-1").exists()
     with LogManager([d3, d2, d1]) as m:  # every log dir, in any order and at any path
         assert [r.value for b in m.get_log("c", 1).iter_batches() for r in decode_batch(b)] == [b"acked"]
@@ -581,7 +581,7 @@ def test_metadata_from_before_the_ids_keeps_its_count(tmp_path):
     given fewer; once a change over all of them records their ids, it is told apart by id."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
-        m.create_topic("c", 2)
+        m.admin.create_topic("c", 2)
     path = d1 / ".logplat-topics" / "c.json"
     body = json.loads(path.read_text())
     del body["placed_over"]
@@ -592,7 +592,7 @@ def test_metadata_from_before_the_ids_keeps_its_count(tmp_path):
             m.get_log("c", 1)
     with LogManager([d1, d2]) as m:
         m.get_log("c", 1)
-        assert m.topic_metadata("c").log_dirs == 2 and len(m.topic_metadata("c").placed_over) == 2
+        assert m.metadata.topic("c").log_dirs == 2 and len(m.metadata.topic("c").placed_over) == 2
 
 
 def test_a_copied_log_dir_is_refused_by_its_id(tmp_path):
@@ -600,7 +600,7 @@ def test_a_copied_log_dir_is_refused_by_its_id(tmp_path):
     directory ids, and a topic recorded as placed over the one would pass given the other."""
     d1 = tmp_path / "d1"
     with LogManager([d1]) as m:
-        m.create_topic("c", 1)
+        m.admin.create_topic("c", 1)
     shutil.copytree(d1, tmp_path / "copy")
     shutil.rmtree(tmp_path / "copy" / "c-0")
     shutil.rmtree(tmp_path / "copy" / ".logplat-topics")
@@ -621,8 +621,8 @@ def test_two_copies_of_a_brokers_log_dir_get_ids_of_their_own(tmp_path):
         d.mkdir()
         (d / "meta.properties").write_text(props)
     with LogManager([a, b]) as m:
-        m.create_topic("t", 4)
-        assert set(m.topic_metadata("t").placed_over) == {read_dir_id(a), read_dir_id(b)}
+        m.admin.create_topic("t", 4)
+        assert set(m.metadata.topic("t").placed_over) == {read_dir_id(a), read_dir_id(b)}
     assert read_dir_id(a) != read_dir_id(b) and (b / "meta.properties").read_text() == props
     with LogManager([a, b]) as m:
         assert m.partitions("t") == [0, 1, 2, 3]
@@ -634,12 +634,12 @@ def test_any_path_the_system_takes_is_recorded_and_quoted_where_shown(tmp_path):
     Any path is recorded; a message quotes one that is not printable, on one line."""
     d1, odd = tmp_path / "d1", tmp_path / "d\tx\udcff"
     with LogManager([odd, d1]) as m:  # the odd one holds the metadata: d1's placement mark names it
-        m.create_topic("home", 2)
+        m.admin.create_topic("home", 2)
     with LogManager([d1]) as m:
         with pytest.raises(LogError, match=f"the metadata of topic home is in log dir {re.escape(ascii(str(odd)))}"):
             m.topic_config("home")
     with LogManager([d1, odd]) as m:
-        m.create_topic("t", 2)
+        m.admin.create_topic("t", 2)
         m.get_log("t", 1).append([ProducerRecord(b"k", b"kept", 1_000)], now=1_000)
     assert (odd / "t-1").is_dir()
     with LogManager([d1, odd]) as m:
@@ -657,12 +657,12 @@ def test_a_partition_moved_to_another_log_dir_is_recorded_there(tmp_path):
     both records the log dir the partition is in."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1]) as m:
-        m.create_topic("t", 2)
+        m.admin.create_topic("t", 2)
         m.get_log("t", 1).append([ProducerRecord(b"k", b"a", 1_000)], now=1_000)
     d2.mkdir()
     (d1 / "t-1").rename(d2 / "t-1")
     with LogManager([d1, d2]) as m:
-        assert read_dir_id(d2) in m.topic_metadata("t").placed_over
+        assert read_dir_id(d2) in m.metadata.topic("t").placed_over
         m.get_log("t", 1).append([ProducerRecord(b"k", b"b", 2_000)], now=2_000)
     with LogManager([d1]) as m:
         with pytest.raises(LogError, match=f"log dirs not among those given .*{d2}"):
@@ -676,7 +676,7 @@ def test_a_brokers_topic_given_metadata_records_the_log_dirs_holding_it(tmp_path
     other. The alter records the log dirs holding its partitions."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
-        m.create_topic("src", 2)
+        m.admin.create_topic("src", 2)
         m.get_log("src", 1).append([ProducerRecord(b"k", b"acked", 1_000)], now=1_000)
     for d in (d1, d2):  # as a broker's partitions: directories only, no metadata, no marks
         for p in (0, 1):
@@ -685,8 +685,8 @@ def test_a_brokers_topic_given_metadata_records_the_log_dirs_holding_it(tmp_path
     shutil.rmtree(d1 / ".logplat-topics")
     shutil.rmtree(d2 / ".logplat-topics")
     with LogManager([d1, d2]) as m:
-        m.alter_topic("brk", {"retention.ms": "-1"})
-        assert set(m.topic_metadata("brk").placed_over) == {read_dir_id(d1), read_dir_id(d2)}
+        m.admin.alter_topic("brk", {"retention.ms": "-1"})
+        assert set(m.metadata.topic("brk").placed_over) == {read_dir_id(d1), read_dir_id(d2)}
     with LogManager([d1]) as m:
         with pytest.raises(LogError, match="log dirs not among those given"):
             m.get_log("brk", 1)
@@ -698,7 +698,7 @@ def test_a_replaced_log_dir_is_named_as_replaced(tmp_path):
     given, though it was. It now says the log dir there has another id, and how to restore it."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
-        m.create_topic("t", 2)
+        m.admin.create_topic("t", 2)
     old = read_dir_id(d2)
     shutil.rmtree(d2)
     d2.mkdir()
@@ -715,7 +715,7 @@ def test_alter_partitions_records_a_log_dir_before_it_makes_a_directory_there(tm
     the metadata did not name, and a later run given the others made a second copy of it."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1]) as m:
-        m.create_topic("t", 2)
+        m.admin.create_topic("t", 2)
     shutil.rmtree(d1 / "t-1")  # a gap, as a create killed part way leaves it
     d2.mkdir()
     proc = spawn(f"{d1},{d2}", "topic", "alter", "t", "--partitions", "3",
@@ -735,7 +735,7 @@ def test_a_bad_log_dir_id_file_refuses_the_open(tmp_path, content):
     written; a symlink in its place too."""
     d1 = tmp_path / "d1"
     with LogManager([d1]) as m:
-        m.create_topic("c", 1)
+        m.admin.create_topic("c", 1)
     (d1 / DIR_ID_FILE).write_text(content)
     before = every_name(tmp_path)
     with pytest.raises(LogError, match=f"{d1 / DIR_ID_FILE} holds no log dir id"):
@@ -755,19 +755,19 @@ def test_a_placement_mark_that_is_not_a_file_refuses_the_delete_before_its_commi
 
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
-        m.create_topic("a", 2)
+        m.admin.create_topic("a", 2)
     mark = placed_path(d2, "a")
     mark.unlink()
     mark.mkdir()
     before = every_name(tmp_path)
     with LogManager([d1, d2]) as m:
         with pytest.raises(LogError, match=f"{mark} is a directory, where a regular file belongs"):
-            m.delete_topic("a")
-        assert m.topic_metadata("a") is not None and not m.topic_metadata("a").deleting
+            m.admin.delete_topic("a")
+        assert m.metadata.topic("a") is not None and not m.metadata.topic("a").deleting
     assert every_name(tmp_path) == before
     mark.rmdir()
     with LogManager([d1, d2]) as m:
-        m.delete_topic("a")
+        m.admin.delete_topic("a")
         assert m.topics() == []
 
 
@@ -781,7 +781,7 @@ def test_a_manager_of_one_log_dir_given_every_topic_s_config_recovers_it(tmp_pat
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     with LogManager([d1, d2]) as m:
         for topic in ("c", "d"):
-            m.create_topic(topic, 2, {"cleanup.policy": "compact"})
+            m.admin.create_topic(topic, 2, {"cleanup.policy": "compact"})
     (d2 / ".kafka_cleanshutdown").unlink()
     with LogManager([d1, d2], read_only=True) as m:
         configs = m.topic_configs()
@@ -804,22 +804,22 @@ def test_a_segment_index_size_below_one_time_index_entry_is_refused_for_new_sett
     root = tmp_path / "logs"
     with LogManager([root]) as m:
         with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
-            m.create_topic("y", 1, {"segment.index.bytes": "8"})
-        m.create_topic("t", 1)
+            m.admin.create_topic("y", 1, {"segment.index.bytes": "8"})
+        m.admin.create_topic("t", 1)
         with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
-            m.alter_topic("t", {"segment.index.bytes": "11"})
+            m.admin.alter_topic("t", {"segment.index.bytes": "11"})
         assert m.topics() == ["t"] and not (root / "y-0").exists()
     with LogManager([root], {"log.index.size.max.bytes": "4"}) as m:
         with pytest.raises(LogError, match="segment.index.bytes.*at least 12"):
-            m.create_topic("z", 1)
+            m.admin.create_topic("z", 1)
     meta = root / ".logplat-topics" / "t.json"
     meta.write_text(meta.read_text().replace('"configs": {}', '"configs": {"segment.index.bytes": "8"}'))
     with LogManager([root]) as m:
         with pytest.raises(LogError, match=f"the config of topic t in {meta} is refused: .*at least 12"):
             m.get_log("t", 0)  # named, not a bare "Invalid max index size: 8"
-        m.alter_topic("t", {}, ["segment.index.bytes"])
+        m.admin.alter_topic("t", {}, ["segment.index.bytes"])
         assert m.topic_config("t").segment_index_bytes == 10485760
-        m.delete_topic("t")
+        m.admin.delete_topic("t")
 
 
 def test_partitions_in_another_log_dir_are_marked_however_they_came_there(tmp_path):
@@ -831,11 +831,11 @@ def test_partitions_in_another_log_dir_are_marked_however_they_came_there(tmp_pa
 
     a, b = tmp_path / "a", tmp_path / "b"
     with LogManager([a, b]) as m:
-        m.create_topic("t", 1, {"cleanup.policy": "compact"})
+        m.admin.create_topic("t", 1, {"cleanup.policy": "compact"})
     assert (a / "t-0").is_dir()
     (b / "t-1").mkdir()  # a broker's partition copied in: a stray until adopted
     with LogManager([a, b]) as m:
-        m.add_partitions("t", 2)
+        m.admin.add_partitions("t", 2)
     assert placed_path(b, "t").is_file()
     placed_path(b, "t").unlink()  # as a topic made by an older version
     with LogManager([a, b], read_only=True):
@@ -887,7 +887,7 @@ def test_an_alter_that_cannot_mark_its_placement_commits_nothing(tmp_path):
 
     a, b = tmp_path / "a", tmp_path / "b"
     with LogManager([a, b]) as m:
-        m.create_topic("t", 1, {"cleanup.policy": "compact"})
+        m.admin.create_topic("t", 1, {"cleanup.policy": "compact"})
     (b / "t-1").mkdir()
     folder = b / ".logplat-topics"
     folder.mkdir()
@@ -896,13 +896,13 @@ def test_an_alter_that_cannot_mark_its_placement_commits_nothing(tmp_path):
     try:
         with LogManager([a, b]) as m:
             with pytest.raises(PermissionError):
-                m.add_partitions("t", 2)
+                m.admin.add_partitions("t", 2)
             assert m.partitions("t") == [0]
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=True)
     with LogManager([a, b]) as m:
-        assert m.topic_metadata("t").partitions == 1
-        m.add_partitions("t", 2)
+        assert m.metadata.topic("t").partitions == 1
+        m.admin.add_partitions("t", 2)
         assert m.partitions("t") == [0, 1]
     assert placed_path(b, "t").is_file()
 
@@ -917,12 +917,12 @@ def test_the_deleted_files_sweep_leaves_a_topic_whose_delete_a_kill_left_unfinis
     root = tmp_path / "logs"
     with LogManager([root]) as m:
         for topic in ("t", "u"):
-            m.create_topic(topic, 1, {"file.delete.delay.ms": "0"})
+            m.admin.create_topic(topic, 1, {"file.delete.delay.ms": "0"})
     for topic in ("t", "u"):
         (root / f"{topic}-0" / "00000000000000000000.log.deleted").write_bytes(b"x")
     write_metadata(replace(read_metadata(root, "t"), deleting=True), root)
     with LogManager([root], read_only=True) as m:
-        assert sorted(m.delete_expired_files(unreadable={})) == [("u", 0)]
+        assert sorted(m.retention.delete_expired_files(unreadable={})) == [("u", 0)]
     assert (root / "t-0" / "00000000000000000000.log.deleted").exists()
 
 

@@ -386,7 +386,7 @@ def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follo
 
     root = tmp_path / "logs"
     with LogManager([root], broker_props) as manager:
-        manager.create_topic("prices", 1, {"cleanup.policy": "compact", "segment.bytes": "400", **topic_configs})
+        manager.admin.create_topic("prices", 1, {"cleanup.policy": "compact", "segment.bytes": "400", **topic_configs})
         versions = [5, 9, 2, None, 7, 1, 3, 8, 4, 6] * 4
         append_each(manager.get_log("prices", 0),
                     [ProducerRecord(f"sku{i % 3}".encode(), f"p{i}".encode(), NOW + i,

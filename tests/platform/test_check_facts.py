@@ -85,7 +85,7 @@ def test_a_partition_outside_its_topic_s_metadata_log_dir_is_read_with_the_topic
     ``compaction.strategy=timestamp`` topic's partition in the second dir were judged by offset."""
     dirs = [tmp_path / "d1", tmp_path / "d2"]
     with LogManager(dirs) as manager:
-        manager.create_topic("t", 2, {"cleanup.policy": "compact", "compaction.strategy": "timestamp"})
+        manager.admin.create_topic("t", 2, {"cleanup.policy": "compact", "compaction.strategy": "timestamp"})
         for p in range(2):
             append_each(manager.get_log("t", p), [ProducerRecord(b"a", b"newer", 2_000), ProducerRecord(b"a", b"older", 1_000)])
     assert sorted(d.name for d in tmp_path.glob("d*/t-*")) == ["t-0", "t-1"] and (dirs[1] / "t-1").is_dir()

@@ -194,7 +194,7 @@ def test_a_log_written_again_with_the_same_records_is_a_new_state(tmp_path):
 
     def write(root, topic="t"):
         with LogManager([root]) as manager:
-            manager.create_topic(topic, 1, {"cleanup.policy": "compact", "segment.bytes": "300"})
+            manager.admin.create_topic(topic, 1, {"cleanup.policy": "compact", "segment.bytes": "300"})
             log = manager.get_log(topic, 0)
             for i in range(12):
                 log.append([ProducerRecord(f"k{i % 3}".encode(), b"v" * 40, 1000 + i)], now=1000 + i)
@@ -211,6 +211,6 @@ def test_a_log_written_again_with_the_same_records_is_a_new_state(tmp_path):
     write(tmp_path / "b")
     assert state(tmp_path / "b") != first  # the same records elsewhere
     with LogManager([tmp_path / "a"]) as manager:
-        manager.delete_topic("t")
+        manager.admin.delete_topic("t")
     write(tmp_path / "a")
     assert state(tmp_path / "a") != first  # the same records again, in the same place

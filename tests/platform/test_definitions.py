@@ -60,7 +60,7 @@ def test_a_topic_named_as_another_topics_dagster_name_loads(tmp_path):
     root = tmp_path / "logs"
     with LogManager([root]) as manager:
         for name in ("profiles.v1", safe_name("profiles.v1")):
-            manager.create_topic(name, 1)
+            manager.admin.create_topic(name, 1)
     defs, _ = definitions_for(root)
     with dg.instance_for_test():
         dg.Definitions.validate_loadable(defs)
@@ -134,7 +134,7 @@ def test_a_workload_a_topic_refuses_writes_nothing(tmp_path):
     root = tmp_path / "logs"
     with LogManager([root]) as manager:
         produce(manager, [COMPACTED], now_ms=int(time.time() * 1000))
-        manager.alter_topic(COMPACTED.name, {"segment.bytes": "100"})
+        manager.admin.alter_topic(COMPACTED.name, {"segment.bytes": "100"})
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     with LogManager([root]) as manager, pytest.raises(RecordTooLargeError):
         produce(manager, [DELETE, COMPACTED], now_ms=int(time.time() * 1000))  # DELETE's topic came first

@@ -45,9 +45,9 @@ def test_tombstoned_keys_are_erased_by_the_sensors_runs_before_or_after_a_missed
         written = _now()
         for topic, lag in (("users", LAG_MS), ("late", LATE_LAG_MS)):
             # never due by dirtiness (a ratio cannot exceed 1.0): only the deadline asks for a run
-            manager.create_topic(topic, 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0",
-                                            "max.compaction.lag.ms": str(lag), "delete.retention.ms": "3600000",
-                                            "file.delete.delay.ms": "0"})
+            manager.admin.create_topic(topic, 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0",
+                                                  "max.compaction.lag.ms": str(lag), "delete.retention.ms": "3600000",
+                                                  "file.delete.delay.ms": "0"})
             append_each(manager.get_log(topic, 0),
                         [ProducerRecord(b"alice", b"alice@example.com", written), ProducerRecord(b"bob", b"b1", written),
                          ProducerRecord(b"alice", None, written)], now=written)

@@ -219,7 +219,7 @@ def test_the_ui_refuses_a_bad_environment_in_one_line_before_it_starts(tmp_path,
     the value."""
     (tmp_path / "logs").mkdir()
     with LogManager([tmp_path / "logs"]) as manager:
-        manager.create_topic("orders", 1)
+        manager.admin.create_topic("orders", 1)
     env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
     proc = subprocess.run([sys.executable, "-m", "platform_assets.tools.preflight"], capture_output=True, text=True,
                           cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),

@@ -214,7 +214,7 @@ def test_new_partitions_are_added_in_numeric_order_without_a_reload(logs, instan
     assert instance.get_dynamic_partitions("partitions__orders") == ["0", "1", "2"]
     assert instance.get_dynamic_partitions("partitions__profiles.v1") == ["0", "1"]
     with LogManager([logs]) as manager:
-        manager.add_partitions("orders", 11)  # logctl topic alter orders --partitions 11
+        manager.admin.add_partitions("orders", 11)  # logctl topic alter orders --partitions 11
     discover(defs, settings, instance)
     assert instance.get_dynamic_partitions("partitions__orders") == [str(p) for p in range(11)]  # not "10" before "2"
     # the same definitions (no reload) now resolve run requests for a new partition
@@ -331,7 +331,7 @@ def test_the_sweep_asks_for_no_partition_a_run_covers_and_says_what_it_waits_for
                                        {dg.AssetKey(["logs", "orders"])}),
                                    tags={"logplat/topic": "orders", "dagster/partition": "2"}))
     with LogManager([logs]) as manager:
-        manager.add_partitions("orders", 4)  # a partition the state sensor has not seen yet
+        manager.admin.add_partitions("orders", 4)  # a partition the state sensor has not seen yet
     quiet = evaluate()
     assert not quiet.run_requests and "2 partition(s) that need work have a run queued or running" in quiet.skip_message
     assert "1 partition(s) wait for log_state_sensor to add their keys" in quiet.skip_message
@@ -376,7 +376,7 @@ def test_a_partition_its_metadata_counts_without_a_directory_gets_its_reason_in_
     reload helps, and its partitions had no log_health at all. Each missing partition now gets
     an error naming the missing directory, as a reader's open says."""
     with LogManager([logs]) as manager:
-        manager.create_topic("half", 2)
+        manager.admin.create_topic("half", 2)
     for p in range(2):
         shutil.rmtree(logs / f"half-{p}")
     shutil.rmtree(logs / "clicks-1")
@@ -416,7 +416,7 @@ def _users_log(tmp_path, *, written_ms: int, ratio: str, lag_ms: int, partitions
     ``max.compaction.lag.ms``."""
     root = tmp_path / "logs"
     with LogManager([root]) as manager:
-        manager.create_topic("users", partitions, {"cleanup.policy": "compact", "segment.bytes": "2000",
+        manager.admin.create_topic("users", partitions, {"cleanup.policy": "compact", "segment.bytes": "2000",
                                           "min.cleanable.dirty.ratio": ratio, "max.compaction.lag.ms": str(lag_ms)})
         append_each(manager.get_log("users", 0),
                     [ProducerRecord(f"u{i % 50}".encode(), b"x" * 30, written_ms + i) for i in range(120)])
@@ -483,10 +483,10 @@ def test_a_key_typed_into_the_ui_that_names_no_partition_is_removed_by_the_next_
 def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(tmp_path, instance):
     root = tmp_path / "logs"
     with LogManager([root]) as manager:
-        manager.create_topic("events", 1, {"segment.bytes": "1000", "retention.bytes": "1500",
-                                           "file.delete.delay.ms": "1500"})
+        manager.admin.create_topic("events", 1, {"segment.bytes": "1000", "retention.bytes": "1500",
+                                                 "file.delete.delay.ms": "1500"})
         append_each(manager.get_log("events", 0), MORE_RECORDS)
-        manager.apply_retention(manager.retention_plans("events", now_ms=NOW), now_ms=NOW)
+        manager.retention.apply(manager.retention.plans("events", now_ms=NOW), now_ms=NOW)
     part = root / "events-0"
     pending = {p.name: p.stat().st_size for p in part.iterdir() if p.name.endswith(".deleted")}
     assert pending
@@ -513,8 +513,8 @@ def test_a_topic_created_or_deleted_since_the_code_location_loaded_shows_in_the_
     first = discover(defs, settings, instance)
     assert "reload the code location" not in first.skip_message
     with LogManager([logs]) as manager:
-        manager.delete_topic("clicks")
-        manager.create_topic("audit.log", 1)
+        manager.admin.delete_topic("clicks")
+        manager.admin.create_topic("audit.log", 1)
     second = discover(defs, settings, instance, first.cursor)
     assert second.skip_message.endswith("; topics not in this code location yet (reload the code location): "
                                         "audit.log; topics gone from the log dirs (reload the code location): clicks")
@@ -529,8 +529,8 @@ def test_a_topic_altered_to_compact_is_compacted_without_a_reload(logs, instance
     before = requested(tick(defs, settings, instance, "compaction_sensor"))
     assert not [tp for tp in before if tp[0] == "clicks"] and [tp for tp in before if tp[0] == "orders"]
     with LogManager([logs]) as manager:
-        manager.alter_topic("clicks", {"cleanup.policy": "compact"})
-        manager.alter_topic("orders", {"cleanup.policy": "delete"})
+        manager.admin.alter_topic("clicks", {"cleanup.policy": "compact"})
+        manager.admin.alter_topic("orders", {"cleanup.policy": "delete"})
     after = requested(tick(defs, settings, instance, "compaction_sensor"))
     assert {tp for tp in after if tp[0] == "clicks"} == {("clicks", "0"), ("clicks", "1")}
     assert not [tp for tp in after if tp[0] == "orders"]
@@ -571,9 +571,9 @@ def test_a_partition_gone_with_its_topic_recreated_smaller_fails_its_health_once
     data = discover(defs, settings, instance)
     instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=["logs", "orders"], partition="2"))
     with LogManager([logs]) as manager:
-        manager.delete_topic("orders")
+        manager.admin.delete_topic("orders")
     with LogManager([logs]) as manager:
-        manager.create_topic("orders", 2, {"cleanup.policy": "compact"})
+        manager.admin.create_topic("orders", 2, {"cleanup.policy": "compact"})
     data = discover(defs, settings, instance, data.cursor)
     gone = health_results(data)[("orders", "2")]
     assert not gone.passed and "partition 2 of topic orders is no longer in the log dirs" in gone.description

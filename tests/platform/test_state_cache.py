@@ -108,7 +108,7 @@ def test_a_config_change_recomputes_and_gone_partitions_are_forgotten(logs):
     states_cache = cache()
     read(states_cache, logs)
     with LogManager([logs]) as manager:
-        manager.alter_topic("t", {"min.cleanable.dirty.ratio": "0.9"})
+        manager.admin.alter_topic("t", {"min.cleanable.dirty.ratio": "0.9"})
     states = read(states_cache, logs)
     assert states_cache.computed == 3 and states == fresh(logs)
     for name in os.listdir(logs / "t-2"):

@@ -180,11 +180,11 @@ def test_jobs_on_a_standalone_cluster_equal_the_local_engine_byte_for_byte(tmp_p
     # retention: the dry run's plans are the engine's for every partition (compacted topics too), the real
     # run deletes what the engine does
     with LogManager([local]) as m:
-        plans = {(p.topic, p.partition): p for p in m.retention_plans(now_ms=RETENTION_NOW)}
+        plans = {(p.topic, p.partition): p for p in m.retention.plans(now_ms=RETENTION_NOW)}
         assert {(o["topic"], o["partition"]): o["plan"] for o in got["retention_dry"]} == {
             k: p.to_dict() for k, p in plans.items()}
         assert {o["status"] for o in got["retention_dry"]} == {PLANNED, NOTHING}
-        applied = {(r.plan.topic, r.plan.partition): r for r in m.apply_retention(list(plans.values()),
+        applied = {(r.plan.topic, r.plan.partition): r for r in m.retention.apply(list(plans.values()),
                                                                                   now_ms=RETENTION_NOW)}
     assert sum(o["bytes_freed"] for o in got["retention"]) == sum(r.bytes_freed for r in applied.values()) > 0
     for o in got["retention"]:

@@ -332,10 +332,10 @@ def test_retention_job_equals_the_engine_on_many_partitions(spark, tmp_path):
     now = 100_000
     dry = retention_partitions(spark, [tmp_path / "spark"], now_ms=now, dry_run=True)
     with LogManager([tmp_path / "local"]) as m:
-        plans = {(p.topic, p.partition): p for p in m.retention_plans(now_ms=now)}
+        plans = {(p.topic, p.partition): p for p in m.retention.plans(now_ms=now)}
         assert {(o.topic, o.partition): o.plan for o in dry.outcomes} == {k: p.to_dict() for k, p in plans.items()}
         assert {o.status for o in dry.outcomes} == {PLANNED, NOTHING}
-        applied = {(r.plan.topic, r.plan.partition): r for r in m.apply_retention(list(plans.values()), now_ms=now)}
+        applied = {(r.plan.topic, r.plan.partition): r for r in m.retention.apply(list(plans.values()), now_ms=now)}
     result = retention_partitions(spark, [tmp_path / "spark"], now_ms=now)
     assert result.bytes_freed == sum(r.bytes_freed for r in applied.values()) > 0
     for o in result.outcomes:
@@ -361,7 +361,7 @@ def test_retention_job_deletes_below_a_compacted_topics_log_start_as_the_engine_
     m.close()
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     with LogManager([tmp_path / "local"]) as m:
-        applied = m.apply_retention(m.retention_plans(now_ms=NOW), now_ms=NOW)
+        applied = m.retention.apply(m.retention.plans(now_ms=NOW), now_ms=NOW)
     assert [r.deleted_segments for r in applied] == [bases[:2]]
     result = retention_partitions(spark, [tmp_path / "spark"], now_ms=NOW)
     assert [(o.topic, o.status, o.deleted_segments) for o in result.outcomes] == [("cmp", DELETED, bases[:2])]
@@ -383,7 +383,7 @@ def test_retention_job_dry_run_after_an_unclean_shutdown_plans_as_the_engine_doe
     (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nr 0 0\n")
     flip_last_byte(part / f"{bases[1]:020d}.log", 1)
     with LogManager([tmp_path], read_only=True) as m:
-        [local] = m.retention_plans(now_ms=NOW)
+        [local] = m.retention.plans(now_ms=NOW)
     dry = retention_partitions(spark, [tmp_path], now_ms=NOW, dry_run=True)
     assert [o.plan for o in dry.outcomes] == [local.to_dict()]
     assert local.deleted_bases == tuple(bases[:1])  # the cut log; its files alone would give bases[:3]
@@ -460,7 +460,7 @@ def test_logctl_engine_spark_refuses_what_local_refuses_before_changing_anything
 
     random_topic(tmp_path / "local", "c", 11)
     with LogManager([tmp_path / "local"]) as manager:
-        manager.create_topic("f", 1, {"retention.ms": "1000"})
+        manager.admin.create_topic("f", 1, {"retention.ms": "1000"})
         manager.get_log("f", 0).append([ProducerRecord(b"k", b"v", NOW)], now=NOW)
     (tmp_path / "local" / "f-0" / "5.log").write_bytes(b"")
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
@@ -483,9 +483,9 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     rnd = random.Random(7)
     dirs = [tmp_path / "local" / "d1", tmp_path / "local" / "d2"]
     with LogManager(dirs) as m:
-        m.create_topic("c", 4, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
-                                "segment.bytes": "1500", "delete.retention.ms": "0"})
-        m.create_topic("r", 4, {"retention.ms": "50000", "segment.bytes": "1500"})
+        m.admin.create_topic("c", 4, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                      "segment.bytes": "1500", "delete.retention.ms": "0"})
+        m.admin.create_topic("r", 4, {"retention.ms": "50000", "segment.bytes": "1500"})
         for topic in ("c", "r"):
             for p in range(4):
                 log = m.get_log(topic, p)
@@ -498,7 +498,7 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     spark_dirs = [tmp_path / "spark" / d.name for d in dirs]
     with LogManager(dirs) as m:
         local = {(r.topic, r.partition): r for r in m.compact_due(now_ms=NOW)}
-        m.apply_retention(m.retention_plans("r", now_ms=NOW), now_ms=NOW)
+        m.retention.apply(m.retention.plans("r", now_ms=NOW), now_ms=NOW)
     result = compact_partitions(spark, spark_dirs, [("c", p) for p in range(4)], now_ms=NOW)
     assert {(o.topic, o.partition): o.status for o in result.outcomes} == {k: COMPACTED for k in local}
     assert len(local) == 4
@@ -548,7 +548,7 @@ def test_retention_leaves_broker_logs_as_the_engine_does(spark, real_kafka, tmp_
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     now = 1_800_000_000_000
     with LogManager([tmp_path / "local"]) as m:
-        m.apply_retention(m.retention_plans(now_ms=now), now_ms=now)
+        m.retention.apply(m.retention.plans(now_ms=now), now_ms=now)
     retention_partitions(spark, [tmp_path / "spark"], now_ms=now)
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
     snapshots = sorted(p.name for p in (tmp_path / "local" / "__consumer_offsets-29").glob("*.snapshot"))
@@ -568,12 +568,12 @@ def test_retention_dry_run_beside_a_topic_delete_left_half_done(spark, tmp_path)
 
     root = tmp_path / "logs"
     with open_topic(root, "t", 2) as m:
-        m.create_topic("u", 1)
+        m.admin.create_topic("u", 1)
     killed = subprocess.run([sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(root), "topic", "delete",
                              "t"], cwd=REPO, env=crash_env("topic-delete-marked"))
     assert killed.returncode != 0 and (root / "t-0").is_dir()
     result = retention_partitions(spark, [root], now_ms=NOW, dry_run=True)
     with LogManager([root], read_only=True) as m:
-        local = sorted((p.topic, p.partition) for p in m.retention_plans(now_ms=NOW))
+        local = sorted((p.topic, p.partition) for p in m.retention.plans(now_ms=NOW))
     assert sorted((o.topic, o.partition) for o in result.outcomes) == local
     assert {o.status for o in result.outcomes} == {NOTHING}

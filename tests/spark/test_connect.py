@@ -116,8 +116,8 @@ def test_jobs_through_spark_connect_equal_the_local_engine_byte_for_byte(spark, 
             assert {f: o[f] for f in REPORT_FIELDS} == {f: rep[f] for f in REPORT_FIELDS}, (i, o["partition"])
     assert [o["status"] for o in got["compaction"][0]] == [COMPACTED, COMPACTED]
     with LogManager([local]) as m:
-        applied = {(r.plan.topic, r.plan.partition): r for r in m.apply_retention(
-            m.retention_plans(now_ms=RETENTION_NOW), now_ms=RETENTION_NOW)}
+        applied = {(r.plan.topic, r.plan.partition): r for r in m.retention.apply(
+            m.retention.plans(now_ms=RETENTION_NOW), now_ms=RETENTION_NOW)}
     assert any(r.deleted_segments for r in applied.values())
     for o in got["retention"]:
         r = applied.get((o["topic"], o["partition"]))

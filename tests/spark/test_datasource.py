@@ -123,19 +123,19 @@ def logs(tmp_path_factory) -> tuple[Path, Path]:
     the first; ``more`` (2 partitions) in the second."""
     first, second = tmp_path_factory.mktemp("logs-a"), tmp_path_factory.mktemp("logs-b")
     with LogManager([first]) as m:
-        m.create_topic("events", 3, {"segment.bytes": "4096", "index.interval.bytes": "256"})
+        m.admin.create_topic("events", 3, {"segment.bytes": "4096", "index.interval.bytes": "256"})
         for p in range(3):
             _fill(m.get_log("events", p), 40 + 5 * p)
-        m.create_topic("trimmed", 1, {"segment.bytes": "1024", "index.interval.bytes": "1"})
+        m.admin.create_topic("trimmed", 1, {"segment.bytes": "1024", "index.interval.bytes": "1"})
         trimmed = m.get_log("trimmed", 0)
         for i in range(60):
             trimmed.append(_producer_records(i, 1))
         assert trimmed.delete_records(23) == 23
         assert trimmed.segments[0].base_offset < 23 and len(trimmed.segments) > 4
-        m.create_topic("audit", 1, {"message.timestamp.type": "LogAppendTime"})
+        m.admin.create_topic("audit", 1, {"message.timestamp.type": "LogAppendTime"})
         _fill(m.get_log("audit", 0), 6)
     with LogManager([second]) as m:
-        m.create_topic("more", 2, {"segment.bytes": "2048"})
+        m.admin.create_topic("more", 2, {"segment.bytes": "2048"})
         for p in range(2):
             _fill(m.get_log("more", p), 12)
     return first, second
@@ -511,7 +511,7 @@ def test_a_torn_end_of_a_rolled_segment_fails_the_read_as_consume_refuses_it(tmp
     from storage_engine.errors import CorruptRecordError, LogGapError
 
     with LogManager([tmp_path]) as manager:
-        manager.create_topic("t", 1, {"segment.bytes": "400"})
+        manager.admin.create_topic("t", 1, {"segment.bytes": "400"})
         log = manager.get_log("t", 0)
         for i in range(20):
             log.append([ProducerRecord(f"k{i}".encode(), b"v" * 50, 1_700_000_000_000)], now=1_700_000_000_000)

@@ -300,8 +300,8 @@ def test_verify_of_every_topic_leaves_out_one_deleted_after_the_listing(cli, mon
 
     def deleted_then_opened(manager, topic, partition):
         if topic == "a" and (cli.root / "a-0").exists():
-            with LogManager([cli.root]) as admin:  # another process's delete, just before the open
-                admin.delete_topic("a")
+            with LogManager([cli.root]) as other:  # another process's delete, just before the open
+                other.admin.delete_topic("a")
         return opening(manager, topic, partition)
 
     monkeypatch.setattr(LogManager, "get_log", deleted_then_opened)
@@ -415,8 +415,8 @@ def test_verify_of_a_named_topic_deleted_before_its_open_fails(cli, monkeypatch)
 
     def deleted_then_opened(manager, topic, partition):
         if (cli.root / "a-0").exists():
-            with LogManager([cli.root]) as admin:
-                admin.delete_topic("a")
+            with LogManager([cli.root]) as other:
+                other.admin.delete_topic("a")
         return opening(manager, topic, partition)
 
     monkeypatch.setattr(LogManager, "get_log", deleted_then_opened)

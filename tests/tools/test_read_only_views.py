@@ -176,7 +176,7 @@ def test_a_gap_the_cleaner_made_is_not_a_lost_segment(tmp_path):
         log = m.get_log("t", 0)
         append_each(log, records(40, keys=3))
         m.compact("t", 0, now_ms=10**12)
-        m.alter_topic("t", {"cleanup.policy": "delete"})
+        m.admin.alter_topic("t", {"cleanup.policy": "delete"})
     with LogManager([tmp_path]) as m:
         log = m.get_log("t", 0)
         assert verify_log(log).ok, verify_log(log).problems
@@ -615,7 +615,7 @@ def test_planning_after_an_unclean_shutdown_holds_no_partition_open(tmp_path):
     fds = len(os.listdir("/proc/self/fd"))
     with LogManager([tmp_path], read_only=True) as m:
         assert m.log_dirs[0].recovery_pending
-        plans = m.retention_plans(now_ms=1_000)
+        plans = m.retention.plans(now_ms=1_000)
         assert len(plans) == 20 and len(os.listdir("/proc/self/fd")) <= fds + 5
 
 

@@ -59,11 +59,11 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
     partitions, force = compaction_choice(manager, args.topic, args.partition)
     pass_over_unreadable(args, manager, args.topic)
     if args.partition is not None:
-        if (error := manager.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
+        if (error := manager.placement.partitions_not_given(args.topic).get((args.topic, args.partition))) is not None:
             raise error
         missing = {}
     else:  # before the work, which cannot change it
-        missing = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
+        missing = {tp: why for tp, why in manager.placement.partitions_not_given(args.topic).items()
                    if manager.topic_config(tp[0]).compact}
     if args.dry_run:
         candidates = manager.compaction_candidates(args.topic, now_ms=now)

@@ -41,7 +41,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
     key = decoder(args.encoding)(args.key, "--key") if args.key is not None else None
     wanted = _erasure_partitions(args, manager)
     now = args.now_ms if args.now_ms is not None else now_ms()
-    missing = {tp: why for tp, why in manager.partitions_not_given(args.topic).items()
+    missing = {tp: why for tp, why in manager.placement.partitions_not_given(args.topic).items()
                if manager.topic_config(tp[0]).compact and (args.partition is None or tp[1] == args.partition)}
     pass_over_unreadable(args, manager, args.topic)
     reports = [partition_erasure_report(manager, t, p, now, key) for t, p in wanted if (t, p) not in missing]

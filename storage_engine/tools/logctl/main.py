@@ -14,7 +14,8 @@ from typing import Any
 
 from ...logdir.environment import engine_environment
 from ...errors import CleanShutdownMarkerError, LogError
-from ...logdir.manager import LogManager, missing_log_dir
+from ...logdir.log_dir import missing_log_dir
+from ...logdir.manager import LogManager
 from ..usage import OneLineParser
 from .command import Command, LogDirs
 from .engines import Engines, installed_engines

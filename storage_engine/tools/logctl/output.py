@@ -35,17 +35,17 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 def pass_over_unreadable(args: argparse.Namespace, manager: LogManager, topic: str | None) -> None:
     """A command over every topic (``topic`` None) goes on past each topic whose metadata file
-    is refused (``LogManager.unreadable_metadata``); ``main`` names each after the report, an
+    is refused (``MetadataView.unreadable``); ``main`` names each after the report, an
     error line for all, and exits 1. A topic named is refused where it is used instead."""
     if topic is None:
         args.errors.extend(f"topic {name} passed over: {why}"
-                           for name, why in sorted(manager.unreadable_metadata().items()))
+                           for name, why in sorted(manager.metadata.unreadable().items()))
 
 
 def not_given(missing: Mapping[tuple[str, int], LogError], reported: Iterable[Mapping[str, Any]],
               lines: list[str]) -> list[dict[str, Any]]:
     """The partitions a command left because their directories may be in a log dir not given
-    (``LogManager.partitions_not_given``), but for those it reported itself (a Spark job names
+    (``Placement.partitions_not_given``), but for those it reported itself (a Spark job names
     the partitions it was given): a line each in ``lines``, and their JSON."""
     done = {(r["topic"], r["partition"]) for r in reported}
     left = [{"topic": t, "partition": p, "reason": str(why)} for (t, p), why in missing.items() if (t, p) not in done]

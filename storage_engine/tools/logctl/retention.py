@@ -27,16 +27,16 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
         manager.partitions(args.topic)  # an unknown topic is an error, as for verify
     now = args.now_ms if args.now_ms is not None else now_ms()
     engine = chosen_engine(args)
-    missing = manager.partitions_not_given(args.topic)  # before the work, which cannot change it
+    missing = manager.placement.partitions_not_given(args.topic)  # before the work, which cannot change it
     pass_over_unreadable(args, manager, args.topic)
     if engine is not None:
         data = engine.retention(manager, args.topic, now_ms=now, dry_run=args.dry_run)
     elif args.dry_run:
-        plans = manager.retention_plans(args.topic, now_ms=now)
+        plans = manager.retention.plans(args.topic, now_ms=now)
         data = [p.to_dict() | {"applied": False} for p in plans]
     else:
-        plans = manager.retention_plans(args.topic, now_ms=now)
-        applied = {(r.plan.topic, r.plan.partition): r for r in manager.apply_retention(plans, now_ms=now)}
+        plans = manager.retention.plans(args.topic, now_ms=now)
+        applied = {(r.plan.topic, r.plan.partition): r for r in manager.retention.apply(plans, now_ms=now)}
         data = [applied[(p.topic, p.partition)].to_dict() if (p.topic, p.partition) in applied
                 else p.to_dict() | {"applied": False} for p in plans]
     lines = []

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ...config.values import INT_MAX, INT_MIN
-from ...logdir.manager import LogManager, missing_log_dir
+from ...logdir.log_dir import missing_log_dir
+from ...logdir.manager import LogManager
 from ...logdir.topic_admin import check_creation
 from ...logdir.topic_store import shown_path
 from ..usage import UsageError, bounded_int
@@ -57,14 +58,14 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
                 "segments": max(len(log.segments), 1),  # a view without any: the open makes an empty one
             }
         )
-    meta = manager.topic_metadata(topic)
+    meta = manager.metadata.topic(topic)
     return {
         "topic": topic,
         "partitions": parts,
         # the log dirs its metadata says its partitions may be in (``TopicMetadata.placed_over``)
         "placed_over": [{"id": i, "path": p} for i, p in sorted((meta.placed_over if meta else {}).items(),
                                                                 key=lambda item: item[1])],
-        "configs": manager.topic_overrides(topic),
+        "configs": manager.metadata.overrides(topic),
         "cleanup_policy": ",".join(config.cleanup_policy),
         "compaction_strategy": config.compaction_strategy,
         "compaction_strategy_header": config.compaction_strategy_header or None,
@@ -72,7 +73,7 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
 
 
 def _create(args: argparse.Namespace, manager: LogManager) -> int:
-    meta = manager.create_topic(args.name, args.partitions, config_pairs(args.config))
+    meta = manager.admin.create_topic(args.name, args.partitions, config_pairs(args.config))
     emit(args, {"topic": meta.name, "partitions": meta.partitions, "configs": meta.configs, "topic_id": meta.topic_id},
          f"Created topic {meta.name}.")
     return 0
@@ -103,7 +104,7 @@ def _describe_command(args: argparse.Namespace, manager: LogManager) -> int:
 
 
 def _delete(args: argparse.Namespace, manager: LogManager) -> int:
-    meta = manager.delete_topic(args.name)
+    meta = manager.admin.delete_topic(args.name)
     emit(args, {"topic": meta.name, "deleted": True}, f"Deleted topic {meta.name}.")
     return 0
 
@@ -112,14 +113,14 @@ def _alter(args: argparse.Namespace, manager: LogManager) -> int:
     if args.partitions is not None:
         if args.config or args.delete_config:
             raise UsageError("topic alter takes --partitions or --config/--delete-config, not both")
-        meta = manager.add_partitions(args.name, args.partitions)
+        meta = manager.admin.add_partitions(args.name, args.partitions)
         emit(args, {"topic": meta.name, "partitions": meta.partitions},
              f"Topic {meta.name} now has {meta.partitions} partitions.")
         return 0
     if not args.config and not args.delete_config:
         raise UsageError("topic alter needs --partitions N, or at least one --config KEY=VALUE or --delete-config KEY")
     deleted = args.delete_config or []
-    meta = manager.alter_topic(args.name, config_pairs(args.config, deleted), deleted)
+    meta = manager.admin.alter_topic(args.name, config_pairs(args.config, deleted), deleted)
     emit(args, {"topic": meta.name, "configs": meta.configs}, f"Updated config for topic {meta.name}.")
     return 0
 
@@ -153,7 +154,7 @@ def _before_open(args: argparse.Namespace, log_dirs: list[Path], broker_props: M
     those there, asked of a read-only view before a new dir is made."""
     if _creating(args) and (present := [d for d in log_dirs if missing_log_dir(d) is None]) != log_dirs and present:
         with LogManager(present, broker_props, read_only=True) as manager:
-            manager.check_name_free(args.name)
+            manager.admin.check_name_free(args.name)
 
 
 COMMAND = Command(

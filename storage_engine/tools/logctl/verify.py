@@ -8,6 +8,7 @@ import argparse
 
 from ...errors import UnknownTopicOrPartitionError
 from ...files.naming import MAX_PARTITION
+from ...logdir.locations import misnamed_partition_dirs
 from ...logdir.manager import LogManager
 from ..verify import verify_partition
 from .arguments import add_json
@@ -21,12 +22,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, manager: LogManager) -> int:
-    with manager.topics_unchanging():  # a create, alter or delete in flight is not damage
+    with manager.metadata.read_lock():  # a create, alter or delete in flight is not damage
         pass_over_unreadable(args, manager, args.topic)
         listed = {t: _listed_partitions(manager, t, named=args.topic is not None)
                   for t in ([args.topic] if args.topic is not None else manager.topics())}
-        misnamed = manager.misnamed_partition_dirs() if args.topic is None else []
-        orphans = manager.orphans() if args.topic is None else {}
+        misnamed = misnamed_partition_dirs(manager.log_dirs) if args.topic is None else []
+        orphans = manager.metadata.orphans() if args.topic is None else {}
         strays = [(path, count) for path, count in manager.stray_partition_dirs(args.topic)
                   if count or path.name.rpartition("-")[0] not in orphans]  # an orphan's are named with it
     reports = [r for t, partitions in listed.items() for p in partitions  # a named topic is reported whatever
@@ -55,7 +56,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
                  "a stray, which no command reads (a KRaft broker deletes such a log); remove it or move it out, "
                  "or adopt it with topic alter --partitions"
                  for path, count in strays)
-    lines.extend(str(manager.orphan_error(topic, home)) for topic, home in sorted(orphans.items()))
+    lines.extend(str(manager.metadata.orphan_error(topic, home)) for topic, home in sorted(orphans.items()))
     emit(args, {"ok": ok, "partitions": data, "misnamed_dirs": [str(p) for p in misnamed],
                 "stray_dirs": [str(p) for p, _ in strays], "orphans": sorted(orphans)},
          "\n".join(lines) or "no partitions")

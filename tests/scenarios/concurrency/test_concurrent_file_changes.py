@@ -74,7 +74,7 @@ def _log_with_pending_deletions(tmp_path: Path) -> Path:
         log.append(records(1, ts=1), now=NOW)
         log.roll(NOW)
         log.append(records(1, start=1, ts=NOW), now=NOW)
-        [result] = m.apply_retention(m.retention_plans("t", now_ms=NOW), now_ms=NOW)
+        [result] = m.retention.apply(m.retention.plans("t", now_ms=NOW), now_ms=NOW)
         assert result.deleted_segments == [0] and len(result.pending_files) == 3
         return log.dir
 

@@ -297,7 +297,7 @@ def test_a_close_that_fails_in_one_log_dir_still_closes_the_others(small_fs, tmp
     long-lived process made every reader take a writer for live."""
     full, other = small_fs / "logs", tmp_path / "other"
     manager = LogManager([full, other])
-    manager.create_topic("t", 2, {})
+    manager.admin.create_topic("t", 2, {})
     _fill(small_fs / "filler")
     with pytest.raises(CleanShutdownMarkerError, match="No space left on device"):
         manager.close()

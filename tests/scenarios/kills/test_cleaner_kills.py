@@ -71,7 +71,7 @@ def build(root, strategy: str = "offset") -> None:
             log.roll()
         put(log, ("active", "1"))
         size = log.segments[0].size
-        m.alter_topic("t", {"segment.bytes": str(2 * size + 10)})
+        m.admin.alter_topic("t", {"segment.bytes": str(2 * size + 10)})
 
 
 @pytest.fixture(scope="module")

@@ -134,11 +134,11 @@ def test_retention_leaves_a_broker_s_kraft_metadata_log_whole(real_kafka, tmp_pa
     metadata_log = root / "__cluster_metadata-0"
     before = {p.name: p.read_bytes() for p in metadata_log.iterdir() if p.suffix in (".log", ".checkpoint")}
     with LogManager([root]) as m:
-        plans = m.retention_plans("__cluster_metadata", now_ms=2**62)
+        plans = m.retention.plans("__cluster_metadata", now_ms=2**62)
         assert [p.deletions for p in plans] == [()]
-        m.apply_retention(m.retention_plans(now_ms=2**62), now_ms=2**62)
-        for change in (lambda: m.create_topic("__cluster_metadata", 1),
-                       lambda: m.alter_topic("__cluster_metadata", {"retention.ms": "1"}),
+        m.retention.apply(m.retention.plans(now_ms=2**62), now_ms=2**62)
+        for change in (lambda: m.admin.create_topic("__cluster_metadata", 1),
+                       lambda: m.admin.alter_topic("__cluster_metadata", {"retention.ms": "1"}),
                        lambda: m.get_log("__cluster_metadata", 0).append([], now=0),
                        lambda: m.get_log("__cluster_metadata", 0).delete_records(10)):
             with pytest.raises(InvalidTopicError, match="KRaft's metadata log, not a topic"):
