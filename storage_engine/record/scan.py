@@ -11,6 +11,7 @@ lookups pay one ``struct.unpack_from`` per batch. Verifying and decoding are sep
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 
@@ -40,7 +41,7 @@ _V2_HEADER = v2.HEADER_STRUCT
 
 
 def scan_batches(
-    buf: bytes | bytearray | memoryview,
+    buf: bytes | bytearray | memoryview | mmap.mmap,  # a mapped segment file: read in place
     *,
     start: int = 0,
     end: int | None = None,

@@ -125,9 +125,10 @@ def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
     name = path.name
     try:
         mode = os.stat(path).st_mode  # follows a symlink: the user names the file
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-        missing = isinstance(exc, ValueError) or exc.errno == errno.ENOENT
-        raise DumpError(f"{path}: {'no such file' if missing else exc.strerror}") from None
+    except ValueError:  # a NUL in the name
+        raise DumpError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DumpError(f"{path}: {'no such file' if exc.errno == errno.ENOENT else exc.strerror}") from None
     if not stat.S_ISREG(mode):  # a FIFO would block the read for ever
         raise DumpError(f"{path} is {file_kind(mode)}: only a regular file can be dumped")
     bare = name
@@ -155,8 +156,7 @@ def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
         raise DumpError(f"{path}: a leader epoch checkpoint (a broker's replication state, which this engine "
                         "neither reads nor writes) is not dumped")
     if "checkpoint" in name:
-        entries = read_checkpoint(path)
-        rows = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(entries.items())]
+        rows = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(read_checkpoint(path).items())]
         return {"file": str(path), "entries": rows}, f"Dumping {path}\n" + "\n".join(
             f"{r['topic']} {r['partition']} {r['offset']}" for r in rows)
     raise DumpError(f"{path}: not a .log, .index, .timeindex or checkpoint file")

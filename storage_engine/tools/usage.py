@@ -18,7 +18,7 @@ class UsageError(LogError):
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose usage errors are :class:`UsageError`, for the caller to print as one line."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
 
 

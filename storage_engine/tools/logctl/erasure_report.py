@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
                          f"({r.max_compaction_lag_ms} ms) ago is gone ({r.records_read} records read)")
         else:
             o = r.oldest
+            assert o is not None  # not ok: a remnant was counted, and the oldest kept
             lines.append(f"{tp}: NOT ERASED: {r.remnants} record(s) superseded more than max.compaction.lag.ms "
                          f"({r.max_compaction_lag_ms} ms) ago are still on disk; the oldest at offset {o.offset}, "
                          f"superseded by offset {o.superseded_by} at {o.superseded_at_ms}, overdue by {o.overdue_ms} ms")
