@@ -335,7 +335,7 @@ class SegmentSplit(InputPartition):
     ``inode`` identifies the file planned, so an executor never reads a replacement that took
     its name (a compaction swap) by mistake. ``at_tail`` marks the last range of the active
     segment, the only one allowed to end in a torn, partial batch (a rolled segment's torn end
-    is damage, which ``consume`` refuses too: the read used to skip those offsets silently).
+    is damage, which ``consume`` refuses too: no offset is skipped silently).
     """
 
     topic: str

@@ -98,8 +98,8 @@ def produce(manager: LogManager, workloads: Sequence[TopicWorkload], *, now_ms: 
             ) -> list[WrittenPartition]:
     """Create the topics that are missing, then append each partition's records in batches.
     Every batch is validated first, against the config its topic has (or will be created with),
-    so a workload a topic refuses (a ``segment.bytes`` altered below a batch) writes nothing:
-    it used to fail part way, after appending to the topics before it."""
+    so a workload a topic refuses (a ``segment.bytes`` altered below a batch) writes nothing,
+    not even to the topics before it."""
     rng = random.Random(seed)
     existing = set(manager.topics())
     planned = []

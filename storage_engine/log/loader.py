@@ -330,8 +330,8 @@ class LogLoader:
         """A log that recovery cut below its (kept, see ``_ignore_log_start_beyond_end``) log
         start offset holds only deleted records: as Kafka's ``LogLoader`` does, it restarts
         empty, where a log without segments starts (``_empty_log_base``: no lower than the
-        recovery point either), and the old segments go. It used to ignore the checkpoint, which
-        brought deleted records back and gave their offsets again. The new segment is made
+        recovery point either), and the old segments go, so deleted records never come back and
+        their offsets are never given again. The new segment is made
         before the old ones go, so a kill between never leaves the log ending below where it
         restarts (a kill there does leave the old segments before it, read as a gap up to the
         restart: they hold only deleted records). A read-only view shows the empty log the open

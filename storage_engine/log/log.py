@@ -297,7 +297,7 @@ class Log(LogReads):
                 self._flush_locked(now)  # durable, and the recovery point with it, before success
                 self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
             except BaseException as exc:  # any failure after a batch went in (a damaged index refusing
-                self._undo(mark, exc)  # its entry, say) undoes the call too: it used to keep the records
+                self._undo(mark, exc)  # its entry, say) undoes the call too: no record stays that the call did not report
                 if not isinstance(exc, OSError):
                     raise
                 failed = write_failure(self.tp, exc, self.active_segment.log_path)
