@@ -27,13 +27,13 @@ from dagster._config import ConfigScalar, ConfigScalarKind  # a scalar type with
 from dagster._config.errors import PostProcessingError
 from dagster._core.definitions.data_version import DATA_VERSION_TAG  # not re-exported by dagster
 
+from spark_jobs import reads
 from spark_jobs.compaction import compact_partitions
 from storage_engine.outcomes import COMPACTED, FAILED
 from spark_jobs.retention import retention_partitions
 from storage_engine.config.values import MAX_TIMESTAMP_MS, between
 from storage_engine.errors import ConfigError, LogError, NeedsRecoveryError
 
-from ..logic import check_facts
 from ..logic.catalog import Topic
 from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks
 from ..logic.health import health_outcome, unreadable_outcome
@@ -165,27 +165,27 @@ def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[i
 
 
 def _check_compactions(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
-                       before: dict[int, check_facts.KeyFacts]) -> list[CheckOutcome]:
+                       before: dict[int, reads.KeyFacts]) -> list[CheckOutcome]:
     """Compare each compacted partition with what was read before the run."""
     compacted = sorted(p for p, c in cleanups.items() if c.compaction is not None and c.compaction.status == COMPACTED)
     if not compacted:
         return []
     after = {p: cleanups[p].after for p in compacted}
-    digests = check_facts.summarize({p: before[p] for p in compacted},
+    digests = reads.summarize({p: before[p] for p in compacted},
                                     from_offsets={p: s.log_start_offset for p, s in after.items()})
     return _state_checks(spark, topic, log_store, after, {p: cleanups[p].leo_before for p in compacted}, digests)[0]
 
 
 def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict[int, PartitionState],
-                  ending: dict[int, int], before: dict[int, check_facts.PartitionFacts] | None
+                  ending: dict[int, int], before: dict[int, reads.PartitionFacts] | None
                   ) -> tuple[list[CheckOutcome], dict[int, str]]:
     """The checks of each partition in ``states`` over ``[log start, ending[p])``; the latest-value
     comparison only when there is a ``before``. With them, where each partition's read stopped
     at a damaged batch, if it did."""
     cleaned_end = {p: s.cleaner_checkpoint for p, s in states.items() if s.cleaner_checkpoint is not None}
-    read = check_facts.key_facts(spark, log_store.log_dirs, topic.name, ending, broker_props=log_store.broker_properties,
+    read = reads.key_facts(spark, log_store.log_dirs, topic.name, ending, broker_props=log_store.broker_properties,
                                  cleaned_end=cleaned_end, verify=True)
-    after = check_facts.summarize(read)
+    after = reads.summarize(read)
     outcomes: list[CheckOutcome] = []
     errors: dict[int, str] = {}
     for p, state in sorted(states.items()):
@@ -239,7 +239,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     # time, and one that became due since the observation would be compacted with nothing to compare
     checked = partitions if topic.compact else []
     started = time.monotonic()
-    before = check_facts.key_facts(spark, log_store.log_dirs, topic.name, {p: cleanups[p].leo_before for p in checked},
+    before = reads.key_facts(spark, log_store.log_dirs, topic.name, {p: cleanups[p].leo_before for p in checked},
                                    broker_props=log_store.broker_properties)
     read_s = time.monotonic() - started
     if checked:

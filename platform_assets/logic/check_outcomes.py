@@ -2,14 +2,14 @@
 
 Every topic carries ``log_health`` (``health.py``): does the partition need cleaning, and why.
 Compacted topics carry four more checks, evaluated on each partition a run compacted (computed by
-``check_facts``; the asset runs them in the same step so they can compare with what it read
+``spark_jobs.reads``; the asset runs them in the same step so they can compare with what it read
 before cleaning):
 
 * ``keys_unique_in_cleaned_range``: no key appears twice below the new cleaner checkpoint;
 * ``offsets_strictly_increase``: the engine's verification of every batch and record offset;
 * ``indexes_agree_with_log``: every offset and time index entry points at a real batch;
 * ``latest_values_preserved``: the digest of every key's latest value is the same before and
-  after (see ``check_facts`` for what is compared).
+  after (see ``spark_jobs.reads`` for what is compared).
 
 ``defs/checks.py`` turns them into Dagster's check specs and evaluations.
 """
@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import dagster as dg
 
-from .check_facts import Digest, Duplicates, Verification
+from spark_jobs.reads import Digest, Duplicates, Verification
 from .log_state import PartitionState
 from .partition_keys import partition_key
 

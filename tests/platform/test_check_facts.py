@@ -8,7 +8,7 @@ from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.engine import append_each, open_topic
 
-from platform_assets.logic.check_facts import Digest, FactsTask, key_facts, read_key_facts, record_hash, summarize
+from spark_jobs.reads import Digest, FactsTask, key_facts, read_key_facts, record_hash, summarize
 
 
 def _log(root, records):

@@ -8,7 +8,7 @@ import pytest
 
 from platform_assets.logic.catalog import safe_name
 from platform_assets.logic.check_outcomes import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
-from platform_assets.logic.check_facts import Digest, Duplicates, Verification, split_problems
+from spark_jobs.reads import Digest, Duplicates, Verification, split_problems
 from platform_assets.logic.log_state import PartitionState, deadline_urgent, due_for_compaction
 from platform_assets.logic.partition_keys import KeyUpdate, partition_number, plan_key_update
 from platform_assets.defs.schedules import cron_for_interval_ms

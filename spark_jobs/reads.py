@@ -1,6 +1,6 @@
 """Record-level facts a compaction must preserve, read by the engine in Spark tasks.
 
-The asset checks (``checks.py``) compare these before and after a cleaning. One task reads each
+The platform's asset checks (``platform_assets/defs/checks.py``) compare these before and after a cleaning. One task reads each
 partition whole with the engine (packed per task like the compaction's whole partitions:
 ``spark_jobs.distribute``), and returns, per key, its latest record's offset, whether that
 record is a tombstone and a 64-bit hash of key and value, plus how many records of each key lie
@@ -39,13 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from spark_jobs.distribute import each, pack, run_tasks, task_slots
 from storage_engine.cleaner.strategy import Winners, version_rule
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch
 from storage_engine.tools.verify import VerifyReport, verify_partition
+
+from .distribute import each, pack, run_tasks, task_slots
 
 INDEX_SUFFIXES = (".index", ".timeindex")
 
