@@ -155,7 +155,7 @@ def raw_copy(part: Path, out: Path) -> tuple[int, float]:
 CHILD = textwrap.dedent("""
     import json, resource, sys, time
     sys.path.insert(0, sys.argv[2])
-    from storage_engine.cleaner import Cleaner
+    from storage_engine.cleaner import LogCleaner, finish
     from storage_engine.logdir.manager import LogManager
 
     def status(field):
@@ -167,7 +167,7 @@ CHILD = textwrap.dedent("""
     m = LogManager([sys.argv[1]])
     m.admin.alter_topic("t", {"compaction.strategy": sys.argv[4]})
     log = m.get_log("t", 0)
-    cleaner = Cleaner(m.cleaner_config())
+    cleaner = LogCleaner(m).cleaner
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the peak RSS (VmHWM) to the current RSS
@@ -177,7 +177,7 @@ CHILD = textwrap.dedent("""
     t0 = time.perf_counter()
     report = cleaner.clean(log, now_ms=int(sys.argv[3]), force=True)
     wall = time.perf_counter() - t0
-    LogManager.after_cleaning(log, report, int(sys.argv[3]), cleaner)  # the report's after-figures, untimed
+    finish(log, report, int(sys.argv[3]), cleaner)  # the report's after-figures, untimed
     rss_peak = status("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     m.close()
     print(json.dumps({"report": report.to_dict(), "wall_s": wall, "rss_before_kb": rss_before,

@@ -9,7 +9,7 @@ in random order, so half the records are superseded), written straight into segm
 For each, in the same run and on fresh copies of the same generated files (so every engine
 reads from the page cache alike), each engine runs in its own process:
 
-* ``local``: ``LogManager.compact_due`` (the engine's cleaner, partition after partition);
+* ``local``: ``LogCleaner.compact_due`` (the engine's cleaner, partition after partition);
 * ``spark local[1]`` and ``spark local[2]``: ``spark_jobs.compaction.compact_partitions``
   with ``force=False`` (same partitions as ``compact_due``) on a session built by
   ``build_spark_session`` with the production defaults. The master is fixed per JVM, hence one
@@ -227,6 +227,7 @@ LOCAL_CHILD = textwrap.dedent("""
     kind, src, work, repo, now, props, repeat = sys.argv[1:8]
     together = sys.argv[8:] == ["together"]
     sys.path.insert(0, repo)
+    from storage_engine.cleaner import LogCleaner
     from storage_engine.logdir.manager import LogManager
 
     runs = []
@@ -240,7 +241,7 @@ LOCAL_CHILD = textwrap.dedent("""
         t0, c0 = time.perf_counter(), time.process_time()
         with LogManager([work], json.loads(props)) as m:
             if kind == "compaction":
-                reports = m.compact_due(now_ms=int(now))
+                reports = LogCleaner(m).compact_due(now_ms=int(now))
             else:
                 results = m.retention.apply(m.retention.plans(now_ms=int(now)), now_ms=int(now))
         runs.append({"job_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0})
@@ -262,7 +263,8 @@ SPARK_CHILD = textwrap.dedent("""
     sys.path.insert(0, repo)
     sys.path.insert(0, repo + "/bench")
     t0 = time.perf_counter()
-    from spark_jobs.compaction import COMPACTED, compact_partitions
+    from spark_jobs.compaction import compact_partitions
+    from storage_engine.outcomes import COMPACTED
     from spark_jobs.runtime.session import build_spark_session
     from bench_spark import generate, tree_cpu_s
 

@@ -55,7 +55,7 @@ class SparkEngine:
         _refuse_first(manager, None if partitions is None else {t for t, _ in partitions},
                       None if partitions is None else set(partitions))
         result = compact_partitions(self.spark, partitions=partitions, now_ms=now_ms, force=force, manager=manager)
-        return [o.report for o in result.outcomes]
+        return result.outcomes
 
     def retention(self, manager: LogManager, topic: str | None, *, now_ms: int, dry_run: bool) -> list[dict]:
         chosen = None

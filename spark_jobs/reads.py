@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from storage_engine.cleaner.strategy import Winners, version_rule
+from storage_engine.cleaner import Winners, version_rule
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager

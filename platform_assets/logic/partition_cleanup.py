@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from spark_jobs.compaction import PartitionOutcome
+from storage_engine.cleaner import CompactionReport
 from storage_engine.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, NOTHING
 from spark_jobs.retention import RetentionOutcome
 
@@ -25,7 +25,7 @@ class PartitionCleanup:
     leo_before: int
     after: PartitionState | None = None
     leo_after: int = 0
-    compaction: PartitionOutcome | None = None
+    compaction: CompactionReport | None = None
     retention: RetentionOutcome | None = None
 
     @property
@@ -49,7 +49,7 @@ class PartitionCleanup:
         return None
 
     def _report(self) -> dict[str, Any]:
-        return self.compaction.report.to_dict() if self.compaction is not None else {}
+        return self.compaction.to_dict() if self.compaction is not None else {}
 
     def counter(self, name: str) -> int | None:
         return self._report().get(name) if self.compaction is not None else None
@@ -105,7 +105,7 @@ class PartitionCleanup:
     def duration_s(self) -> float:
         """This partition's own seconds in the jobs (a range run's partitions share the jobs'
         wall time, which the run records once: ``spark_job_seconds``)."""
-        own = self.compaction.report.duration_s if self.compaction is not None else 0.0
+        own = self.compaction.duration_s if self.compaction is not None else 0.0
         return own + (self.retention.duration_s if self.retention is not None else 0.0)
 
     @property

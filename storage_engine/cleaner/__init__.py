@@ -15,6 +15,13 @@ One module per idea, in three layers, so a distributed job reuses the first two 
    passes and the swap), ``staging`` (the cleaner lock and staged files), ``candidacy`` (due or
    not from file metadata alone), with ``stats``, ``report`` and ``throttler`` beside them.
 
+The lifecycle has one owner, here: :class:`LogCleaner` (``log_cleaner``, Kafka's ``LogCleaner``)
+loops over a manager's partitions (candidates, clean one, clean the due ones, the after-steps);
+:class:`PartitionCleaning` (``partition_cleaning``) holds one partition from lock to report when
+its round is recopied elsewhere, through the task API of ``split``; ``outcome`` maps each engine
+error to the partition's outcome, once for all of them. A distributed job (``spark_jobs``) uses
+only the names exported below.
+
 After map building, the map's offsets are exactly the dirty records that win their key, so a
 dirty batch holding none of them is dropped without decompressing or walking it; with heavy
 duplication most batches go that way.
@@ -68,6 +75,9 @@ from .candidacy import candidacy_from_stats
 from .cleaner import Cleaner
 from .dirty_scan import segment_latest_offsets, transaction_states
 from .inputs import InputSegment, SegmentRef
+from .log_cleaner import LogCleaner
+from .outcome import OUTCOME_OF_ERROR, PARTITION_ERRORS, outcome_of
+from .partition_cleaning import PartitionCleaning, after_steps, finish
 from .recopy import discard_staged, recopy_group
 from .report import CompactionReport
 from .rules import (
@@ -78,29 +88,50 @@ from .rules import (
     TransactionTracker,
     retain_record,
 )
-from .staging import STAGING_SUFFIX, CleanerLock
+from .split import GroupTask, KeysTask, SpanTask, SplitRound, recopy_spans, scan_span_keys, split_round
+from .staging import STAGING_SUFFIX, CleanerBusyError, CleanerLock, remote_staging_dir
 from .stats import CleanerStats
+from .strategy import CompactionStrategy, Winners, version_rule
 from .throttler import Throttler
 
 __all__ = [
     "AbortedTxn",
     "BatchFilter",
     "Cleaner",
+    "CleanerBusyError",
     "CleanerLock",
     "CleanerStats",
     "CompactionReport",
+    "CompactionStrategy",
+    "GroupTask",
     "InputSegment",
+    "KeysTask",
     "LastRecord",
+    "LogCleaner",
+    "OUTCOME_OF_ERROR",
+    "PARTITION_ERRORS",
+    "PartitionCleaning",
     "ProducerStateBuilder",
     "RecordOutcome",
     "STAGING_SUFFIX",
     "SegmentRef",
+    "SpanTask",
+    "SplitRound",
     "Throttler",
     "TransactionTracker",
+    "Winners",
+    "after_steps",
     "candidacy_from_stats",
     "discard_staged",
+    "finish",
+    "outcome_of",
     "recopy_group",
+    "recopy_spans",
+    "remote_staging_dir",
     "retain_record",
+    "scan_span_keys",
     "segment_latest_offsets",
+    "split_round",
     "transaction_states",
+    "version_rule",
 ]

@@ -1,16 +1,20 @@
-"""What one partition's compaction run did (one or more passes), for the CLI and the platform."""
+"""What one partition's compaction run did (one or more passes): the one result of a compaction,
+for the local cleaner, the Spark job, ``logctl`` and the platform."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..outcomes import COMPACTED, FAILED, SKIPPED
 from .offset_map import KAFKA_BYTES_PER_ENTRY
 from .stats import CleanerStats
 
 
 @dataclass
 class CompactionReport:
-    """One partition's compaction run (one or more passes), for the CLI and the platform."""
+    """One partition's compaction run (one or more passes). ``status`` is its outcome
+    (``storage_engine.outcomes``) and ``reason`` why it is not ``compacted``; ``skipped`` and
+    ``failed`` say the same in the words the summary prints."""
 
     topic: str
     partition: int
@@ -53,6 +57,21 @@ class CompactionReport:
     failed: str | None = None
     retention: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    status: str = COMPACTED
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status == COMPACTED and (self.failed or self.skipped) is not None:
+            self.status, self.reason = (FAILED, self.failed) if self.failed is not None else (SKIPPED, self.skipped)
+
+    def settle(self, status: str, reason: str | None, *, said: str | None = None) -> None:
+        """Record the run's outcome; ``said`` (default: ``reason``) is the summary's words for a
+        run that did not compact (``failed`` for a failure, else ``skipped``)."""
+        self.status, self.reason = status, reason
+        if status == FAILED:
+            self.failed = reason if said is None else said
+        elif status != COMPACTED:
+            self.skipped = reason if said is None else said
 
     def add_pass(self, stats: CleanerStats) -> None:
         """Add one pass's counters. Each pass reads the cleaned range from the log start (as
@@ -83,6 +102,8 @@ class CompactionReport:
     def to_dict(self) -> dict:
         s = self.stats
         return {
+            "status": self.status,
+            "reason": self.reason,
             "topic": self.topic,
             "partition": self.partition,
             "engine": self.engine,

@@ -24,19 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Iterator, Mapping, Sequence
 
-from ..cleaner import Cleaner, CompactionReport, candidacy_from_stats
-from ..cleaner.cleaner import reset_out_of_range_checkpoint
-from ..cleaner.plan import LogToClean
 from ..config.broker import build_log_config, max_partitions_per_topic, topic_log_config
-from ..config.cleaner import CleanerConfig, build_cleaner_config
 from ..config.topic import LogConfig
-from ..errors import (CleanShutdownMarkerError, ConfigError, LogChangedError, LogError, UnknownConfigError,
-                      UnknownTopicOrPartitionError)
+from ..errors import CleanShutdownMarkerError, ConfigError, LogError, UnknownConfigError, UnknownTopicOrPartitionError
 from ..files.naming import parse_partition_dir, validate_topic_name
 from ..files.nofollow import check_under
 from ..log.loader import REFUSED_UNCHANGED
 from ..log.log import Log
-from ..log.retention import RetentionResult, apply_retention, sweep_deleted_files
 from ..log.stats import PartitionStats, live_stats, log_dir_checkpoints, read_partition_stats
 from .locations import PartitionLocation, Topics, dir_list, is_stray, locate, partition_dirs, scan_dir, topic_set
 from .log_dir import LogDir, check_distinct_ids, check_log_dirs
@@ -59,12 +53,6 @@ class PartitionFacts:
 #: What opening a partition refuses before it changes anything: the loader's refusals and a
 #: topic config, read before the loader starts.
 _REFUSED_UNCHANGED = (*REFUSED_UNCHANGED, ConfigError, TopicMetadataError)
-
-
-def _require_compacted(topic: str, config: LogConfig) -> None:
-    if not config.compact:
-        raise LogError(f"topic {topic} has cleanup.policy={','.join(config.cleanup_policy)}: "
-                       "only compacted topics are cleaned")
 
 
 class LogManager:
@@ -400,118 +388,6 @@ class LogManager:
             return live_stats(log)
         finally:
             log.close()
-
-    # ------------------------------------------------------------------ compaction
-
-    def cleaner_config(self) -> CleanerConfig:
-        """The ``log.cleaner.*`` broker settings (offset-map memory, I/O buffer, throttle)."""
-        return build_cleaner_config(self.broker_props)
-
-    def compaction_candidates(self, topic: str | None = None, *, now_ms: int) -> list[LogToClean]:
-        """Every compacted partition's cleaning candidacy from its stats (``planning_stats``),
-        dirtiest first.
-
-        Due or not: ``LogToClean.due`` says which Kafka's cleaner would pick. Open transactions
-        are only seen by the cleaning pass itself.
-        """
-        configs: dict[str, LogConfig] = {}
-        out = []
-        for stats in self.partition_stats(topic):
-            config = configs.get(stats.topic) or configs.setdefault(stats.topic, self.topic_config(stats.topic))
-            if not config.compact:
-                continue
-            ltc = candidacy_from_stats(stats, config, now_ms)
-            if ltc is not None:
-                out.append(ltc)
-        return sorted(out, key=lambda c: -c.cleanable_ratio)
-
-    def compacted_partitions(self, partitions: Sequence[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
-        """``partitions`` (default: every partition of every compacted topic), validated before
-        anything is touched: each must exist and belong to a compacted topic."""
-        if partitions is None:
-            return [(t, p) for t in self.topics() if self.topic_config(t).compact for p in self.partitions(t)]
-        for topic, partition in partitions:
-            if partition not in self.partitions(topic):
-                raise LogError(f"partition {topic}-{partition} does not exist in {self.dir_list()}")
-            _require_compacted(topic, self.topic_config(topic))
-        return sorted(set(partitions))
-
-    def compact(
-        self,
-        topic: str,
-        partition: int,
-        *,
-        now_ms: int,
-        force: bool = True,
-        max_passes: int | None = None,
-        cleaner: Cleaner | None = None,
-    ) -> CompactionReport:
-        """Compact one partition (regardless of its dirty ratio unless ``force=False``), then, for
-        ``compact,delete`` topics, apply time/size retention as Kafka's cleaner thread does.
-
-        Raises ``LogChangedError`` when another process changed the segments being cleaned or is
-        cleaning the same partition; nothing changed on disk then.
-        """
-        log = self.get_log(topic, partition)
-        _require_compacted(topic, log.config)
-        cleaner = cleaner or Cleaner(self.cleaner_config())
-        report = cleaner.clean(log, now_ms=now_ms, force=force, max_passes=max_passes)
-        self.after_cleaning(log, report, now_ms, cleaner)
-        return report
-
-    @staticmethod
-    def after_cleaning(log: Log, report: CompactionReport, now_ms: int, cleaner: Cleaner,
-                       last_stable_offset: int | None = None) -> None:
-        """What Kafka's cleaner thread does after cleaning a partition (or finding it not due): the
-        after-steps (``after_steps``); the report's segment count and dirty ratio are what is
-        left. The local cleaner and the Spark job both end a partition here."""
-        retention = LogManager.after_steps(log, now_ms)
-        if retention is not None:
-            report.retention = retention.to_dict()
-        report.segments_after = len(log.segments)
-        report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms, last_stable_offset)
-
-    @staticmethod
-    def after_steps(log: Log, now_ms: int) -> RetentionResult | None:
-        """The cleaner thread's steps after each partition, cleaned or not due: retention for
-        ``compact,delete`` topics (``deleteOldSegments``; None for others), then the delayed
-        removal of ``.deleted`` files."""
-        retention = apply_retention(log, None, now_ms) if log.config.delete else None
-        sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
-        return retention
-
-    def compact_due(
-        self, topic: str | None = None, *, now_ms: int, max_passes: int | None = None
-    ) -> list[CompactionReport]:
-        """Compact every due partition, dirtiest first; a partition another process changed or is
-        cleaning is skipped (its report says why), one whose files cannot be read or written is
-        reported failed and the others are cleaned all the same, as Kafka's cleaner thread goes
-        on past an uncleanable partition (the run stopped there, and the reports of the
-        partitions it had already cleaned were never printed). A partition that is not due is opened only
-        when its checkpoint was found out of range (it is reset) or its topic is
-        ``compact,delete`` (the after-steps run either way, as in Kafka's cleaner thread); it is
-        reported when retention deleted something."""
-        cleaner = Cleaner(self.cleaner_config())
-        reports = []
-        for ltc in self.compaction_candidates(topic, now_ms=now_ms):
-            if not ltc.due:
-                if ltc.force_checkpoint_update or self.topic_config(ltc.topic).delete:
-                    log = self.get_log(ltc.topic, ltc.partition)
-                    reset_out_of_range_checkpoint(log, ltc)
-                    retention = self.after_steps(log, now_ms)
-                    if retention is not None and retention.deleted_segments:
-                        skipped = CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=f"not due: {ltc.why}")
-                        skipped.retention = retention.to_dict()
-                        reports.append(skipped)
-                continue
-            try:
-                reports.append(self.compact(ltc.topic, ltc.partition, now_ms=now_ms, force=False,
-                                            max_passes=max_passes, cleaner=cleaner))
-            except LogChangedError as exc:
-                reports.append(CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=str(exc)))
-            except (LogError, OSError) as exc:  # its own files' problem: nothing of it swapped, the others go on
-                reports.append(CompactionReport(ltc.topic, ltc.partition, now_ms, failed=f"{type(exc).__name__}: {exc}"))
-        return reports
 
     def close(self) -> None:
         if self._closed:

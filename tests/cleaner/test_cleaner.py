@@ -33,6 +33,7 @@ from tests.helpers.cleaner import (
     small_map_cleaner,
     temp_files,
 )
+from storage_engine.cleaner import LogCleaner
 from storage_engine.cleaner import (
     STAGING_SUFFIX,
     BatchFilter,
@@ -242,7 +243,7 @@ def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path):
         log.roll()
         put(log, ("k", "old3"), ts=NOW - 10 * lag)  # older timestamp but after the young segment
         log.roll()
-        (cand,) = m.compaction_candidates("t", now_ms=NOW)
+        (cand,) = LogCleaner(m).candidates("t", now_ms=NOW)
         assert cand.first_uncleanable_offset == 2 and cand.bound_reason == "min.compaction.lag.ms"
         compact(m, NOW)
         assert content(log) == [(1, "k", "old2"), (2, "k", "young1"), (3, "k", "old3")]
@@ -260,12 +261,12 @@ def test_max_compaction_lag_makes_a_clean_looking_log_due(tmp_path):
         compact(m, NOW)  # everything clean now
         put(log, ("k0", "again"), ts=NOW)
         log.roll()
-        (cand,) = m.compaction_candidates("t", now_ms=NOW + 500)
+        (cand,) = LogCleaner(m).candidates("t", now_ms=NOW + 500)
         assert not cand.due and cand.cleanable_ratio < 0.99
-        assert m.compact_due("t", now_ms=NOW + 500) == []
-        (cand,) = m.compaction_candidates("t", now_ms=NOW + 5000)
+        assert LogCleaner(m).compact_due("t", now_ms=NOW + 500) == []
+        (cand,) = LogCleaner(m).candidates("t", now_ms=NOW + 5000)
         assert cand.due and cand.max_compaction_delay_ms == 4000
-        (report,) = m.compact_due("t", now_ms=NOW + 5000)
+        (report,) = LogCleaner(m).compact_due("t", now_ms=NOW + 5000)
         assert report.passes == 1 and "max.compaction.lag.ms" in report.due_reason
         assert (0, "k0", "v") not in content(log)
 
@@ -281,19 +282,19 @@ def test_dirty_ratio_counts_a_partly_clean_segment_on_both_sides_and_orders_cand
                 put(log, ("k", str(i)))
             log.roll()
         m.get_log("plain", 0)
-        cands = m.compaction_candidates(now_ms=NOW)
+        cands = LogCleaner(m).candidates(now_ms=NOW)
         assert [c.topic for c in cands] == ["clean", "dirty"] or [c.topic for c in cands] == ["dirty", "clean"]
         assert all(c.cleanable_ratio == 1.0 for c in cands)  # nothing was ever cleaned
-        m.compact("clean", 0, now_ms=NOW)
+        LogCleaner(m).compact("clean", 0, now_ms=NOW)
         log = m.get_log("clean", 0)
         put(log, ("j", "1"))
         log.roll()
-        cands = m.compaction_candidates(now_ms=NOW)
+        cands = LogCleaner(m).candidates(now_ms=NOW)
         assert [c.topic for c in cands] == ["dirty", "clean"]
         clean = cands[1]
         assert clean.clean_bytes == log.segments[0].size and clean.cleanable_bytes == log.segments[1].size
         assert clean.cleanable_ratio == pytest.approx(clean.cleanable_bytes / (clean.clean_bytes + clean.cleanable_bytes))
-        reports = m.compact_due(now_ms=NOW)
+        reports = LogCleaner(m).compact_due(now_ms=NOW)
         assert [r.topic for r in reports] == ["dirty", "clean"][: len(reports)]
 
 
@@ -304,7 +305,7 @@ def test_a_checkpoint_outside_the_log_is_reset_to_the_log_start(tmp_path):
             put(log, ("k", str(i)))
         log.roll()
         log.log_dir.cleaner_offsets.update({("t", 0): 10**9})
-        (cand,) = m.compaction_candidates("t", now_ms=NOW)
+        (cand,) = LogCleaner(m).candidates("t", now_ms=NOW)
         assert cand.force_checkpoint_update and cand.first_dirty_offset == 0
         report = compact(m)
         assert report.first_dirty_offset == 0 and content(log) == [(3, "k", "3")]
@@ -326,9 +327,9 @@ def test_an_invalid_checkpoint_is_rewritten_even_when_the_log_is_not_selected(tm
         log.roll()
         log.delete_records(2)
         log.log_dir.cleaner_offsets.update({("t", 0): 1})
-        (cand,) = m.compaction_candidates("t", now_ms=NOW)
+        (cand,) = LogCleaner(m).candidates("t", now_ms=NOW)
         assert cand.first_dirty_offset == 2 and not cand.due and cand.force_checkpoint_update
-        assert m.compact_due("t", now_ms=NOW) == []
+        assert LogCleaner(m).compact_due("t", now_ms=NOW) == []
         assert checkpoint(log) == 2
 
 
@@ -704,7 +705,7 @@ def test_only_one_cleaner_per_partition(tmp_path):
         with CleanerLock(log.dir):
             with pytest.raises(LogChangedError, match="being cleaned by another process"):
                 compact(m)
-            (report,) = m.compact_due("t", now_ms=NOW)
+            (report,) = LogCleaner(m).compact_due("t", now_ms=NOW)
             assert "being cleaned" in report.skipped
         assert compact(m).passes == 1
 
@@ -831,7 +832,7 @@ def test_real_consumer_offsets_compact_to_one_record_per_key(real_kafka, tmp_pat
             log = m.get_log(topic, partition)
             before = [(r.offset, r.key, r.value) for r in log.read(log.log_start_offset, max_records=10**9)]
             log.roll()
-            report = m.compact(topic, partition, now_ms=NOW)
+            report = LogCleaner(m).compact(topic, partition, now_ms=NOW)
             after = [(r.offset, r.key, r.value) for r in log.read(log.log_start_offset, max_records=10**9)]
             expected = {}
             for off, k, v in before:

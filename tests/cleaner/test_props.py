@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.cleaner import NOW, compacted, marker, raw_log, small_map_cleaner
-from storage_engine.cleaner import Cleaner
+from storage_engine.cleaner import Cleaner, LogCleaner
 from storage_engine.cleaner.strategy import MISSING_VERSION
 from storage_engine.record import CompressionType, Record, encode_batch
 from storage_engine.tools.verify import verify_log
@@ -159,7 +159,7 @@ def test_compaction_matches_the_model(tmp_path_factory, strategy, rounds, segmen
             bases = [s.base_offset for s in log.segments]
             first_dirty = log.log_dir.cleaner_offsets.get(("t", 0)) or 0
             active = bases[-1]
-            report = m.compact("t", 0, now_ms=now, cleaner=small if tiny else big, max_passes=1)
+            report = LogCleaner(m).compact("t", 0, now_ms=now, cleaner=small if tiny else big, max_passes=1)
             if first_dirty >= active:
                 assert report.passes == 0, report.to_dict()
                 continue
@@ -218,7 +218,7 @@ def test_versions_with_transactions_match_the_model(tmp_path_factory, strategy, 
                  compaction_strategy_header=header) as m:
         log = m.get_log("t", 0)
         bases = [s.base_offset for s in log.segments]
-        assert m.compact("t", 0, now_ms=NOW).new_checkpoint == end
+        assert LogCleaner(m).compact("t", 0, now_ms=NOW).new_checkpoint == end
         model.clean(bases, end, NOW)
         assert read_all(log) == model.content()
         log.append([ProducerRecord(k.encode(), None if v is None else v.encode(), NOW + dt, version_headers(ver))
@@ -227,7 +227,7 @@ def test_versions_with_transactions_match_the_model(tmp_path_factory, strategy, 
         log.roll()
         log.refresh()
         bases = [s.base_offset for s in log.segments]
-        second = m.compact("t", 0, now_ms=NOW + 1)
+        second = LogCleaner(m).compact("t", 0, now_ms=NOW + 1)
         assert second.new_checkpoint == bases[-1]
         model.clean(bases, bases[-1], NOW + 1)
         assert read_all(log) == model.content()

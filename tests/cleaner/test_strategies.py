@@ -6,6 +6,7 @@ from __future__ import annotations
 import filecmp
 import struct
 
+from storage_engine.cleaner import LogCleaner
 from storage_engine.log.append_validation import ProducerRecord
 from tests.helpers.cleaner import NOW, compacted, content
 
@@ -22,7 +23,7 @@ def test_offset_strategy_writes_the_bytes_it_always_wrote(tmp_path):
             log = m.get_log("t", 0)
             for i in range(30):
                 log.append([_rec(f"k{i % 4}", f"v{i}", NOW - i)], now=NOW)
-            m.compact("t", 0, now_ms=NOW)
+            LogCleaner(m).compact("t", 0, now_ms=NOW)
     a, b = tmp_path / "default" / "t-0", tmp_path / "offset" / "t-0"
     logs = sorted(p.name for p in a.iterdir() if p.suffix == ".log")
     assert logs and all(filecmp.cmp(a / n, b / n, shallow=False) for n in logs)
@@ -38,15 +39,15 @@ def test_a_deleted_key_never_comes_back_through_the_newest_record(tmp_path):
         log.append([_rec("a", "old", NOW)], now=NOW)
         log.append([_rec("a", None, NOW + 10)], now=NOW)  # the delete
         log.roll()
-        m.compact("t", 0, now_ms=NOW)  # stamps the tombstone's delete horizon (now + 0)
+        LogCleaner(m).compact("t", 0, now_ms=NOW)  # stamps the tombstone's delete horizon (now + 0)
         assert [(o, v) for o, _, v in content(log)] == [(1, None)]
         log.append([_rec("a", "stale", NOW + 5)], now=NOW)  # arrives late: a lower version
         log.roll()
-        m.compact("t", 0, now_ms=NOW + 1)  # the horizon has passed, but "stale" is the newest
+        LogCleaner(m).compact("t", 0, now_ms=NOW + 1)  # the horizon has passed, but "stale" is the newest
         assert [(o, v) for o, _, v in content(log)] == [(1, None), (2, "stale")]
         log.append([_rec("b", "1", NOW + 20)], now=NOW + 1)
         log.roll()
-        m.compact("t", 0, now_ms=NOW + 2)
+        LogCleaner(m).compact("t", 0, now_ms=NOW + 2)
         assert [(o, k, v) for o, k, v in content(log)] == [(3, "b", "1")]
 
 
@@ -62,7 +63,7 @@ def test_a_record_without_a_readable_version_counts_as_the_lowest_and_is_reporte
         log.append([_rec("a", "v-1", version=-1)], now=NOW)
         log.append([_rec("z", "last", version=0)], now=NOW)
         log.roll()
-        report = m.compact("t", 0, now_ms=NOW)
+        report = LogCleaner(m).compact("t", 0, now_ms=NOW)
         assert [(k, v) for _, k, v in content(log)] == [("a", "v5"), ("z", "last")]
         assert report.stats.records_without_version == 2
         assert any("2 record(s) had no readable version in header 'ver'" in w for w in report.warnings)

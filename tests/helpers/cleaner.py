@@ -7,7 +7,7 @@ import os
 import struct
 from pathlib import Path
 
-from storage_engine.cleaner import STAGING_SUFFIX, Cleaner
+from storage_engine.cleaner import STAGING_SUFFIX, Cleaner, LogCleaner
 from storage_engine.record.control import ControlRecordType
 from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.logdir.manager import LogManager
@@ -97,7 +97,7 @@ def raw_log(root: Path, segments: list[list[bytes]], **configs) -> LogManager:
 
 
 def compact(m: LogManager, now: int = NOW, **kwargs):
-    return m.compact("t", 0, now_ms=now, **kwargs)
+    return LogCleaner(m).compact("t", 0, now_ms=now, **kwargs)
 
 
 def temp_files(root: Path) -> list[str]:

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from storage_engine.cleaner import LogCleaner
 from storage_engine.logdir.manager import LogManager
 from storage_engine.log.producer_snapshot import SnapshotEntry, list_snapshots, read_snapshot, snapshot_path, write_snapshot
 from tests.helpers.cleaner import data_batch, marker
@@ -134,7 +135,7 @@ def test_the_cleaners_swap_keeps_the_snapshots_where_its_replacements_start(tmp_
                 if i % 2 == 1:
                     log.roll(now=NOW)
             assert _snapshots(root) == [2, 4, 6, 8, 10, 12]
-            report = m.compact("t", 0, now_ms=NOW)
+            report = LogCleaner(m).compact("t", 0, now_ms=NOW)
             assert report.segments_recopied == 6
             if name == "alone":
                 assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8, 10, 12]

@@ -17,6 +17,7 @@ from tests.helpers.crash import crash_env
 from tests.helpers.paths import REPO
 
 from tests.helpers.engine import append_each, open_topic, records
+from storage_engine.cleaner import LogCleaner
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
@@ -402,7 +403,7 @@ def test_compaction_under_a_lowered_index_size_indexes_sparsely_instead_of_faili
         log.append([ProducerRecord(b"k0", b"new", 2_000_000)], now=5_000)
         m.admin.alter_topic("t", {"segment.index.bytes": "24"})
     with LogManager([root]) as m:
-        report = m.compact("t", 0, now_ms=10**12, force=True)
+        report = LogCleaner(m).compact("t", 0, now_ms=10**12, force=True)
         log = m.get_log("t", 0)
         assert report.failed is None and not verify_log(log).problems
         values = {r.key: r.offset for b in log.iter_batches() for r in decode_batch(b)}

@@ -24,6 +24,7 @@ from platform_assets.defs.partitions import partitions_def_name
 from platform_assets.defs.errors import PlatformError
 from platform_assets.defs.resources import build_resources
 from platform_assets.tools.workload import produce
+from storage_engine.cleaner import LogCleaner
 from storage_engine.logdir.manager import LogManager
 from storage_engine.log.append_validation import ProducerRecord
 
@@ -120,7 +121,7 @@ def test_log_health_is_recorded_again_when_a_partition_changes(logs, instance):
     store(instance, first)
     key = dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), "log_health")
     with LogManager([logs]) as manager:
-        manager.compact("orders", 0, now_ms=NOW)
+        LogCleaner(manager).compact("orders", 0, now_ms=NOW)
     second = discover(defs, settings, instance, first.cursor)
     assert ("orders", "0") in health_results(second)
     store(instance, second)
@@ -173,7 +174,7 @@ def test_a_cleaned_partition_is_not_due_and_run_keys_follow_the_log(logs, instan
     assert key() != rolled
 
     with LogManager([logs]) as manager:
-        manager.compact("orders", 0, now_ms=NOW)
+        LogCleaner(manager).compact("orders", 0, now_ms=NOW)
     after = requested(tick(defs, settings, instance, "compaction_sensor"))
     assert ("orders", "0") not in after and ("orders", "2") in after
 
@@ -260,7 +261,7 @@ def test_observations_only_when_a_partition_changed(logs, instance):
     assert not second.asset_events and "none changed" in second.skip_message
 
     with LogManager([logs]) as manager:
-        manager.compact("orders", 0, now_ms=NOW)
+        LogCleaner(manager).compact("orders", 0, now_ms=NOW)
     third = discover(defs, settings, instance, second.cursor)
     assert [(e.asset_key.path[1], e.partition) for e in observations(third)] == [("orders", "0")]
     assert observations(third)[0].metadata["cleaner_checkpoint"].value > 0
@@ -288,8 +289,8 @@ def test_the_sweep_requests_one_range_run_over_the_partitions_with_work(logs, in
     assert request.run_config["ops"]["logs__clicks"]["config"]["force_compaction"] is False
 
     with LogManager([logs]) as manager:
-        manager.compact("orders", 0, now_ms=NOW)
-        manager.compact("orders", 2, now_ms=NOW)
+        LogCleaner(manager).compact("orders", 0, now_ms=NOW)
+        LogCleaner(manager).compact("orders", 2, now_ms=NOW)
     quiet = defs.get_repository_def().get_schedule_def("sweep__orders").evaluate_tick(context)
     assert not quiet.run_requests and "nothing to sweep" in quiet.skip_message
 
@@ -402,7 +403,7 @@ def test_log_health_says_which_partitions_need_cleaning_and_why_once_per_change(
     assert any("retention:" in e.description and "by retention." in e.description for e in clicks), \
         [e.description for e in clicks]
     with LogManager([logs]) as manager:
-        manager.compact("orders", 0, now_ms=NOW)
+        LogCleaner(manager).compact("orders", 0, now_ms=NOW)
     data = discover(defs, settings, instance)
     second = health_results(discover(defs, settings, instance, data.cursor))
     assert not second  # nothing changed: nothing recorded again

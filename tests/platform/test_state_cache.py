@@ -17,6 +17,7 @@ from tests.helpers.engine import TakenListing, append_each, flip_last_byte, open
 
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
+from storage_engine.cleaner import LogCleaner
 from storage_engine.logdir.manager import LogManager
 from storage_engine.logdir.topic_store import read_metadata, write_metadata
 from tests.helpers.paths import REPO
@@ -71,7 +72,7 @@ def test_an_append_a_compaction_and_delete_records_are_each_seen(logs):
     read(states_cache, logs)
 
     with LogManager([logs]) as manager:
-        manager.compact("t", 1, now_ms=NOW)  # swaps segments and moves the cleaner checkpoint
+        LogCleaner(manager).compact("t", 1, now_ms=NOW)  # swaps segments and moves the cleaner checkpoint
     states = read(states_cache, logs)
     assert states_cache.computed == 1 and states == fresh(logs)
     assert states[1].cleaner_checkpoint is not None

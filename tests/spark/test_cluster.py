@@ -27,11 +27,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.spark_cluster import cluster_env, standalone_cluster
+from storage_engine.cleaner import LogCleaner
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.cleaner import NOW
 from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
 
-from spark_jobs.compaction import COMPACTED, SKIPPED
+from storage_engine.outcomes import COMPACTED, SKIPPED
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING, PLANNED
 from spark_jobs.runtime.session import check_java
@@ -126,7 +127,7 @@ def run_driver(tmp_path: Path, master: str, log_dir: Path, nows: list[int]) -> d
 
 def local_compaction(root: Path, topic: str, partitions: int, now: int) -> dict:
     with LogManager([root]) as m:
-        return {(topic, p): m.compact(topic, p, now_ms=now, force=True).to_dict() for p in range(partitions)}
+        return {(topic, p): LogCleaner(m).compact(topic, p, now_ms=now, force=True).to_dict() for p in range(partitions)}
 
 
 @pytest.mark.slow

@@ -19,14 +19,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.engine import flip_last_byte, open_topic
+from storage_engine.cleaner import LogCleaner
 from storage_engine.log.checkpoint import read_checkpoint
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
 from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.outcomes import CHANGED, COMPACTED, SKIPPED
 from tests.helpers.cleaner import NOW, data_batch, marker, raw_log
 
-from spark_jobs.compaction import CHANGED, COMPACTED, SKIPPED, CompactionJob, compact_partitions
+from spark_jobs.compaction import CompactionJob, compact_partitions
 from spark_jobs.retention import DELETED, NOTHING, PLANNED, retention_partitions
 
 CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
@@ -83,7 +85,7 @@ def checkpoint_of(path: Path) -> dict:
 
 def local_reports(root: Path, now: int) -> dict:
     with LogManager([root]) as m:
-        return {(r.topic, r.partition): r.to_dict() for r in m.compact_due(now_ms=now)}
+        return {(r.topic, r.partition): r.to_dict() for r in LogCleaner(m).compact_due(now_ms=now)}
 
 
 @pytest.mark.parametrize("split_bytes,spans", [(None, None), (0, None), (0, 3), (0, 64)],
@@ -157,7 +159,7 @@ def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_pat
     expected = local_reports(tmp_path / "local", NOW)
     result = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW, split_bytes=0)
     assert [o.status for o in result.outcomes] == [COMPACTED], result.outcomes[0].reason
-    assert len(result.outcomes[0].report.rounds[0]["groups"]) > 1  # really several group tasks
+    assert len(result.outcomes[0].rounds[0]["groups"]) > 1  # really several group tasks
     got = result.outcomes[0].to_dict()
     assert got["aborted_records_removed"] == 2 and got["markers_removed"] == 0  # markers stay until their horizon
     assert {f: got[f] for f in REPORT_FIELDS} == {f: expected[("t", 0)][f] for f in REPORT_FIELDS}
@@ -192,7 +194,7 @@ def test_one_large_partition_is_spread_over_many_tasks(spark, tmp_path):
     # two spans (the session's task slots): the first recopies with every key of the dirty range,
     # the last with its own only
     map_keys = [rows[g]["map_keys"] for g in range(plan.groups)]
-    assert map_keys[0] == outcome.report.to_dict()["map_entries"] == expected["map_entries"] == 100
+    assert map_keys[0] == outcome.to_dict()["map_entries"] == expected["map_entries"] == 100
     assert sorted(set(map_keys)) == [map_keys[-1], 100] and 60 <= map_keys[-1] < 100
 
 
@@ -207,7 +209,7 @@ def test_large_groups_index_like_the_local_cleaner(spark, tmp_path):
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     local_reports(tmp_path / "local", NOW)
     (outcome,) = compact_partitions(spark, [tmp_path / "spark"], now_ms=NOW, split_bytes=0).outcomes
-    assert outcome.status == COMPACTED and outcome.report.stats.bytes_written > 512 * 1024
+    assert outcome.status == COMPACTED and outcome.stats.bytes_written > 512 * 1024
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
 
 
@@ -298,7 +300,7 @@ def test_retention_deleting_a_planned_segment_skips_the_partition_and_loses_noth
             after_retention = read_all(tmp_path, "d", 0)
             job.execute()
             outcomes = {o.partition: o for o in job.commit().outcomes}
-    assert outcomes[0].status == CHANGED and "nothing" in outcomes[0].report.skipped
+    assert outcomes[0].status == CHANGED and "nothing" in outcomes[0].skipped
     assert outcomes[1].status == COMPACTED  # the other partition of the same job is unaffected
     assert read_all(tmp_path, "d", 0) == after_retention
     leftovers = [n for n in os.listdir(tmp_path / "d-0") if n.endswith((".cleaning", ".cleaned", ".swap"))
@@ -497,7 +499,7 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     spark_dirs = [tmp_path / "spark" / d.name for d in dirs]
     with LogManager(dirs) as m:
-        local = {(r.topic, r.partition): r for r in m.compact_due(now_ms=NOW)}
+        local = {(r.topic, r.partition): r for r in LogCleaner(m).compact_due(now_ms=NOW)}
         m.retention.apply(m.retention.plans("r", now_ms=NOW), now_ms=NOW)
     result = compact_partitions(spark, spark_dirs, [("c", p) for p in range(4)], now_ms=NOW)
     assert {(o.topic, o.partition): o.status for o in result.outcomes} == {k: COMPACTED for k in local}

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from platform_assets.logic.check_outcomes import KEYS_UNIQUE, LATEST_VALUES
-from spark_jobs.compaction import COMPACTED, SKIPPED
+from storage_engine.outcomes import COMPACTED, SKIPPED
 from spark_jobs.runtime.connect_server import free_port, local_connect_server, start_server, stop_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.retention import DELETED, NOTHING

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from storage_engine.cleaner import LogCleaner
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.cleaner.erasure import erasure_report
 from storage_engine.logdir.manager import LogManager
@@ -58,7 +59,7 @@ def test_a_tombstoned_key_past_the_bound_is_reported_until_compaction_removes_it
     assert f"offset 0 (written at {T0}), must be cleaned by {T0 + HOUR}: missed by {HOUR} ms" in out
     # the cleaner removes them; the old segments wait as .deleted files, and the report says so
     with LogManager([tmp_path]) as manager:
-        manager.compact("users", 0, now_ms=now)
+        LogCleaner(manager).compact("users", 0, now_ms=now)
     code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(now), "--key", "alice")
     p = data["partitions"][0]
     assert code == 0 and p["remnants"] == 0 and p["deadline"] is None  # nothing uncleaned is left
@@ -97,7 +98,7 @@ def test_under_a_version_strategy_a_record_that_arrives_beaten_is_superseded_whe
     report = erasure_report(log, now, b"bob")
     assert (report.remnants, report.oldest.offset, report.oldest.superseded_by) == (1, 2, 0)
     assert report.oldest.overdue_ms == now - (T0 + 1000 + HOUR)
-    manager.compact("users", 0, now_ms=now)
+    LogCleaner(manager).compact("users", 0, now_ms=now)
     report = erasure_report(log, now, b"bob")
     manager.close()
     assert report.ok and report.key.values == (0,)
@@ -140,7 +141,7 @@ def test_a_record_of_an_aborted_or_undecided_transaction_supersedes_nothing(tmp_
             report = erasure_report(log, now, b"k")
             assert report.ok and report.remnants == 0, report.to_dict()
             assert report.key is not None and report.key.values == (0, 1)  # both still on disk
-            manager.compact("t", 0, now_ms=now)
+            LogCleaner(manager).compact("t", 0, now_ms=now)
             assert (0, "k", "v1") in content(log)  # the cleaner agrees: nothing replaced v1
             assert erasure_report(log, now).ok
 

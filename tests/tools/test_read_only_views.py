@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from storage_engine.cleaner import LogCleaner
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import segment_file
@@ -175,7 +176,7 @@ def test_a_gap_the_cleaner_made_is_not_a_lost_segment(tmp_path):
     with open_topic(tmp_path, cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0) as m:
         log = m.get_log("t", 0)
         append_each(log, records(40, keys=3))
-        m.compact("t", 0, now_ms=10**12)
+        LogCleaner(m).compact("t", 0, now_ms=10**12)
         m.admin.alter_topic("t", {"cleanup.policy": "delete"})
     with LogManager([tmp_path]) as m:
         log = m.get_log("t", 0)

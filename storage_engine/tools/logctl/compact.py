@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from ...cleaner import LogCleaner
 from ...log.segment import now_ms
 from ...logdir.manager import LogManager
 from ..usage import UsageError
@@ -49,7 +50,7 @@ def check_compact(args: argparse.Namespace, manager: LogManager) -> None:
     if args.max_passes is not None and args.max_passes < 1:
         raise UsageError(f"--max-passes must be at least 1, got {args.max_passes}")
     if args.partition is not None:  # a named partition must be there and compacted, dry run or not
-        manager.compacted_partitions([(args.topic, args.partition)])
+        LogCleaner(manager).compacted_partitions([(args.topic, args.partition)])
 
 
 def _run(args: argparse.Namespace, manager: LogManager) -> int:
@@ -66,7 +67,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
         missing = {tp: why for tp, why in manager.placement.partitions_not_given(args.topic).items()
                    if manager.topic_config(tp[0]).compact}
     if args.dry_run:
-        candidates = manager.compaction_candidates(args.topic, now_ms=now)
+        candidates = LogCleaner(manager).candidates(args.topic, now_ms=now)
         if args.partition is not None:
             candidates = [c for c in candidates if c.partition == args.partition]
         # Kafka's first uncleanable offset is a segment's base, which can be below a log start
@@ -85,9 +86,10 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
             raise UsageError(f"--max-passes applies to --engine local only (--engine {args.engine} cleans in one pass)")
         reports = engine.compact(manager, partitions, force=force, now_ms=now)
     elif force:
-        reports = [manager.compact(t, p, now_ms=now, force=True, max_passes=args.max_passes) for t, p in partitions]
+        cleaner = LogCleaner(manager)
+        reports = [cleaner.compact(t, p, now_ms=now, force=True, max_passes=args.max_passes) for t, p in partitions]
     else:  # the due ones among ``partitions``: those of the topic, or of every compacted topic
-        reports = manager.compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
+        reports = LogCleaner(manager).compact_due(args.topic, now_ms=now, max_passes=args.max_passes)
     lines = [r.summary() for r in reports]
     left = not_given(missing, [{"topic": r.topic, "partition": r.partition} for r in reports], lines)
     emit(args, {"now_ms": now, "engine": args.engine, "dry_run": False, "partitions": [r.to_dict() for r in reports],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from ...cleaner import LogCleaner
 from ...cleaner.erasure import UNBOUNDED, partition_erasure_report, require_compaction_bound
 from ...log.segment import now_ms
 from ...logdir.manager import LogManager
@@ -29,11 +30,12 @@ def _erasure_partitions(args: argparse.Namespace, manager: LogManager) -> list[t
     topic's, or the named topic's (which must be compacted), or the one ``--partition``."""
     if args.partition is not None and args.topic is None:
         raise UsageError("--partition needs --topic")
+    cleaner = LogCleaner(manager)
     if args.topic is None:
-        return manager.compacted_partitions()
+        return cleaner.compacted_partitions()
     partitions = manager.partitions(args.topic)  # an unknown topic is an error, as for verify
     require_compaction_bound(args.topic, manager.topic_config(args.topic))
-    return manager.compacted_partitions([(args.topic, p) for p in
+    return cleaner.compacted_partitions([(args.topic, p) for p in
                                          (partitions if args.partition is None else [args.partition])])
 
 

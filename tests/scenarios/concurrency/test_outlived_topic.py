@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from storage_engine.cleaner import Cleaner
+from storage_engine.cleaner import Cleaner, LogCleaner
 from storage_engine.cleaner.staging import STAGING_SUFFIX
 from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.errors import LogChangedError
@@ -39,7 +39,7 @@ def compact_in_thread(root: Path, outcome: dict) -> threading.Thread:
         cleaner.throttler.check_interval_s = 0.001
         try:
             with LogManager([root]) as manager:
-                outcome["report"] = manager.compact("t", 0, now_ms=int(time.time() * 1000), cleaner=cleaner)
+                outcome["report"] = LogCleaner(manager).compact("t", 0, now_ms=int(time.time() * 1000), cleaner=cleaner)
         except Exception as exc:  # the thread's result, asserted on by the test
             outcome["error"] = exc
     thread = threading.Thread(target=run)

@@ -21,6 +21,7 @@ import pytest
 
 from tests.helpers.cleaner import NOW, compacted, content, put
 from tests.helpers.crash import crash_env
+from storage_engine.cleaner import LogCleaner
 from storage_engine.logdir.manager import LogManager
 from storage_engine.errors import NeedsRecoveryError
 from storage_engine.tools.verify import verify_log, verify_partition
@@ -28,9 +29,10 @@ from storage_engine.log.append_validation import ProducerRecord
 
 COMPACT = textwrap.dedent("""
     import sys
+    from storage_engine.cleaner import LogCleaner
     from storage_engine.logdir.manager import LogManager
     m = LogManager([sys.argv[1]])
-    m.compact("t", 0, now_ms=int(sys.argv[2]))
+    LogCleaner(m).compact("t", 0, now_ms=int(sys.argv[2]))
     m.close()
 """)
 
@@ -83,7 +85,7 @@ def scenarios(tmp_path_factory):
         build(root, strategy)
         with LogManager([root]) as m:
             before = content(m.get_log("t", 0))
-            report = m.compact("t", 0, now_ms=NOW)
+            report = LogCleaner(m).compact("t", 0, now_ms=NOW)
             after = content(m.get_log("t", 0))
             assert report.segments_written == 2 and len(after) < len(before)
             assert [len(g) for g in report.rounds[0]["groups"]] == [2, 2]
@@ -124,7 +126,7 @@ def test_a_kill_at_each_swap_step_leaves_the_log_before_or_after(tmp_path, scena
         logs = {n[:20] for n in names if n.endswith(".log")}
         assert {n[:20] for n in names if n.endswith((".index", ".timeindex"))} <= logs
         # the log works on: it compacts to the same result and takes appends
-        m.compact("t", 0, now_ms=NOW)
+        LogCleaner(m).compact("t", 0, now_ms=NOW)
         assert content(log) == after
         assert log.append([ProducerRecord(b"n", b"n", NOW)]).first_offset == before[-1][0] + 1
         assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".cleaning")]
@@ -156,7 +158,7 @@ def test_a_writer_in_another_process_loses_nothing_while_compaction_runs(tmp_pat
         deadline = time.monotonic() + 60
         while writer.poll() is None and time.monotonic() < deadline:
             try:
-                report = m.compact("t", 0, now_ms=NOW)
+                report = LogCleaner(m).compact("t", 0, now_ms=NOW)
             except Exception as exc:  # LogChangedError only: the inputs changed under us
                 assert type(exc).__name__ == "LogChangedError", exc
                 skipped += 1
@@ -166,7 +168,7 @@ def test_a_writer_in_another_process_loses_nothing_while_compaction_runs(tmp_pat
         out, err = writer.communicate(timeout=60)
         assert writer.returncode == 0 and out.strip() == "done", err
         log.roll()
-        m.compact("t", 0, now_ms=NOW)
+        LogCleaner(m).compact("t", 0, now_ms=NOW)
         got = content(log)
     assert during >= 1, "no compaction finished while the writer was running"
     by_key = {k: (off, v) for off, k, v in got}

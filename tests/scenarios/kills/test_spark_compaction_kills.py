@@ -16,6 +16,7 @@ import textwrap
 
 import pytest
 
+from storage_engine.cleaner import LogCleaner
 from storage_engine.logdir.manager import LogManager
 from storage_engine.tools.verify import verify_log
 from tests.helpers.cleaner import NOW, content
@@ -52,7 +53,7 @@ def expected(tmp_path_factory):
     build(root)
     with LogManager([root]) as m:
         before = content(m.get_log("t", 0))
-        m.compact("t", 0, now_ms=NOW)
+        LogCleaner(m).compact("t", 0, now_ms=NOW)
         after = content(m.get_log("t", 0))
     assert before != after
     return {"before": before, "after": after}
