@@ -50,10 +50,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from storage_engine.cleaner import (
     CompactionReport,
@@ -270,7 +270,7 @@ class CompactionJob:
             cleaning.close(self.job_id)
         self.planned = []
 
-    def __enter__(self) -> "CompactionJob":
+    def __enter__(self) -> CompactionJob:
         return self
 
     def __exit__(self, *exc: object) -> None:

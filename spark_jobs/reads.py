@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import hashlib
 from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from storage_engine.cleaner import Winners, version_rule
 from storage_engine.config.topic import LogConfig
@@ -117,7 +117,7 @@ class KeyFacts:
     def digest(self, from_offset: int = 0) -> Digest:
         """The live keys whose latest record is at or above ``from_offset``."""
         keys = xor = 0
-        for offset, h, live in zip(self.offsets, self.hashes, self.live):
+        for offset, h, live in zip(self.offsets, self.hashes, self.live, strict=True):
             if live and offset >= from_offset:
                 keys += 1
                 xor ^= h

@@ -5,12 +5,13 @@ figures a materialization records of it (``metadata.cleanup_metadata``) come fro
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
+from spark_jobs.retention import RetentionOutcome
 from storage_engine.cleaner import CompactionReport
 from storage_engine.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, NOTHING
-from spark_jobs.retention import RetentionOutcome
 
 from .log_state import PartitionState, short_hash
 from .partition_keys import partition_key

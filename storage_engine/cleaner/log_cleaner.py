@@ -7,8 +7,9 @@ compaction step of the local engine, and of the Spark job's whole partitions, go
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from ..config.cleaner import CleanerConfig, build_cleaner_config
 from ..config.topic import LogConfig

@@ -23,9 +23,9 @@ speculative attempts never collide), for ``PartitionCleaning.commit`` to adopt a
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ..config.topic import LogConfig
 from ..errors import LogChangedError, LogError
@@ -135,7 +135,8 @@ def split_round(cleaning: PartitionCleaning, tp: int, staging_dir: Path, now_ms:
     last_base = by_group[-1][-1].last_batch_base
     staging = str(staging_dir)
     segments = [seg for group in by_group for seg in group]
-    ends = dict(zip([s.base_offset for s in segments], [s.base_offset for s in segments[1:]] + [rnd.end_offset]))
+    ends = dict(zip([s.base_offset for s in segments], [s.base_offset for s in segments[1:]] + [rnd.end_offset],
+                    strict=True))
     dirty_parts = [tuple((seg.ref, tuple(producers.aborted_overlapping(max(seg.base_offset, ltc.first_dirty_offset),
                                                                        rnd.end_offset)))
                          for seg in group
