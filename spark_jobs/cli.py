@@ -19,7 +19,7 @@ from storage_engine.tools.logctl import main as logctl_main
 from storage_engine.tools.logctl.engines import Engines
 
 from .compaction import compact_partitions
-from .retention import DELETED, retention_partitions
+from .retention import retention_partitions
 from .runtime.session import build_spark_session
 
 
@@ -65,13 +65,7 @@ class SparkEngine:
         _refuse_first(manager, topic)
         result = retention_partitions(self.spark, partitions=chosen, now_ms=now_ms, dry_run=dry_run, manager=manager)
         # a partition whose stats could not be read failed before it had a plan: it is still listed
-        return [
-            (o.plan or {"topic": o.topic, "partition": o.partition, "segments_to_delete": [], "warnings": []})
-            | {"applied": o.status == DELETED, "status": o.status, "reason": o.reason,
-               "deleted_segments": o.deleted_segments, "bytes_freed": o.bytes_freed,
-               "log_start_offset_after": o.log_start_offset_after}
-            for o in result.outcomes
-        ]
+        return [o.to_dict() for o in result.outcomes]
 
 
 def _refuse_first(manager: LogManager, topics: str | set[str] | None,

@@ -14,22 +14,21 @@ crash-safe protocol: log start offset checkpoint first, then ``.deleted`` rename
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager, PartitionLocation
 from storage_engine.files.naming import partition_dir_name
-from storage_engine.outcomes import CHANGED, DELETED, FAILED, NOTHING, PLANNED
-from storage_engine.log.retention import plan_retention
+from storage_engine.log.retention import RetentionResult, plan_retention
 from storage_engine.log.stats import log_dir_checkpoints
+from storage_engine.logdir.manager import LogManager, PartitionLocation
+from storage_engine.outcomes import FAILED, NOTHING, PLANNED
 
 from .distribute import run_tasks
 from .errors import SparkJobError
-
 
 
 @dataclass(frozen=True)
@@ -48,29 +47,11 @@ class RetentionItem:
 
 
 @dataclass
-class RetentionOutcome:
-    topic: str
-    partition: int
-    status: str
-    reason: str | None
-    plan: dict
-    deleted_segments: list[int] = field(default_factory=list)
-    bytes_freed: int = 0
-    log_start_offset_after: int | None = None
-    duration_s: float = 0.0  # this partition's own seconds in its task, not the job's
-
-    def to_dict(self) -> dict:
-        return {"topic": self.topic, "partition": self.partition, "status": self.status, "reason": self.reason,
-                "plan": self.plan, "deleted_segments": self.deleted_segments, "bytes_freed": self.bytes_freed,
-                "log_start_offset_after": self.log_start_offset_after, "duration_s": round(self.duration_s, 6)}
-
-
-@dataclass
 class RetentionJobResult:
     now_ms: int
     dry_run: bool
     duration_s: float = 0.0
-    outcomes: list[RetentionOutcome] = field(default_factory=list)
+    outcomes: list[RetentionResult] = field(default_factory=list)
 
     @property
     def bytes_freed(self) -> int:
@@ -82,12 +63,12 @@ class RetentionJobResult:
 # executor side
 
 
-def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> list[RetentionOutcome]:
+def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> list[RetentionResult]:
     """One task's partitions, through one ``LogManager`` per log dir (as ``clean_whole_tasks``),
     each log dir's checkpoints read once for all their plans: a manager per partition reread
     and rewrote the log dir's checkpoints for every one of them (11.9 s against the engine's
     6.8 s for 2,000 partitions)."""
-    out: list[RetentionOutcome] = []
+    out: list[RetentionResult] = []
     for (log_dir, props), group in groupby(sorted(items, key=_where), key=_where):
         group = list(group)
         checkpoints = log_dir_checkpoints(Path(log_dir))
@@ -101,7 +82,7 @@ def _where(item: RetentionItem) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 
 def retain_partition(manager: LogManager, item: RetentionItem, now_ms: int,
-                     checkpoints: tuple[dict, dict]) -> RetentionOutcome:
+                     checkpoints: tuple[dict, dict]) -> RetentionResult:
     """Plan (and, unless ``manager`` is read-only, apply) retention of one partition with the
     engine; problems become outcomes, each with the seconds it took."""
     started = time.monotonic()
@@ -111,26 +92,24 @@ def retain_partition(manager: LogManager, item: RetentionItem, now_ms: int,
 
 
 def _retain(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: tuple[dict, dict]
-            ) -> RetentionOutcome:
+            ) -> RetentionResult:
     try:
         where = PartitionLocation(item.topic, item.partition, manager.log_dirs[0],
                                   Path(item.log_dir) / partition_dir_name(item.topic, item.partition))
         plan = plan_retention(manager.planning_stats(where, checkpoints), item.config, now_ms)
     except (LogError, OSError) as exc:
-        return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", {})
+        return RetentionResult(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}")
     if manager.read_only:
-        return RetentionOutcome(item.topic, item.partition, PLANNED if plan.deletions else NOTHING, None, plan.to_dict())
+        return RetentionResult.of(plan, PLANNED if plan.deletions else NOTHING)
     try:
         results = manager.retention.apply([plan], now_ms=now_ms)  # the engine's apply, sweep and "changed"
     except (LogError, OSError) as exc:
-        return RetentionOutcome(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}", plan.to_dict())
+        return RetentionResult.of(plan, FAILED, f"{type(exc).__name__}: {exc}")
     if not results:  # nothing to delete: swept only
-        return RetentionOutcome(item.topic, item.partition, NOTHING, None, plan.to_dict())
+        return RetentionResult.of(plan, NOTHING)
     [result] = results
-    if result.changed is not None:
-        return RetentionOutcome(item.topic, item.partition, CHANGED, result.changed, plan.to_dict())
-    return RetentionOutcome(item.topic, item.partition, DELETED, None, plan.to_dict(), result.deleted_segments,
-                            result.bytes_freed, result.new_log_start_offset)
+    result.plan = plan  # the job reports the plan it made, as its dry run does
+    return result
 
 
 # ------------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.retention import RetentionOutcome
 from storage_engine.cleaner import CompactionReport
+from storage_engine.log.retention import RetentionResult
 from storage_engine.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, NOTHING
 
 from .log_state import PartitionState, short_hash
@@ -27,7 +27,7 @@ class PartitionCleanup:
     after: PartitionState | None = None
     leo_after: int = 0
     compaction: CompactionReport | None = None
-    retention: RetentionOutcome | None = None
+    retention: RetentionResult | None = None
 
     @property
     def key(self) -> str:
@@ -86,8 +86,8 @@ class PartitionCleanup:
         if self.retention is None or not self.retention.deleted_segments:
             return None
         deleted = set(self.retention.deleted_segments)
-        rules = Counter(d["reason"] for d in self.retention.plan.get("segments_to_delete", ())
-                        if d["base_offset"] in deleted)
+        plan = self.retention.plan
+        rules = Counter(d.reason for d in (plan.deletions if plan is not None else ()) if d.base_offset in deleted)
         return ", ".join(f"{rule}: {n}" for rule, n in sorted(rules.items()))
 
     @property

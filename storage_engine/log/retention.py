@@ -41,7 +41,7 @@ from ..config.topic import LogConfig
 from ..errors import LogChangedError
 from ..faults import crash_point
 from ..files.naming import DELETED_SUFFIX
-from ..outcomes import CHANGED
+from ..outcomes import CHANGED, DELETED
 from .segment import now_ms as wall_clock_ms
 from .stats import PartitionStats, SegmentStat, live_stats
 
@@ -168,18 +168,48 @@ def plan_retention(stats: PartitionStats, config: LogConfig, now_ms: int) -> Ret
 
 @dataclass
 class RetentionResult:
-    plan: RetentionPlan
+    """One partition's retention run: the one result of a retention, for the local engine, the
+    Spark job, ``logctl`` and the platform. ``status`` is its outcome (``storage_engine.outcomes``:
+    ``deleted`` once applied, ``nothing`` to delete, ``planned`` by a dry run, ``changed`` since
+    its plan, ``failed``) and ``reason`` why it was not applied; ``plan`` is None only when the
+    partition's stats could not be read."""
+
+    topic: str
+    partition: int
+    status: str
+    reason: str | None = None
+    plan: RetentionPlan | None = None
     deleted_segments: list[int] = field(default_factory=list)
     bytes_freed: int = 0
     new_log_start_offset: int | None = None
     pending_files: list[str] = field(default_factory=list)  # renamed to .deleted, removed after the delay
-    changed: str | None = None  # not applied: the log changed since the plan (``LogChangedError``'s words)
+    duration_s: float = 0.0  # this partition's own seconds in a job's task
+
+    @classmethod
+    def of(cls, plan: RetentionPlan, status: str, reason: str | None = None) -> RetentionResult:
+        return cls(plan.topic, plan.partition, status, reason, plan)
+
+    @property
+    def applied(self) -> bool:
+        return self.status == DELETED
+
+    @property
+    def changed(self) -> str | None:
+        """Why it was not applied when the log changed since the plan (``LogChangedError``'s words)."""
+        return self.reason if self.status == CHANGED else None
+
+    @property
+    def log_start_offset_after(self) -> int | None:
+        return self.new_log_start_offset
 
     def to_dict(self) -> dict:
-        out = {**self.plan.to_dict(), "applied": self.changed is None, "deleted_segments": self.deleted_segments,
-               "bytes_freed": self.bytes_freed, "log_start_offset_after": self.new_log_start_offset,
-               "pending_files": self.pending_files}
-        return out if self.changed is None else out | {"status": CHANGED, "reason": self.changed}
+        """The plan's fields and what became of it: one row of ``logctl retention``, whatever the
+        engine, and a compaction report's ``retention``."""
+        plan = (self.plan.to_dict() if self.plan is not None else
+                {"topic": self.topic, "partition": self.partition, "segments_to_delete": [], "warnings": []})
+        return plan | {"applied": self.applied, "status": self.status, "reason": self.reason,
+                       "deleted_segments": self.deleted_segments, "bytes_freed": self.bytes_freed,
+                       "log_start_offset_after": self.new_log_start_offset, "pending_files": self.pending_files}
 
 
 def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionResult:
@@ -203,14 +233,14 @@ def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionRe
             already_gone = set()
         # the caller's plan, when the open already carried out part of it, says what this run deleted
         if plan is not None and already_gone:  # only a caller's plan has segments already gone
-            result = RetentionResult(plan)
+            result = RetentionResult.of(plan, DELETED)
             # Opening the log already removed them: they lay wholly below a log start offset that
             # delete-records (Kafka's DeleteRecords) had committed, which the loader honours.
             result.deleted_segments = sorted(already_gone)
             result.bytes_freed = sum(d.size_bytes for d in plan.deletions if d.base_offset in already_gone)
             result.new_log_start_offset = log.log_start_offset
         else:
-            result = RetentionResult(fresh)
+            result = RetentionResult.of(fresh, DELETED)
         if not fresh.deletions:
             return result
         doomed = [s for s in log.segments if s.base_offset in set(fresh.deleted_bases)]

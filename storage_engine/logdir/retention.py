@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..errors import LogChangedError, LogError
 from ..log.retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files
+from ..outcomes import CHANGED
 from .locations import locate
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class Retention:
                 try:
                     results.append(apply_retention(log, plan, now_ms))
                 except LogChangedError as exc:
-                    results.append(RetentionResult(plan, changed=str(exc)))
+                    results.append(RetentionResult.of(plan, CHANGED, str(exc)))
                 sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
             elif (loc := locate(self._manager.log_dirs, plan.topic, plan.partition)) is not None:
                 if plan.topic not in delays:

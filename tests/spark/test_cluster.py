@@ -32,9 +32,8 @@ from storage_engine.logdir.manager import LogManager
 from tests.helpers.cleaner import NOW
 from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
 
-from storage_engine.outcomes import COMPACTED, SKIPPED
+from storage_engine.outcomes import COMPACTED, DELETED, NOTHING, PLANNED, SKIPPED
 from spark_jobs.errors import SparkSetupError
-from spark_jobs.retention import DELETED, NOTHING, PLANNED
 from spark_jobs.runtime.session import check_java
 
 from tests.helpers.paths import REPO
@@ -74,7 +73,7 @@ DRIVER = textwrap.dedent("""
             out["compaction"].append([o.to_dict() | {"topic": o.topic, "partition": o.partition}
                                       for o in result.outcomes])
         dry = retention_partitions(spark, [log_dir], now_ms=retention_now, dry_run=True)
-        out["retention_dry"] = [o.to_dict() for o in dry.outcomes]
+        out["retention_dry"] = [o.to_dict() | {"plan": o.plan.to_dict()} for o in dry.outcomes]
         applied = retention_partitions(spark, [log_dir], now_ms=retention_now)
         out["retention"] = [o.to_dict() for o in applied.outcomes]
         out["retention_s"] = [dry.duration_s, applied.duration_s]

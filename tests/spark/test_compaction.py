@@ -25,11 +25,11 @@ from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
 from storage_engine.log.append_validation import ProducerRecord
-from storage_engine.outcomes import CHANGED, COMPACTED, SKIPPED
+from storage_engine.outcomes import CHANGED, COMPACTED, DELETED, NOTHING, PLANNED, SKIPPED
 from tests.helpers.cleaner import NOW, data_batch, marker, raw_log
 
 from spark_jobs.compaction import CompactionJob, compact_partitions
-from spark_jobs.retention import DELETED, NOTHING, PLANNED, retention_partitions
+from spark_jobs.retention import retention_partitions
 
 CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
 REPORT_FIELDS = [
@@ -335,7 +335,7 @@ def test_retention_job_equals_the_engine_on_many_partitions(spark, tmp_path):
     dry = retention_partitions(spark, [tmp_path / "spark"], now_ms=now, dry_run=True)
     with LogManager([tmp_path / "local"]) as m:
         plans = {(p.topic, p.partition): p for p in m.retention.plans(now_ms=now)}
-        assert {(o.topic, o.partition): o.plan for o in dry.outcomes} == {k: p.to_dict() for k, p in plans.items()}
+        assert {(o.topic, o.partition): o.plan.to_dict() for o in dry.outcomes} == {k: p.to_dict() for k, p in plans.items()}
         assert {o.status for o in dry.outcomes} == {PLANNED, NOTHING}
         applied = {(r.plan.topic, r.plan.partition): r for r in m.retention.apply(list(plans.values()), now_ms=now)}
     result = retention_partitions(spark, [tmp_path / "spark"], now_ms=now)
@@ -387,7 +387,7 @@ def test_retention_job_dry_run_after_an_unclean_shutdown_plans_as_the_engine_doe
     with LogManager([tmp_path], read_only=True) as m:
         [local] = m.retention.plans(now_ms=NOW)
     dry = retention_partitions(spark, [tmp_path], now_ms=NOW, dry_run=True)
-    assert [o.plan for o in dry.outcomes] == [local.to_dict()]
+    assert [o.plan.to_dict() for o in dry.outcomes] == [local.to_dict()]
     assert local.deleted_bases == tuple(bases[:1])  # the cut log; its files alone would give bases[:3]
 
 
