@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
         data = [p.to_dict() | {"applied": False} for p in plans]
     else:
         plans = manager.retention.plans(args.topic, now_ms=now)
-        applied = {(r.plan.topic, r.plan.partition): r for r in manager.retention.apply(plans, now_ms=now)}
+        applied = {(r.topic, r.partition): r for r in manager.retention.apply(plans, now_ms=now)}
         data = [applied[(p.topic, p.partition)].to_dict() if (p.topic, p.partition) in applied
                 else p.to_dict() | {"applied": False} for p in plans]
     lines = []
