@@ -242,13 +242,13 @@ class BatchFilter:
         """:func:`retain_versioned_record` for one magic 0/1 message (moving the map's winner
         when it beats it)."""
         latest = self.map.latest_offset
-        mapped = r.key is not None and r.offset <= latest
-        version = self.versions.of_record(r) if mapped else 0  # type: ignore[union-attr]
+        key = r.key if r.offset <= latest else None  # a record past the map has no winner to beat
+        version = self.versions.of_record(r) if key is not None else 0  # type: ignore[union-attr]
         verdict, beats = retain_versioned_record(
-            r.offset, r.key, r.value is None, version, winner=self.map.winner(r.key) if mapped else None,
+            r.offset, r.key, r.value is None, version, winner=self.map.winner(key) if key is not None else None,
             map_latest_offset=latest, retain_tombstones=retain_deletes, newest=self.map.newest)
-        if beats:
-            self.map.take(r.key, version, r.offset)
+        if beats and key is not None:
+            self.map.take(key, version, r.offset)
         return verdict
 
     def _count_drop(self, verdict: int) -> None:

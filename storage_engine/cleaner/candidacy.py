@@ -12,7 +12,7 @@ from ..config.topic import LogConfig
 from ..files.naming import LOG_SUFFIX, segment_file
 from ..files.nofollow import open_nofollow
 from ..record.file_records import read_headers
-from ..log.stats import segment_next_offset
+from ..log.stats import SegmentStat, segment_next_offset
 
 
 def first_batch_max_timestamp(log_path: Path) -> int:
@@ -28,6 +28,15 @@ def first_batch_max_timestamp(log_path: Path) -> int:
     return LONG_MAX if first is None else first[0].max_timestamp
 
 
+def _segment_facts(directory: Path, segment: SegmentStat) -> SegmentFacts:
+    """A segment's planning facts from its cheap stats; its timestamps are read only when a lag
+    decision needs them."""
+    log_path = segment_file(directory, segment.base_offset, LOG_SUFFIX)
+    return SegmentFacts(segment.base_offset, segment.size_bytes, segment.mtime_ms, segment.is_active,
+                        largest_timestamp_loader=lambda: segment.max_record_timestamp,
+                        first_batch_timestamp_loader=lambda: first_batch_max_timestamp(log_path))
+
+
 def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | None:
     """A partition's :class:`LogToClean` from its planning stats (their log end offset when an
     open log's, else read from the active segment's headers; the first 61 bytes of dirty
@@ -37,19 +46,7 @@ def candidacy_from_stats(stats, config: LogConfig, now_ms: int) -> LogToClean | 
     if not stats.segments:
         return None
     directory = Path(stats.directory)
-    facts = [
-        SegmentFacts(
-            s.base_offset,
-            s.size_bytes,
-            s.mtime_ms,
-            s.is_active,
-            largest_timestamp_loader=lambda s=s: s.max_record_timestamp,
-            first_batch_timestamp_loader=lambda s=s: first_batch_max_timestamp(
-                segment_file(directory, s.base_offset, LOG_SUFFIX)
-            ),
-        )
-        for s in stats.segments
-    ]
+    facts = [_segment_facts(directory, s) for s in stats.segments]
     leo = stats.log_end_offset
     if leo is None:
         leo = segment_next_offset(str(directory), facts[-1].base_offset)

@@ -56,14 +56,14 @@ class InputSegment:
         if not is_active:
             index_bytes = file_size(segment_file(seg.dir, seg.base_offset, INDEX_SUFFIX))
             time_bytes = file_size(segment_file(seg.dir, seg.base_offset, TIME_INDEX_SUFFIX))
-        self.facts = SegmentFacts(
+        self.facts: SegmentFacts | None = SegmentFacts(
             seg.base_offset,
             self.size,
             self.mtime_ms,
             is_active,
             index_bytes,
             time_bytes,
-            largest_timestamp_loader=lambda s=seg: s.max_timestamp_so_far,
+            largest_timestamp_loader=lambda: seg.max_timestamp_so_far,
             first_batch_timestamp_loader=lambda: self.first_batch_max_ts,
         )
 
@@ -90,7 +90,7 @@ class InputSegment:
         self.inode, self.size, self.mtime_ms, self.chunk = ref.inode, ref.size, ref.mtime_ms, chunk
         self.last_batch_base = None
         self.first_batch_max_ts = LONG_MAX
-        self.facts = None
+        self.facts = None  # planned in the process that made the ref
         return self
 
     def close(self) -> None:
@@ -127,7 +127,9 @@ class LogSnapshot:
 
     @property
     def facts(self) -> list[SegmentFacts]:
-        return [s.facts for s in self.segments]
+        facts = [s.facts for s in self.segments if s.facts is not None]
+        assert len(facts) == len(self.segments), "a snapshot holds segments opened here, each with its facts"
+        return facts
 
     def close(self) -> None:
         for s in self.segments:

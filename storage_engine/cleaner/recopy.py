@@ -50,7 +50,7 @@ def recopy_group(
         for seg in group:
             bfilter.path = str(seg.path)  # what an error about one of its batches names
             retain_legacy = seg.mtime_ms > legacy_delete_horizon_ms
-            out: list[bytes] = []
+            out: list[bytes | memoryview] = []
             out_bytes = 0
             largest = -1
             max_ts, offset_of_max = -1, -1

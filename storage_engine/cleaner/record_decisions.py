@@ -58,7 +58,7 @@ def filter_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset
     tombstone, duplicates, tombstones, unkeyed)`` where ``kept`` holds ``(start, end, timestamp
     delta)`` per surviving record and ``buf[start:end]`` is its bytes as stored.
     """
-    kept = []
+    kept: list[tuple[int, int, int]] = []
     keep = kept.append
     has_tomb = False
     dup = tomb = unkeyed = 0

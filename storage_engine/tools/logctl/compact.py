@@ -35,6 +35,7 @@ def compaction_choice(manager: LogManager, topic: str | None,
     cleaned), else the due partitions of the topic (none when it is not compacted), else those
     of every compacted topic (None)."""
     if partition is not None:
+        assert topic is not None, "--partition needs --topic, refused before"
         return [(topic, partition)], True
     if topic is None:
         return None, False
@@ -86,6 +87,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
             raise UsageError(f"--max-passes applies to --engine local only (--engine {args.engine} cleans in one pass)")
         reports = engine.compact(manager, partitions, force=force, now_ms=now)
     elif force:
+        assert partitions is not None, "a forced compaction names its partition"
         cleaner = LogCleaner(manager)
         reports = [cleaner.compact(t, p, now_ms=now, force=True, max_passes=args.max_passes) for t, p in partitions]
     else:  # the due ones among ``partitions``: those of the topic, or of every compacted topic
