@@ -66,7 +66,7 @@ def main() -> None:
             tmp = Path(tempfile.mkdtemp(prefix="bench-append-"))
             raws, engs = [], []
             try:
-                for i in range(3):  # alternate, and clean up, so page-cache pressure hits both alike
+                for _i in range(3):  # alternate, and clean up, so page-cache pressure hits both alike
                     raws.append(plain_write(tmp / "raw.bin", batches))
                     os.unlink(tmp / "raw.bin")
                     engs.append(engine_append(tmp / "logs", batches))

@@ -48,9 +48,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from storage_engine.config.topic import LogConfig  # noqa: E402
+from storage_engine.log.segment import LogSegment  # noqa: E402
 from storage_engine.logdir.manager import LogManager  # noqa: E402
 from storage_engine.record.varint import encode_varint  # noqa: E402
-from storage_engine.log.segment import LogSegment  # noqa: E402
 
 MB = 1024 * 1024
 SEGMENT_BYTES = 128 * MB
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
               f"fullest pass, {r['distinct_keys']:,} over all passes); the map charges {r['map_bytes_per_key']:.0f} B/key "
               f"(Kafka: 24) against {r['map_capacity_bytes'] / MB:.0f} MB usable")
     if args.strategy == "compare":
-        for offset, versioned in zip(results[::2], results[1::2]):
+        for offset, versioned in zip(results[::2], results[1::2], strict=False):
             print(f"== {offset['workload']}: timestamp strategy / offset strategy, same log, same run: "
                   f"time {versioned['compaction_s'] / offset['compaction_s']:.2f}x, map bytes per key "
                   f"{versioned['map_bytes_per_key']:.0f} vs {offset['map_bytes_per_key']:.0f}, peak bytes per key held "

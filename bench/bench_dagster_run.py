@@ -112,6 +112,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "bench"))
     from bench_spark import generate
+
     from spark_jobs.runtime.connect_server import free_port, start_server, stop_server
 
     base = Path(tempfile.mkdtemp(prefix="bench-dagster-run-"))

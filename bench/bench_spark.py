@@ -70,9 +70,9 @@ sys.path.insert(0, str(REPO))
 
 from spark_jobs.compaction import MIN_SPLIT_BYTES  # noqa: E402
 from storage_engine.log.checkpoint import read_checkpoint  # noqa: E402
+from storage_engine.log.segment import LogSegment  # noqa: E402
 from storage_engine.logdir.manager import LogManager  # noqa: E402
 from storage_engine.record import Record, encode_batch  # noqa: E402
-from storage_engine.log.segment import LogSegment  # noqa: E402
 
 MB = 1024 * 1024
 NOW = 1_700_000_000_000

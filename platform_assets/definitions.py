@@ -9,11 +9,11 @@ from __future__ import annotations
 import dagster as dg
 
 from .defs.assets import build_log_asset, build_log_checks
-from .logic.catalog import discover_topics
 from .defs.jobs import build_cleanup_job
 from .defs.resources import build_resources
 from .defs.schedules import build_sweep_schedules
 from .defs.sensors import build_sensors
+from .logic.catalog import discover_topics
 from .logic.settings import PlatformSettings
 
 

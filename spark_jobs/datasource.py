@@ -28,9 +28,9 @@ from __future__ import annotations
 import argparse
 import json
 from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -50,12 +50,12 @@ from pyspark.sql.types import (
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import INT_MAX, LONG_MAX
 from storage_engine.errors import CorruptRecordError, shown_value
-from storage_engine.log.log import Log
-from storage_engine.logdir.manager import LogManager, PartitionLocation
 from storage_engine.files.naming import DELETED_SUFFIX, parse_partition_number
+from storage_engine.log.log import Log
+from storage_engine.log.segment import LogSegment
+from storage_engine.logdir.manager import LogManager, PartitionLocation
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
-from storage_engine.log.segment import LogSegment
 from storage_engine.tools.usage import bounded_int
 
 from .errors import DataSourceOptionError, SparkJobError
@@ -265,7 +265,7 @@ class ReadOptions:
     max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
         """Raise :class:`DataSourceOptionError` naming the option and its value for anything malformed."""
         given = {k.lower(): v for k, v in options.items()}
         for key, value in given.items():
@@ -464,7 +464,7 @@ def _log_splits(log: Log, lo: int, hi: int, max_bytes: int) -> Iterator[SegmentS
             continue
         cuts = _cut_points(seg, byte_range[0], byte_range[1], max_bytes)
         active = i == len(segments) - 1  # only the log's end can be a torn write: a rolled segment's is damage
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b in zip(cuts, cuts[1:], strict=False):
             yield SegmentSplit(
                 log.topic, log.partition, str(seg.dir), seg.base_offset, seg.inode, a, b, lo, hi,
                 at_tail=active and b == size,

@@ -16,8 +16,9 @@ import heapq
 import os
 import pickle
 import re
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import TypeVar
 
 from .runtime.session import is_connect
 
@@ -75,7 +76,7 @@ def contiguous_parts(sizes: Sequence[int], parts: int) -> list[range]:
         first, last = bounds[-1] + 1, n - (parts - j)  # leave at least one item per later run
         bounds.append(min(range(first, last + 1), key=lambda i: abs(running[i - 1] - share)))
     bounds.append(n)
-    return [range(a, b) for a, b in zip(bounds, bounds[1:])]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def run_tasks(spark, tasks: Sequence[Sequence[T]], fn: Callable[[Sequence[T]], Iterable[R]]) -> list[R]:

@@ -19,7 +19,8 @@ annotations as types to find its config class and resources.)
 """
 
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 

@@ -9,7 +9,7 @@ that warning is silenced here, where the choice is made, not globally.
 from __future__ import annotations
 
 import warnings
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # not re-exported by dagster

@@ -19,8 +19,9 @@ backfill counts it failed), then the run fails naming it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import dagster as dg
 from dagster._config import ConfigScalar, ConfigScalarKind  # a scalar type with a range: not re-exported
@@ -29,10 +30,10 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG  # not re-ex
 
 from spark_jobs import reads
 from spark_jobs.compaction import compact_partitions
-from storage_engine.outcomes import COMPACTED, FAILED
 from spark_jobs.retention import retention_partitions
 from storage_engine.config.values import MAX_TIMESTAMP_MS, between
 from storage_engine.errors import ConfigError, LogError, NeedsRecoveryError
+from storage_engine.outcomes import COMPACTED, FAILED
 
 from ..logic.catalog import Topic
 from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks

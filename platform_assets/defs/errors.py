@@ -11,7 +11,8 @@ engine's sentence as its message.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import dagster as dg
 

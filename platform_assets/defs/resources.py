@@ -18,9 +18,9 @@ In-process tests get the test session back: ``getOrCreate`` returns the active s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource

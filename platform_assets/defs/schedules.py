@@ -22,21 +22,21 @@ from an hour up; a minute interval that does not divide 60 restarts at each hour
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
+from ..logic.catalog import Topic
+from ..logic.log_state import TopicPartition, compaction_token, contiguous_runs, forced_by_deadline
+from ..logic.partition_keys import partition_key
+from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG
+from ..logic.settings import PlatformSettings
 from .assets import cleanup_run_config
 from .errors import tick_refusals_first
-from ..logic.catalog import Topic
 from .jobs import STATES_TAG, TOPIC_TAG, TRIGGER_TAG
-from ..logic.partition_keys import partition_key
 from .partitions import partitions_def_name
 from .resources import LogStoreResource
-from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG
 from .sensors import current_states, default_status, encode_tokens, failed_states, in_flight, unreadable_note
-from ..logic.log_state import TopicPartition, compaction_token, contiguous_runs, forced_by_deadline
-from ..logic.settings import PlatformSettings
 
 MINUTE_MS = 60_000
 

@@ -33,8 +33,8 @@ not asked again until the log changes; skipping it leaves its slot in the tick t
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
@@ -42,13 +42,9 @@ from storage_engine.errors import LogError
 from storage_engine.files.naming import parse_partition_number
 from storage_engine.log.segment import now_ms as wall_clock_ms
 
-from .assets import cleanup_run_config
 from ..logic.catalog import Catalog, Topic
-from .checks import clear_sensor_results, evaluations, log_asset_key
-from .errors import tick_refusals_first
 from ..logic.check_outcomes import HEALTH_CHECK
 from ..logic.health import health_outcome, unreadable_outcome
-from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from ..logic.log_state import (
     PartitionState,
     TopicPartition,
@@ -63,13 +59,17 @@ from ..logic.log_state import (
 )
 from ..logic.metadata import observation_metadata
 from ..logic.observation_cursor import ObservationCursor
-from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.partition_keys import keys_not_on_disk, partition_key, plan_key_update
-from .partitions import key_update_requests, partitions_def_name
-from .resources import LogStoreResource
+from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
 from ..logic.units import megabytes, size_text
+from .assets import cleanup_run_config
+from .checks import clear_sensor_results, evaluations, log_asset_key
+from .errors import tick_refusals_first
+from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
+from .partitions import key_update_requests, partitions_def_name
+from .resources import LogStoreResource
 
 SENSOR_NAME_TAG = "dagster/sensor_name"  # Dagster's own (dagster._core.storage.tags)
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,

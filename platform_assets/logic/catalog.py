@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import LONG_MAX

@@ -16,15 +16,16 @@ before cleaning):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import dagster as dg
 
 from spark_jobs.reads import Digest, Duplicates, Verification
+
 from .log_state import PartitionState
 from .partition_keys import partition_key
-
 
 KEYS_UNIQUE = "keys_unique_in_cleaned_range"
 

@@ -21,15 +21,16 @@ cleanable until the segment rolls.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Collection, Sequence, cast
+from typing import cast
 
 from storage_engine.cleaner import candidacy_from_stats
 from storage_engine.cleaner.plan import LogToClean, order_by_dirtiness
 from storage_engine.config.topic import LogConfig
-from storage_engine.logdir.manager import LogManager
 from storage_engine.log.retention import RetentionPlan, plan_retention
 from storage_engine.log.stats import PartitionStats
+from storage_engine.logdir.manager import LogManager
 
 TopicPartition = tuple[str, int]
 
@@ -224,4 +225,4 @@ def run_key(kind: str, run: Sequence[PartitionState], tokens: Sequence[str]) -> 
     """``<kind>/<topic>/<partition or first-last>/<hash of every member's token>``."""
     first, last = run[0].partition, run[-1].partition
     span = str(first) if first == last else f"{first}-{last}"
-    return f"{kind}/{run[0].topic}/{span}/{short_hash(*zip((s.partition for s in run), tokens))}"
+    return f"{kind}/{run[0].topic}/{span}/{short_hash(*zip((s.partition for s in run), tokens, strict=False))}"

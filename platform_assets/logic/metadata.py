@@ -77,7 +77,7 @@ def observation_metadata(state: PartitionState) -> dict[str, Any]:
     return values
 
 
-def cleanup_metadata(result: "PartitionCleanup") -> dict[str, Any]:
+def cleanup_metadata(result: PartitionCleanup) -> dict[str, Any]:
     """One partition's materialization: the state after (under the plain names, so the plots
     show the log as it is), the state before (``*_before``), and what the cleaning did."""
     values = state_metadata(result.after, log_end_offset=result.leo_after)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .log_state import PartitionState, TopicPartition
 from .partition_keys import partition_key
@@ -25,7 +25,7 @@ class ObservationCursor:
     seen: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str | None) -> "ObservationCursor":
+    def parse(cls, text: str | None) -> ObservationCursor:
         if not text:
             return cls()
         try:

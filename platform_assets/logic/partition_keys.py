@@ -15,8 +15,8 @@ history; see :func:`plan_key_update`. ``defs/partitions.py`` holds the Dagster s
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Collection, Iterable, Sequence
 
 from storage_engine.files.naming import parse_partition_number
 
@@ -68,7 +68,7 @@ def plan_key_update(existing: Sequence[str], on_disk: Iterable[int], with_histor
     desired = sorted(set(numbers) | on_disk)
     if desired == numbers:
         return KeyUpdate(delete=strays)
-    cut = next((i for i, (a, b) in enumerate(zip(numbers, desired)) if a != b), len(numbers))
+    cut = next((i for i, (a, b) in enumerate(zip(numbers, desired, strict=False)) if a != b), len(numbers))
     # Deleting a key removes every row holding it, so a key listed twice (once in the kept
     # prefix, once after the cut) must be cut from its first position too.
     tail = set(numbers[cut:])

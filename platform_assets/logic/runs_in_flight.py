@@ -9,8 +9,8 @@ their topics; this decides.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from .log_state import TopicPartition
 from .partition_keys import partition_number

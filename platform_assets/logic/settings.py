@@ -18,14 +18,14 @@ the same code serves ``dagster dev``, the daemon's run workers, tests and the ma
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from spark_jobs.runtime.session import DEFAULT_MASTER, spark_environment
 from storage_engine.config.broker import retention_check_interval_ms
-from storage_engine.logdir.environment import engine_environment
 from storage_engine.config.values import INT_MAX
 from storage_engine.files.naming import is_digits
+from storage_engine.logdir.environment import engine_environment
 
 AUTOMATION_STATES = ("running", "stopped")
 
@@ -60,7 +60,7 @@ class PlatformSettings:
         retention_check_interval_ms(self.broker_props)  # fail at load, naming the key, not at the first tick
 
     @classmethod
-    def from_env(cls) -> "PlatformSettings":
+    def from_env(cls) -> PlatformSettings:
         """The settings, each variable checked as the engine (``engine_environment``) and the
         Spark jobs (``spark_environment``) check it, and as below for the platform's own."""
         env = os.environ

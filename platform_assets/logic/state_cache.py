@@ -38,17 +38,17 @@ import math
 import os
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.logdir.locations import PartitionLocation, duplicate_partition, is_stray
-from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import parse_partition_dir, partition_dir_name
 from storage_engine.files.nofollow import check_not_symlink
 from storage_engine.log.stats import log_dir_checkpoints
+from storage_engine.logdir.locations import PartitionLocation, duplicate_partition, is_stray
+from storage_engine.logdir.manager import LogManager
 
 from .log_state import PartitionState, TopicPartition, state_of
 

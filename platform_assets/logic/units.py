@@ -3,7 +3,7 @@ metadata stays plain numbers, see ``metadata.py``)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def size_text(size_bytes: int) -> str:
@@ -29,4 +29,4 @@ def duration_text(seconds: float) -> str:
 
 def iso_time(ms: int) -> str:
     """A Kafka timestamp (ms since the epoch) as UTC ISO 8601 to the second: ``2026-11-23T12:55:00Z``."""
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -28,21 +28,21 @@ import sys
 import time
 from pathlib import Path
 
-from spark_jobs.runtime.connect_server import free_port, local_connect_server
 from spark_jobs.errors import SparkSetupError
+from spark_jobs.runtime.connect_server import free_port, local_connect_server
 from spark_jobs.runtime.session import MASTER_ENV
-from storage_engine.logdir.environment import LOG_DIRS_ENV, log_dirs_from_env
 from storage_engine.errors import LogError
+from storage_engine.logdir.environment import LOG_DIRS_ENV, log_dirs_from_env
 from storage_engine.logdir.manager import LogManager
 from storage_engine.tools.usage import OneLineParser, UsageError
 
+from ..defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
+from ..defs.sensors import IN_FLIGHT as RUNS_IN_FLIGHT
+from ..logic.log_state import PartitionState, read_states
+from ..logic.metadata import effective_checkpoint
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import SERVERS_BUSY, SERVERS_LOCK_FILE, InstanceSetupError, home_lock, prepare_instance
 from .preflight import PreflightError, check_environment
-from ..defs.sensors import IN_FLIGHT as RUNS_IN_FLIGHT
-from ..defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
-from ..logic.log_state import PartitionState, read_states
-from ..logic.metadata import effective_checkpoint
 from .workload import produce, realistic_workload
 
 REPO = Path(__file__).resolve().parents[2]  # platform_assets/tools/demo.py -> the repository
@@ -87,7 +87,7 @@ def table(before: dict, after: dict, recorded: dict[tuple[str, int], dict]) -> s
             str(rec.get("runs", 0)), f"{rec.get('mb_reclaimed', 0):.2f}", str(rec.get("records_removed", 0)),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

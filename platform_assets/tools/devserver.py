@@ -17,14 +17,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from spark_jobs.runtime.connect_server import free_port
 
 from .instance_setup import InstanceSetupError, prepare_instance
-
 
 REPOSITORY = "__repository__"  # the repository name of a Definitions object
 T = TypeVar("T")
@@ -79,7 +79,7 @@ class DevServer:
             parts.append(f"--- {name} ({path}) ---\n" + "\n".join(text))
         return "\n".join(parts)
 
-    def start(self) -> "DevServer":
+    def start(self) -> DevServer:
         """Prepare the instance in this process first (see ``instance_setup``: two processes
         initialising a new SQLite instance at once corrupt it), then start both processes."""
         try:
@@ -99,7 +99,7 @@ class DevServer:
         wait_for("the daemon's heartbeat", client.daemons_healthy, timeout_s=self.startup_timeout_s, on_timeout=self.logs)
         return self
 
-    def client(self) -> "GraphQL":
+    def client(self) -> GraphQL:
         return GraphQL(self.url, self.logs)
 
     def stop(self) -> None:
@@ -115,7 +115,7 @@ class DevServer:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
-    def __enter__(self) -> "DevServer":
+    def __enter__(self) -> DevServer:
         try:
             return self.start()
         except BaseException:

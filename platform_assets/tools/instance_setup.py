@@ -29,10 +29,10 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import closing, contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from storage_engine.tools.usage import OneLineParser, UsageError
 

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from spark_jobs.runtime.session import spark_environment
-from storage_engine.logdir.environment import LOG_DIRS_ENV
 from storage_engine.errors import LogError
+from storage_engine.logdir.environment import LOG_DIRS_ENV
 
 from ..logic.settings import PlatformSettings
 

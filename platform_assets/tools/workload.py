@@ -10,8 +10,8 @@ to delete. Deterministic for a given seed and clock.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from storage_engine.log.append_validation import ProducerRecord, build_batch
 from storage_engine.logdir.manager import LogManager

@@ -35,9 +35,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from storage_engine.tools.usage import OneLineParser, UsageError, bounded_int
 

@@ -27,10 +27,10 @@ import tempfile
 import threading
 import uuid
 import zipfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
 from urllib.parse import urlsplit
 
 from storage_engine.config.values import INT_MAX

@@ -25,8 +25,8 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import Record

@@ -8,11 +8,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from .offset_map import OffsetMap
 from ..config.values import LONG_MAX
 from ..record import RawBatch, Record, decode_batch, verify_batch
-from ..record.records import BatchHeader
 from ..record.control import control_type_of
+from ..record.records import BatchHeader
 from ..record.rewrite import (
     corrupt_batch,
     empty_batch_of,
@@ -22,6 +21,7 @@ from ..record.rewrite import (
 )
 from ..record.v2 import walk_records as walk_v2_records
 from ..record.varint import VarintError
+from .offset_map import OffsetMap
 from .record_decisions import filter_v2_records, filter_versioned_records
 from .rules import (
     BatchRetention,

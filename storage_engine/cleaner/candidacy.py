@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .plan import LONG_MAX, LogToClean, SegmentFacts, log_to_clean
 from ..config.topic import LogConfig
 from ..files.naming import LOG_SUFFIX, segment_file
 from ..files.nofollow import open_nofollow
-from ..record.file_records import read_headers
 from ..log.stats import SegmentStat, segment_next_offset
+from ..record.file_records import read_headers
+from .plan import LONG_MAX, LogToClean, SegmentFacts, log_to_clean
 
 
 def first_batch_max_timestamp(log_path: Path) -> int:

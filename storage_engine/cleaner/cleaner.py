@@ -6,30 +6,31 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
-from .plan import CleaningRound, LogToClean, plan_round
 from ..config.cleaner import CleanerConfig
 from ..config.topic import LogConfig
 from ..errors import LogChangedError, LogError
 from ..faults import crash_point
 from ..files.naming import CLEANED_SUFFIX
-from .offset_map import OffsetMap
+from ..log.segment import LogSegment
 from ..record import RawBatch
 from ..record.control import control_type_of
 from ..record.rewrite import corrupt_batch, record_bytes
 from ..record.v2 import RECORD_BATCH_OVERHEAD
 from ..record.varint import VarintError
-from ..log.segment import LogSegment
-from .staging import CleanerLock, STAGING_SUFFIX, remove_stale_staging
 from .batch_filter import BatchFilter
 from .dirty_scan import batch_keys, batch_versions, dirty_segments, dirty_start_position, map_walk
-from .inputs import InputSegment, LogSnapshot, MIN_READ_CHUNK
+from .inputs import MIN_READ_CHUNK, InputSegment, LogSnapshot
+from .offset_map import OffsetMap
+from .plan import CleaningRound, LogToClean, plan_round
 from .recopy import discard_staged, range_of, recopy_group
 from .record_decisions import map_v2_records
 from .report import CompactionReport
 from .rules import LastRecord, ProducerSnapshot, ProducerStateBuilder, TransactionTracker
+from .staging import STAGING_SUFFIX, CleanerLock, remove_stale_staging
 from .stats import CleanerStats
 from .strategy import MISSING_VERSION, VersionRule, version_rule
 from .throttler import Throttler

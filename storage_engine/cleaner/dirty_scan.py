@@ -4,15 +4,15 @@ transaction states), shared by the local cleaner and the Spark tasks."""
 from __future__ import annotations
 
 import copy
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from .plan import SegmentFacts, segments_in_range
 from ..record import RawBatch, decode_batch, verify_batch
 from ..record.control import control_type_of
 from ..record.rewrite import corrupt_batch, record_bytes
 from ..record.v2 import walk_records as walk_v2_records
 from ..record.varint import VarintError
 from .inputs import InputSegment
+from .plan import SegmentFacts, segments_in_range
 from .rules import AbortedTxn, TransactionTracker
 from .stats import CleanerStats
 from .strategy import MISSING_VERSION, VersionRule

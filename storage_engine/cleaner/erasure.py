@@ -40,20 +40,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config.topic import LogConfig
+from ..config.values import LONG_MAX
+from ..errors import LogError
+from ..files.naming import DELETED_SUFFIX, LOG_SUFFIX
+from ..files.nofollow import open_nofollow
+from ..log.log import Log
+from ..log.stats import live_stats
+from ..record import decode_batch
+from ..record.control import control_type_of
+from ..record.file_records import read_batches
 from .candidacy import candidacy_from_stats
 from .plan import ErasureDeadline
 from .rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
 from .strategy import Winners, version_rule
-from ..config.topic import LogConfig
-from ..config.values import LONG_MAX
-from ..errors import LogError
-from ..log.log import Log
-from ..files.naming import DELETED_SUFFIX, LOG_SUFFIX
-from ..files.nofollow import open_nofollow
-from ..record import decode_batch
-from ..record.file_records import read_batches
-from ..record.control import control_type_of
-from ..log.stats import live_stats
 
 if TYPE_CHECKING:
     from ..logdir.manager import LogManager

@@ -6,19 +6,18 @@ check nothing changed, and the log as it was when the pass began (:class:`LogSna
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
-from .plan import LONG_MAX, SegmentFacts
 from ..errors import LogChangedError
 from ..files.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_file
 from ..files.nofollow import open_nofollow
+from ..log.segment import LogSegment
 from ..record import RawBatch
 from ..record.file_records import read_batch_at, read_batches, read_headers
 from ..record.records import BatchHeader
-from ..log.segment import LogSegment
-
+from .plan import LONG_MAX, SegmentFacts
 
 MIN_READ_CHUNK = 64 * 1024
 
@@ -72,7 +71,7 @@ class InputSegment:
         return SegmentRef(str(self.path), self.base_offset, self.inode, self.size, self.mtime_ms)
 
     @classmethod
-    def from_ref(cls, ref: SegmentRef, chunk: int = MIN_READ_CHUNK) -> "InputSegment":
+    def from_ref(cls, ref: SegmentRef, chunk: int = MIN_READ_CHUNK) -> InputSegment:
         """Reopen a planned segment in another process; ``LogChangedError`` when the file is gone,
         was replaced or shrank (a retention or another cleaning got there first)."""
         self = cls.__new__(cls)

@@ -55,4 +55,4 @@ def read_map(path: Path) -> dict[bytes, int]:
     if end_offsets + sum(lengths) != len(data):
         raise CorruptRecordError(f"{path}: its keys do not add up to its size", path=str(path))
     starts = list(accumulate(lengths, initial=end_offsets))
-    return dict(zip([data[a:b] for a, b in zip(starts, starts[1:])], offsets))
+    return dict(zip([data[a:b] for a, b in zip(starts, starts[1:], strict=False)], offsets, strict=False))

@@ -36,7 +36,7 @@ older key's live record is dropped. This map never does that:
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 #: Per entry, besides the key object: dict slot at the worst fill and during a resize (96), the
 #: offset int (32), its slot in the sorted offsets list (8), allocator overhead (24).
@@ -80,7 +80,7 @@ class OffsetMap:
         self.clear(versioned=versioned)
 
     @classmethod
-    def exact(cls, latest: dict[bytes, int], latest_offset: int) -> "OffsetMap":
+    def exact(cls, latest: dict[bytes, int], latest_offset: int) -> OffsetMap:
         """A map over a complete key -> latest offset table built elsewhere (a distributed map
         build merges one per segment), used as it is: nothing is copied, and it has no budget."""
         omap = cls(1 << 62)

@@ -26,8 +26,9 @@ partly clean counts as both clean and cleanable bytes, exactly as in Kafka.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..config.values import INT_MAX, LONG_MAX
 from ..log.segment_time import largest_timestamp

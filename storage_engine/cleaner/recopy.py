@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
-from .plan import LogToClean, log_to_clean
 from ..config.topic import LogConfig
 from ..errors import WRITE_REFUSED, CompactionWriteError, write_failure
 from ..files.naming import (
@@ -18,9 +18,10 @@ from ..files.naming import (
     segment_file,
 )
 from ..log.segment import LogSegment
-from .staging import STAGING_SUFFIX
 from .batch_filter import BatchFilter
-from .inputs import InputSegment, LogSnapshot, MIN_READ_CHUNK
+from .inputs import MIN_READ_CHUNK, InputSegment, LogSnapshot
+from .plan import LogToClean, log_to_clean
+from .staging import STAGING_SUFFIX
 
 if TYPE_CHECKING:  # log.py does not import the cleaner; the manager imports both
     from ..log.log import Log

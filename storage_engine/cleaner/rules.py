@@ -8,12 +8,12 @@ stable offset), transactions as the cleaner walks them (:class:`TransactionTrack
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import Iterable
 
-from ..record.records import BatchHeader
 from ..record.control import ControlRecordType
+from ..record.records import BatchHeader
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,6 @@ class CleanerStats:
     clean_seconds: float = 0.0
     swap_seconds: float = 0.0
 
-    def add(self, other: "CleanerStats") -> None:
+    def add(self, other: CleanerStats) -> None:
         for name, value in asdict(other).items():
             setattr(self, name, getattr(self, name) + value)

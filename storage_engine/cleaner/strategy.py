@@ -33,9 +33,9 @@ A record's version is read here and nowhere else; :mod:`.rules` decides keep or 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Callable
 
 from ..record.records import BatchHeader, Record, TimestampType
 from ..record.v2 import record_header_value

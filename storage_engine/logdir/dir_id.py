@@ -18,8 +18,8 @@ import re
 import uuid
 from pathlib import Path
 
-from ..files.durable import atomic_write
 from ..errors import LogError
+from ..files.durable import atomic_write
 from ..files.nofollow import open_nofollow
 
 DIR_ID_FILE = ".logplat-dir.id"

@@ -16,12 +16,12 @@ configuration layer below may not import.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
-from ..errors import EnvironmentValueError, LogError
 from ..config.properties import read_server_properties
+from ..errors import EnvironmentValueError, LogError
 from .log_dir import check_log_dirs
 
 LOG_DIRS_ENV = "LOGPLAT_LOG_DIRS"

@@ -10,9 +10,9 @@ partition; a directory named like a partition that no partition can have is misn
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Iterator, Mapping
 
 from ..errors import LogError
 from ..files.naming import is_digits, is_segment_file, parse_partition_dir, partition_dir_name

@@ -34,9 +34,12 @@ import fcntl
 import itertools
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
+from ..errors import CleanShutdownMarkerError, LogError, NotALogDirError
+from ..files.naming import is_segment_file
+from ..files.nofollow import check_regular_or_missing, open_nofollow
 from ..log.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
@@ -48,9 +51,6 @@ from ..log.checkpoint import (
     write_clean_shutdown_marker,
 )
 from .dir_id import DIR_ID_FILE, DirIdError, assign_dir_id, read_dir_id
-from ..errors import CleanShutdownMarkerError, LogError, NotALogDirError
-from ..files.naming import is_segment_file
-from ..files.nofollow import check_regular_or_missing, open_nofollow
 from .topic_store import TOPICS_DIR
 
 SESSION_LOCK = ".logplat-session.lock"
@@ -59,7 +59,7 @@ SESSION_FILE = re.compile(r"\.logplat-session\.[0-9]+\.[0-9]+")
 _session_counter = itertools.count()
 
 
-def check_distinct_ids(log_dirs: Sequence["LogDir"]) -> None:
+def check_distinct_ids(log_dirs: Sequence[LogDir]) -> None:
     """Refuse two log dirs with one id (``dir_id``): a copy of a log dir given beside it. Kafka
     refuses a duplicate ``directory.id``; a topic recorded as placed over the one would pass
     given the other."""

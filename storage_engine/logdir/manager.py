@@ -20,9 +20,9 @@ partition directory names and use the broker defaults, except Kafka's internal
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Iterator, Mapping, Sequence
 
 from ..config.broker import build_log_config, max_partitions_per_topic, topic_log_config
 from ..config.topic import LogConfig
@@ -39,6 +39,7 @@ from .placement import Placement
 from .retention import Retention
 from .topic_admin import TopicAdmin
 from .topic_store import TopicConfigError, TopicMetadataError, metadata_names, metadata_path
+
 
 @dataclass(frozen=True)
 class PartitionFacts:
@@ -408,7 +409,7 @@ class LogManager:
         if errors:  # a missing marker only matters when nothing worse happened
             raise min(errors, key=lambda e: isinstance(e, CleanShutdownMarkerError))
 
-    def __enter__(self) -> "LogManager":
+    def __enter__(self) -> LogManager:
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:

@@ -10,14 +10,24 @@ log manager as ``manager.metadata``.
 
 from __future__ import annotations
 
-from typing import ContextManager, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 
 from ..config.topic import INTERNAL_TOPIC_DEFAULTS
 from ..errors import LogError, UnknownTopicOrPartitionError
 from .locations import dir_list, partition_dirs
 from .log_dir import LogDir
-from .topic_store import (TopicMetadata, TopicMetadataError, metadata_lock, metadata_names, metadata_read_lock,
-                          placed_elsewhere, placed_names, placed_path, read_metadata)
+from .topic_store import (
+    TopicMetadata,
+    TopicMetadataError,
+    metadata_lock,
+    metadata_names,
+    metadata_read_lock,
+    placed_elsewhere,
+    placed_names,
+    placed_path,
+    read_metadata,
+)
 
 
 class MetadataView:
@@ -107,11 +117,11 @@ class MetadataView:
         found = self.find(topic)
         return found[1] if found is not None and not found[1].deleting else None
 
-    def lock(self) -> ContextManager[None]:
+    def lock(self) -> AbstractContextManager[None]:
         """The topics lock (``topic_store.metadata_lock``), under which every topic change runs."""
         return metadata_lock([d.path for d in self.log_dirs])
 
-    def read_lock(self) -> ContextManager[None]:
+    def read_lock(self) -> AbstractContextManager[None]:
         """For a reader listing topics and their partition directories together: no topic
         change is half made while it lists (``topic_store.metadata_read_lock``)."""
         return metadata_read_lock([d.path for d in self.log_dirs])

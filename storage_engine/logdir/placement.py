@@ -14,9 +14,10 @@ given every log dir refuses to make a partition directory that may already be in
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import LogDirsNotGivenError, LogError, UnknownTopicOrPartitionError
 from ..files.naming import parse_partition_dir, partition_dir_name
@@ -140,13 +141,13 @@ class Placement:
                     if recorded != meta:
                         write_metadata(recorded, home.path)
 
-    def _listing(self) -> "_Listing":
+    def _listing(self) -> _Listing:
         """The log dirs' partition directories and placement marks, listed once."""
         return _Listing({d: partitions_placed_in(d) for d in self.log_dirs},
                         {d: placed_names(d.path) for d in self.log_dirs})
 
     def mark_for(self, name: str, home: LogDir, partitions: int, made: list[Path],
-                  listing: "_Listing | None" = None) -> dict[str, str]:
+                  listing: _Listing | None = None) -> dict[str, str]:
         """Record in each log dir but ``home`` that holds partitions of ``name`` (below
         ``partitions``: strays are no partitions) that its metadata is in ``home``
         (``topic_store.mark_placed``); the marks written go into ``made``, which a refused

@@ -8,7 +8,8 @@ the log manager as ``manager.retention``; the Spark job applies the same plans a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import LogChangedError, LogError
 from ..log.retention import RetentionPlan, RetentionResult, apply_retention, plan_retention, sweep_deleted_files

@@ -20,22 +20,38 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from ..files.durable import fsync_dir
 from ..config.broker import MAX_PARTITIONS_KEY, max_partitions_per_topic, topic_log_config
 from ..config.topic import LogConfig, check_config_key, creation_overrides
 from ..errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
 from ..faults import crash_point
-from ..files.naming import (check_not_metadata_log, collides, delete_dir_name, is_delete_dir_name,
-                            partition_dir_name, validate_topic_name)
+from ..files.durable import fsync_dir
+from ..files.naming import (
+    check_not_metadata_log,
+    collides,
+    delete_dir_name,
+    is_delete_dir_name,
+    partition_dir_name,
+    validate_topic_name,
+)
 from ..log.partition_lock import LOCK_FILE_NAME
 from .locations import locate, partition_dirs
 from .log_dir import LogDir
-from .topic_store import (TopicMetadata, TopicMetadataError, metadata_names, metadata_path, placed_elsewhere,
-                          read_metadata, remove_metadata, remove_placed, write_metadata)
+from .topic_store import (
+    TopicMetadata,
+    TopicMetadataError,
+    metadata_names,
+    metadata_path,
+    placed_elsewhere,
+    read_metadata,
+    remove_metadata,
+    remove_placed,
+    write_metadata,
+)
 
 if TYPE_CHECKING:
     from .manager import LogManager

@@ -15,17 +15,17 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Sequence
 
-from ..files.durable import TMP_SUFFIX, atomic_write, fsync_dir
 from ..config.broker import MAX_PARTITIONS_CEILING, MAX_PARTITIONS_KEY
-from .dir_id import is_dir_id
 from ..errors import LogError
+from ..files.durable import TMP_SUFFIX, atomic_write, fsync_dir
 from ..files.naming import MAX_TOPIC_LENGTH, validate_topic_name
 from ..files.nofollow import check_dir_or_missing, check_file_entry, check_under, open_nofollow, read_bytes_nofollow
+from .dir_id import is_dir_id
 
 TOPICS_DIR = ".logplat-topics"
 METADATA_LOCK = ".logplat-topics.lock"
@@ -79,7 +79,7 @@ class TopicMetadata:
             body["placed_over"] = self.placed_over
         return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
 
-    def placed_also_over(self, log_dirs: dict[str, str]) -> "TopicMetadata":
+    def placed_also_over(self, log_dirs: dict[str, str]) -> TopicMetadata:
         """This metadata with ``log_dirs`` (ids and paths) among those it was placed over."""
         merged = {**self.placed_over, **log_dirs}
         return replace(self, placed_over=merged, log_dirs=max(self.log_dirs, len(merged)))

@@ -16,14 +16,15 @@ import mmap
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..log.checkpoint import read_checkpoint
 from ..errors import CorruptRecordError, LogError
-from ..index import OffsetIndex, TimeIndex
 from ..files.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
 from ..files.nofollow import file_kind
+from ..index import OffsetIndex, TimeIndex
+from ..log.checkpoint import read_checkpoint
 from ..record import RawBatch, decode_batch, scan_batches, verify_batch
 
 #: Renders a key, value or header value for output (None stays None).

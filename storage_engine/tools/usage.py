@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 from ..errors import LogError, shown_value
 

@@ -7,13 +7,12 @@ stopping at the first, and never changes anything on disk.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogError
 from ..log.log import Log
-from ..record import decode_batch, verify_batch
 from ..log.segment import LogSegment
+from ..record import decode_batch, verify_batch
 
 if TYPE_CHECKING:
     from ..logdir.manager import LogManager

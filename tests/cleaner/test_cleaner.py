@@ -17,6 +17,30 @@ from pathlib import Path
 
 import pytest
 
+from storage_engine.cleaner import (
+    STAGING_SUFFIX,
+    BatchFilter,
+    Cleaner,
+    CleanerLock,
+    LastRecord,
+    LogCleaner,
+    ProducerStateBuilder,
+    RecordOutcome,
+    Throttler,
+    TransactionTracker,
+    retain_record,
+)
+from storage_engine.cleaner.offset_map import OffsetMap, entry_cost
+from storage_engine.cleaner.plan import SegmentFacts, group_segments_by_size
+from storage_engine.config.cleaner import CleanerConfig
+from storage_engine.errors import LogChangedError
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.record import CompressionType, Record, encode_batch, scan_batches
+from storage_engine.record.control import ControlRecordType
+from storage_engine.record.rewrite import encode_legacy_message
+from storage_engine.tools.logctl import main as logctl
+from storage_engine.tools.verify import verify_log
 from tests.helpers.cleaner import (
     MIB,
     NOW,
@@ -33,30 +57,6 @@ from tests.helpers.cleaner import (
     small_map_cleaner,
     temp_files,
 )
-from storage_engine.cleaner import LogCleaner
-from storage_engine.cleaner import (
-    STAGING_SUFFIX,
-    BatchFilter,
-    Cleaner,
-    LastRecord,
-    ProducerStateBuilder,
-    RecordOutcome,
-    Throttler,
-    TransactionTracker,
-    CleanerLock,
-    retain_record,
-)
-from storage_engine.record.control import ControlRecordType
-from storage_engine.record.rewrite import encode_legacy_message
-from storage_engine.cleaner.plan import SegmentFacts, group_segments_by_size
-from storage_engine.tools.logctl import main as logctl
-from storage_engine.config.cleaner import CleanerConfig
-from storage_engine.errors import LogChangedError
-from storage_engine.logdir.manager import LogManager
-from storage_engine.cleaner.offset_map import OffsetMap, entry_cost
-from storage_engine.record import CompressionType, Record, encode_batch, scan_batches
-from storage_engine.log.append_validation import ProducerRecord
-from storage_engine.tools.verify import verify_log
 
 # ---------------------------------------------------------------------------------- basics
 
@@ -753,7 +753,7 @@ def test_throttler_sleeps_to_hold_the_rate():
 def test_io_throttle_slows_a_cleaning_run(tmp_path):
     with compacted(tmp_path) as m:
         log = m.get_log("t", 0)
-        for i in range(100):
+        for _i in range(100):
             put(log, ("k", "x" * 1000))
         log.roll()
         # ~200 KB of reads and writes at 100 KB/s, checked every millisecond: ~2 s of throttling

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage_engine.logdir.manager import LogManager
 from storage_engine.log.producer_snapshot import SnapshotEntry, write_snapshot
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import encode_empty_batch
 from storage_engine.record.records import TimestampType
 from storage_engine.tools.verify import verify_log

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.cleaner import NOW, compacted, marker, raw_log, small_map_cleaner
 from storage_engine.cleaner import Cleaner, LogCleaner
 from storage_engine.cleaner.strategy import MISSING_VERSION
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.record import CompressionType, Record, encode_batch
 from storage_engine.tools.verify import verify_log
-from storage_engine.log.append_validation import ProducerRecord
+from tests.helpers.cleaner import NOW, compacted, marker, raw_log, small_map_cleaner
 
 KEYS = [f"k{i}" for i in range(6)]
 SMALL_MAP_KEYS = 3

@@ -514,8 +514,8 @@ def test_broker_props_from_env_reads_java_properties_syntax(tmp_path, monkeypatc
 def test_a_properties_file_that_cannot_be_read_is_named_with_its_variable(tmp_path, monkeypatch, make, error) -> None:
     """A FIFO hung every command; the others gave bare OS or codec errors naming neither the
     file nor the variable."""
-    from storage_engine.logdir.environment import broker_props_from_env
     from storage_engine.errors import ServerPropertiesError
+    from storage_engine.logdir.environment import broker_props_from_env
 
     path = tmp_path / "server.properties"
     make(path)

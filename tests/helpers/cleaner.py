@@ -8,12 +8,12 @@ import struct
 from pathlib import Path
 
 from storage_engine.cleaner import STAGING_SUFFIX, Cleaner, LogCleaner
-from storage_engine.record.control import ControlRecordType
-from storage_engine.config.cleaner import CleanerConfig
-from storage_engine.logdir.manager import LogManager
 from storage_engine.cleaner.offset_map import VERSION_ENTRY_COST, entry_cost
-from storage_engine.record import CompressionType, Record, encode_batch
+from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.record import CompressionType, Record, encode_batch
+from storage_engine.record.control import ControlRecordType
 from tests.helpers.engine import open_topic
 
 NOW = 1_000_000_000

@@ -10,8 +10,8 @@ path, so the variable alone kills nothing.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from storage_engine import faults
 

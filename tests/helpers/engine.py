@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
-from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import parse_partition_dir
 from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import scan_batches
 
 

@@ -3,8 +3,8 @@ sensor ticks evaluated the way the daemon evaluates them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import dagster as dg
 

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from spark_jobs.runtime.connect_server import free_port, spark_home
 
@@ -160,7 +160,7 @@ def standalone_cluster(workdir: Path, *, cores: int = 1, memory: str = "1g",
         cluster = Cluster(workdir, free_port(), free_port())
         cluster.start_master()
         try:
-            cluster.wait_until(lambda s: s.get("status") == "ALIVE" and s.get("url") == cluster.master_url,
+            cluster.wait_until(lambda s, url=cluster.master_url: s.get("status") == "ALIVE" and s.get("url") == url,
                                "the master", deadline)
             break
         except BaseException as exc:

@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from storage_engine.errors import CheckpointError, InvalidTopicError
+from storage_engine.files.durable import atomic_write
 from storage_engine.log.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
@@ -25,9 +27,6 @@ from storage_engine.log.checkpoint import (
     write_checkpoint,
     write_clean_shutdown_marker,
 )
-from storage_engine.errors import CheckpointError, InvalidTopicError
-from storage_engine.files.durable import atomic_write
-
 from tests.helpers.paths import REAL_KAFKA
 
 

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from tests.helpers.engine import append_each, open_topic, records
-from storage_engine.log.checkpoint import read_checkpoint
 from storage_engine.errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
-from storage_engine.record import CompressionType, scan_batches
 from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.log.checkpoint import read_checkpoint
+from storage_engine.record import CompressionType, scan_batches
+from tests.helpers.engine import append_each, open_topic, records
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))

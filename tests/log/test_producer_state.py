@@ -14,8 +14,14 @@ import textwrap
 import pytest
 
 from storage_engine.cleaner import LogCleaner
+from storage_engine.log.producer_snapshot import (
+    SnapshotEntry,
+    list_snapshots,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
 from storage_engine.logdir.manager import LogManager
-from storage_engine.log.producer_snapshot import SnapshotEntry, list_snapshots, read_snapshot, snapshot_path, write_snapshot
 from tests.helpers.cleaner import data_batch, marker
 from tests.helpers.crash import crash_env
 from tests.helpers.engine import open_topic

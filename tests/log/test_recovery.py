@@ -13,18 +13,17 @@ import textwrap
 
 import pytest
 
-from tests.helpers.crash import crash_env
-from tests.helpers.paths import REPO
-
-from tests.helpers.engine import append_each, open_topic, records
 from storage_engine.cleaner import LogCleaner
-from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import segment_file
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.log.temp_files import plan_temp_files
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch, scan_batches
 from storage_engine.tools.verify import verify_log
-from storage_engine.log.temp_files import plan_temp_files
+from tests.helpers.crash import crash_env
+from tests.helpers.engine import append_each, open_topic, records
+from tests.helpers.paths import REPO
 
 CLEAN = ".kafka_cleanshutdown"
 

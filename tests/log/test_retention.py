@@ -11,14 +11,14 @@ import time
 
 import pytest
 
+from storage_engine.errors import LogChangedError
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.log.retention import apply_retention
+from storage_engine.logdir.manager import LogManager
+from storage_engine.record import RECORD_BATCH_OVERHEAD, scan_batches
+from storage_engine.tools.logctl import main as logctl
 from tests.helpers.crash import crash_env
 from tests.helpers.engine import open_topic
-from storage_engine.tools.logctl import main as logctl
-from storage_engine.errors import LogChangedError
-from storage_engine.logdir.manager import LogManager
-from storage_engine.log.retention import apply_retention
-from storage_engine.log.append_validation import ProducerRecord
-from storage_engine.record import RECORD_BATCH_OVERHEAD, scan_batches
 
 NOW = 1_000_000
 

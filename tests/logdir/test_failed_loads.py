@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import segment_file
+from storage_engine.logdir.manager import LogManager
 
 CLEAN = ".kafka_cleanshutdown"
 BATCH = 97  # bytes of one batch of three records as _build produces them

@@ -5,8 +5,8 @@ and concurrent metadata changes from real processes."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from storage_engine.errors import InvalidTopicError, LogError
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.dir_id import DIR_ID_FILE, read_dir_id
-from storage_engine.errors import InvalidTopicError, LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch
 from tests.helpers.cli import run_logctl
@@ -185,8 +185,8 @@ def test_a_failed_alter_partitions_leaves_no_new_partition_open(tmp_path):
     the alter before its commit point; the partitions it had opened on the way stayed open and
     writable in the process, and closing wrote their recovery points, though no other process
     saw them."""
-    from storage_engine.log.append_validation import ProducerRecord
     from storage_engine.errors import LogError, UnknownTopicOrPartitionError
+    from storage_engine.log.append_validation import ProducerRecord
 
     root = tmp_path / "logs"
     with LogManager([root]) as manager:

@@ -12,6 +12,18 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
+
+from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
+from platform_assets.logic.check_outcomes import (
+    HEALTH_CHECK,
+    INDEXES_AGREE,
+    KEYS_UNIQUE,
+    LATEST_VALUES,
+    OFFSETS_INCREASE,
+)
+from platform_assets.tools.workload import produce
+from storage_engine.errors import NeedsRecoveryError
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.crash import crash_env
 from tests.helpers.platform import (
     COMPACT_DELETE,
@@ -22,12 +34,6 @@ from tests.helpers.platform import (
     resources_with_test_session,
     tick,
 )
-
-from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
-from platform_assets.logic.check_outcomes import HEALTH_CHECK, INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE
-from platform_assets.tools.workload import produce
-from storage_engine.errors import NeedsRecoveryError
-from storage_engine.logdir.manager import LogManager
 
 NOW = int(time.time() * 1000)
 CHECKS = {KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES, HEALTH_CHECK}
@@ -109,7 +115,7 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
 
 def test_a_range_is_one_run_with_metadata_and_checks_per_partition(platform):
     _, _, _, instance = platform
-    result, by_partition, _ = _materialize(platform, "profiles.v1", tags=dict(zip(RANGE, ("0", "1"))))
+    result, by_partition, _ = _materialize(platform, "profiles.v1", tags=dict(zip(RANGE, ("0", "1"), strict=False)))
     assert set(by_partition) == {"0", "1"}
     [run] = instance.get_run_records()
     job_seconds = float(run.dagster_run.tags[SPARK_JOB_SECONDS_TAG])
@@ -136,7 +142,7 @@ def test_a_range_is_one_run_with_metadata_and_checks_per_partition(platform):
 
 def test_retention_of_a_delete_topic_and_a_partition_with_nothing_to_do(platform):
     root, _, _, instance = platform
-    result, by_partition, _ = _materialize(platform, "clicks", tags=dict(zip(RANGE, ("0", "1"))))
+    result, by_partition, _ = _materialize(platform, "clicks", tags=dict(zip(RANGE, ("0", "1"), strict=False)))
     assert {m["status"] for m in by_partition.values()} == {"deleted"}
     for m in by_partition.values():
         assert COMMON <= set(m), COMMON - set(m)
@@ -169,7 +175,7 @@ def test_a_sweep_request_runs_as_one_range(platform):
     request = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, resources=build_resources(settings))
                                      ).run_requests[0]
     tags = {k: v for k, v in request.tags.items() if k in RANGE}
-    assert tags == dict(zip(RANGE, ("0", "2")))
+    assert tags == dict(zip(RANGE, ("0", "2"), strict=False))
     _, by_partition, _ = _materialize(platform, "orders", tags=tags, run_config=request.run_config)
     assert {p: m["status"] for p, m in by_partition.items()} == {"0": "compacted", "1": "skipped", "2": "compacted"}
 
@@ -313,7 +319,7 @@ def test_a_ui_run_with_the_checks_gives_every_partition_a_real_result(platform):
         jobs=[dg.define_asset_job("click", selection=dg.AssetSelection.assets(asset) | dg.AssetSelection.checks_for_assets(asset))],
     ).resolve_job_def("click")
     assert job.execute_in_process(instance=instance, partition_key="0").success  # compacts orders-0
-    result = job.execute_in_process(instance=instance, tags=dict(zip(RANGE, ("0", "2"))))
+    result = job.execute_in_process(instance=instance, tags=dict(zip(RANGE, ("0", "2"), strict=False)))
     assert result.success
     materialized = {m.partition_key: m.storage_id for m in instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=asset.key, asset_partitions=["0", "1", "2"]), limit=20).records

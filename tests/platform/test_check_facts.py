@@ -4,11 +4,10 @@ record or an expired tombstone does not, duplicates in the cleaned range, and ve
 
 from __future__ import annotations
 
+from spark_jobs.reads import Digest, FactsTask, key_facts, read_key_facts, record_hash, summarize
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.engine import append_each, open_topic
-
-from spark_jobs.reads import Digest, FactsTask, key_facts, read_key_facts, record_hash, summarize
 
 
 def _log(root, records):

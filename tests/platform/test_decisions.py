@@ -6,18 +6,24 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from platform_assets.logic.catalog import safe_name
-from platform_assets.logic.check_outcomes import INDEXES_AGREE, KEYS_UNIQUE, LATEST_VALUES, OFFSETS_INCREASE, evaluate_checks
-from spark_jobs.reads import Digest, Duplicates, Verification, split_problems
-from platform_assets.logic.log_state import PartitionState, deadline_urgent, due_for_compaction
-from platform_assets.logic.partition_keys import KeyUpdate, partition_number, plan_key_update
 from platform_assets.defs.schedules import cron_for_interval_ms
 from platform_assets.defs.sensors import busy_logs
+from platform_assets.logic.catalog import safe_name
+from platform_assets.logic.check_outcomes import (
+    INDEXES_AGREE,
+    KEYS_UNIQUE,
+    LATEST_VALUES,
+    OFFSETS_INCREASE,
+    evaluate_checks,
+)
+from platform_assets.logic.log_state import PartitionState, deadline_urgent, due_for_compaction
 from platform_assets.logic.observation_cursor import ObservationCursor
+from platform_assets.logic.partition_keys import KeyUpdate, partition_number, plan_key_update
 from platform_assets.logic.settings import PlatformSettings
+from spark_jobs.reads import Digest, Duplicates, Verification, split_problems
+from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
 from storage_engine.config.broker import retention_check_interval_ms
 from storage_engine.errors import ConfigError
-from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
 
 
 def _apply(existing: list[str], update: KeyUpdate) -> list[str]:

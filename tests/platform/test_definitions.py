@@ -12,13 +12,12 @@ import dagster as dg
 import pytest
 from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
-from tests.helpers.platform import COMPACT_DELETE, COMPACTED, DELETE, definitions_for
 
 from platform_assets.logic.catalog import safe_name
 from platform_assets.tools.workload import produce
 from storage_engine.logdir.manager import LogManager
-
 from tests.helpers.paths import REPO
+from tests.helpers.platform import COMPACT_DELETE, COMPACTED, DELETE, definitions_for
 
 
 @pytest.fixture

@@ -12,15 +12,15 @@ import dagster as dg
 import pytest
 from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
 from dagster._utils.error import SerializableErrorInfo
-from tests.helpers.engine import append_each
 
 from platform_assets.tools.devserver import DevServer, wait_for
 from platform_assets.tools.workload import TopicWorkload, produce
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
-from storage_engine.log.append_validation import ProducerRecord
-
+from tests.helpers.engine import append_each
 from tests.helpers.paths import REPO
+
 TIMEOUT_S = 420  # one run here is ~20-40 s on an idle 2-core box; generous for a busy one
 #: orders-0 spans many segments (due); orders-1 only its active segment (nothing to clean yet).
 ORDERS = TopicWorkload("orders", 2, {"cleanup.policy": "compact", "segment.bytes": "4096", "file.delete.delay.ms": "2000"},

@@ -12,12 +12,12 @@ import json
 import time
 
 import dagster as dg
-from tests.helpers.cli import run_logctl
-from tests.helpers.engine import append_each
-from tests.helpers.platform import apply_partition_requests, definitions_for, resources_with_test_session, tick
 
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
+from tests.helpers.cli import run_logctl
+from tests.helpers.engine import append_each
+from tests.helpers.platform import apply_partition_requests, definitions_for, resources_with_test_session, tick
 
 LAG_MS = 30_000  # "users": the sensor's run cleans it before this passes (15 s after the roll: CI margin)
 LATE_LAG_MS = 3000  # "late": its deadline passes before the segment rolls

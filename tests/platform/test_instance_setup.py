@@ -21,10 +21,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from platform_assets.tools.instance_setup import SERVERS_LOCK_FILE
 from platform_assets.tools.devserver import DevServer, DevServerError, GraphQL
+from platform_assets.tools.instance_setup import SERVERS_LOCK_FILE, InstanceSetupError, diagnose, main, prepare_instance
 from spark_jobs.runtime.connect_server import free_port
-from platform_assets.tools.instance_setup import InstanceSetupError, diagnose, main, prepare_instance
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.paths import REPO
 

@@ -8,8 +8,16 @@ import time
 import uuid
 
 import dagster as dg
-from dagster._grpc.impl import get_external_schedule_execution, get_external_sensor_execution
 import pytest
+from dagster._grpc.impl import get_external_schedule_execution, get_external_sensor_execution
+
+from platform_assets.defs.errors import PlatformError
+from platform_assets.defs.partitions import partitions_def_name
+from platform_assets.defs.resources import build_resources
+from platform_assets.tools.workload import produce
+from storage_engine.cleaner import LogCleaner
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
 from tests.helpers.engine import append_each
 from tests.helpers.platform import (
     COMPACT_DELETE,
@@ -19,14 +27,6 @@ from tests.helpers.platform import (
     definitions_for,
     tick,
 )
-
-from platform_assets.defs.partitions import partitions_def_name
-from platform_assets.defs.errors import PlatformError
-from platform_assets.defs.resources import build_resources
-from platform_assets.tools.workload import produce
-from storage_engine.cleaner import LogCleaner
-from storage_engine.logdir.manager import LogManager
-from storage_engine.log.append_validation import ProducerRecord
 
 NOW = int(time.time() * 1000)
 #: 200 records of 7 keys, about 12 KB: enough to roll a 4 KB segment a few times.

@@ -13,13 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.helpers.engine import TakenListing, append_each, flip_last_byte, open_topic, records
 
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
 from storage_engine.cleaner import LogCleaner
 from storage_engine.logdir.manager import LogManager
 from storage_engine.logdir.topic_store import read_metadata, write_metadata
+from tests.helpers.engine import TakenListing, append_each, flip_last_byte, open_topic, records
 from tests.helpers.paths import REPO
 
 NOW = int(time.time() * 1000)

@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage_engine.errors import CorruptRecordError
-from storage_engine.record import CompressionType, RawBatch, Record, TimestampType, decode_batch, encode_batch, scan_batches
+from storage_engine.record import (
+    CompressionType,
+    RawBatch,
+    Record,
+    TimestampType,
+    decode_batch,
+    encode_batch,
+    scan_batches,
+)
 from storage_engine.record.columnar import ARROW_SCHEMA, batches_to_arrow
 
 

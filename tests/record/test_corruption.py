@@ -157,7 +157,7 @@ def test_record_level_structure_is_checked_even_with_a_valid_crc() -> None:
         "header count beyond the record": (74, 0x7E, "Invalid record size|number of record headers"),
         "offset delta beyond lastOffsetDelta": (64, 0x02, "outside 0..0"),
     }
-    for name, (pos, byte, message) in cases.items():
+    for _name, (pos, byte, message) in cases.items():
         bad = bytearray(batch)
         bad[pos] = byte
         with pytest.raises(CorruptRecordError, match=message):

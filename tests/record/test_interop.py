@@ -18,9 +18,17 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from storage_engine.record import (
+    CompressionType,
+    Record,
+    TimestampType,
+    decode_batch,
+    encode_batch,
+    scan_batches,
+    set_base_offset,
+    verify_batch,
+)
 from tests.helpers.kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
-from storage_engine.record import CompressionType, Record, TimestampType
-from storage_engine.record import decode_batch, encode_batch, scan_batches, set_base_offset, verify_batch
 
 CODECS = list(CompressionType)
 

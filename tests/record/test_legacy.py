@@ -9,7 +9,6 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from storage_engine.errors import CorruptRecordError, UnknownCompressionError
-from tests.helpers.kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
 from storage_engine.record import (
     CompressionType,
     TimestampType,
@@ -20,9 +19,7 @@ from storage_engine.record import (
     verify_batch,
 )
 from storage_engine.record.compression import compress, xxh32
-
-
-
+from tests.helpers.kafka_oracle import kafka_python_codecs  # noqa: F401  (autouse fixture)
 
 MESSAGES = [
     (b"k0", b"v0"),
@@ -35,7 +32,7 @@ MESSAGES = [
 
 def build(magic: int, codec: int, offsets: list[int], timestamps: list[int]) -> bytes:
     builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 30)
-    for (key, value), off, ts in zip(MESSAGES, offsets, timestamps):
+    for (key, value), off, ts in zip(MESSAGES, offsets, timestamps, strict=False):
         assert builder.append(off, timestamp=ts, key=key, value=value) is not None
     return bytes(builder.build())
 
@@ -65,11 +62,11 @@ def test_uncompressed_message_sets(magic: int) -> None:
     raws, records = read(build(magic, 0, offsets, timestamps))
     assert len(raws) == 5  # every legacy message is its own shallow "batch"
     assert [(r.offset, r.key, r.value, r.headers) for r in records] == [
-        (o, k, v, ()) for o, (k, v) in zip(offsets, MESSAGES)
+        (o, k, v, ()) for o, (k, v) in zip(offsets, MESSAGES, strict=False)
     ]
     expected_ts = timestamps if magic == 1 else [-1] * 5
     assert [r.timestamp for r in records] == expected_ts
-    for raw, o, ts in zip(raws, offsets, expected_ts):
+    for raw, o, ts in zip(raws, offsets, expected_ts, strict=False):
         h = raw.header
         assert (h.magic, h.base_offset, h.last_offset, h.next_offset, h.records_count) == (magic, o, o, o + 1, 1)
         assert (h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence) == (ts, -1, -1, -1)
@@ -87,7 +84,7 @@ def test_v1_compressed_wrapper_relative_offsets(codec: CompressionType) -> None:
     assert len(raws) == 1 and raws[0].header.compression is codec
     assert raws[0].header.records_count == -1 and raws[0].header.last_offset == 104
     assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
-        (100 + i, ts, k, v) for i, (ts, (k, v)) in enumerate(zip(timestamps, MESSAGES))
+        (100 + i, ts, k, v) for i, (ts, (k, v)) in enumerate(zip(timestamps, MESSAGES, strict=False))
     ]
 
 

@@ -26,17 +26,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.spark_cluster import cluster_env, standalone_cluster
-from storage_engine.cleaner import LogCleaner
-from storage_engine.logdir.manager import LogManager
-from tests.helpers.cleaner import NOW
-from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
-
-from storage_engine.outcomes import COMPACTED, DELETED, NOTHING, PLANNED, SKIPPED
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.runtime.session import check_java
-
+from storage_engine.cleaner import LogCleaner
+from storage_engine.logdir.manager import LogManager
+from storage_engine.outcomes import COMPACTED, DELETED, NOTHING, PLANNED, SKIPPED
+from tests.helpers.cleaner import NOW
 from tests.helpers.paths import REPO
+from tests.helpers.spark_cluster import cluster_env, standalone_cluster
+from tests.spark.test_compaction import REPORT_FIELDS, assert_same_dirs, random_topic, retention_topic
+
 APP_NAME = "logplat-cluster-test"
 RETENTION_NOW = 100_000
 DRIVER_TIMEOUT_S = 180
@@ -164,7 +163,7 @@ def test_jobs_on_a_standalone_cluster_equal_the_local_engine_byte_for_byte(tmp_p
     assert ".zip" not in got["driver_engine"]
 
     # compaction: every round equals the local cleaner's, in what it counts and on disk
-    for now, outcomes in zip(nows, got["compaction"]):
+    for now, outcomes in zip(nows, got["compaction"], strict=False):
         expected = local_compaction(local, "cc", 2, now)
         by_tp = {(o["topic"], o["partition"]): o for o in outcomes}
         assert set(by_tp) == set(expected)  # only the compacted topic

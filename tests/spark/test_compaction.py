@@ -18,18 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.engine import flip_last_byte, open_topic
-from storage_engine.cleaner import LogCleaner
-from storage_engine.log.checkpoint import read_checkpoint
-from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager
-from storage_engine.record import CompressionType
-from storage_engine.log.append_validation import ProducerRecord
-from storage_engine.outcomes import CHANGED, COMPACTED, DELETED, NOTHING, PLANNED, SKIPPED
-from tests.helpers.cleaner import NOW, data_batch, marker, raw_log
-
 from spark_jobs.compaction import CompactionJob, compact_partitions
 from spark_jobs.retention import retention_partitions
+from storage_engine.cleaner import LogCleaner
+from storage_engine.errors import LogError
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.log.checkpoint import read_checkpoint
+from storage_engine.logdir.manager import LogManager
+from storage_engine.outcomes import CHANGED, COMPACTED, DELETED, NOTHING, PLANNED, SKIPPED
+from storage_engine.record import CompressionType
+from tests.helpers.cleaner import NOW, data_batch, marker, raw_log
+from tests.helpers.engine import flip_last_byte, open_topic
 
 CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
 REPORT_FIELDS = [
@@ -506,7 +505,7 @@ def test_both_jobs_clean_partitions_outside_their_topic_s_metadata_log_dir(spark
     assert len(local) == 4
     retention = retention_partitions(spark, spark_dirs, now_ms=NOW)
     assert {o.status for o in retention.outcomes if o.topic == "r"} == {DELETED}
-    for local_dir, spark_dir in zip(dirs, spark_dirs):
+    for local_dir, spark_dir in zip(dirs, spark_dirs, strict=False):
         assert_same_dirs(local_dir, spark_dir)
 
 

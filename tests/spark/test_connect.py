@@ -26,13 +26,20 @@ from pathlib import Path
 import pytest
 
 from platform_assets.logic.check_outcomes import KEYS_UNIQUE, LATEST_VALUES
-from storage_engine.outcomes import COMPACTED, DELETED, NOTHING, SKIPPED
-from spark_jobs.runtime.connect_server import free_port, local_connect_server, start_server, stop_server
 from spark_jobs.errors import SparkSetupError
 from spark_jobs.runtime import connect_server, session
-from spark_jobs.runtime.session import (QUIET_LOG4J, check_java, driver_logging, engine_fingerprint, session_config,
-                                shared_session_id, with_session_id)
+from spark_jobs.runtime.connect_server import free_port, local_connect_server, start_server, stop_server
+from spark_jobs.runtime.session import (
+    QUIET_LOG4J,
+    check_java,
+    driver_logging,
+    engine_fingerprint,
+    session_config,
+    shared_session_id,
+    with_session_id,
+)
 from storage_engine.logdir.manager import LogManager
+from storage_engine.outcomes import COMPACTED, DELETED, NOTHING, SKIPPED
 from tests.helpers.cleaner import NOW
 from tests.helpers.paths import REPO
 from tests.spark.test_cluster import RETENTION_NOW, local_compaction

@@ -17,17 +17,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
-from tests.helpers.engine import fixture_log_dirs
 from pyspark.errors import AnalysisException
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from storage_engine.logdir.manager import LogManager
-from storage_engine.files.naming import parse_partition_dir
-from storage_engine.record import CompressionType, decode_batch, scan_batches
-from storage_engine.log.append_validation import ProducerRecord
-from storage_engine.errors import NeedsRecoveryError, UnsafePathError
 from spark_jobs.datasource import (
     KAFKA_ARROW_SCHEMA,
     KAFKA_SOURCE_SCHEMA,
@@ -38,6 +31,12 @@ from spark_jobs.datasource import (
     read_split,
 )
 from spark_jobs.errors import DataSourceOptionError
+from storage_engine.errors import NeedsRecoveryError, UnsafePathError
+from storage_engine.files.naming import parse_partition_dir
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.record import CompressionType, decode_batch, scan_batches
+from tests.helpers.engine import fixture_log_dirs
 
 Row = tuple  # (key, value, topic, partition, offset, timestamp_us, timestampType, headers)
 
@@ -76,7 +75,7 @@ def spark_rows(df) -> list[Row]:
     rows = [
         (k, v, t, p, o, us, tt, tuple((h["key"], h["value"]) for h in hs))
         for k, v, t, p, o, us, tt, hs in zip(cols["key"], cols["value"], cols["topic"], cols["partition"],
-                                              cols["offset"], micros, cols["timestampType"], cols["headers"])
+                                              cols["offset"], micros, cols["timestampType"], cols["headers"], strict=False)
     ]
     return sorted(rows, key=_row_key)
 
@@ -373,7 +372,7 @@ def test_splits_tile_each_segment_at_batch_starts_and_pickle(logs):
         assert parts[0].start_position == 0 and parts[-1].end_position == len(data)
         active = base == max(s.base_offset for s in splits if s.directory == directory)
         assert parts[-1].at_tail == active  # only the log's end may be a torn write
-        for a, b in zip(parts, parts[1:]):
+        for a, b in zip(parts, parts[1:], strict=False):
             assert a.end_position == b.start_position and b.start_position in starts and not a.at_tail
         for p in parts:  # a range over the limit holds one batch too big to cut
             inside = [x for x in starts if p.start_position <= x < p.end_position]

@@ -198,7 +198,7 @@ def test_compact_dry_run_refuses_what_compact_refuses_and_says_why_nothing_is_du
     assert code == 0 and "; dirty section [20, 20), 0 of " in out
     cli("topic", "create", "lag", "--partitions", "1", "--config", "cleanup.policy=compact", "--config",
         "segment.bytes=200", "--config", "min.compaction.lag.ms=86400000")
-    for i in range(5):
+    for _i in range(5):
         cli("produce", "lag", "--partition", "0", "--now-ms", "1000", stdin=lines({"key": "k", "value": "v" * 80,
                                                                                    "timestamp": 1000}))
     code, out, _ = cli("compact", "--topic", "lag", "--dry-run", "--now-ms", "2000")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from storage_engine.cleaner import LogCleaner
-from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.cleaner.erasure import erasure_report
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.cli import run_logctl
 from tests.helpers.engine import append_each, flip_last_byte, open_topic

@@ -21,8 +21,8 @@ import pytest
 
 from storage_engine.cleaner import LogCleaner
 from storage_engine.errors import LogError
-from storage_engine.logdir.manager import LogManager
 from storage_engine.files.naming import segment_file
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch, encode_batch, scan_batches
 from tests.helpers.engine import append_each, flip_last_byte, open_topic, records
 from tests.helpers.paths import REPO

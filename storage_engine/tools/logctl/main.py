@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ...logdir.environment import engine_environment
 from ...errors import CleanShutdownMarkerError, LogError
+from ...logdir.environment import engine_environment
 from ...logdir.log_dir import missing_log_dir
 from ...logdir.manager import LogManager
 from ..usage import OneLineParser

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from storage_engine.logdir.manager import LogManager
 from storage_engine.log.retention import sweep_deleted_files
 from storage_engine.log.stats import read_partition_stats
+from storage_engine.logdir.manager import LogManager
 from storage_engine.tools.verify import verify_partition
 from tests.helpers.engine import TakenListing, open_topic, records
 

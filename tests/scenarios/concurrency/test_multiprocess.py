@@ -13,8 +13,8 @@ import sys
 import textwrap
 import time
 
-from tests.helpers.engine import open_topic
 from storage_engine.logdir.manager import LogManager
+from tests.helpers.engine import open_topic
 
 DURATION_S = 4.0
 

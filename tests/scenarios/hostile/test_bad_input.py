@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import CheckpointError, InvalidSegmentNameError, NotRegularFileError
-
 from tests.helpers.cli import run_logctl
 from tests.helpers.engine import partition_stats
 from tests.helpers.paths import REPO

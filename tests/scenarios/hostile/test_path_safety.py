@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from storage_engine.errors import NotRegularFileError
-
 from tests.helpers.cli import run_logctl
 from tests.helpers.engine import partition_stats
 

@@ -19,13 +19,13 @@ import time
 
 import pytest
 
+from storage_engine.cleaner import LogCleaner
+from storage_engine.errors import NeedsRecoveryError
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.tools.verify import verify_log, verify_partition
 from tests.helpers.cleaner import NOW, compacted, content, put
 from tests.helpers.crash import crash_env
-from storage_engine.cleaner import LogCleaner
-from storage_engine.logdir.manager import LogManager
-from storage_engine.errors import NeedsRecoveryError
-from storage_engine.tools.verify import verify_log, verify_partition
-from storage_engine.log.append_validation import ProducerRecord
 
 COMPACT = textwrap.dedent("""
     import sys

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.engine import fixture_log_dirs
-
 from storage_engine.logdir.manager import LogManager
 from storage_engine.tools.verify import verify_log
+from tests.helpers.engine import fixture_log_dirs
 
 
 def _inventory(root: Path) -> dict[str, dict[str, str]]:
@@ -32,7 +31,7 @@ def _inventory(root: Path) -> dict[str, dict[str, str]]:
             header = cells
             continue
         if header and not set(cells[0]) <= set("-: "):
-            rows[cells[0].strip("`")] = dict(zip(header, cells))
+            rows[cells[0].strip("`")] = dict(zip(header, cells, strict=False))
     return rows
 
 
@@ -81,7 +80,7 @@ def test_broker_indexes_agree_with_the_engine_lookups(real_kafka, tmp_path):
         with LogManager([broker]) as mb, LogManager([rebuilt]) as mr:
             for log in mb.logs():
                 other = mr.get_log(log.topic, log.partition)
-                for seg, seg2 in zip(log.segments, other.segments):
+                for seg, seg2 in zip(log.segments, other.segments, strict=False):
                     if not (src / log.dir.name / seg.offset_index.path.name).exists() or seg.offset_index.entries == 0:
                         continue
                     last = seg.read_next_offset()

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from storage_engine.record import TimestampType, decode_batch, scan_batches, verify_batch
-
 from tests.helpers.paths import REAL_KAFKA as ROOT
+
 INVENTORY = ROOT / "INVENTORY.md"
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER"}
 
@@ -36,7 +36,7 @@ def inventory_rows() -> list[dict[str, str]]:
         if cells[:2] == ["file", "size"]:
             columns = cells
         elif columns and not set(line) <= set("|-: "):
-            rows.append(dict(zip(columns, cells)))
+            rows.append(dict(zip(columns, cells, strict=False)))
     return rows
 
 
@@ -98,7 +98,7 @@ def decode_file(path: Path) -> Decoded:
 
 
 def utc_day(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).date().isoformat()
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).date().isoformat()
 
 
 def test_inventory_is_present(real_kafka: Path) -> None:
