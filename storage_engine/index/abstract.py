@@ -1,9 +1,9 @@
 """What both sparse indexes share (Kafka's ``AbstractIndex``): lazy opening, the preallocated
-file and its trim, loading that stops at a zero tail, binary search, append and truncation."""
+file and its trim, loading that stops at a zero tail, binary search, append and truncation.
+The byte-level reads of the file (valid prefix, zero tail, last entry) live in ``scan``."""
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 import sys
@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 from ..errors import CorruptIndexError, IndexSizeError, LogError
 from ..files.nofollow import open_nofollow
 from ..limits import INT_MAX
+from .scan import first_nonzero_slot, read_tail_bytes, read_valid_entries, round_down
 
 DEFAULT_MAX_INDEX_SIZE = 10485760
-_READ_CHUNK = 1 << 16  # bytes read per step when loading, so a zero tail is never read whole
 LITTLE_ENDIAN = sys.byteorder == "little"
 
 
@@ -54,10 +54,6 @@ class TimestampOffset:
     offset: int
 
 
-def _round_down(n: int, unit: int) -> int:
-    return n - n % unit
-
-
 class AbstractIndex:
     """File handling shared by both indexes: lazy load, preallocation, pwrite appends, resizing.
 
@@ -72,14 +68,8 @@ class AbstractIndex:
     _FULL_RESERVE: ClassVar[int] = 0  # slots kept free by is_full (the time index keeps one)
     _KIND: ClassVar[str] = "index"
 
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-        *,
-        writable: bool = True,
-    ) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int = DEFAULT_MAX_INDEX_SIZE, *,
+                 writable: bool = True) -> None:
         if max_index_size < self.ENTRY_SIZE:
             raise LogError(f"Invalid max index size: {max_index_size}")
         self._path = Path(path)
@@ -90,7 +80,7 @@ class AbstractIndex:
         self._rel = array("i")
         self._val = array(self._VAL_TYPECODE)
         self._length: int | None = None  # file length in bytes; None while the file is absent
-        self._create_length = _round_down(max_index_size, self.ENTRY_SIZE)
+        self._create_length = round_down(max_index_size, self.ENTRY_SIZE)
         self._fd = -1  # write descriptor, opened on the first write
         self._dirty = False
 
@@ -171,38 +161,11 @@ class AbstractIndex:
             return
         try:
             self._length = os.fstat(fd).st_size
-            self._read_entries(fd)
+            read_valid_entries(fd, self._length, self.ENTRY_SIZE, self._unpack, self._follows,
+                               self._rel, self._val)
         finally:
             os.close(fd)
         self._loaded = True
-
-    def _read_entries(self, fd: int) -> None:
-        size = self.ENTRY_SIZE
-        usable = _round_down(self._length or 0, size)
-        chunk_bytes = _round_down(_READ_CHUNK, size)
-        prev: tuple[int, int] | None = None
-        pos = 0
-        while pos < usable:
-            data = os.pread(fd, min(chunk_bytes, usable - pos), pos)
-            if not data:
-                break
-            data = data[: _round_down(len(data), size)]
-            for rel, val in self._unpack(data):
-                if prev is None:
-                    if rel == 0 and val == 0 and self._next_slot_is_zero(fd, usable):
-                        return
-                elif not self._follows(prev[0], prev[1], rel, val):
-                    return
-                self._rel.append(rel)
-                self._val.append(val)
-                prev = (rel, val)
-            pos += len(data)
-
-    def _next_slot_is_zero(self, fd: int, usable: int) -> bool:
-        size = self.ENTRY_SIZE
-        if usable < 2 * size:
-            return False  # a trimmed one-entry file: the all-zero entry is real
-        return os.pread(fd, size, size) == bytes(size)
 
     # ------------------------------------------------------------------ writing
 
@@ -249,11 +212,9 @@ class AbstractIndex:
 
         Zeroing keeps the invariant that everything after the last entry reads as zero tail;
         Kafka leaves stale slots because it never rereads an untrimmed file without rebuilding
-        it. The slots are overwritten in place: that needs no free space (their blocks are the
-        file's already) and no room under a file size limit, so the undo of a failed append or
-        roll (``rollback``) works on the full disk or under the limit that made it fail.
-        Cutting the file and growing it back fails under a limit below a preallocated index's
-        length.
+        it. Overwriting in place needs no free space and no room under a file size limit (which
+        cutting the file and growing it back would), so the undo of a failed append or roll
+        (``rollback``) works on the full disk or under the limit that made it fail.
         """
         old = len(self._rel)
         if n >= old:
@@ -265,8 +226,7 @@ class AbstractIndex:
             self._dirty = True
 
     def _pwrite(self, data: bytes, position: int) -> None:
-        """Write at ``position``; an error names the file (a full disk while recovery rebuilt an
-        index said only "[Errno 28] No space left on device")."""
+        """Write at ``position``; an error names the file, which a bare errno does not."""
         try:
             os.pwrite(self._write_fd(), data, position)
         except OSError as exc:
@@ -311,15 +271,14 @@ class AbstractIndex:
         """Set the file length to ``roundDown(new_size, entry size)``; True if it changed.
 
         The loader re-extends the active segment's indexes with this after loading them
-        trimmed. A missing file is not created: the new length applies when it is. Never
-        below the entries it holds (and the slot ``is_full`` reserves): a ``segment.index.bytes``
-        lowered under an active segment with more entries refused every later append, and
-        left its log dir to a recovery that failed the same way, for every topic. The index is
-        then full instead, and the segment rolls at its next append (``LogSegment.should_roll``).
+        trimmed. A missing file is not created: the new length applies when it is. Never below
+        the entries it holds (and the slot ``is_full`` reserves): a ``segment.index.bytes``
+        lowered under an active segment makes the index full instead, so the segment rolls at
+        its next append (``LogSegment.should_roll``) rather than refusing it.
         """
         self._require_writable()
         self._ensure_loaded()
-        return self._resize_to(max(_round_down(new_size, self.ENTRY_SIZE),
+        return self._resize_to(max(round_down(new_size, self.ENTRY_SIZE),
                                    (len(self._rel) + self._FULL_RESERVE) * self.ENTRY_SIZE))
 
     def _resize_to(self, length: int) -> bool:
@@ -434,31 +393,14 @@ class AbstractIndex:
                 f"last offset is {self.base_offset + self._rel[-1]} which is less than the base "
                 f"offset {self.base_offset}."
             )
-        self._check_zero_tail(length)
-
-    def _check_zero_tail(self, length: int) -> None:
-        """Everything after the valid entries must be zero; anything else is garbage, not a tail."""
-        start = len(self._rel) * self.ENTRY_SIZE
-        if start >= length:
-            return
-        fd = open_nofollow(self._path, os.O_RDONLY)
-        try:
-            end = _end_of_data(fd, length, self.ENTRY_SIZE)  # holes read as zero: skip them
-            pos = start
-            while pos < end:
-                data = os.pread(fd, min(1 << 20, end - pos), pos)
-                if not data:
-                    break
-                if data.count(0) != len(data):
-                    bad = _round_down(pos + next(i for i, b in enumerate(data) if b), self.ENTRY_SIZE)
-                    raise CorruptIndexError(
-                        f"Corrupt {self._KIND} found, index file ({self._path}) has "
-                        f"{len(self._rel)} valid entries but a non-zero byte in the entry at "
-                        f"position {bad} after them."
-                    )
-                pos += len(data)
-        finally:
-            os.close(fd)
+        # Everything after the valid entries must be zero; anything else is garbage, not a tail.
+        bad = first_nonzero_slot(self._path, len(self._rel) * self.ENTRY_SIZE, length, self.ENTRY_SIZE)
+        if bad is not None:
+            raise CorruptIndexError(
+                f"Corrupt {self._KIND} found, index file ({self._path}) has "
+                f"{len(self._rel)} valid entries but a non-zero byte in the entry at "
+                f"position {bad} after them."
+            )
 
     # ------------------------------------------------------------------ entries
 
@@ -485,63 +427,16 @@ class AbstractIndex:
     @classmethod
     def read_tail(cls, path: Path | str, base_offset: int) -> tuple[Any, bool]:
         """The file's last entry without loading the index, and whether the file is trimmed to
-        its entries (no zero tail: a rolled segment's, or a missing or empty one), which the
-        stats use to tell a roll that finished from one a kill cut short. One ``pread`` for a
-        trimmed file.
+        its entries, which the stats use to tell a roll that finished from one a kill cut short.
 
-        Used by cheap stats over thousands of partitions. For an untrimmed file (another
-        process's active segment) the zero tail is skipped backwards: holes are jumped with
-        ``SEEK_DATA``/``SEEK_HOLE`` where the filesystem supports them, and data is read in
-        blocks that double in size. Agrees with ``last_entry()`` of a loaded index for every
-        valid file.
+        Cheap enough for stats over thousands of partitions (``scan.read_tail_bytes``); agrees
+        with ``last_entry()`` of a loaded index for every valid file.
         """
-        try:
-            fd = open_nofollow(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return cls._empty_entry(base_offset), True
-        try:
-            while True:  # again when the file shrank under the reads: its writer's close trimmed it
-                try:
-                    return cls._tail_of(fd, base_offset)
-                except _Shrank:
-                    continue
-        finally:
-            os.close(fd)
-
-    @classmethod
-    def _tail_of(cls, fd: int, base_offset: int) -> tuple[Any, bool]:
-        """``read_tail`` of an open file; ``_Shrank`` when a read finds it shorter than its
-        ``fstat`` said a moment before."""
-        size = cls.ENTRY_SIZE
-        usable = _round_down(os.fstat(fd).st_size, size)
-        if usable == 0:
-            return cls._empty_entry(base_offset), True
-        last = _pread_exactly(fd, size, usable - size)
-        if last != bytes(size):
-            return cls._decode_one(last, base_offset), True
-        return cls._last_entry_before_zeros(fd, base_offset, usable), usable == size  # see its end
-
-    @classmethod
-    def _last_entry_before_zeros(cls, fd: int, base_offset: int, usable: int) -> Any:
-        """The last entry of a file with a zero tail (preallocated, not trimmed)."""
-        size = cls.ENTRY_SIZE
-        end = _end_of_data(fd, usable, size)
-        block = _round_down(4096, size)
-        while end > 0:
-            start = max(0, _round_down(end - block, size))
-            stripped = _pread_exactly(fd, end - start, start).rstrip(b"\0")
-            if stripped:
-                slot = start + _round_down(len(stripped) - 1, size)
-                return cls._decode_one(_pread_exactly(fd, size, slot), base_offset)
-            end = start
-            block = min(block * 2, _round_down(1 << 20, size))
-        # Nothing but zeros: a real all-zero entry only in a trimmed one-entry file.
-        return cls._make_entry(base_offset, 0, 0) if usable == size else cls._empty_entry(base_offset)
-
-    @classmethod
-    def _decode_one(cls, data: bytes, base_offset: int) -> Any:
-        ((rel, val),) = cls._unpack(data)
-        return cls._make_entry(base_offset, rel, val)
+        tail = read_tail_bytes(path, cls.ENTRY_SIZE)
+        if tail.last is None:
+            return cls._empty_entry(base_offset), tail.trimmed
+        ((rel, val),) = cls._unpack(tail.last)
+        return cls._make_entry(base_offset, rel, val), tail.trimmed
 
     # ------------------------------------------------------------------ search helpers
 
@@ -555,39 +450,3 @@ class AbstractIndex:
     def _floor_by_rel(self, target_offset: int) -> int:
         """Slot of the largest entry with offset <= target, or -1."""
         return bisect_right(self._rel, target_offset - self.base_offset) - 1
-
-
-class _Shrank(Exception):
-    """A read of an index file ended before the length its ``fstat`` gave (a trim meanwhile)."""
-
-
-def _pread_exactly(fd: int, n: int, offset: int) -> bytes:
-    data = os.pread(fd, n, offset)
-    if len(data) < n:
-        raise _Shrank()
-    return data
-
-
-def _end_of_data(fd: int, limit: int, entry_size: int) -> int:
-    """End (rounded up to an entry) of the last data region below ``limit``, skipping holes.
-
-    Preallocated index files are sparse, so this finds the written part of a 10 MiB file
-    without reading its zeros. Without ``SEEK_DATA`` support the whole file counts as data.
-    """
-    if not hasattr(os, "SEEK_DATA"):
-        return limit
-    end = 0
-    pos = 0
-    while pos < limit:
-        try:
-            data_start = os.lseek(fd, pos, os.SEEK_DATA)
-            hole = os.lseek(fd, data_start, os.SEEK_HOLE)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # no data at or after pos
-                break
-            return limit
-        if data_start >= limit:
-            break
-        end = min(hole, limit)
-        pos = hole
-    return min(end + (-end) % entry_size, limit)
