@@ -21,15 +21,15 @@ Because each split reads only up to the byte position and offset fixed at planni
 query sees one consistent snapshot even while producers append. A segment that retention or
 the cleaner renamed to ``.deleted`` after planning is still read under that name (Kafka keeps
 such files for ``file.delete.delay.ms`` precisely for in-flight readers).
+
+The options and their strict checks live in :mod:`spark_jobs.datasource_options`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,16 +48,15 @@ from pyspark.sql.types import (
 )
 
 from storage_engine.config.topic import LogConfig
-from storage_engine.config.values import INT_MAX, LONG_MAX
-from storage_engine.errors import CorruptRecordError, shown_value
-from storage_engine.files.naming import DELETED_SUFFIX, parse_partition_number
+from storage_engine.errors import CorruptRecordError
+from storage_engine.files.naming import DELETED_SUFFIX
 from storage_engine.log.log import Log
 from storage_engine.log.segment import LogSegment
 from storage_engine.logdir.manager import LogManager, PartitionLocation
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
-from storage_engine.tools.usage import bounded_int
 
+from .datasource_options import ReadOptions, TopicPartition, option_error
 from .errors import DataSourceOptionError, SparkJobError
 
 __all__ = [
@@ -111,11 +110,6 @@ KAFKA_ARROW_SCHEMA = pa.schema(
     ]
 )
 
-#: Kafka's ``ListOffsets`` sentinels, as Spark's Kafka source accepts them in its JSON offsets.
-EARLIEST = -2
-LATEST = -1
-
-DEFAULT_MAX_BYTES_PER_SPLIT = 128 << 20
 #: Bounds of one yielded Arrow batch: Spark passes our batches through unchanged, and a regular
 #: (32-bit offset) binary column must stay under 2 GiB.
 MAX_BATCH_ROWS = 65_536
@@ -123,206 +117,9 @@ MAX_BATCH_BYTES = 64 << 20
 #: Compressed bytes decoded at once; decoding expands them, so this stays well below the batch limit.
 _DECODE_GROUP_BYTES = 8 << 20
 
-#: Option names as documented; Spark hands them over lower-cased. ``paths`` is what Spark sets
-#: for ``load([dir1, dir2])`` (a JSON list); ``load("dir1,dir2")`` sets ``path``.
-_KNOWN_OPTIONS = (
-    "path",
-    "paths",
-    "topics",
-    "partitions",
-    "startingOffset",
-    "endingOffset",
-    "startingOffsets",
-    "endingOffsets",
-    "maxBytesPerSplit",
-)
-
-TopicPartition = tuple[str, int]
-
 
 class SegmentChangedError(SparkJobError):
     """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced: re-run the query."""
-
-
-# ---------------------------------------------------------------------- options
-
-
-def _bad(option: str, value: object, why: str) -> DataSourceOptionError:
-    return DataSourceOptionError(f"kafka-log option {option}={shown_value(value)}: {why}")
-
-
-def _parse_int(option: str, text: str, what: str, *, minimum: int, maximum: int = LONG_MAX,
-               whole: str | None = None) -> int:
-    """``text`` as ``what``, an integer in ``[minimum, maximum]`` written exactly as ``logctl``
-    reads one (``bounded_int``: ASCII digits, no spaces or sign but ``-``); errors show
-    ``whole`` (the full option value) when ``text`` is one item of a list."""
-    try:
-        return bounded_int(what, minimum, maximum)(text)
-    except argparse.ArgumentTypeError as exc:
-        raise _bad(option, text if whole is None else whole, str(exc)) from None
-
-
-def _load_json(option: str, text: str, example: str, hook: Callable[[list], dict] | None = None) -> object:
-    """``text`` parsed as JSON (``hook``: ``json.loads``'s ``object_pairs_hook``); what Python's
-    parser refuses beyond malformed text (nesting past its recursion limit, an integer of more
-    than 4300 digits) is refused naming the option too."""
-    try:
-        return json.loads(text, object_pairs_hook=hook)
-    except json.JSONDecodeError as exc:
-        raise _bad(option, text, f"not JSON ({exc.msg}); expected e.g. {example}") from None
-    except RecursionError:
-        raise _bad(option, text, "nested too deeply") from None
-    except ValueError as exc:  # an integer past int()'s digit limit
-        raise _bad(option, text, f"not readable as JSON ({exc.args[0].split(':')[0]})") from None
-
-
-def _unique_keys(option: str, text: str):
-    """A ``json.loads`` hook refusing a key given twice (the last one silently won)."""
-    def build(pairs: list[tuple[str, object]]) -> dict:
-        out: dict = {}
-        for key, value in pairs:
-            if key in out:
-                raise _bad(option, text, f"{key!r} is given twice")
-            out[key] = value
-        return out
-    return build
-
-
-def _split_list(option: str, text: str) -> list[str]:
-    """A comma-separated list, each item trimmed (as Spark's Kafka source reads ``subscribe``);
-    an empty item ("0," or "a,,b") is refused rather than passed over."""
-    items = [item.strip() for item in text.split(",")]
-    if not any(items):
-        raise _bad(option, text, "names nothing (expected a comma-separated list)")
-    if not all(items):
-        raise _bad(option, text, f"item {items.index('') + 1} is empty (expected a comma-separated list)")
-    return items
-
-
-def _parse_offsets_json(option: str, text: str, forbidden: int) -> dict[TopicPartition, int] | int:
-    """Spark's Kafka-source form: ``{"topic": {"0": 12}}`` with -2 earliest and -1 latest, or
-    the words ``earliest``/``latest`` for every partition. ``forbidden`` is the sentinel a batch
-    query cannot use at this end (Spark refuses a ``latest`` start and an ``earliest`` end)."""
-    words = {"earliest": EARLIEST, "latest": LATEST}
-    word = text.strip().lower()
-    if word in words:
-        if words[word] == forbidden:
-            raise _bad(option, text, f"{word} is not allowed here in a batch query")
-        return words[word]
-    body = _load_json(option, text, '{"topic": {"0": 12}}', _unique_keys(option, text))
-    if not isinstance(body, dict):
-        raise _bad(option, text, "expected a JSON object of topics")
-    out: dict[TopicPartition, int] = {}
-    for topic, parts in body.items():
-        if not isinstance(parts, dict):
-            raise _bad(option, text, f"topic {topic!r} must map partition numbers to offsets")
-        for part, offset in parts.items():
-            number = parse_partition_number(part) if isinstance(part, str) else None
-            if number is None:
-                raise _bad(option, text, f"partition {part!r} of topic {topic!r} is not a partition number")
-            if isinstance(offset, bool) or not isinstance(offset, int) or not EARLIEST <= offset <= LONG_MAX:
-                raise _bad(option, text, f"offset {shown_value(offset)} of {topic}-{part} is not an offset, -2 or -1")
-            if offset == forbidden:
-                raise _bad(option, text, f"offset {offset} of {topic}-{part} is not allowed here in a batch query")
-            out[(topic, number)] = offset
-    return out
-
-
-def _parse_log_dirs(path: str | None, paths: str | None) -> tuple[str, ...]:
-    """The log dirs of ``load("a,b")`` (``path``) and/or ``load(["a", "b"])`` (``paths``)."""
-    dirs: list[str] = []
-    if paths:
-        listed = _load_json("paths", paths, '["/data/logs"]')
-        if not (isinstance(listed, list) and all(isinstance(p, str) for p in listed)):
-            raise _bad("paths", paths, "expected a JSON list of log directories")
-        for item in listed:
-            dirs.extend(_split_list("paths", item))
-    if path:
-        dirs.extend(_split_list("path", path))
-    if not dirs:
-        raise _bad("path", path, 'a log directory is needed: spark.read.format("kafka-log").load("/data/logs")')
-    for d in dirs:
-        if not Path(d).is_dir():
-            raise _bad("path", path or paths, f"{d} is not a directory")
-    return tuple(dirs)
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """The options of one read, parsed and checked before any file is opened.
-
-    ``starting``/``ending`` hold the per-partition JSON offsets; a whole-value ``earliest`` /
-    ``latest`` is stored as the matching default (``None``).
-    """
-
-    log_dirs: tuple[str, ...]
-    topics: tuple[str, ...] | None = None
-    partitions: tuple[int, ...] | None = None
-    starting_offset: int | None = None
-    ending_offset: int | None = None
-    starting: Mapping[TopicPartition, int] = field(default_factory=dict)
-    ending: Mapping[TopicPartition, int] = field(default_factory=dict)
-    max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        """Raise :class:`DataSourceOptionError` naming the option and its value for anything malformed."""
-        given = {k.lower(): v for k, v in options.items()}
-        for key, value in given.items():
-            if key not in {name.lower() for name in _KNOWN_OPTIONS}:
-                raise _bad(key, value, f"unknown option (known: {', '.join(_KNOWN_OPTIONS)})")
-
-        def number(name: str, what: str, minimum: int) -> int | None:
-            text = given.get(name.lower())
-            return None if text is None else _parse_int(name, text, what, minimum=minimum)
-
-        def offsets(name: str, forbidden: int) -> dict[TopicPartition, int]:
-            text = given.get(name.lower())
-            parsed = {} if text is None else _parse_offsets_json(name, text, forbidden)
-            if isinstance(parsed, dict):  # per partition, over the single option
-                return parsed
-            single = name[:-1]  # earliest/latest names every partition, as the single option does
-            if single.lower() in given:
-                raise _bad(name, text, f"names every partition, as {single}={given[single.lower()]} does: give one")
-            return {}  # earliest/latest everywhere: the default
-
-        start, end = number("startingOffset", "an offset", 0), number("endingOffset", "an offset", 0)
-        if start is not None and end is not None and start > end:
-            raise _bad("startingOffset", start, f"is above endingOffset={end} (the end is exclusive)")
-        partitions = None
-        if "partitions" in given:
-            text = given["partitions"]
-            items = _split_list("partitions", text)
-            partitions = tuple(_parse_int("partitions", p, "a partition number", minimum=0, maximum=INT_MAX, whole=text)
-                               for p in items)
-        return cls(
-            log_dirs=_parse_log_dirs(given.get("path"), given.get("paths")),
-            topics=tuple(_split_list("topics", given["topics"])) if "topics" in given else None,
-            partitions=partitions,
-            starting_offset=start,
-            ending_offset=end,
-            starting=offsets("startingOffsets", LATEST),
-            ending=offsets("endingOffsets", EARLIEST),
-            max_bytes_per_split=number("maxBytesPerSplit", "a byte count", 1) or DEFAULT_MAX_BYTES_PER_SPLIT,
-        )
-
-    def offset_range(self, tp: TopicPartition, log_start: int, log_end: int) -> tuple[int, int]:
-        """``[first, end)`` to read from ``tp``: the options clamped to the partition's
-        ``[log start, log end)``. Records below the log start offset are deleted, so a start
-        below it reads from it (Spark's Kafka source would report data loss; files at rest have
-        no later data to fall back to). A start beyond the log end fails the query, as Spark's
-        Kafka source fails a batch whose beginning offset is after its ending offset."""
-        start = self.starting.get(tp, self.starting_offset)
-        end = self.ending.get(tp, self.ending_offset)
-        option = "startingOffsets" if tp in self.starting else "startingOffset"
-        if start is not None and end is not None and end != LATEST and start > end:
-            raise _bad(option, start, f"is above the ending offset {end} of {tp[0]}-{tp[1]} (the end is exclusive)")
-        if start is not None and start > log_end:
-            raise _bad(option, start, f"beginning offset {start} is after the log end offset {log_end} for topic "
-                                      f"{tp[0]} partition {tp[1]} (the next offset to be written): nothing is there")
-        first = log_start if start is None or start == EARLIEST else max(start, log_start)
-        last = log_end if end is None or end == LATEST else min(end, log_end)
-        return first, max(first, last)
 
 
 # ---------------------------------------------------------------------- planning (driver)
@@ -356,13 +153,14 @@ def _choose_partitions(manager: LogManager, opts: ReadOptions, on_disk: list[Top
     topics = opts.topics if opts.topics is not None else tuple(sorted(known_topics))
     unknown = [t for t in topics if t not in known_topics]
     if unknown:
-        raise _bad("topics", ",".join(opts.topics or ()), f"no topic {', '.join(unknown)} in {','.join(opts.log_dirs)}")
+        raise option_error("topics", ",".join(opts.topics or ()),
+                           f"no topic {', '.join(unknown)} in {','.join(opts.log_dirs)}")
     chosen = [tp for tp in on_disk if tp[0] in topics and (opts.partitions is None or tp[1] in opts.partitions)]
     if opts.partitions is not None:
         present = {p for _, p in chosen}
         missing = [p for p in opts.partitions if p not in present]
         if missing:
-            raise _bad(
+            raise option_error(
                 "partitions",
                 ",".join(map(str, opts.partitions)),
                 f"partition {missing[0]} exists in none of the topics read ({', '.join(topics)})",
@@ -372,7 +170,8 @@ def _choose_partitions(manager: LogManager, opts: ReadOptions, on_disk: list[Top
         stray = sorted(tp for tp in offsets if tp not in chosen_set)
         if stray:
             topic, partition = stray[0]
-            raise _bad(option, f"{topic}-{partition}", "names a partition that is not among the partitions read")
+            raise option_error(option, f"{topic}-{partition}",
+                               "names a partition that is not among the partitions read")
     return chosen
 
 
