@@ -37,7 +37,7 @@ looks; any temporary file it finds was left by a process that died. In order:
    failing its CRC after a clean shutdown is only reported. A read-only view reads up to such
    a header and names what recovery would do there; when the next writable open will recover
    (the last writer did not close cleanly and none has the dir open, ``LogDir``), the view
-   reads the log as that recovery leaves it (``LogSegment.valid_prefix``) and names the cut.
+   reads the log as that recovery leaves it (``segment_recovery.valid_prefix``) and names the cut.
 8. A log start offset checkpoint beyond the log end as found is ignored (Kafka deletes every
    segment instead); one within it is a committed deletion: the segments wholly below it go
    before recovery, which need not revalidate them; a log recovery cuts below it restarts
@@ -57,7 +57,6 @@ from pathlib import Path
 from ..config.topic import LogConfig
 from ..errors import (
     CheckpointError,
-    CorruptIndexError,
     CorruptRecordError,
     InvalidSegmentNameError,
     LogError,
@@ -78,6 +77,7 @@ from ..files.naming import (
 )
 from ..record import verify_batch
 from .segment import LogSegment
+from .segment_recovery import index_problem, read_end, tail_state, valid_prefix
 from .staging import remove_staging_if_idle
 from .temp_files import TempFilePlan, plan_temp_files
 
@@ -229,7 +229,7 @@ class LogLoader:
         damage, reported, not cut."""
         if not self.had_clean_shutdown:
             return RecoveryStart(self._first_recovered(segments), "the log dir was not shut down cleanly")
-        state, position = self._tail_state(segments[-1])
+        state, position = tail_state(segments[-1])
         name = segments[-1].log_path.name
         if state == "ok":
             return RecoveryStart(None, "")
@@ -241,7 +241,7 @@ class LogLoader:
 
     def _view_recovery_cut(self, segments: list[LogSegment], first: int, why: str) -> list[LogSegment]:
         """Read-only: read the log as the recovery a writable open makes (``_recover``) leaves
-        it: cut at the end of the first valid prefix (``LogSegment.valid_prefix``, the rule
+        it: cut at the end of the first valid prefix (``segment_recovery.valid_prefix``, the rule
         ``recover`` applies) from segment ``first`` on, without the later segments, and name the
         cut with ``why`` recovery runs. Every segment recovery revalidates is read without its
         indexes, which it rebuilds. A segment whose indexes the view left out (``indexes_forgotten``) is skipped: the view
@@ -251,7 +251,7 @@ class LogLoader:
             seg = segments[i]
             if seg.indexes_forgotten:
                 continue
-            prefix = seg.valid_prefix()
+            prefix = valid_prefix(seg)
             if prefix.problem is None:
                 seg.forget_indexes()  # recovery rebuilds them, so no entry of the old ones counts
                 continue
@@ -272,7 +272,7 @@ class LogLoader:
         Those recovery cuts are cut in the view already (``_view_recovery_cut``); any left lies
         where no recovery looks, so a writable open leaves it too."""
         for seg in segments:
-            invalid = seg.read_end().invalid
+            invalid = read_end(seg).invalid
             if invalid is not None:
                 self.warnings.append(f"{invalid}: before the segments recovery revalidates, so a writable open "
                                      f"leaves it; reads stop there")
@@ -294,11 +294,11 @@ class LogLoader:
         timestamp, where the rebuilt one will not. The rebuild is recovery of that segment, so
         the view also ends it where recovery truncates it (a gap before the next segment, as in
         Kafka's ``LogLoader``, which keeps the later segments there)."""
-        problem = self._index_problem(seg)
+        problem = index_problem(seg)
         if not problem:
             return
         rebuild = f"{problem}; a writable open rebuilds both indexes of {seg.log_path.name} from it"
-        prefix = seg.valid_prefix()  # that rebuild is ``recover``: it also truncates, after any shutdown
+        prefix = valid_prefix(seg)  # that rebuild is ``recover``: it also truncates, after any shutdown
         if prefix.problem is None:
             seg.forget_indexes()
             self.warnings.append(rebuild)
@@ -451,7 +451,7 @@ class LogLoader:
         segments = []
         for base in self._live_bases():
             seg = LogSegment(self.dir, base, self.config)
-            problem = self._index_problem(seg)
+            problem = index_problem(seg)
             if problem:
                 truncated = seg.recover()
                 self.actions.append(f"rebuilt indexes of {seg.log_path.name} ({problem})")
@@ -459,19 +459,6 @@ class LogLoader:
                     self.actions.append(f"truncated {truncated} invalid bytes from {seg.log_path.name}")
             segments.append(seg)
         return segments
-
-    @staticmethod
-    def _index_problem(seg: LogSegment) -> str | None:
-        """Why step 5 rebuilds the segment's indexes, naming the index file first (as ``verify``'s
-        problems name their file), or None when both are present and pass their sanity check."""
-        for index in (seg.offset_index, seg.time_index):
-            if not index.path.exists():
-                return f"{index.path}: missing"
-            try:
-                index.sanity_check()
-            except CorruptIndexError as exc:
-                return f"{index.path}: {str(exc).rstrip('.')}"
-        return None
 
     # -------------------------------------------------------------- step 6
 
@@ -516,23 +503,3 @@ class LogLoader:
                     self.actions.append(f"deleted {later.log_path.name}, which followed a truncated segment")
                 return segments[: i + 1]
         return segments
-
-    @staticmethod
-    def _tail_state(seg: LogSegment) -> tuple[str, int]:
-        """Check the batches after the last index entry: ("ok" | "partial" | "invalid" | "corrupt",
-        position). "invalid" is a header no batch can have (a size below the minimum batch
-        overhead, a bad magic: not a batch at all, like the zeros a crash can leave), which
-        recovery truncates as Kafka's ``LogSegment.recover`` does; "corrupt" is a complete batch
-        failing its CRC or structure checks."""
-        start = seg.last_indexed_position
-        end = start
-        try:
-            for raw in seg.batches(start, seg.refresh_size()):
-                try:
-                    verify_batch(raw, path=str(seg.log_path))
-                except CorruptRecordError:
-                    return "corrupt", end
-                end = raw.position + raw.header.size_in_bytes
-        except CorruptRecordError:
-            return "invalid", end
-        return ("ok" if end == seg.size else "partial"), end

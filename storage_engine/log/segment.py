@@ -8,8 +8,9 @@ offset to a file position through the offset index and then scan batch headers f
 The ``.log`` file descriptor is opened when the segment object is created, so a segment that
 another process renames or deletes afterwards stays readable through it (POSIX keeps the
 inode alive). A segment created for appends creates both index files with its ``.log``
-(``_create_index_files``); a loaded segment's are opened lazily. Before an index is trusted
-the segment checks
+(``_create_index_files``); a loaded segment's are opened lazily. The two indexes are one
+``SegmentIndexes``, changed together; the recovery walk and the loader's checks of one segment
+are in ``segment_recovery.py``. Before an index is trusted the segment checks
 that its ``.log`` path still names the inode it holds, because an index that belongs to a
 swapped-in replacement would point into the wrong file (``LogChangedError`` then makes the
 log reload and retry).
@@ -20,18 +21,20 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.topic import LogConfig
-from ..errors import CorruptRecordError, LogChangedError, LogError
+from ..errors import LogChangedError, LogError
 from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
 from ..files.nofollow import open_nofollow
-from ..index import IndexMark, OffsetIndex, TimeIndex
+from ..index import IndexMark
 from ..limits import INT_MAX, LONG_MAX
-from ..record import RawBatch, decode_batch, verify_batch
+from ..record import RawBatch, decode_batch
 from ..record.file_records import read_batches
+from .segment_indexes import SegmentIndexes
+from .segment_recovery import IndexRebuild, read_end, valid_prefix
 from .segment_time import largest_timestamp
 
 _READ_CHUNK = 1 << 20
@@ -60,25 +63,6 @@ class AppendMark:
     bytes_since_last_index_entry: int | None
     offset_index: IndexMark
     time_index: IndexMark
-
-
-@dataclass(frozen=True)
-class SegmentEnd:
-    """``LogSegment.read_end``: the offset after the last valid batch, and what stopped the scan
-    short of the end of the file when a header no batch can have did."""
-
-    next_offset: int
-    invalid: CorruptRecordError | None
-
-
-@dataclass(frozen=True)
-class ValidPrefix:
-    """``LogSegment.valid_prefix``: the batches recovery keeps, from position 0. ``problem``
-    says what ends them short of the file's end (None when they reach it)."""
-
-    size: int
-    next_offset: int
-    problem: str | None
 
 
 @dataclass(frozen=True)
@@ -117,18 +101,9 @@ class LogSegment:
         self._fd = open_nofollow(self.log_path, flags)
         self._inode = os.fstat(self._fd).st_ino
         self._size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(
-            segment_file(self.dir, base_offset, INDEX_SUFFIX + file_suffix),
-            base_offset,
-            config.segment_index_bytes,
-            writable=writable,
-        )
-        self.time_index = TimeIndex(
-            segment_file(self.dir, base_offset, TIME_INDEX_SUFFIX + file_suffix),
-            base_offset,
-            config.segment_index_bytes,
-            writable=writable,
-        )
+        self.indexes = SegmentIndexes.open(self.dir, base_offset, file_suffix, config.segment_index_bytes,
+                                           writable=writable)
+        self.offset_index, self.time_index = self.indexes.both  # the pair's members, as callers name them
         self._indexes_checked = False
         self._max_ts: tuple[int, int] | None = None  # (max timestamp so far, offset of it)
         self.indexes_forgotten = False  # see ``forget_indexes``
@@ -147,8 +122,7 @@ class LogSegment:
         cannot be created (a full disk, a file size limit below ``segment.index.bytes``), the
         segment's files go again, so the refused roll or load leaves nothing behind."""
         try:
-            self.offset_index.create_file()
-            self.time_index.create_file()
+            self.indexes.create_files()
         except BaseException:
             self.close(trim_indexes=False)
             self.delete_files()
@@ -168,6 +142,11 @@ class LogSegment:
         return self._size
 
     @property
+    def file_size(self) -> int:
+        """Bytes in the ``.log`` file itself, whatever this object's view (``limit_view``)."""
+        return os.fstat(self._fd).st_size
+
+    @property
     def inode(self) -> int:
         return self._inode
 
@@ -178,7 +157,9 @@ class LogSegment:
         except FileNotFoundError:
             return False
 
-    def _checked_indexes(self) -> None:
+    def check_indexes(self) -> None:
+        """Before an index is trusted: ``LogChangedError`` unless the ``.log`` path still names
+        this object's file (see the module docstring); checked once per segment object."""
         if not self._indexes_checked:
             if not self.still_on_disk():
                 raise LogChangedError(f"segment {self.log_path} was replaced or deleted")
@@ -204,7 +185,7 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> RawBatch | None:
         """The first batch whose last offset is at or above ``offset``, or None if beyond this segment."""
-        self._checked_indexes()
+        self.check_indexes()
         start = max(self.offset_index.lookup(offset).position, starting_position)
         for raw in self.batches(start):
             if raw.header.last_offset >= offset:
@@ -227,7 +208,7 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last complete batch (the base offset for an empty segment)."""
-        return self.read_end().next_offset
+        return read_end(self).next_offset
 
     @property
     def last_indexed_position(self) -> int:
@@ -236,38 +217,12 @@ class LogSegment:
         ``LogSegment.readNextOffset`` does."""
         return self.offset_index.lookup(LONG_MAX).position if self.offset_index.entries else 0
 
-    def read_end(self) -> SegmentEnd:
-        """Where the segment's valid batches end, read from its last index entry on: the offset
-        after the last complete batch, and the error of a header no batch can have (a size
-        below the minimum, a bad magic: Kafka's ``CorruptRecordException``) if one stops the
-        scan before the end. Recovery truncates there (``recover``); until then the batches
-        before it are the segment."""
-        self._checked_indexes()
-        start = self.last_indexed_position
-        nxt, invalid = self._last_next_offset(start, None)
-        if nxt is None and start > 0:
-            # the last indexed batch is torn or invalid: the complete ones before it end the segment
-            nxt, earlier = self._last_next_offset(0, start)
-            invalid = earlier or invalid
-        return SegmentEnd(self.base_offset if nxt is None else nxt, invalid)
-
-    def _last_next_offset(self, start: int, end: int | None) -> tuple[int | None, CorruptRecordError | None]:
-        """The next offset of the last complete batch in ``[start, end)`` (None without one), and
-        the error of an invalid header that ended the scan."""
-        nxt = None
-        try:
-            for raw in self.batches(start, end):
-                nxt = raw.header.next_offset
-        except CorruptRecordError as exc:
-            return nxt, exc
-        return nxt, None
-
     def first_batch(self) -> RawBatch | None:
         return next(iter(self.batches(0)), None)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after ``timestamp`` and ``starting_offset``."""
-        self._checked_indexes()
+        self.check_indexes()
         entry = self.time_index.lookup(timestamp)
         start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
         path = str(self.log_path)
@@ -295,7 +250,7 @@ class LogSegment:
         that trimmed the time index, ``stats.py``);
         ``verify`` compares what they read with every batch's, as a time index whose last entry
         understates the batches it covers would get the segment deleted early."""
-        self._checked_indexes()
+        self.check_indexes()
         last = self.time_index.last_entry()
         best = (last.timestamp, last.offset)
         for raw in self.batches(self.last_indexed_position):
@@ -332,7 +287,7 @@ class LogSegment:
             waited = (max_timestamp_in_messages - rbt) if rbt >= 0 else (now - self.created_ms)
             if waited > self.config.max_segment_ms - self.roll_jitter_ms:
                 return RollDecision("segment.ms")
-        self._checked_indexes()
+        self.check_indexes()
         if self.offset_index.is_full:
             return RollDecision("offset index full")
         if self.time_index.is_full:
@@ -366,28 +321,19 @@ class LogSegment:
             # lives for weeks; a short-lived producer process would then never index. Count
             # the bytes already written since the last entry instead: the result is what a
             # single long-lived writer would have produced.
-            self._checked_indexes()
+            self.check_indexes()
             last = self.last_indexed_position
             self._bytes_since_last_index_entry = position - last
-        if self._bytes_since_last_index_entry > self.config.index_interval_bytes and self._indexes_have_room():
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(*self._load_max_timestamp())
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes and self.indexes.add_entry(
+                largest_offset, position, *self._load_max_timestamp()):
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
 
-    def _indexes_have_room(self) -> bool:
-        """Whether both indexes take another entry. A producer's segment rolls before it fills
-        them (``should_roll``); a cleaned segment (one per group, which cannot roll) and a
-        recovery's rebuild, under a ``segment.index.bytes`` lowered since the data was written,
-        then index no further: a sparser index is still a correct one, where a full one failed
-        every compaction and recovery of the log ("Attempt to append to a full index")."""
-        return not (self.offset_index.is_full or self.time_index.is_full)
-
     def append_mark(self) -> AppendMark:
         """Where the segment stands before a produce call, so ``rollback`` can undo the call."""
-        self._checked_indexes()
+        self.check_indexes()
         return AppendMark(self._size, self._max_ts, self._rolling_based_timestamp, self._bytes_since_last_index_entry,
-                          self.offset_index.mark(), self.time_index.mark())
+                          *self.indexes.mark())
 
     def rollback(self, mark: AppendMark) -> None:
         """Undo every append since ``mark``: the ``.log`` cut back to its old length (a torn batch
@@ -395,77 +341,29 @@ class LogSegment:
         the full disk that made the append fail."""
         os.ftruncate(self._fd, mark.size)
         self._size = mark.size
-        self.offset_index.rollback(mark.offset_index)
-        self.time_index.rollback(mark.time_index)
+        self.indexes.rollback(mark.offset_index, mark.time_index)
         self._max_ts = mark.max_ts
         self._rolling_based_timestamp = mark.rolling_based_timestamp
         self._bytes_since_last_index_entry = mark.bytes_since_last_index_entry
 
-    def valid_prefix(self, visit: Callable[[RawBatch], None] | None = None) -> ValidPrefix:
-        """Kafka's ``LogSegment.recover`` walk, the one rule for where a segment's valid batches
-        end, shared by recovery and by a read-only view of a recovery still to come: from
-        position 0 every batch must be whole, parse, pass its CRC and structure checks
-        (``verify_batch``), keep its offsets within int32 of the segment's base and start after
-        the batch before it ends; the first that does not ends the prefix. ``visit`` sees each valid batch in order. The view's
-        limit (``limit_view``) does not apply: this reads the file to its end."""
-        path = str(self.log_path)
-        total = os.fstat(self._fd).st_size
-        size, next_offset, problem = 0, self.base_offset, None
-        try:
-            for raw in self.batches(0, total):
-                verify_batch(raw, path=path)
-                header = raw.header
-                if not 0 <= header.last_offset - self.base_offset <= INT_MAX:
-                    problem = (f"the batch at position {raw.position} of {path} ends at offset {header.last_offset}, "
-                               f"outside the segment's int32 range from {self.base_offset}")
-                    break
-                if size and header.base_offset < next_offset:
-                    # a damaged base offset (outside the CRC): Kafka's index append would refuse
-                    # it (``InvalidOffsetException``) and the log would never load
-                    problem = (f"the batch at position {raw.position} of {path} starts at offset "
-                               f"{header.base_offset}, below the end of the batch before it ({next_offset})")
-                    break
-                if visit is not None:
-                    visit(raw)
-                size, next_offset = raw.position + header.size_in_bytes, header.next_offset
-        except CorruptRecordError as exc:
-            problem = str(exc)
-        if problem is None and size < total:
-            problem = f"a partial batch (a torn write) at position {size} of {path}"
-        return ValidPrefix(size, next_offset, problem)
-
     def recover(self) -> int:
         """Revalidate every batch, rebuild both indexes, truncate at the end of the valid prefix
-        (``valid_prefix``): a torn write, a batch failing its CRC or structure checks and
-        everything after either are cut, as Kafka's ``LogSegment.recover`` does. Returns the
-        number of bytes truncated. An index that fills before the segment ends takes no more
-        entries (``_indexes_have_room``; the time index keeps its reserved slot for the last
-        entry): a segment written under a larger ``segment.index.bytes`` or a smaller
-        ``index.interval.bytes`` than its topic has now failed its recovery, and so every
-        writable command of its log dir."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        max_ts, offset_of_max = -1, self.base_offset
-        last_index_entry = 0
-
-        def index(raw: RawBatch) -> None:
-            nonlocal max_ts, offset_of_max, last_index_entry
-            header = raw.header
-            if header.max_timestamp > max_ts:
-                max_ts, offset_of_max = header.max_timestamp, header.last_offset
-            if raw.position - last_index_entry > self.config.index_interval_bytes and self._indexes_have_room():
-                self.offset_index.append(header.last_offset, raw.position)
-                self.time_index.maybe_append(max_ts, offset_of_max)
-                last_index_entry = raw.position
-
-        valid_bytes = self.valid_prefix(index).size
-        truncated = os.fstat(self._fd).st_size - valid_bytes
+        (``segment_recovery.valid_prefix``): a torn write, a batch failing its CRC or structure
+        checks and everything after either are cut, as Kafka's ``LogSegment.recover`` does.
+        Returns the number of bytes truncated. An index that fills before the segment ends takes
+        no more entries (``SegmentIndexes.have_room``; the time index keeps its reserved slot for
+        the last entry): a segment written under a larger ``segment.index.bytes`` or a smaller
+        ``index.interval.bytes`` than its topic has now still recovers."""
+        self.indexes.reset()
+        rebuild = IndexRebuild(self.indexes, self.base_offset, self.config.index_interval_bytes)
+        valid_bytes = valid_prefix(self, rebuild).size
+        truncated = self.file_size - valid_bytes
         if truncated:
             os.ftruncate(self._fd, valid_bytes)
         self._size = valid_bytes
+        max_ts, offset_of_max = rebuild.max_timestamp, rebuild.offset_of_max_timestamp
         self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self.indexes.trim_to_valid_size()
         self._max_ts = (max_ts, offset_of_max)
         self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
@@ -483,10 +381,8 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove the batch holding ``offset`` and everything after it; returns bytes removed."""
         first = self.translate_offset(offset)
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
-        self.offset_index.resize(self.config.segment_index_bytes)
-        self.time_index.resize(self.config.segment_index_bytes)
+        self.indexes.truncate_to(offset)
+        self.indexes.resize(self.config.segment_index_bytes)
         if first is None:
             return 0
         removed = self._size - first.position
@@ -511,36 +407,28 @@ class LogSegment:
         """On roll, once the next segment exists: the final time-index entry (already there,
         see ``append_final_time_index_entry``), then both indexes trimmed to their entries."""
         self.append_final_time_index_entry()
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self.indexes.trim_to_valid_size()
 
     def resize_indexes(self, size: int) -> None:
-        self.offset_index.resize(size)
-        self.time_index.resize(size)
+        self.indexes.resize(size)
 
     def forget_indexes(self) -> None:
         """Read without either index (see ``AbstractIndex.forget``): lookups start at position 0.
         A read-only view does so for indexes a writable open rebuilds (``indexes_forgotten``)."""
-        self.offset_index.forget()
-        self.time_index.forget()
+        self.indexes.forget()
         self.indexes_forgotten = True
 
     def flush(self) -> None:
         os.fsync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        self.indexes.flush()
 
     def close(self, trim_indexes: bool = True) -> None:
         """Close the files; trimming is skipped when another process may have appended since."""
         if self._fd >= 0:
             if self.writable and trim_indexes:
-                self.offset_index.trim_to_valid_size()  # creates the files if never used
-                self.time_index.trim_to_valid_size()
-                self.offset_index.close()
-                self.time_index.close()
+                self.indexes.close()  # trimming creates the files if never used
             else:
-                self.offset_index.release()
-                self.time_index.release()
+                self.indexes.release()
             os.close(self._fd)
             self._fd = -1
 
@@ -567,8 +455,7 @@ class LogSegment:
             os.replace(path, path.with_name(stem + new_suffix))
         self.file_suffix = new_suffix
         self.log_path = segment_file(self.dir, self.base_offset, LOG_SUFFIX + new_suffix)
-        self.offset_index.rename_to(segment_file(self.dir, self.base_offset, INDEX_SUFFIX + new_suffix))
-        self.time_index.rename_to(segment_file(self.dir, self.base_offset, TIME_INDEX_SUFFIX + new_suffix))
+        self.indexes.rename(self.dir, self.base_offset, new_suffix)
 
     def delete_files(self) -> None:
         for path in self.existing_files():
