@@ -25,8 +25,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from storage_engine.cleaner import candidacy_from_stats
-from storage_engine.cleaner.plan import LogToClean, order_by_dirtiness
+from storage_engine.cleaner import LogToClean, candidacy_from_stats, order_by_dirtiness
 from storage_engine.config.topic import LogConfig
 from storage_engine.log.retention import RetentionPlan, plan_retention
 from storage_engine.log.stats import PartitionStats

@@ -78,6 +78,7 @@ from .inputs import InputSegment, SegmentRef
 from .log_cleaner import LogCleaner
 from .outcome import OUTCOME_OF_ERROR, PARTITION_ERRORS, outcome_of
 from .partition_cleaning import PartitionCleaning, after_steps, finish
+from .plan import LogToClean, order_by_dirtiness
 from .recopy import discard_staged, recopy_group
 from .report import CompactionReport
 from .rules import (
@@ -108,6 +109,7 @@ __all__ = [
     "KeysTask",
     "LastRecord",
     "LogCleaner",
+    "LogToClean",
     "OUTCOME_OF_ERROR",
     "PARTITION_ERRORS",
     "PartitionCleaning",
@@ -124,6 +126,7 @@ __all__ = [
     "candidacy_from_stats",
     "discard_staged",
     "finish",
+    "order_by_dirtiness",
     "outcome_of",
     "recopy_group",
     "recopy_spans",
