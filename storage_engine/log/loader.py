@@ -364,7 +364,7 @@ class LogLoader:
         a torn write, which only ever lies above it; appending at the end of the last batch
         would give offsets already acknowledged to other records (Kafka does so unless no
         segment is left). The offsets in between are a gap readers refuse to step over
-        (``LogReads``), as for a segment lost in the middle; the note names the cause."""
+        (``LogReader``), as for a segment lost in the middle; the note names the cause."""
         end, floor = segments[-1].read_next_offset(), self.recovery_point  # the end is at least the log start here
         if end < floor:
             self.warnings.append(f"{self.dir}: the last batch ends at offset {end}, below the recovery point "

@@ -9,51 +9,40 @@ generation counter, and retry when a segment they were about to use was swapped 
 from __future__ import annotations
 
 import bisect
-import os
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from ..config.topic import LogConfig
 from ..errors import (
-    AppendFailedError,
+    CorruptRecordError,
     LogError,
+    LogGapError,
     OffsetOutOfRangeError,
-    OffsetOverflowError,
     PartitionReplacedError,
     UndoFailedError,
-    write_failure,
 )
 from ..faults import crash_point
-from ..files.durable import fsync_dir
-from ..files.naming import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, check_not_metadata_log, segment_file
-from ..limits import LONG_MAX
-from ..record import CompressionType
-from .append_validation import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
+from ..files.naming import DELETED_SUFFIX, check_not_metadata_log
+from ..record import CompressionType, RawBatch, Record
+from .append_validation import ProducerRecord
+from .appender import UNDO_FAILED_NEXT, AppendInfo, LogAppender
 from .dir_state import LogDirState
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .partition_lock import PartitionLock
 from .producer_state import ProducerStateManager
-from .reads import LogReads
-from .segment import AppendMark, LogSegment, now_ms
+from .reads import LogReader
+from .segment import LogSegment, now_ms
+from .swap import replace_segments
 
-#: what a failed undo leaves (``Log._undo``): the process stops writing, recovery rebuilds the log
-UNDO_FAILED_NEXT = ("it takes no more writes in this process, and the next writable open of its log dir, once every "
-                    "process has closed it, recovers it from its files")
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    record_count: int
-    size_bytes: int
-    rolled: str | None  # why the log rolled before this append, if it did
+__all__ = ["AppendInfo", "Log"]
 
 
-class Log(LogReads):
-    """One partition. Open through ``LogManager`` (which knows the log dir and topic config)."""
+class Log:
+    """One partition. Open through ``LogManager`` (which knows the log dir and topic config).
+
+    The log owns the segment list, the lock, loading and syncing with other processes, the log
+    start offset, the swap and the close; it answers writes through its ``LogAppender`` and reads
+    through its ``LogReader``, both composed here."""
 
     def __init__(
         self,
@@ -77,10 +66,9 @@ class Log(LogReads):
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.load_actions: list[str] = []
-        self._unflushed = 0
-        self._last_flush_ms = now_ms()
-        self._dirty = False  # this process appended since its last flush
-        self._undo_failure: str | None = None  # why this process can no longer vouch for the log (``_undo``)
+        self._undo_failure: str | None = None  # why this process can no longer vouch for the log (``LogAppender._undo``)
+        self.appender = LogAppender(self)
+        self.reader = LogReader(self)
         if read_only:  # a view of what the next writable open makes of the log
             had_clean_shutdown = not log_dir.recovery_pending
         with self.lock.hold():
@@ -141,7 +129,7 @@ class Log(LogReads):
         producers = self._producers
         if producers.map_end_offset < self._leo:
             start = max(producers.map_end_offset, self.log_start_offset)
-            producers.replay(self._batches_from(start), self._leo, str(self.dir))
+            producers.replay(self.reader.batches_from(start), self._leo, str(self.dir))
         return producers
 
     def _snapshot_producers(self) -> None:
@@ -254,16 +242,8 @@ class Log(LogReads):
         compression: CompressionType = CompressionType.NONE,
         now: int | None = None,
     ) -> AppendInfo:
-        """Append records as one batch (a produce request from a producer with ``compression``)."""
-        now = now_ms() if now is None else now
-        self._require_producible()
-        with self.lock.hold():
-            self._sync_locked()
-            self._check_offsets_fit(self._leo + len(records))
-            batch = build_batch(
-                records, base_offset=self._leo, config=self.config, compression=compression, now_ms=now, tp=self.tp
-            )
-            return self._append_validated(batch, now)
+        """Append records as one batch (``LogAppender.append``)."""
+        return self.appender.append(records, compression=compression, now=now)
 
     def append_all(
         self,
@@ -272,192 +252,56 @@ class Log(LogReads):
         compression: CompressionType = CompressionType.NONE,
         now: int | None = None,
     ) -> list[AppendInfo]:
-        """Append several batches as one produce call: all of them, flushed, or none.
-
-        Kafka appends each batch of a produce request on its own, so a disk that fills half way
-        leaves the first half committed (and a torn batch until the next recovery). Here a
-        failure undoes the whole call under the lock (``_rollback``) and raises
-        :class:`AppendFailedError`: the log is as it was, and a caller can retry without
-        duplicating anything (an undo that fails too raises :class:`UndoFailedError`, see
-        ``_undo``). A kill part way through is no failure this process sees: the whole
-        batches written before it stay (recovery drops a torn one), unacknowledged.
-        """
-        now = now_ms() if now is None else now
-        self._require_producible()
-        with self.lock.hold():
-            self._sync_locked()
-            self._check_offsets_fit(self._leo + sum(len(records) for records in batches))
-            mark = self._tail_mark()
-            try:
-                infos = [
-                    self._append_validated(build_batch(records, base_offset=self._leo, config=self.config,
-                                                       compression=compression, now_ms=now, tp=self.tp), now)
-                    for records in batches
-                ]
-                self._flush_locked(now)  # durable, and the recovery point with it, before success
-                self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
-            except BaseException as exc:  # any failure after a batch went in (a damaged index refusing
-                self._undo(mark, exc)  # its entry, say) undoes the call too: no record stays that the call did not report
-                if not isinstance(exc, OSError):
-                    raise
-                failed = write_failure(self.tp, exc, self.active_segment.log_path)
-                if self._undo_failure is not None:
-                    raise UndoFailedError(f"{failed}; {self._undo_failure}; {UNDO_FAILED_NEXT}") from None
-                raise AppendFailedError(f"{failed}; the produce call was undone, none of its records was appended "
-                                        f"(log end offset still {self._leo})") from None
-            return infos
-
-    def _tail_mark(self) -> _TailMark:
-        return _TailMark(len(self.segments), self.active_segment.append_mark(), self._leo, self.recovery_point,
-                         self._unflushed, self._dirty)
-
-    def _undo(self, mark: _TailMark, failure: BaseException) -> None:
-        """Undo a failed produce call (``_rollback``). When the undo fails as well, the files and
-        this process's view of them may differ, so the log refuses every later write here
-        (``_undo_failure``) and this process leaves its log dir's clean-shutdown marker
-        unwritten (``LogDir.record_load_failure``): the next writable open recovers the log from
-        its files, as after a crash, keeping the batches that were written whole. Writing on
-        from a stale log end offset would have left a gap in the offsets."""
-        try:
-            self._rollback(mark)
-        except (OSError, LogError) as undo:
-            failure.add_note(self._undo_failed(f"undoing it failed too ({undo}), so some of its batches may be in the log"))
-
-    def _undo_failed(self, why: str) -> str:
-        """Note that this process can no longer vouch for the log; the first reason stays, and is returned."""
-        if self._undo_failure is None:
-            self._undo_failure = why
-        self.log_dir.record_load_failure((self.topic, self.partition))
-        return self._undo_failure
-
-    def _rollback(self, mark: _TailMark) -> None:
-        """Undo appends and rolls since ``mark`` (lock held): segments created since are removed,
-        the segment that was active gets its old length and index entries back."""
-        for segment in self.segments[mark.segment_count:]:
-            segment.close(trim_indexes=False)
-            for path in (segment.log_path, *segment.index_paths()):
-                path.unlink(missing_ok=True)
-        del self.segments[mark.segment_count:]
-        del self._bases[mark.segment_count:]
-        self.active_segment.rollback(mark.active)
-        self._leo = mark.log_end_offset
-        self.recovery_point = mark.recovery_point
-        self._tail_position = self.active_segment.size
-        self._unflushed = mark.unflushed
-        self._dirty = mark.dirty
-        self._load_producer_state()  # drops snapshots the undone rolls took, and the undone batches' state
-        self.bump_generation()  # readers that saw the undone state reload
+        """Append several batches as one produce call: all of them, flushed, or none (``LogAppender.append_all``)."""
+        return self.appender.append_all(batches, compression=compression, now=now)
 
     def append_batch(self, data: bytes, *, now: int | None = None) -> AppendInfo:
-        """Append one producer-built batch (offsets are assigned here, as a leader does)."""
-        now = now_ms() if now is None else now
-        self._require_producible()
-        with self.lock.hold():
-            self._sync_locked()
-            batch = validate_producer_batch(data, base_offset=self._leo, config=self.config, now_ms=now, tp=self.tp)
-            self._check_offsets_fit(batch.last_offset + 1)
-            return self._append_validated(batch, now)
-
-    def _check_offsets_fit(self, next_offset: int) -> None:
-        """Refuse, before anything is written, an append after which the log end offset would
-        be ``next_offset`` > Long.MAX_VALUE: Kafka's offsets are longs, and the recovery point
-        checkpoint (which reaches the log end offset) could not be read back."""
-        if next_offset > LONG_MAX:
-            raise OffsetOverflowError(
-                f"{self.tp}: appending at log end offset {self._leo} would pass offset {LONG_MAX}, the largest "
-                f"Kafka allows (next offset {next_offset}); nothing was appended"
-            )
-
-    def _append_validated(self, batch: ValidatedBatch, now: int) -> AppendInfo:
-        segment = self.active_segment
-        decision = segment.should_roll(len(batch.data), batch.max_timestamp, batch.last_offset, now)
-        if decision:
-            segment = self._roll_locked(now)
-        segment.append(batch.last_offset, batch.max_timestamp, batch.offset_of_max_timestamp, batch.data)
-        self._leo = batch.last_offset + 1
-        self._tail_position = segment.size
-        self._unflushed += batch.record_count
-        self._dirty = True
-        if self._unflushed >= self.config.flush_messages or now - self._last_flush_ms >= self.config.flush_ms:
-            self._flush_locked(now)
-        return AppendInfo(
-            batch.first_offset,
-            batch.last_offset,
-            batch.max_timestamp,
-            batch.record_count,
-            len(batch.data),
-            decision.reason,
-        )
+        """Append one producer-built batch (``LogAppender.append_batch``)."""
+        return self.appender.append_batch(data, now=now)
 
     def roll(self, now: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
-        self._require_writable()
-        with self.lock.hold():
-            self._sync_locked()
-            return self._roll_locked(now_ms() if now is None else now)
+        """Start a new active segment at the log end offset (``LogAppender.roll``)."""
+        return self.appender.roll(now)
 
     def roll_locked(self, now: int) -> LogSegment:
         """``roll`` for maintenance code that already holds the lock and has synced."""
-        return self._roll_locked(now)
-
-    def _roll_locked(self, now: int) -> LogSegment:
-        new_offset = self._leo
-        active = self.active_segment
-        if active.base_offset == new_offset and active.size == 0:
-            return active
-        for stray in (segment_file(self.dir, new_offset, sfx) for sfx in (".log", ".index", ".timeindex", ".txnindex")):
-            stray.unlink(missing_ok=True)
-        # The old segment's final time-index entry first: a kill after the next segment exists
-        # would leave it without one, past a recovery point a live writer then checkpoints.
-        # A roll refused at any step (a read-only or full directory) takes the entry and the
-        # trim back and removes the new segment, which is not in the segment list yet: left
-        # behind, it would end the log at its base offset, past offsets never written, and a
-        # trimmed active segment would refuse every later append as a full index.
-        mark = active.append_mark()
-        segment = None
-        try:
-            active.append_final_time_index_entry()
-            segment = LogSegment(self.dir, new_offset, self.config, create=True, created_ms=now)
-            crash_point("roll.after-new-segment")
-            active.on_become_inactive()
-            active.flush()
-        except BaseException as exc:
-            undo_errors = []  # the roll's own error is the one to report
-            if segment is not None:
-                try:
-                    segment.close(trim_indexes=False)
-                    segment.delete_files()
-                except OSError as undo:
-                    undo_errors.append(undo)
-            if not undo_errors:  # with the new segment still there, the old one keeps its final entry
-                try:
-                    active.rollback(mark)
-                except OSError as undo:  # a file size limit, say
-                    undo_errors.append(undo)
-            if undo_errors:
-                self._undo_failed(f"undoing its roll failed too ({undo_errors[0]})")
-                exc.add_note(f"undoing the roll failed too: {undo_errors[0]}")
-            raise
-        self.segments.append(segment)
-        self._bases.append(new_offset)
-        self._tail_position = 0
-        self.recovery_point = max(self.recovery_point, new_offset)
-        self.bump_generation()
-        self._snapshot_producers()
-        return segment
+        return self.appender.roll_locked(now)
 
     def flush(self, now: int | None = None) -> None:
         """fsync everything appended; the recovery point moves to the log end offset."""
-        with self.lock.hold():
-            self._flush_locked(now_ms() if now is None else now)
+        self.appender.flush(now)
 
-    def _flush_locked(self, now: int) -> None:
-        for seg in self.segments[self._segment_index(self.recovery_point):]:
-            seg.flush()
-        self.recovery_point = max(self.recovery_point, self._leo)
-        self._unflushed = 0
-        self._last_flush_ms = now
-        self._dirty = False
+    # ------------------------------------------------------------------ reading
+
+    def read(
+        self,
+        start_offset: int,
+        *,
+        max_records: int | None = None,
+        max_bytes: int = 1 << 20,
+        include_control: bool = False,
+    ) -> list[Record]:
+        """Records at or after ``start_offset`` (``LogReader.read``)."""
+        return self.reader.read(start_offset, max_records=max_records, max_bytes=max_bytes,
+                                include_control=include_control)
+
+    def read_batches(self, start_offset: int, *, max_bytes: int = 1 << 20, max_batches: int | None = None) -> list[RawBatch]:
+        """Whole batches from the one holding ``start_offset`` (``LogReader.read_batches``)."""
+        return self.reader.read_batches(start_offset, max_bytes=max_bytes, max_batches=max_batches)
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[RawBatch]:
+        """Every batch from ``start_offset`` (default: the log start) to the end (``LogReader.iter_batches``)."""
+        return self.reader.iter_batches(start_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) as ListOffsets answers it (``LogReader.offset_for_timestamp``)."""
+        return self.reader.offset_for_timestamp(timestamp)
+
+    def offset_order_error(self, expected: int, base_offset: int, where: str, *,
+                           first: bool = False) -> CorruptRecordError | LogGapError | None:
+        """What is wrong with a batch at ``base_offset`` read where ``expected`` comes next (``LogReader.offset_order_error``)."""
+        return self.reader.offset_order_error(expected, base_offset, where, first=first)
+
 
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
@@ -498,7 +342,7 @@ class Log(LogReads):
             if new_offset > self.recovery_point:
                 # flush first: a checkpoint beyond the durable log end can then only be damage,
                 # and the loader keeps the records instead of deleting them all as Kafka does
-                self._flush_locked(now_ms())
+                self.appender.flush_locked(now_ms())
             self.log_dir.log_start_offsets.update({(self.topic, self.partition): new_offset})
             self.log_start_offset = new_offset
             self.bump_generation()
@@ -549,8 +393,8 @@ class Log(LogReads):
     def _close_current(self) -> None:
         # after a failed undo nothing is written: the next writable open recovers the files
         current = self._undo_failure is None and not self._changed_on_disk()
-        if current and self._dirty:
-            self._flush_locked(now_ms())
+        if current and self.appender.dirty:
+            self.appender.flush_locked(now_ms())
             self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
         if current:
             self._snapshot_producers()
@@ -562,53 +406,21 @@ class Log(LogReads):
         return f"Log({self.tp}, start={self.log_start_offset}, end={self._leo}, segments={len(self.segments)})"
 
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
-        """Kafka's ``LocalLog.replaceSegments`` (lock held): swap ``.cleaned`` replacement
-        segments in for ``old_segments``, with a crash point after every file step.
+        """Kafka's ``LocalLog.replaceSegments`` (lock held): swap ``.cleaned`` replacement segments
+        in for ``old_segments`` (``swap.replace_segments``)."""
+        replace_segments(self, new_segments, old_segments)
 
-        The replacements become ``.swap`` in descending base order (the commit point is the last
-        of these renames: from then on a load completes the swap, see ``temp_files``), the
-        directory is fsynced, the old segments are renamed ``.deleted`` (with the producer snapshots
-        no replacement starts at), the ``.swap`` files take
-        their final names in ascending order, the directory is fsynced again, and the new list is
-        published. A kill at any step reloads to the log before or after, never a mix.
-        """
-        n = 0
-        for seg in sorted(new_segments, key=lambda s: s.base_offset, reverse=True):
-            for path in seg.existing_files():  # .log first
-                os.replace(path, path.with_name(path.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
-                crash_point(f"compaction.cleaned-to-swap-{n}")
-                n += 1
-            seg.change_file_suffix(SWAP_SUFFIX)
-        # Make the .swap names durable before any old file is renamed away.
-        fsync_dir(self.dir)
-        crash_point("compaction.after-swap-prepared")
-        pending = self.remove_segments(old_segments, {seg.base_offset for seg in new_segments})
-        crash_point("compaction.after-old-deleted")
-        n = 0
-        for seg in sorted(new_segments, key=lambda s: s.base_offset):
-            for path in seg.existing_files():
-                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-                crash_point(f"compaction.swap-to-final-{n}")
-                n += 1
-            seg.change_file_suffix("")
-        fsync_dir(self.dir)
-        crash_point("compaction.after-dir-fsync")
-        self._install_segments(new_segments)
-        if self.config.file_delete_delay_ms == 0:
-            for path in pending:
-                Path(path).unlink(missing_ok=True)
-
-    def _install_segments(self, new_segments: Sequence[LogSegment]) -> None:
+    def install_segments(self, new_segments: Sequence[LogSegment]) -> None:
         """Put replacement segments whose files already have their final names into the segment
         list, and publish the change (lock held).
 
-        The compaction swap (``cleaner.py``) renames the old segments away with
+        The swap (``swap.replace_segments``) renames the old segments away with
         ``remove_segments`` and its replacements into place itself, one crash point per file, so
         that a kill at any step is resolved by the loader; this is its last, in-memory step. The
         replacements lie below the active segment, which stays last.
         """
         if not self.lock.held:
-            raise RuntimeError("_install_segments() needs the partition lock")
+            raise RuntimeError("install_segments() needs the partition lock")
         if not new_segments:
             return
         bases = {s.base_offset for s in self.segments}
@@ -622,13 +434,3 @@ class Log(LogReads):
         self.bump_generation()
 
 
-@dataclass(frozen=True)
-class _TailMark:
-    """The log's tail before a produce call: what ``Log._rollback`` restores."""
-
-    segment_count: int
-    active: AppendMark
-    log_end_offset: int
-    recovery_point: int
-    unflushed: int
-    dirty: bool

@@ -84,7 +84,7 @@ class PartitionLock:
         """Give a lock file its generation's 8 bytes (0) the first time a writer holds it, so
         that every bump overwrites them in place. A bump that first had to allocate the file's
         block failed on a full disk, and the undo of a change the full disk refused bumps
-        (``Log._rollback``). Under the lock: no bump can come between the size and the write."""
+        (``LogAppender._rollback``). Under the lock: no bump can come between the size and the write."""
         if self.read_only or self._reserved:
             return
         if os.fstat(fd).st_size < _GENERATION.size:

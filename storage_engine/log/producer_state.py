@@ -143,7 +143,7 @@ class ProducerStateManager:
     def take_snapshot(self) -> Path | None:
         """Kafka's ``takeSnapshot``: write the state at ``map_end_offset`` unless the last snapshot
         is already there. Like Kafka, it deletes nothing: stray snapshots go at the next load,
-        so a produce call that is undone (``Log._rollback``) can restore the directory exactly."""
+        so a produce call that is undone (``LogAppender._rollback``) can restore the directory exactly."""
         if self.map_end_offset <= self.last_snap_offset:
             return None
         entries = sorted(self.producers.values(), key=lambda e: e.producer_id)

@@ -4,22 +4,20 @@
 Reads take no lock: they notice a changed segment list through the generation counter, and a
 read that meets a segment swapped or deleted underneath it reloads the log and starts again.
 They refuse to step over offsets that go backwards or vanish where no cleaner has been, but
-return what comes before such a problem first. ``LogReads`` is mixed into ``Log``, which owns
-the segments, the lock and the loading these methods use.
+return what comes before such a problem first. A ``Log`` holds one ``LogReader(log)`` and answers
+its reads through it; the log owns the segments, the lock and the loading these methods use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
 from ..record import RawBatch, Record, decode_batch
 
 if TYPE_CHECKING:
-    from ..config.topic import LogConfig
-    from .segment import LogSegment
+    from .log import Log
 
 #: ``ListOffsets``' special timestamps.
 EARLIEST_TIMESTAMP = -2
@@ -28,53 +26,38 @@ MAX_TIMESTAMP = -3
 _READ_RETRIES = 20
 
 
-class LogReads:
-    """The read half of ``Log`` (see the module docstring)."""
+class LogReader:
+    """The read half of a ``Log``, composed into it (see the module docstring)."""
 
-    if TYPE_CHECKING:  # what ``Log`` provides these methods, declared for the type checker only
-        tp: str
-        dir: Path
-        config: LogConfig
-        segments: list[LogSegment]
-        log_start_offset: int
-        _leo: int
-        _cleaned_to: int
-        _tail_position: int
-
-        @property
-        def active_segment(self) -> LogSegment: ...
-        @property
-        def log_end_offset(self) -> int: ...
-        def refresh(self) -> None: ...
-        def segment_path(self, offset: int) -> str: ...
-        def _reload_changed(self) -> None: ...
-        def _segment_index(self, offset: int) -> int: ...
+    def __init__(self, log: Log) -> None:
+        self.log = log
 
     def _with_retries(self, fn):
         """Run a read; when a segment was swapped or deleted underneath, reload and try again."""
         last: Exception | None = None
         for _ in range(_READ_RETRIES):
             try:
-                self.refresh()
+                self.log.refresh()
                 return fn()
             except (LogChangedError, FileNotFoundError) as exc:
                 last = exc
-                self._reload_changed()
-        raise LogChangedError(f"{self.tp} kept changing while it was read: {last}")
+                self.log._reload_changed()
+        raise LogChangedError(f"{self.log.tp} kept changing while it was read: {last}")
 
     def _check_range(self, offset: int) -> None:
-        if offset < self.log_start_offset or offset > self._leo:
+        if offset < self.log.log_start_offset or offset > self.log._leo:
             raise OffsetOutOfRangeError(
-                f"Received request for offset {offset} for partition {self.tp}, but we only have log segments "
-                f"in the range {self.log_start_offset} to {self._leo}."
+                f"Received request for offset {offset} for partition {self.log.tp}, but we only have log segments "
+                f"in the range {self.log.log_start_offset} to {self.log._leo}."
             )
 
-    def _batches_from(self, start_offset: int) -> Iterator[RawBatch]:
+    def batches_from(self, start_offset: int) -> Iterator[RawBatch]:
         """Batches holding offsets at or after ``start_offset``, across segments, up to the LEO."""
-        i = self._segment_index(start_offset)
+        log = self.log
+        i = log._segment_index(start_offset)
         first = True
         expected = start_offset  # the offset the next batch should hold
-        for seg in self.segments[i:]:
+        for seg in log.segments[i:]:
             if first:
                 raw = seg.translate_offset(start_offset)
                 if raw is None:
@@ -82,21 +65,21 @@ class LogReads:
                 start_pos = raw.position
             else:
                 start_pos = 0
-            end = self._tail_position if seg is self.active_segment else None
+            end = log._tail_position if seg is log.active_segment else None
             for raw in seg.batches(start_pos, end):
                 # the order first: a damaged base offset past the log end is a gap, not the end
                 problem = self.offset_order_error(expected, raw.header.base_offset,
                                                   f"{seg.log_path} at position {raw.position}", first=first)
                 if problem:
                     raise problem
-                if raw.header.base_offset >= self._leo:
+                if raw.header.base_offset >= log._leo:
                     return
                 first = False
                 expected = raw.header.next_offset
                 yield raw
         # past the last batch short of the log end: offsets lost at the end of the log, which
         # appends continue past (``LogLoader._log_end_offset``)
-        problem = self.offset_order_error(expected, self._leo, f"{self.dir} after its last batch", first=first)
+        problem = self.offset_order_error(expected, log._leo, f"{log.dir} after its last batch", first=first)
         if problem:
             raise problem
 
@@ -112,7 +95,7 @@ class LogReads:
         """
         if base_offset < expected and not first:
             return CorruptRecordError(f"{where}: offsets go backwards: base offset {base_offset} after offset {expected - 1}")
-        if base_offset <= expected or self.config.compact or expected < self._cleaned_to:
+        if base_offset <= expected or self.log.config.compact or expected < self.log._cleaned_to:
             return None
         return LogGapError(f"{where}: offsets {expected} to {base_offset - 1} are missing: no batch holds them "
                            f"(a lost segment, or a damaged batch header)")
@@ -125,7 +108,7 @@ class LogReads:
             out: list[RawBatch] = []
             total = 0
             try:
-                for raw in self._batches_from(start_offset):
+                for raw in self.batches_from(start_offset):
                     size = raw.header.size_in_bytes
                     if out and (total + size > max_bytes or (max_batches is not None and len(out) >= max_batches)):
                         break
@@ -151,7 +134,7 @@ class LogReads:
         out: list[Record] = []
         offset = start_offset
         while max_records is None or len(out) < max_records:
-            if offset >= self.log_end_offset and offset != start_offset:
+            if offset >= self.log.log_end_offset and offset != start_offset:
                 break
             try:
                 batches = self.read_batches(offset, max_bytes=max_bytes)
@@ -165,7 +148,7 @@ class LogReads:
                 if raw.header.is_control and not include_control:
                     continue
                 try:
-                    decoded = decode_batch(raw, path=self.segment_path(raw.header.base_offset))
+                    decoded = decode_batch(raw, path=self.log.segment_path(raw.header.base_offset))
                 except CorruptRecordError:
                     if out:  # as above: a caller reading on from the records before it decoded each once
                         return out
@@ -182,10 +165,10 @@ class LogReads:
 
     def iter_batches(self, start_offset: int | None = None) -> Iterator[RawBatch]:
         """Every batch from ``start_offset`` (default: the log start) to the end, for scans and dumps."""
-        offset = self.log_start_offset if start_offset is None else start_offset
+        offset = self.log.log_start_offset if start_offset is None else start_offset
         while True:
-            self.refresh()
-            if offset >= self._leo:
+            self.log.refresh()
+            if offset >= self.log._leo:
                 return
             batches = self.read_batches(offset, max_bytes=8 << 20)
             if not batches:
@@ -198,18 +181,18 @@ class LogReads:
 
         def run() -> tuple[int, int] | None:
             if timestamp == EARLIEST_TIMESTAMP:
-                return -1, self.log_start_offset
+                return -1, self.log.log_start_offset
             if timestamp == LATEST_TIMESTAMP:
-                return -1, self._leo
+                return -1, self.log._leo
             if timestamp == MAX_TIMESTAMP:
-                best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
+                best = max(self.log.segments, key=lambda s: s.max_timestamp_so_far)
                 ts = best.max_timestamp_so_far
                 if ts < 0:
                     return None
-                return best.find_offset_by_timestamp(ts, self.log_start_offset)
-            for seg in self.segments:
+                return best.find_offset_by_timestamp(ts, self.log.log_start_offset)
+            for seg in self.log.segments:
                 if seg.largest_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    found = seg.find_offset_by_timestamp(timestamp, self.log.log_start_offset)
                     if found is not None:
                         return found
             return None

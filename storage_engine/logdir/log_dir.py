@@ -277,7 +277,7 @@ class LogDir:
 
     def record_load_failure(self, partition: tuple[str, int] | None = None) -> None:
         """A partition of this dir (None: the dir's scan) failed to load or recover in this
-        process, or failed to undo a failed write (``Log._undo``), so the process cannot vouch
+        process, or failed to undo a failed write (``LogAppender._undo``), so the process cannot vouch
         for the dir: Kafka writes the marker only for dirs that had a clean shutdown or whose
         logs all finished loading (``LogManager.shutdown``, ``loadLogsCompletedFlags``).
         ``close_session`` then leaves the session file behind, as a process that died does: no

@@ -74,7 +74,7 @@ def verify_log(log: Log) -> VerifyReport:
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
         seg_report, previous_next = _verify_segment(log, seg, next_base, previous_next, report.problems)
         report.segments.append(seg_report)
-    if previous_next is not None:  # offsets lost at the end, before the log end offset (``LogReads._batches_from``)
+    if previous_next is not None:  # offsets lost at the end, before the log end offset (``LogReader.batches_from``)
         order = log.offset_order_error(previous_next, log.log_end_offset, f"{log.dir} after its last batch")
         if order:
             report.problems.append(f"{order} (consumers stop there; a writable open changes nothing)")
