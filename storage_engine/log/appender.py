@@ -31,6 +31,8 @@ UNDO_FAILED_NEXT = ("it takes no more writes in this process, and the next writa
 
 @dataclass(frozen=True)
 class AppendInfo:
+    """What one append did (Kafka's ``LogAppendInfo``): the offsets it took, and why the log rolled first."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -56,13 +58,14 @@ class LogAppender:
         now: int | None = None,
     ) -> AppendInfo:
         """Append records as one batch (a produce request from a producer with ``compression``)."""
+        log = self.log
         now = now_ms() if now is None else now
-        self.log._require_producible()
-        with self.log.lock.hold():
-            self.log._sync_locked()
-            self._check_offsets_fit(self.log._leo + len(records))
+        log._require_producible()
+        with log.lock.hold():
+            log._sync_locked()
+            self._check_offsets_fit(log._leo + len(records))
             batch = build_batch(
-                records, base_offset=self.log._leo, config=self.log.config, compression=compression, now_ms=now, tp=self.log.tp
+                records, base_offset=log._leo, config=log.config, compression=compression, now_ms=now, tp=log.tp
             )
             return self._append_validated(batch, now)
 
@@ -83,33 +86,35 @@ class LogAppender:
         ``_undo``). A kill part way through is no failure this process sees: the whole
         batches written before it stay (recovery drops a torn one), unacknowledged.
         """
+        log = self.log
         now = now_ms() if now is None else now
-        self.log._require_producible()
-        with self.log.lock.hold():
-            self.log._sync_locked()
-            self._check_offsets_fit(self.log._leo + sum(len(records) for records in batches))
+        log._require_producible()
+        with log.lock.hold():
+            log._sync_locked()
+            self._check_offsets_fit(log._leo + sum(len(records) for records in batches))
             mark = self._tail_mark()
             try:
                 infos = [
-                    self._append_validated(build_batch(records, base_offset=self.log._leo, config=self.log.config,
-                                                       compression=compression, now_ms=now, tp=self.log.tp), now)
+                    self._append_validated(build_batch(records, base_offset=log._leo, config=log.config,
+                                                       compression=compression, now_ms=now, tp=log.tp), now)
                     for records in batches
                 ]
                 self.flush_locked(now)  # durable, and the recovery point with it, before success
-                self.log.log_dir.recovery_points.update({(self.log.topic, self.log.partition): self.log.recovery_point})
+                log.log_dir.recovery_points.update({(log.topic, log.partition): log.recovery_point})
             except BaseException as exc:  # any failure after a batch went in (a damaged index refusing
                 self._undo(mark, exc)  # its entry, say) undoes the call too: no record stays that the call did not report
                 if not isinstance(exc, OSError):
                     raise
-                failed = write_failure(self.log.tp, exc, self.log.active_segment.log_path)
-                if self.log._undo_failure is not None:
-                    raise UndoFailedError(f"{failed}; {self.log._undo_failure}; {UNDO_FAILED_NEXT}") from None
+                failed = write_failure(log.tp, exc, log.active_segment.log_path)
+                if log._undo_failure is not None:
+                    raise UndoFailedError(f"{failed}; {log._undo_failure}; {UNDO_FAILED_NEXT}") from None
                 raise AppendFailedError(f"{failed}; the produce call was undone, none of its records was appended "
-                                        f"(log end offset still {self.log._leo})") from None
+                                        f"(log end offset still {log._leo})") from None
             return infos
 
     def _tail_mark(self) -> _TailMark:
-        return _TailMark(len(self.log.segments), self.log.active_segment.append_mark(), self.log._leo, self.log.recovery_point,
+        log = self.log
+        return _TailMark(len(log.segments), log.active_segment.append_mark(), log._leo, log.recovery_point,
                          self.unflushed, self.dirty)
 
     def _undo(self, mark: _TailMark, failure: BaseException) -> None:
@@ -126,36 +131,39 @@ class LogAppender:
 
     def _undo_failed(self, why: str) -> str:
         """Note that this process can no longer vouch for the log; the first reason stays, and is returned."""
-        if self.log._undo_failure is None:
-            self.log._undo_failure = why
-        self.log.log_dir.record_load_failure((self.log.topic, self.log.partition))
-        return self.log._undo_failure
+        log = self.log
+        if log._undo_failure is None:
+            log._undo_failure = why
+        log.log_dir.record_load_failure((log.topic, log.partition))
+        return log._undo_failure
 
     def _rollback(self, mark: _TailMark) -> None:
         """Undo appends and rolls since ``mark`` (lock held): segments created since are removed,
         the segment that was active gets its old length and index entries back."""
-        for segment in self.log.segments[mark.segment_count:]:
+        log = self.log
+        for segment in log.segments[mark.segment_count:]:
             segment.close(trim_indexes=False)
             for path in (segment.log_path, *segment.index_paths()):
                 path.unlink(missing_ok=True)
-        del self.log.segments[mark.segment_count:]
-        del self.log._bases[mark.segment_count:]
-        self.log.active_segment.rollback(mark.active)
-        self.log._leo = mark.log_end_offset
-        self.log.recovery_point = mark.recovery_point
-        self.log._tail_position = self.log.active_segment.size
+        del log.segments[mark.segment_count:]
+        del log._bases[mark.segment_count:]
+        log.active_segment.rollback(mark.active)
+        log._leo = mark.log_end_offset
+        log.recovery_point = mark.recovery_point
+        log._tail_position = log.active_segment.size
         self.unflushed = mark.unflushed
         self.dirty = mark.dirty
-        self.log._load_producer_state()  # drops snapshots the undone rolls took, and the undone batches' state
-        self.log.bump_generation()  # readers that saw the undone state reload
+        log._load_producer_state()  # drops snapshots the undone rolls took, and the undone batches' state
+        log.bump_generation()  # readers that saw the undone state reload
 
     def append_batch(self, data: bytes, *, now: int | None = None) -> AppendInfo:
         """Append one producer-built batch (offsets are assigned here, as a leader does)."""
+        log = self.log
         now = now_ms() if now is None else now
-        self.log._require_producible()
-        with self.log.lock.hold():
-            self.log._sync_locked()
-            batch = validate_producer_batch(data, base_offset=self.log._leo, config=self.log.config, now_ms=now, tp=self.log.tp)
+        log._require_producible()
+        with log.lock.hold():
+            log._sync_locked()
+            batch = validate_producer_batch(data, base_offset=log._leo, config=log.config, now_ms=now, tp=log.tp)
             self._check_offsets_fit(batch.last_offset + 1)
             return self._append_validated(batch, now)
 
@@ -170,16 +178,17 @@ class LogAppender:
             )
 
     def _append_validated(self, batch: ValidatedBatch, now: int) -> AppendInfo:
-        segment = self.log.active_segment
+        log = self.log
+        segment = log.active_segment
         decision = segment.should_roll(len(batch.data), batch.max_timestamp, batch.last_offset, now)
         if decision:
             segment = self.roll_locked(now)
         segment.append(batch.last_offset, batch.max_timestamp, batch.offset_of_max_timestamp, batch.data)
-        self.log._leo = batch.last_offset + 1
-        self.log._tail_position = segment.size
+        log._leo = batch.last_offset + 1
+        log._tail_position = segment.size
         self.unflushed += batch.record_count
         self.dirty = True
-        if self.unflushed >= self.log.config.flush_messages or now - self.last_flush_ms >= self.log.config.flush_ms:
+        if self.unflushed >= log.config.flush_messages or now - self.last_flush_ms >= log.config.flush_ms:
             self.flush_locked(now)
         return AppendInfo(
             batch.first_offset,
@@ -192,18 +201,20 @@ class LogAppender:
 
     def roll(self, now: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
-        self.log._require_writable()
-        with self.log.lock.hold():
-            self.log._sync_locked()
+        log = self.log
+        log._require_writable()
+        with log.lock.hold():
+            log._sync_locked()
             return self.roll_locked(now_ms() if now is None else now)
 
     def roll_locked(self, now: int) -> LogSegment:
         """``roll`` for code that already holds the lock and has synced (appends, retention)."""
-        new_offset = self.log._leo
-        active = self.log.active_segment
+        log = self.log
+        new_offset = log._leo
+        active = log.active_segment
         if active.base_offset == new_offset and active.size == 0:
             return active
-        for stray in (segment_file(self.log.dir, new_offset, sfx) for sfx in (".log", ".index", ".timeindex", ".txnindex")):
+        for stray in (segment_file(log.dir, new_offset, sfx) for sfx in (".log", ".index", ".timeindex", ".txnindex")):
             stray.unlink(missing_ok=True)
         # The old segment's final time-index entry first: a kill after the next segment exists
         # would leave it without one, past a recovery point a live writer then checkpoints.
@@ -215,7 +226,7 @@ class LogAppender:
         segment = None
         try:
             active.append_final_time_index_entry()
-            segment = LogSegment(self.log.dir, new_offset, self.log.config, create=True, created_ms=now)
+            segment = LogSegment(log.dir, new_offset, log.config, create=True, created_ms=now)
             crash_point("roll.after-new-segment")
             active.on_become_inactive()
             active.flush()
@@ -236,12 +247,12 @@ class LogAppender:
                 self._undo_failed(f"undoing its roll failed too ({undo_errors[0]})")
                 exc.add_note(f"undoing the roll failed too: {undo_errors[0]}")
             raise
-        self.log.segments.append(segment)
-        self.log._bases.append(new_offset)
-        self.log._tail_position = 0
-        self.log.recovery_point = max(self.log.recovery_point, new_offset)
-        self.log.bump_generation()
-        self.log._snapshot_producers()
+        log.segments.append(segment)
+        log._bases.append(new_offset)
+        log._tail_position = 0
+        log.recovery_point = max(log.recovery_point, new_offset)
+        log.bump_generation()
+        log._snapshot_producers()
         return segment
 
     def flush(self, now: int | None = None) -> None:
@@ -251,9 +262,10 @@ class LogAppender:
 
     def flush_locked(self, now: int) -> None:
         """``flush`` for code that already holds the lock."""
-        for seg in self.log.segments[self.log._segment_index(self.log.recovery_point):]:
+        log = self.log
+        for seg in log.segments[log._segment_index(log.recovery_point):]:
             seg.flush()
-        self.log.recovery_point = max(self.log.recovery_point, self.log._leo)
+        log.recovery_point = max(log.recovery_point, log._leo)
         self.unflushed = 0
         self.last_flush_ms = now
         self.dirty = False
