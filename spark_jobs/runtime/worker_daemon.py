@@ -43,9 +43,11 @@ def preload() -> None:
 
 
 def forget_own_package() -> None:
-    """Drop this module's package from ``sys.modules``: a forked worker then imports it afresh
-    from its own path, where the session's shipped engine comes first."""
-    for name in [n for n in sys.modules if n == __package__ or n.startswith(f"{__package__}.")]:
+    """Drop this module's top-level package (``spark_jobs``, every subpackage with it) from
+    ``sys.modules``: a forked worker then imports it afresh from its own path, where the
+    session's shipped engine comes first."""
+    top = (__package__ or __name__).split(".")[0]
+    for name in [n for n in sys.modules if n == top or n.startswith(f"{top}.")]:
         del sys.modules[name]
 
 
