@@ -116,7 +116,7 @@ def spark_environment(*, probe: bool = False) -> SparkEnvironment:
     Connect server it names (:func:`check_spark_master`); without, nothing leaves the process."""
     master = os.environ.get(MASTER_ENV) or DEFAULT_MASTER
     try:
-        check_spark_master(master) if probe else check_master_form(master)
+        check_spark_master(master) if probe else check_form(master)
     except SparkSetupError as exc:
         raise SparkSetupError(f"{MASTER_ENV}={master}: {exc}") from None
     return SparkEnvironment(master, spark_log_level())
@@ -134,6 +134,19 @@ def spark_log_level() -> str:
 def is_remote(master: str) -> bool:
     """Whether ``master`` names a Spark Connect server rather than a Spark master."""
     return master.startswith(CONNECT_SCHEME)
+
+
+def check_form(master: str) -> None:
+    """:class:`SparkSetupError` unless ``master`` is a Spark master Spark accepts
+    (:func:`check_master_form`) or a Spark Connect URL naming a host (``sc://host[:port][/;...]``,
+    what the main job and ``ui.sh`` hand their servers), without connecting anywhere."""
+    if not is_remote(master):
+        check_master_form(master)
+        return
+    address = master[len(CONNECT_SCHEME):].split("/", 1)[0]
+    host, _, port = address.rpartition(":") if ":" in address else (address, "", str(CONNECT_DEFAULT_PORT))
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SparkSetupError(f"not a Spark Connect URL: {master!r} (sc://host:port)")
 
 
 def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:

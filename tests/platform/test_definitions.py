@@ -73,10 +73,16 @@ def test_an_empty_log_dir_loads_with_only_the_state_sensor(tmp_path):
     assert [s.name for s in defs.get_repository_def().sensor_defs] == ["log_state_sensor"]
 
 
-def test_dagster_validates_the_workspace(logs):
-    """What CI runs: Dagster's CLI loads workspace.yaml in a fresh process with the environment."""
+@pytest.mark.parametrize("master", [None, "sc://127.0.0.1:1"])
+def test_dagster_validates_the_workspace(logs, master):
+    """What CI runs: Dagster's CLI loads workspace.yaml in a fresh process with the environment;
+    also with a Spark Connect URL, as the main job and ``ui.sh`` hand their servers one (the code
+    location checks its form and connects nowhere: the server may still be warming up)."""
     env = {**os.environ, "LOGPLAT_LOG_DIRS": str(logs)}
     env.pop("DAGSTER_HOME", None)
+    env.pop("LOGPLAT_SPARK_MASTER", None)
+    if master is not None:
+        env["LOGPLAT_SPARK_MASTER"] = master
     proc = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", str(REPO / "workspace.yaml")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
