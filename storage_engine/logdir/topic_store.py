@@ -25,6 +25,7 @@ from ..errors import LogError
 from ..files.durable import TMP_SUFFIX, atomic_write, fsync_dir
 from ..files.naming import MAX_TOPIC_LENGTH, validate_topic_name
 from ..files.nofollow import check_dir_or_missing, check_file_entry, check_under, open_nofollow, read_bytes_nofollow
+from ..files.strict_json import DuplicateFieldError, unique_fields
 from .dir_id import is_dir_id
 
 TOPICS_DIR = ".logplat-topics"
@@ -102,7 +103,9 @@ def parse_metadata(data: bytes, path: Path, topic: str) -> TopicMetadata:
     made every command that lists a topic's partitions run for ever; the configured limit is not
     used, so lowering it never makes an existing topic unreadable)."""
     try:
-        body = json.loads(data.decode("utf-8"))
+        body = json.loads(data.decode("utf-8"), object_pairs_hook=unique_fields)
+    except DuplicateFieldError as exc:  # the last one would win silently: which did the writer mean?
+        raise TopicMetadataError(f"topic metadata file {path} is invalid: {exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise TopicMetadataError(f"topic metadata file {path} is not JSON: {exc}") from None
     except RecursionError:  # Python's decoder recurses once per nested array or object

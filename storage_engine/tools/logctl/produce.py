@@ -11,11 +11,12 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from ...config.values import MAX_TIMESTAMP_MS
 from ...errors import RecordTooLargeError
 from ...files.naming import check_not_metadata_log
+from ...files.strict_json import DuplicateFieldError, unique_fields
 from ...log.append_validation import ProducerRecord, build_batch
 from ...log.segment import now_ms
 from ...logdir.manager import LogManager
@@ -39,21 +40,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser)
 
 
-class _DuplicateFieldError(ValueError):
-    """A JSON object on stdin names one field twice."""
-
-
-def _refuse_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose field names are all different: ``{"key": "a", "key": "c"}`` would
-    otherwise keep the last one silently."""
-    seen: set[str] = set()
-    for name, _ in pairs:
-        if name in seen:
-            raise _DuplicateFieldError(f"field {name!r} appears more than once")
-        seen.add(name)
-    return dict(pairs)
-
-
 def read_records(stream: TextIO, encoding: str) -> list[ProducerRecord]:
     """The records of ``stream``'s JSON lines (``key``, ``value``, ``timestamp``, ``headers``)."""
     decode = decoder(encoding)
@@ -62,12 +48,12 @@ def read_records(stream: TextIO, encoding: str) -> list[ProducerRecord]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line, object_pairs_hook=_refuse_duplicate_fields)
+            obj = json.loads(line, object_pairs_hook=unique_fields)
         except json.JSONDecodeError as exc:
             raise UsageError(f"stdin line {lineno}: not JSON: {exc}") from exc
         except RecursionError:  # Python's decoder recurses once per nested array or object
             raise UsageError(f"stdin line {lineno}: its JSON is nested too deeply") from None
-        except _DuplicateFieldError as exc:
+        except DuplicateFieldError as exc:
             raise UsageError(f"stdin line {lineno}: {exc}") from None
         except ValueError:  # Python's decoder refuses a number of more than 4300 digits
             raise UsageError(f"stdin line {lineno}: a number of more than 4300 digits, which no field can hold") from None

@@ -359,6 +359,9 @@ HOSTILE_METADATA = {
     "garbage": "{{not json",
     "too deep": "[" * 100_000,
     "partitions of 5,000 digits": '{"name": "comp", "partitions": ' + "9" * 5000 + "}",
+    "a config given twice": '{"name": "comp", "partitions": 1, "configs": {"retention.ms": "604800000", '
+                            '"retention.ms": "1"}}',
+    "partitions given twice": '{"name": "comp", "partitions": 1, "partitions": 2}',
 }
 
 
