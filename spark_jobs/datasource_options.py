@@ -97,12 +97,15 @@ def _unique_keys(option: str, text: str):
 
 def _split_list(option: str, text: str) -> list[str]:
     """A comma-separated list, each item trimmed (as Spark's Kafka source reads ``subscribe``);
-    an empty item ("0," or "a,,b") is refused rather than passed over."""
+    an empty item ("0," or "a,,b") is refused rather than passed over, and so is an item given
+    twice ("0,0"), as a JSON key given twice is."""
     items = [item.strip() for item in text.split(",")]
     if not any(items):
         raise option_error(option, text, "names nothing (expected a comma-separated list)")
     if not all(items):
         raise option_error(option, text, f"item {items.index('') + 1} is empty (expected a comma-separated list)")
+    if (twice := next((item for i, item in enumerate(items) if item in items[:i]), None)) is not None:
+        raise option_error(option, text, f"{twice!r} is given twice")
     return items
 
 

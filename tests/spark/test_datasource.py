@@ -294,6 +294,8 @@ BAD_OPTIONS = [
     ({"startingOffsets": '{"t": {"0": ' + "9" * 1000 + "}}"}, r"startingOffsets=.*offset 9{50}.*characters\) of t-0"),
     ({"startingOffsets": "[" * 100_000 + "]" * 100_000}, r"startingOffsets='\[{50}.*nested too deeply"),
     ({"paths": "[" * 100_000 + "]" * 100_000}, r"paths='\[{50}.*nested too deeply"),
+    ({"partitions": "0, 0"}, r"partitions='0, 0'.*'0' is given twice"),
+    ({"topics": "events,audit,events"}, r"topics='events,audit,events'.*'events' is given twice"),
 ]
 
 
