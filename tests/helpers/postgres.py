@@ -19,7 +19,6 @@ anyone else, the server runs as that user.
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
@@ -77,9 +76,8 @@ def find_bindir() -> Path:
     """The folder holding ``initdb`` and its siblings; :class:`PostgresUnavailable` if none."""
     on_path = shutil.which("initdb")
     candidates = [Path(os.path.realpath(on_path)).parent] if on_path else []
-    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"),
-                                           key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
-                                           reverse=True)]
+    installed = [p for p in Path("/usr/lib/postgresql").glob("*/bin") if p.parent.name.isdigit()]
+    candidates += sorted(installed, key=lambda p: int(p.parent.name), reverse=True)  # the newest major first
     for folder in candidates:
         if all((folder / tool).is_file() for tool in ("initdb", "postgres", "createdb", "pg_isready")):
             return folder

@@ -22,7 +22,13 @@ from platform_assets.tools.instance_setup import prepare_instance
 from platform_assets.tools.workload import produce
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.paths import REPO
-from tests.helpers.platform import COMPACTED, apply_partition_requests, definitions_for, resources_with_test_session, tick
+from tests.helpers.platform import (
+    COMPACTED,
+    apply_partition_requests,
+    definitions_for,
+    resources_with_test_session,
+    tick,
+)
 from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
 
 NOW = int(time.time() * 1000)
