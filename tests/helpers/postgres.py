@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -32,7 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from spark_jobs.runtime.connect_server import free_port
+from tests.helpers.paths import REPO
 
 SUPERUSER = "postgres"
 #: The unprivileged account a server started by root runs as.
@@ -156,3 +160,28 @@ def postgres_server(settings: Mapping[str, str] = FAST_SETTINGS) -> Iterator[Pos
             _stop(proc)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def documented_storage() -> dict:
+    """The ``storage:`` block docs/operations.md gives operators for PostgreSQL, parsed: what
+    runs against the server is what the page says."""
+    page = (REPO / "docs" / "operations.md").read_text()
+    section = page.split("## Storing the instance in PostgreSQL", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    if block is None:
+        raise AssertionError("docs/operations.md lost its PostgreSQL storage block")
+    return yaml.safe_load(block.group(1))["storage"]
+
+
+def write_postgres_home(home: Path, server: PostgresServer, database: str) -> dict[str, str]:
+    """Make ``home`` a ``DAGSTER_HOME`` as an operator switching to PostgreSQL would: the
+    committed ``dagster.yaml`` with its ``storage:`` block replaced by the documented one.
+    Returns the variables that block reads (``DAGSTER_PG_*``, for ``database`` on ``server``)
+    and ``DAGSTER_HOME``, for the caller to set."""
+    settings = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
+    settings["storage"] = documented_storage()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
+    return {"DAGSTER_PG_USERNAME": SUPERUSER, "DAGSTER_PG_PASSWORD": "unused (trust authentication)",
+            "DAGSTER_PG_HOST": server.host, "DAGSTER_PG_PORT": str(server.port), "DAGSTER_PG_DB": database,
+            "DAGSTER_HOME": str(home)}

@@ -7,21 +7,17 @@ database per test."""
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
-from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 
 from platform_assets.defs.partitions import partitions_def_name
 from platform_assets.logic.check_outcomes import HEALTH_CHECK, KEYS_UNIQUE
 from platform_assets.tools.instance_setup import prepare_instance
 from platform_assets.tools.workload import produce
 from storage_engine.logdir.manager import LogManager
-from tests.helpers.paths import REPO
 from tests.helpers.platform import (
     COMPACTED,
     apply_partition_requests,
@@ -29,7 +25,7 @@ from tests.helpers.platform import (
     resources_with_test_session,
     tick,
 )
-from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
+from tests.helpers.postgres import PostgresUnavailable, postgres_server, write_postgres_home
 
 NOW = int(time.time() * 1000)
 ORDERS = dg.AssetKey(["logs", "orders"])
@@ -45,35 +41,14 @@ def postgres():
         pytest.skip(f"no PostgreSQL server for the instance tests: {exc}")
 
 
-def documented_storage() -> dict:
-    """The ``storage:`` block docs/operations.md gives operators, parsed."""
-    page = (REPO / "docs" / "operations.md").read_text()
-    section = page.split("## Storing the instance in PostgreSQL", 1)[1]
-    block = re.search(r"```yaml\n(.*?)```", section, re.S)
-    assert block, "docs/operations.md lost its PostgreSQL storage block"
-    return yaml.safe_load(block.group(1))["storage"]
-
-
-def postgres_home(home: Path, server: PostgresServer, database: str, env: pytest.MonkeyPatch) -> Path:
-    """A ``DAGSTER_HOME`` whose ``dagster.yaml`` is the committed one with the documented
-    PostgreSQL storage, its variables set for ``database`` on ``server``."""
-    settings = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
-    settings["storage"] = documented_storage()
-    home.mkdir()
-    (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
-    for name, value in {"USERNAME": "postgres", "PASSWORD": "unused (trust authentication)", "HOST": server.host,
-                        "PORT": str(server.port), "DB": database}.items():
-        env.setenv(f"DAGSTER_PG_{name}", value)
-    env.setenv("DAGSTER_HOME", str(home))
-    return home
-
-
 @pytest.fixture
 def instance(postgres, tmp_path, monkeypatch):
     """A fresh PostgreSQL-backed instance, created and migrated by ``instance_setup``."""
     database = f"dagster_{uuid.uuid4().hex[:12]}"
     postgres.create_database(database)
-    home = postgres_home(tmp_path / "dagster_home", postgres, database, monkeypatch)
+    home = tmp_path / "dagster_home"
+    for name, value in write_postgres_home(home, postgres, database).items():
+        monkeypatch.setenv(name, value)
     prepare_instance(home)
     with dg.DagsterInstance.from_config(str(home)) as inst:
         yield inst
