@@ -1,8 +1,14 @@
 """The ``kafka-log`` PySpark data source: Kafka log directories read as Spark's Kafka source reads a topic.
 
 ``spark.read.format("kafka-log").load("/data/logs")`` (several log dirs comma-separated, as in
-``LOGPLAT_LOG_DIRS``) returns :data:`KAFKA_SOURCE_SCHEMA`, the schema of Spark's built-in Kafka
-source with headers, so jobs written against a broker run unchanged against files at rest.
+``LOGPLAT_LOG_DIRS``) returns the schema of Spark's built-in Kafka source (:func:`source_schema`:
+the ``headers`` column only with ``includeHeaders=true``, as there), so jobs written against a
+broker run unchanged against files at rest.
+
+Spark 4 finds Python data sources by itself: its lookup (``pyspark.sql.worker.lookup_data_sources``)
+imports every top-level module on the Python path named ``pyspark_*`` and registers its
+``DefaultSource``; :mod:`pyspark_kafka_log` is that module for this class, so a plain
+``SparkSession`` reads ``format("kafka-log")`` with no ``registerDataSource`` call.
 
 Planning and reading are split the way the engine splits writers and readers:
 
@@ -27,6 +33,7 @@ The options and their strict checks live in :mod:`spark_jobs.datasource_options`
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -62,6 +69,8 @@ from .errors import DataSourceOptionError, SparkJobError
 __all__ = [
     "KAFKA_SOURCE_SCHEMA",
     "KAFKA_ARROW_SCHEMA",
+    "arrow_schema",
+    "source_schema",
     "KafkaLogDataSource",
     "KafkaLogReader",
     "ReadOptions",
@@ -110,6 +119,21 @@ KAFKA_ARROW_SCHEMA = pa.schema(
     ]
 )
 
+_HEADERS = "headers"
+
+
+def source_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema, with ``headers`` only when ``includeHeaders`` is true (its default is false)."""
+    if include_headers:
+        return KAFKA_SOURCE_SCHEMA
+    return StructType([f for f in KAFKA_SOURCE_SCHEMA.fields if f.name != _HEADERS])
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """:func:`source_schema` in the Arrow layout Spark's worker checks ``read()``'s batches against."""
+    return KAFKA_ARROW_SCHEMA if include_headers else KAFKA_ARROW_SCHEMA.remove(KAFKA_ARROW_SCHEMA.get_field_index(_HEADERS))
+
+
 #: Bounds of one yielded Arrow batch: Spark passes our batches through unchanged, and a regular
 #: (32-bit offset) binary column must stay under 2 GiB.
 MAX_BATCH_ROWS = 65_536
@@ -132,7 +156,8 @@ class SegmentSplit(InputPartition):
     ``inode`` identifies the file planned, so an executor never reads a replacement that took
     its name (a compaction swap) by mistake. ``at_tail`` marks the last range of the active
     segment, the only one allowed to end in a torn, partial batch (a rolled segment's torn end
-    is damage, which ``consume`` refuses too: no offset is skipped silently).
+    is damage, which ``consume`` refuses too: no offset is skipped silently). ``include_headers``
+    is the read's ``includeHeaders``: whether the rows carry the ``headers`` column.
     """
 
     topic: str
@@ -145,34 +170,65 @@ class SegmentSplit(InputPartition):
     min_offset: int
     max_offset: int
     at_tail: bool
+    include_headers: bool
 
 
-def _choose_partitions(manager: LogManager, opts: ReadOptions, on_disk: list[TopicPartition]) -> list[TopicPartition]:
+def _chosen_topics(known_topics: set[str], opts: ReadOptions) -> list[str]:
+    """The topics read: ``topics``/``subscribe`` (each must exist), those ``subscribePattern``
+    matches whole (none matching reads nothing, as Spark's Kafka source), ``assign``'s, or all."""
+    if opts.topics is not None:
+        unknown = [t for t in opts.topics if t not in known_topics]
+        if unknown:
+            raise option_error("topics", ",".join(opts.topics),
+                               f"no topic {', '.join(unknown)} in {','.join(opts.log_dirs)}")
+        return list(opts.topics)
+    if opts.topic_pattern is not None:
+        pattern = re.compile(opts.topic_pattern)
+        return sorted(t for t in known_topics if pattern.fullmatch(t))
+    if opts.assign is not None:
+        return sorted({t for t, _ in opts.assign} & known_topics)
+    return sorted(known_topics)
+
+
+def _choose_partitions(opts: ReadOptions, topics: list[str], on_disk: list[TopicPartition]) -> list[TopicPartition]:
     """The topic-partitions to read, checking every name the options give explicitly."""
-    known_topics = set(manager.topic_names())
-    topics = opts.topics if opts.topics is not None else tuple(sorted(known_topics))
-    unknown = [t for t in topics if t not in known_topics]
-    if unknown:
-        raise option_error("topics", ",".join(opts.topics or ()),
-                           f"no topic {', '.join(unknown)} in {','.join(opts.log_dirs)}")
-    chosen = [tp for tp in on_disk if tp[0] in topics and (opts.partitions is None or tp[1] in opts.partitions)]
-    if opts.partitions is not None:
-        present = {p for _, p in chosen}
-        missing = [p for p in opts.partitions if p not in present]
+    if opts.topic_pattern is not None and not topics:
+        return []  # a pattern matching no topic reads nothing, as Spark's Kafka source
+    if opts.assign is not None:
+        present = set(on_disk)
+        missing = [tp for tp in opts.assign if tp not in present]
         if missing:
+            topic, partition = missing[0]
+            raise option_error("assign", f"{topic}-{partition}",
+                               f"no partition {partition} of topic {topic} in {','.join(opts.log_dirs)}")
+        chosen = sorted(opts.assign)
+    else:
+        chosen = [tp for tp in on_disk if tp[0] in topics and (opts.partitions is None or tp[1] in opts.partitions)]
+    if opts.partitions is not None:
+        present_numbers = {p for _, p in chosen}
+        absent = [p for p in opts.partitions if p not in present_numbers]
+        if absent:
             raise option_error(
                 "partitions",
                 ",".join(map(str, opts.partitions)),
-                f"partition {missing[0]} exists in none of the topics read ({', '.join(topics)})",
+                f"partition {absent[0]} exists in none of the topics read ({', '.join(topics)})",
             )
     chosen_set = set(chosen)
-    for option, offsets in (("startingOffsets", opts.starting), ("endingOffsets", opts.ending)):
-        stray = sorted(tp for tp in offsets if tp not in chosen_set)
+    for option, named in opts.per_partition_options():
+        stray = sorted(tp for tp in named if tp not in chosen_set)
         if stray:
             topic, partition = stray[0]
             raise option_error(option, f"{topic}-{partition}",
                                "names a partition that is not among the partitions read")
     return chosen
+
+
+def _offset_lookup(log: Log):
+    """``Log.offset_for_timestamp`` (Kafka's ``ListOffsets`` by timestamp) as the offset alone."""
+    def lookup(timestamp: int) -> int | None:
+        found = log.offset_for_timestamp(timestamp)
+        return None if found is None else found[1]
+    return lookup
 
 
 def _is_batch_start(seg: LogSegment, position: int, end: int) -> bool:
@@ -248,7 +304,7 @@ def _segment_byte_range(seg: LogSegment, lo: int, hi: int, next_base: int, size:
     return (start, end) if end > start else None
 
 
-def _log_splits(log: Log, lo: int, hi: int, max_bytes: int) -> Iterator[SegmentSplit]:
+def _log_splits(log: Log, lo: int, hi: int, opts: ReadOptions) -> Iterator[SegmentSplit]:
     """The splits of one partition's segments that hold offsets in ``[lo, hi)``."""
     segments = log.segments
     for i, seg in enumerate(segments):
@@ -261,12 +317,12 @@ def _log_splits(log: Log, lo: int, hi: int, max_bytes: int) -> Iterator[SegmentS
         byte_range = _segment_byte_range(seg, lo, hi, next_base, size)
         if byte_range is None:
             continue
-        cuts = _cut_points(seg, byte_range[0], byte_range[1], max_bytes)
+        cuts = _cut_points(seg, byte_range[0], byte_range[1], opts.max_bytes_per_split)
         active = i == len(segments) - 1  # only the log's end can be a torn write: a rolled segment's is damage
         for a, b in zip(cuts, cuts[1:], strict=False):
             yield SegmentSplit(
                 log.topic, log.partition, str(seg.dir), seg.base_offset, seg.inode, a, b, lo, hi,
-                at_tail=active and b == size,
+                at_tail=active and b == size, include_headers=opts.include_headers,
             )
 
 
@@ -286,17 +342,17 @@ def plan_splits(opts: ReadOptions) -> list[SegmentSplit]:
     """Every split of a read, in topic, partition and offset order (runs on the driver)."""
     splits: list[SegmentSplit] = []
     with LogManager(list(opts.log_dirs), read_only=True) as manager:
-        if opts.topics is None:
+        topics = _chosen_topics(set(manager.topic_names()), opts)
+        if opts.topics is None and opts.topic_pattern is None and opts.assign is None:
             locations = manager.partition_locations()
         else:  # only the topics read are checked: another topic's bad file fails its own reads
-            known = set(manager.topic_names())  # an unknown topic is refused by name below
-            locations = manager.partition_locations([t for t in opts.topics if t in known])
-        for tp in _choose_partitions(manager, opts, sorted(locations)):
+            locations = manager.partition_locations(topics)
+        for tp in _choose_partitions(opts, topics, sorted(locations)):
             log = _open_read_only(manager, locations[tp])
             try:
-                lo, hi = opts.offset_range(tp, log.log_start_offset, log.log_end_offset)
+                lo, hi = opts.offset_range(tp, log.log_start_offset, log.log_end_offset, _offset_lookup(log))
                 if lo < hi:
-                    splits.extend(_log_splits(log, lo, hi, opts.max_bytes_per_split))
+                    splits.extend(_log_splits(log, lo, hi, opts))
             finally:
                 log.close()
     return splits
@@ -361,24 +417,24 @@ def _constant_strings(text: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
 
 
-def to_spark_batch(decoded: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
+def to_spark_batch(decoded: pa.RecordBatch, topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
     """A batch of the engine's :data:`storage_engine.record.ARROW_SCHEMA` in Spark's Kafka layout:
-    topic and partition added, epoch milliseconds turned into UTC microseconds, columns ordered."""
+    topic and partition added, epoch milliseconds turned into UTC microseconds, columns ordered,
+    ``headers`` only when the read includes them."""
     n = decoded.num_rows
     millis = decoded.column("timestamp")
-    return pa.RecordBatch.from_arrays(
-        [
-            decoded.column("key"),
-            decoded.column("value"),
-            _constant_strings(topic, n),
-            pa.array(np.full(n, partition, dtype=np.int32)),
-            decoded.column("offset"),
-            pc.multiply_checked(millis, 1000).cast(KAFKA_ARROW_SCHEMA.field("timestamp").type),
-            decoded.column("timestampType"),
-            decoded.column("headers").cast(KAFKA_ARROW_SCHEMA.field("headers").type),
-        ],
-        schema=KAFKA_ARROW_SCHEMA,
-    )
+    columns = [
+        decoded.column("key"),
+        decoded.column("value"),
+        _constant_strings(topic, n),
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        decoded.column("offset"),
+        pc.multiply_checked(millis, 1000).cast(KAFKA_ARROW_SCHEMA.field("timestamp").type),
+        decoded.column("timestampType"),
+    ]
+    if include_headers:
+        columns.append(decoded.column(_HEADERS).cast(KAFKA_ARROW_SCHEMA.field(_HEADERS).type))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
 
 
 def _bounded(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
@@ -401,7 +457,7 @@ def read_split(split: SegmentSplit) -> Iterator[pa.RecordBatch]:
             decoded = batches_to_arrow(
                 group, verify=True, path=path, min_offset=split.min_offset, max_offset=split.max_offset
             )
-            yield from _bounded(to_spark_batch(decoded, split.topic, split.partition))
+            yield from _bounded(to_spark_batch(decoded, split.topic, split.partition, split.include_headers))
     finally:
         seg.close(trim_indexes=False)
 
@@ -434,13 +490,14 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> StructType:
         # Spark calls this at ``load()``: checking the options here reports a malformed one
         # there, before any action, while everything that needs the files waits for planning.
-        ReadOptions.parse(self.options)
-        return KAFKA_SOURCE_SCHEMA
+        return source_schema(ReadOptions.parse(self.options).include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if schema != KAFKA_SOURCE_SCHEMA:
+        options = ReadOptions.parse(self.options)
+        expected = source_schema(options.include_headers)
+        if schema != expected:
             raise DataSourceOptionError(
-                f"kafka-log always returns {KAFKA_SOURCE_SCHEMA.simpleString()}; a user schema "
+                f"kafka-log returns {expected.simpleString()} here; a user schema "
                 f"({schema.simpleString()}) cannot change that: select or cast the columns instead"
             )
-        return KafkaLogReader(ReadOptions.parse(self.options))
+        return KafkaLogReader(options)

@@ -81,6 +81,8 @@ def spark_rows(df) -> list[Row]:
 
 
 def read(spark, *dirs: Path, **options: str):
+    """A read with the headers column (``includeHeaders=true``) unless the options say otherwise."""
+    options = {"includeHeaders": "true", **options}
     return spark.read.format("kafka-log").options(**options).load(",".join(str(d) for d in dirs))
 
 
@@ -191,8 +193,8 @@ def test_every_row_equals_the_engine_reader_across_two_log_dirs(spark, logs, exp
 
 def test_topic_and_partition_filters(spark, logs, expected):
     # load([dir, dir]) (Spark's ``paths`` option) names the log dirs as well as "dir,dir" does.
-    df = spark.read.format("kafka-log").option("topics", "events, more").option("partitions", "1").load(
-        [str(d) for d in logs])
+    df = spark.read.format("kafka-log").option("topics", "events, more").option("partitions", "1").option(
+        "includeHeaders", "true").load([str(d) for d in logs])
     assert spark_rows(df) == select(expected, topics={"events", "more"}, partitions={1})
     assert spark_rows(read(spark, *logs, topics="audit")) == select(expected, topics={"audit"})
 
@@ -224,9 +226,20 @@ def test_split_segments_give_the_same_rows(spark, logs, expected):
 
 
 def test_records_below_the_log_start_offset_are_not_returned(spark, logs, expected):
-    rows = spark_rows(read(spark, logs[0], topics="trimmed", startingOffset="0"))
+    rows = spark_rows(read(spark, logs[0], topics="trimmed", startingOffset="0", failOnDataLoss="false"))
     assert [r[4] for r in rows] == list(range(23, 60))
     assert rows == select(expected, topics={"trimmed"})
+    assert spark_rows(read(spark, logs[0], topics="trimmed")) == rows  # earliest is never data loss
+
+
+@pytest.mark.parametrize("options", [{"startingOffset": "0"}, {"startingOffsets": '{"trimmed": {"0": 22}}'}])
+def test_a_start_below_the_log_start_offset_is_data_loss_by_default(spark, logs, options):
+    """As Spark's Kafka source with ``failOnDataLoss`` (default true): the offsets are gone."""
+    with pytest.raises(AnalysisException, match=r"DataSourceOptionError: kafka-log option startingOffsets?=(0|22): "
+                                                r"offsets (0|22) to 22 of trimmed-0 are gone \(its log start offset is 23"
+                                                r".*failOnDataLoss=false") as raised:
+        read(spark, logs[0], topics="trimmed", **options).count()
+    assert "Traceback" not in str(raised.value)
 
 
 def test_a_torn_tail_is_ignored(spark, logs, expected, tmp_path):
@@ -276,6 +289,75 @@ def test_options_taken_without_a_word_or_with_an_unnamed_error_fail_the_query(sp
     with pytest.raises(AnalysisException, match=message) as raised:
         read(spark, logs[0], **options).count()
     assert "Traceback" not in str(raised.value) and "DataSourceOptionError" in str(raised.value)
+
+
+# ---------------------------------------------------------------------- Spark's Kafka source options
+
+BASE_MS = 1_700_000_000_000  # ``_producer_records``: a record's CreateTime is BASE_MS + 10 * its offset
+
+
+def first_offset_at(rows: list[Row], tp: tuple[str, int], timestamp_ms: int) -> int | None:
+    """Kafka's ``ListOffsets`` by timestamp from the rows themselves: the first offset whose
+    timestamp is at or after ``timestamp_ms``."""
+    return min((r[4] for r in rows if (r[2], r[3]) == tp and r[5] >= timestamp_ms * 1000), default=None)
+
+
+def between_timestamps(rows: list[Row], start_ms: int | None, end_ms: int | None) -> list[Row]:
+    out = []
+    for tp in sorted({(r[2], r[3]) for r in rows}):
+        first = 0 if start_ms is None else first_offset_at(rows, tp, start_ms)
+        end = None if end_ms is None else first_offset_at(rows, tp, end_ms)
+        out += select(rows, topics={tp[0]}, partitions={tp[1]}, start=first, end=end)
+    return out
+
+
+def test_headers_only_with_include_headers_as_spark_kafka_source(spark, logs, expected):
+    without = spark.read.format("kafka-log").load(str(logs[0]))
+    assert without.schema == T.StructType([f for f in KAFKA_SOURCE_SCHEMA.fields if f.name != "headers"])
+    assert spark.read.format("kafka-log").option("includeHeaders", "FALSE").load(str(logs[0])).schema == without.schema
+    table = without.toArrow()
+    assert table.column_names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    got = sorted(zip(*(table.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")),
+                     strict=True))
+    assert got == sorted((r[2], r[3], r[4], r[0], r[1]) for r in select(expected, topics={"events", "trimmed", "audit"}))
+    assert read(spark, logs[0], includeHeaders="True").schema == KAFKA_SOURCE_SCHEMA
+
+
+def test_subscribe_pattern_and_assign_choose_what_spark_would(spark, logs, expected):
+    assert spark_rows(read(spark, *logs, subscribe="events,more")) == select(expected, topics={"events", "more"})
+    # a Java-style regex matched against whole names: "vent" matches nothing, "ev.*|mo.*" two topics
+    assert spark_rows(read(spark, *logs, subscribePattern="ev.*|mo.*")) == select(expected, topics={"events", "more"})
+    assert read(spark, *logs, subscribePattern="vent").count() == 0
+    assign = read(spark, *logs, assign='{"events": [2, 0], "more": [1]}')
+    assert spark_rows(assign) == sorted(select(expected, topics={"events"}, partitions={0, 2})
+                                        + select(expected, topics={"more"}, partitions={1}), key=_row_key)
+
+
+def test_timestamps_resolve_through_the_time_index_as_list_offsets(spark, logs, expected):
+    start, end = BASE_MS + 175, BASE_MS + 905
+    events = select(expected, topics={"events"})
+    assert first_offset_at(events, ("events", 0), start) == 18  # inside a batch: the time index is sparse
+    assert spark_rows(read(spark, logs[0], topics="events", startingTimestamp=str(start))) == between_timestamps(
+        events, start, None)
+    assert spark_rows(read(spark, logs[0], topics="events", startingTimestamp=str(start),
+                           endingTimestamp=str(end))) == between_timestamps(events, start, end)
+    # a later end than any record is the latest offset; the log start bounds a timestamp below it
+    assert spark_rows(read(spark, *logs, startingTimestamp=str(start), endingTimestamp=str(BASE_MS * 3))) == (
+        between_timestamps(expected, start, None))
+    per_partition = read(spark, logs[0], topics="events", startingOffsetsByTimestamp=f'{{"events": {{"1": {start}}}}}',
+                         endingOffsetsByTimestamp=f'{{"events": {{"2": {end}}}}}')
+    assert spark_rows(per_partition) == sorted(
+        select(events, partitions={0}) + between_timestamps(select(events, partitions={1}), start, None)
+        + between_timestamps(select(events, partitions={2}), None, end), key=_row_key)
+
+
+def test_a_start_timestamp_no_record_reaches_fails_unless_the_strategy_says_latest(spark, logs):
+    late = str(BASE_MS * 3)
+    with pytest.raises(AnalysisException, match=rf"startingTimestamp={late}: no record of events-0 has a timestamp "
+                                                r"at or after it.*startingOffsetsByTimestampStrategy=latest"):
+        read(spark, logs[0], topics="events", startingTimestamp=late).count()
+    assert read(spark, logs[0], topics="events", startingTimestamp=late,
+                startingOffsetsByTimestampStrategy="latest").count() == 0
 
 
 # ---------------------------------------------------------------------- options and planning without Spark
@@ -331,6 +413,34 @@ BAD_OPTIONS = [
         # a whole-log word and a single offset both name every partition: the single one won
         ({"startingOffset": "5", "startingOffsets": "earliest"}, r"startingOffsets='earliest'.*startingOffset=5"),
         ({"endingOffset": "5", "endingOffsets": "latest"}, r"endingOffsets='latest'.*endingOffset=5"),
+        # Spark's Kafka source options that need a broker or a stream: refused naming the alternative
+        ({"kafka.bootstrap.servers": "b:9092"}, r"kafka.bootstrap.servers='b:9092': no broker is read.*load"),
+        ({"kafka.group.id": "g"}, r"kafka.group.id='g': a Kafka consumer setting: no broker is read"),
+        ({"minPartitions": "8"}, r"minPartitions='8'.*set maxBytesPerSplit"),
+        ({"maxOffsetsPerTrigger": "8"}, r"maxOffsetsPerTrigger='8'.*batch source.*endingOffsets"),
+        # one subscription, one way to give each end (Spark would let one win without a word)
+        ({"topics": "a", "subscribe": "a"}, r"subscribe='a': topics is given too; give one"),
+        ({"subscribe": "a", "subscribePattern": "a.*"}, r"subscribePattern='a\.\*': subscribe is given too"),
+        ({"subscribePattern": "a", "assign": '{"a": [0]}'}, r"assign=.*subscribePattern is given too"),
+        ({"assign": '{"a": [0]}', "partitions": "0"}, r"partitions='0': assign is given too; assign names"),
+        ({"startingTimestamp": "1", "startingOffsets": "earliest"}, r"startingOffsets='earliest': startingTimestamp is"),
+        ({"startingTimestamp": "1", "startingOffsetsByTimestamp": '{"a": {"0": 1}}'},
+         r"startingOffsetsByTimestamp=.*startingTimestamp is given too"),
+        ({"endingOffsetsByTimestamp": '{"a": {"0": 1}}', "endingOffset": "3"}, r"endingOffset='3': endingOffsetsBy"),
+        ({"includeHeaders": "yes"}, r"includeHeaders='yes'.*expected true or false"),
+        ({"failOnDataLoss": " true"}, r"failOnDataLoss=' true'.*expected true or false"),
+        ({"subscribePattern": "("}, r"subscribePattern='\(': not a regular expression"),
+        ({"subscribe": "a,,b"}, r"subscribe='a,,b'.*item 2 is empty"),
+        ({"assign": "[]"}, r"assign='\[\]'.*expected a JSON object"),
+        ({"assign": '{"a": []}'}, r"assign=.*topic 'a' must map to a non-empty list"),
+        ({"assign": '{"a": [0, 0]}'}, r"assign=.*partition 0 of topic 'a' is given twice"),
+        ({"assign": '{"a": ["0"]}'}, r"assign=.*'0' of topic 'a' is not a partition number"),
+        ({"assign": '{"a": [0], "a": [1]}'}, r"assign=.*'a' is given twice"),
+        ({"startingTimestamp": "-5"}, r"startingTimestamp='-5'.*a timestamp must be between 0 and"),
+        ({"startingTimestamp": "9", "endingTimestamp": "3"}, r"startingTimestamp=9.*above endingTimestamp=3"),
+        ({"startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, r"timestamp -1 of a-0 is not epoch milliseconds"),
+        ({"endingOffsetsByTimestamp": '{"a": [1]}'}, r"endingOffsetsByTimestamp=.*topic 'a' must map partition"),
+        ({"startingOffsetsByTimestampStrategy": "skip"}, r"Strategy='skip'.*expected one of error, latest"),
         *BAD_OPTIONS,
     ],
 )
@@ -354,6 +464,10 @@ def test_malformed_options(logs, options, message):
          r"startingOffset=100000: beginning offset 100000 is after the log end offset \d+ for topic audit partition 0"),
         ({"topics": "audit", "startingOffsets": '{"audit": {"0": 100000}}'},
          r"startingOffsets=100000: beginning offset 100000 is after the log end offset"),
+        ({"assign": '{"events": [0, 3]}'}, r"assign='events-3': no partition 3 of topic events in"),
+        ({"assign": '{"nope": [0]}'}, r"assign='nope-0': no partition 0 of topic nope"),
+        ({"topics": "events", "endingOffsetsByTimestamp": '{"audit": {"0": 1}}'},
+         r"endingOffsetsByTimestamp='audit-0'.*not among the partitions read"),
     ],
 )
 def test_options_naming_what_does_not_exist(logs, options, message):
