@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType, decode_batch, scan_batches
 from tests.helpers.engine import fixture_log_dirs
+from tests.helpers.paths import REPO
 
 Row = tuple  # (key, value, topic, partition, offset, timestamp_us, timestampType, headers)
 
@@ -67,7 +70,10 @@ def _row_key(row: Row) -> tuple:
 
 
 def spark_rows(df) -> list[Row]:
-    table = df.toArrow()
+    return arrow_rows(df.toArrow())
+
+
+def arrow_rows(table: pa.Table) -> list[Row]:
     assert table.schema.equals(KAFKA_ARROW_SCHEMA)
     cols = {name: table.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset",
                                                                "timestampType", "headers")}
@@ -289,6 +295,38 @@ def test_options_taken_without_a_word_or_with_an_unnamed_error_fail_the_query(sp
     with pytest.raises(AnalysisException, match=message) as raised:
         read(spark, logs[0], **options).count()
     assert "Traceback" not in str(raised.value) and "DataSourceOptionError" in str(raised.value)
+
+
+# ---------------------------------------------------------------------- found by Spark itself
+
+#: What a user types in ``pyspark`` of the project's environment: no import of ours, no registration.
+PLAIN_PYSPARK = """
+import sys
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+df = spark.read.format("kafka-log").option("topics", "events").option("includeHeaders", "true").load(sys.argv[1])
+table = df.toArrow()
+with pa.OSFile(sys.argv[2], "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    writer.write_table(table)
+"""
+
+
+@pytest.mark.slow
+def test_a_plain_pyspark_session_finds_kafka_log_without_registering_it(logs, expected, tmp_path):
+    """Spark 4's lookup imports the ``pyspark_*`` modules on the Python path and registers their
+    ``DefaultSource``: ``pyspark_kafka_log`` (the repo root on the path, as an install puts it).
+    The Python Spark runs is ``python3`` on ``PATH``, as in an activated virtual environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(REPO)
+    out = tmp_path / "rows.arrow"
+    done = subprocess.run([sys.executable, "-c", PLAIN_PYSPARK, str(logs[0]), str(out)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with pa.OSFile(str(out), "rb") as source:
+        assert arrow_rows(pa.ipc.open_file(source).read_all()) == select(expected, topics={"events"})
 
 
 # ---------------------------------------------------------------------- Spark's Kafka source options
