@@ -6,7 +6,9 @@ PY="${PYTHON:-python3.11}"
 if [ ! -x .venv/bin/python ] || [ pyproject.toml -nt .venv/.installed ]; then
   "$PY" -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[test,lint]'
+  # compat: the editable install is a path entry, so Spark's lookup of pyspark_* modules (which
+  # lists sys.path) finds pyspark_kafka_log; the default import hook would hide it
+  .venv/bin/pip install --quiet -e '.[test,lint]' --config-settings editable_mode=compat
   touch .venv/.installed
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
