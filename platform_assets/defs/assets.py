@@ -25,9 +25,9 @@ from typing import Any
 import dagster as dg
 
 from ..logic.catalog import Topic
-from ..logic.metadata import glossary_markdown
 from ..logic.log_state import PartitionState, TopicPartition
-from ..logic.report import MAX_ROWS, REPORT_GLOSSARY, cleaning_report
+from ..logic.metadata import glossary_markdown
+from ..logic.report import REPORT_GLOSSARY, cleaning_report
 from .checks import check_specs, log_asset_key
 from .cleanup import CLEANUP_CONFIG_SCHEMA, CleanupConfig, audit_partitions, clean_partitions
 from .partitions import topic_partitions_def

@@ -23,9 +23,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spark_jobs.runtime.session import DEFAULT_MASTER, spark_environment
 from dagster._core.definitions.utils import is_valid_owner  # Dagster's rule for AssetSpec(owners=...)
 
+from spark_jobs.runtime.session import DEFAULT_MASTER, spark_environment
 from storage_engine.config.broker import retention_check_interval_ms
 from storage_engine.config.values import INT_MAX
 from storage_engine.files.naming import is_digits
