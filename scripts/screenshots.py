@@ -12,6 +12,7 @@ outside the repository):
     partition_0.png     partition 0 selected: its latest cleaning's metadata
     checks.png          its Checks tab: each check's latest result (of any partition)
     check_health.png    log_health's own page: its latest result and the partition it is for
+    report.png          platform/cleaning_report: what needs cleaning across topics, worst first
     sensor_state.png    log_state_sensor's ticks
     sensor_compaction.png  compaction_sensor's ticks: what it requested and why
     runs.png            the runs list
@@ -98,6 +99,7 @@ def main(argv: list[str]) -> int:
             "partition_0": "/assets/logs/orders?view=partitions&partition=0",
             "checks": "/assets/logs/orders?view=checks",
             "check_health": "/assets/logs/orders?view=checks&checkDetail=log_health",
+            "report": "/assets/platform/cleaning_report",
             "sensor_state": f"/locations/{location}/sensors/log_state_sensor",
             "sensor_compaction": f"/locations/{location}/sensors/compaction_sensor",
             "runs": "/runs",

@@ -19,12 +19,15 @@ annotations as types to find its config class and resources.)
 """
 
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 
 from ..logic.catalog import Topic
+from ..logic.log_state import PartitionState, TopicPartition
+from ..logic.metadata import glossary_markdown
+from ..logic.report import REPORT_GLOSSARY, cleaning_report
 from .checks import check_specs, log_asset_key
 from .cleanup import CLEANUP_CONFIG_SCHEMA, CleanupConfig, audit_partitions, clean_partitions
 from .partitions import topic_partitions_def
@@ -37,6 +40,10 @@ def op_name(topic: Topic) -> str:
 
 def pool_name(topic: Topic) -> str:
     return f"logplat/topic/{topic.name}"
+
+
+#: The report across topics (``logic/report.py``), recorded by ``log_state_sensor``.
+REPORT_KEY = dg.AssetKey(["platform", "cleaning_report"])
 
 
 def cleanup_run_config(topic: Topic, *, force_compaction: bool) -> dg.RunConfig:
@@ -53,10 +60,12 @@ def _description(topic: Topic) -> str:
     }
     return (f"Kafka topic `{topic.name}` (cleanup.policy={','.join(topic.config.cleanup_policy)}): each partition is "
             f"one Kafka log. Materializing a partition runs {jobs.get(topic.policy, 'nothing')} on it and records the "
-            "log's checkpoints, offsets, size and dirty ratio before and after.")
+            "log's checkpoints, offsets, size and dirty ratio before and after (`*_before`); the state sensor "
+            "observes each partition when it changes. Which partitions need cleaning, across topics: "
+            f"`{'/'.join(REPORT_KEY.path)}`.\n\n{glossary_markdown()}")
 
 
-def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
+def build_log_asset(topic: Topic, owners: Sequence[str] = ()) -> dg.AssetsDefinition:
     spec = dg.AssetSpec(
         log_asset_key(topic.name),
         description=_description(topic),
@@ -65,6 +74,7 @@ def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
         kinds={"spark", "kafka"},
         tags={"logplat/policy": topic.policy},
         metadata={"topic": topic.name, **topic.shown_configs()},
+        owners=list(owners),
     )
 
     @dg.multi_asset(
@@ -80,6 +90,27 @@ def build_log_asset(topic: Topic) -> dg.AssetsDefinition:
         yield from clean_partitions(context, topic, config, pyspark, log_store)
 
     return _log
+
+
+def build_report_asset(owners: Sequence[str] = ()) -> dg.AssetSpec:
+    """An external asset (no run materializes it): the state sensor records its materialization
+    at each tick that records a partition's change, so its latest one is the platform as it is."""
+    return dg.AssetSpec(
+        REPORT_KEY,
+        description=f"What needs cleaning across every topic, and why: each partition whose log_health is not "
+                    "passed, worst first (unreadable, ERROR, WARN; then the earliest erasure deadline, the "
+                    "dirtiest, the most bytes deletable), at most {MAX_ROWS} rows, recorded by log_state_sensor when "
+                    f"any partition's state or verdict changes.\n\n{glossary_markdown(REPORT_GLOSSARY)}",
+        group_name="platform",
+        kinds={"kafka"},
+        owners=list(owners),
+    )
+
+
+def report_materialization(states: Sequence[PartitionState],
+                           unreadable: Mapping[TopicPartition, str]) -> dg.AssetMaterialization:
+    """The report over every partition's state now (the state sensor's tick), as its event."""
+    return dg.AssetMaterialization(asset_key=REPORT_KEY, metadata=cleaning_report(states, unreadable).metadata())
 
 
 def build_log_checks(topic: Topic) -> dg.AssetChecksDefinition:

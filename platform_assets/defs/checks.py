@@ -25,6 +25,7 @@ from ..logic.check_outcomes import (
     OFFSETS_INCREASE,
     CheckOutcome,
 )
+from ..logic.metadata import identity_metadata
 from ..logic.partition_keys import partition_key
 from .partitions import topic_partitions_def
 
@@ -62,10 +63,12 @@ def evaluations(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome],
                 targets: Mapping[str, AssetCheckEvaluationTargetMaterializationData] | None = None
                 ) -> list[dg.AssetCheckEvaluation]:
     """Outcomes as per-partition evaluations (logged by a range run, recorded by the state
-    sensor); ``targets`` ties each partition's evaluation to the materialization it checked."""
+    sensor), each naming its topic and partition in its metadata too; ``targets`` ties each
+    partition's evaluation to the materialization it checked."""
     targets = targets or {}
     return [dg.AssetCheckEvaluation(asset_key=asset_key, check_name=o.name, passed=o.passed, description=o.shown,
-                                    metadata=o.metadata, severity=o.severity, partition=partition_key(o.partition),
+                                    metadata={**identity_metadata(asset_key.path[-1], o.partition), **o.metadata},
+                                    severity=o.severity, partition=partition_key(o.partition),
                                     target_materialization_data=targets.get(partition_key(o.partition)))
             for o in outcomes]
 

@@ -39,7 +39,7 @@ from ..logic.catalog import Topic
 from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks
 from ..logic.health import health_outcome, unreadable_outcome
 from ..logic.log_state import PartitionState, observe
-from ..logic.metadata import cleanup_metadata
+from ..logic.metadata import cleanup_metadata, records_counted
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
 from ..logic.partition_keys import partition_key, partition_number
 from .checks import evaluations, log_asset_key, run_materializations
@@ -262,9 +262,10 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     run_metadata = {"now_ms": dg.MetadataValue.timestamp(now_ms / 1000)}
     data_version = run_data_version(list(cleanups.values()))
     failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
+    counted = records_counted(check_outcomes)
     if not failed:
         for c in cleanups.values():
-            context.add_asset_metadata(cleanup_metadata(c), partition_key=c.key)
+            context.add_asset_metadata(cleanup_metadata(c, counted.get(c.partition)), partition_key=c.key)
         yield dg.MaterializeResult(asset_key=asset_key, metadata=run_metadata,
                                    data_version=dg.DataVersion(data_version))
     else:
@@ -272,7 +273,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         # and a backfill counts it as failed (a materialization marked it "Materialized" and the
         # backfill "Succeeded"); its before/after and the reason are recorded as an observation.
         for c in cleanups.values():
-            metadata = {**cleanup_metadata(c), **run_metadata}
+            metadata = {**cleanup_metadata(c, counted.get(c.partition)), **run_metadata}
             if c.status == FAILED:
                 context.log_event(dg.AssetObservation(asset_key=asset_key, partition=c.key, metadata=metadata))
             else:

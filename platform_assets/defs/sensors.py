@@ -57,14 +57,14 @@ from ..logic.log_state import (
     retention_token,
     run_key,
 )
-from ..logic.metadata import observation_metadata
+from ..logic.metadata import deleted_files_metadata, observation_metadata
 from ..logic.observation_cursor import ObservationCursor
 from ..logic.partition_keys import keys_not_on_disk, partition_key, plan_key_update
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
-from ..logic.units import megabytes, size_text
-from .assets import cleanup_run_config
+from ..logic.units import size_text
+from .assets import cleanup_run_config, report_materialization
 from .checks import clear_sensor_results, evaluations, log_asset_key
 from .errors import tick_refusals_first
 from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
@@ -221,6 +221,8 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
                     events.extend(evaluations(log_asset_key(topic), [unreadable_outcome(partition, why)]))
                     recorded += 1
                     cursor.record_unreadable((topic, partition), why)
+        if events:  # a partition's state or verdict changed: the report across topics with it
+            events.append(report_materialization(states, unreadable))
         cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known]
                          + gone_tps)
         for asset_key, partitions in _health_partitions(events).items():
@@ -380,8 +382,7 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
             return dg.SkipReason("; ".join(["no .deleted file is past its topic's file.delete.delay.ms", *refused]))
         events = [
             dg.AssetObservation(asset_key=log_asset_key(topic), partition=partition_key(partition),
-                                metadata={"deleted_files_removed": len(files),
-                                          "mb_freed": megabytes(sum(size for _, size in files))})
+                                metadata=deleted_files_metadata(topic, partition, (size for _, size in files)))
             for (topic, partition), files in removed.items() if topic in known
         ]
         total = sum(size for files in removed.values() for _, size in files)

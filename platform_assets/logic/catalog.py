@@ -25,7 +25,7 @@ from storage_engine.errors import LogError
 from storage_engine.logdir.log_dir import missing_log_dir
 from storage_engine.logdir.manager import LogManager
 
-from .units import duration_text, size_text
+from .units import binary_size_text, duration_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _DIGEST_SUFFIX = re.compile(r"_[0-9a-f]{6}$")  # how a changed name ends
@@ -90,7 +90,8 @@ UNLIMITED = {-1, LONG_MAX}  # Kafka's "no limit" values (retention.bytes=-1, max
 
 def config_text(key: str, value: object) -> str:
     """A config value as a person reads it: lists joined, Kafka's no-limit values as "unlimited",
-    times and sizes with their unit beside the raw value (``604800000 (7 d)``)."""
+    times and sizes with their unit beside the raw value (``604800000 (7 d)``, ``1073741824 (1 GiB)``:
+    binary units, in which Kafka's defaults are round)."""
     if isinstance(value, tuple):
         return ",".join(map(str, value))
     if not isinstance(value, int) or isinstance(value, bool):
@@ -100,7 +101,7 @@ def config_text(key: str, value: object) -> str:
     if key.endswith(".ms") and value > 0:
         return f"{value} ({duration_text(value / 1000)})"
     if key.endswith(".bytes"):
-        return f"{value} ({size_text(value)})"
+        return f"{value} ({binary_size_text(value)})"
     return str(value)
 
 

@@ -7,19 +7,33 @@ figure here is a plain number under a stable name, in a unit its name says (``si
 and a value that does not apply (the cleaner checkpoint of a ``delete`` topic, the dirty ratio of a
 log that has never been measured) is left out rather than sent as ``None`` or ``-1``, which
 would draw a misleading point. Explanations go into text entries beside the numbers.
+
+Every event also names its ``topic`` and ``partition`` (text, so never plotted): the run log,
+the Events tab and an alert show one event without its asset page around it. Dagster's own
+names are used where the catalog reads them: ``dagster/uri`` (the partition's log dir as a
+``file://`` URI) and ``dagster/row_count`` (records, only where a run counted them; the
+``offset_span`` beside it is an upper bound, see :func:`state_metadata`). ``GLOSSARY`` explains
+every name, for the asset descriptions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from .check_outcomes import OFFSETS_INCREASE, CheckOutcome
 from .log_state import PartitionState
+from .partition_keys import partition_key
 from .units import megabytes
 
 if TYPE_CHECKING:
     from .partition_cleanup import PartitionCleanup
+
+ROW_COUNT = "dagster/row_count"  # Dagster's name: the catalog shows it as the asset's row count
+URI = "dagster/uri"  # Dagster's name for where the data lives
 
 
 def _some(values: dict[str, Any]) -> dict[str, Any]:
@@ -32,8 +46,19 @@ def effective_checkpoint(state: PartitionState) -> int:
     return state.log_start_offset if state.cleaner_checkpoint is None else state.cleaner_checkpoint
 
 
+def identity_metadata(topic: str, partition: int) -> dict[str, Any]:
+    """The topic and partition an event is about, as text (a partition number is a name here,
+    not a figure to plot)."""
+    return {"topic": dg.MetadataValue.text(topic), "partition": dg.MetadataValue.text(partition_key(partition))}
+
+
 def state_metadata(state: PartitionState, *, log_end_offset: int | None = None, suffix: str = "") -> dict[str, Any]:
-    """A partition's cheap state: what an observation records, and a materialization's before/after."""
+    """A partition's cheap state: what an observation records, and a materialization's before/after.
+
+    ``offset_span`` is log end offset minus log start offset: the records in a log never
+    compacted (bar transaction markers), an upper bound for a compacted one, whose cleaned
+    section has gaps; the records themselves are counted only where a run reads them
+    (``dagster/row_count``)."""
     leo = state.log_end_offset if log_end_offset is None else log_end_offset
     ratio = state.dirty_ratio
     return _some({
@@ -41,14 +66,18 @@ def state_metadata(state: PartitionState, *, log_end_offset: int | None = None, 
         f"segments{suffix}": state.segments,
         f"log_start_offset{suffix}": state.log_start_offset,
         f"log_end_offset{suffix}": leo,
+        f"offset_span{suffix}": None if leo is None else leo - state.log_start_offset,
         f"cleaner_checkpoint{suffix}": effective_checkpoint(state) if state.compact else None,
         f"dirty_ratio{suffix}": None if ratio is None else round(ratio, 6),
     })
 
 
 def location_metadata(state: PartitionState) -> dict[str, Any]:
-    """Where the partition lives: its directory, as a path the UI shows (and can copy)."""
-    return {"log_dir": dg.MetadataValue.path(state.directory)} if state.directory else {}
+    """Where the partition lives: its directory, as a path the UI shows (and can copy), and as
+    Dagster's ``dagster/uri``."""
+    if not state.directory:
+        return {}
+    return {"log_dir": dg.MetadataValue.path(state.directory), URI: Path(state.directory).resolve().as_uri()}
 
 
 def deadline_metadata(state: PartitionState) -> dict[str, Any]:
@@ -63,7 +92,7 @@ def deadline_metadata(state: PartitionState) -> dict[str, Any]:
 
 def observation_metadata(state: PartitionState) -> dict[str, Any]:
     """What the state sensor records when a partition's state changed."""
-    values = {**state_metadata(state), **location_metadata(state)}
+    values = {**identity_metadata(state.topic, state.partition), **state_metadata(state), **location_metadata(state)}
     values.update({
         "compaction_due": state.compaction_due,
         "deletable_segments": state.deletable_segments,
@@ -77,10 +106,20 @@ def observation_metadata(state: PartitionState) -> dict[str, Any]:
     return values
 
 
-def cleanup_metadata(result: PartitionCleanup) -> dict[str, Any]:
+def records_counted(outcomes: Iterable[CheckOutcome]) -> dict[int, int]:
+    """The records a run's checks read in each partition after compacting it (the engine's
+    verification reads every one up to the log end offset before the run): an exact count,
+    which the run has at no extra cost."""
+    return {o.partition: o.metadata["records"] for o in outcomes
+            if o.name == OFFSETS_INCREASE and isinstance(o.metadata.get("records"), int)}
+
+
+def cleanup_metadata(result: PartitionCleanup, records: int | None = None) -> dict[str, Any]:
     """One partition's materialization: the state after (under the plain names, so the plots
-    show the log as it is), the state before (``*_before``), and what the cleaning did."""
-    values = state_metadata(result.after, log_end_offset=result.leo_after)
+    show the log as it is), the state before (``*_before``), and what the cleaning did;
+    ``records``: the records the run counted in the partition (``records_counted``), if it did."""
+    values = identity_metadata(result.before.topic, result.partition)
+    values.update(state_metadata(result.after, log_end_offset=result.leo_after))
     values.update(state_metadata(result.before, log_end_offset=result.leo_before, suffix="_before"))
     values.update(location_metadata(result.after))
     values.update(_some({
@@ -97,5 +136,65 @@ def cleanup_metadata(result: PartitionCleanup) -> dict[str, Any]:
         "throughput_mb_per_s": result.report_value("mb_per_s"),
         "throughput_records_per_s": result.report_value("records_per_s"),
         "log_state_version": result.data_version,
+        ROW_COUNT: records,
     }))
     return values
+
+
+def deleted_files_metadata(topic: str, partition: int, sizes: Iterable[int]) -> dict[str, Any]:
+    """What ``deleted_files_sensor`` records of one partition: the ``.deleted`` files it removed."""
+    sizes = list(sizes)
+    return {**identity_metadata(topic, partition), "deleted_files_removed": len(sizes),
+            "mb_freed": megabytes(sum(sizes))}
+
+
+#: What each metadata name on a topic's events means, for the asset's description (the UI shows
+#: names, not their meaning). ``*_before``: the same figure before the run.
+GLOSSARY: dict[str, str] = {
+    "topic": "the Kafka topic",
+    "partition": "the Kafka partition (the asset partition key)",
+    "size_mb": "bytes of the partition's segment files, in MB (10^6 bytes)",
+    "segments": "segment files in the log",
+    "log_start_offset": "the first offset a consumer can read",
+    "log_end_offset": "the offset the next record will get",
+    "offset_span": "log end offset - log start offset: the records of a log never compacted, "
+                   "an upper bound for a compacted one",
+    ROW_COUNT: "records in the log, counted by the run's checks after compacting it",
+    "cleaner_checkpoint": "the offset below which the log is cleaned (compacted topics; the log start offset "
+                          "if never cleaned)",
+    "dirty_ratio": "dirty (uncleaned) bytes / cleanable bytes, compared with min.cleanable.dirty.ratio",
+    "min_cleanable_dirty_ratio": "the topic's min.cleanable.dirty.ratio",
+    "log_dir": "the partition's directory",
+    URI: "the partition's directory as a file:// URI",
+    "compaction_due": "whether the cleaner would compact the partition now (dirty ratio or erasure deadline)",
+    "deletable_segments": "segments retention would delete now",
+    "deletable_mb": "bytes of those segments, in MB",
+    "why": "why compaction is or is not due, in the engine's words",
+    "oldest_uncleaned_offset": "the oldest record not cleaned yet, whose max.compaction.lag.ms is the deadline",
+    "erasure_time_left_s": "seconds until that record's deadline (negative once missed)",
+    "retention_warnings": "retention settings the engine could not apply as written",
+    "status": "what the run did to the partition (compacted, deleted, nothing, failed), or the "
+              "log_health verdict (ok, warn, error, unreadable)",
+    "reason": "why the run did what it did (or failed)",
+    "reasons": "why the log_health verdict is not ok",
+    "mb_reclaimed": "bytes the run freed, in MB",
+    "records_removed": "records compaction removed",
+    "duplicates_removed": "superseded records of a key compaction removed",
+    "tombstones_removed": "tombstones past delete.retention.ms compaction removed",
+    "records_without_version": "records the compaction strategy's version header was missing from",
+    "segments_deleted": "segments retention deleted",
+    "retention_rules": "the rule each retention deletion followed (retention.ms, retention.bytes, log start offset)",
+    "duration_s": "the partition's own cleaning time (planning, Spark tasks, commit), in seconds",
+    "throughput_mb_per_s": "MB compacted per second of that time",
+    "throughput_records_per_s": "records compacted per second of that time",
+    "log_state_version": "the data version: a digest of the log's state after the run",
+    "now_ms": "the clock the run judged by",
+    "deleted_files_removed": ".deleted files removed once file.delete.delay.ms had passed",
+    "mb_freed": "bytes those files held, in MB",
+}
+
+
+def glossary_markdown(glossary: Mapping[str, str] = GLOSSARY) -> str:
+    """A glossary as a Markdown table, for an asset description."""
+    return "\n".join(["| metadata | meaning |", "|---|---|", *(f"| `{n}` | {m} |" for n, m in glossary.items())])
+

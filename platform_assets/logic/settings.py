@@ -11,6 +11,8 @@ the same code serves ``dagster dev``, the daemon's run workers, tests and the ma
 * ``LOGPLAT_AUTOMATION``: ``running`` (default) or ``stopped``, the default status of the sensors
   and schedules. ``dagster dev`` should clean logs without a click; tests and demos that want
   to decide when automation starts set ``stopped`` and start it through GraphQL;
+* ``LOGPLAT_OWNERS``: the owners every asset names (comma-separated e-mail addresses or
+  ``team:<name>``, as Dagster's catalog accepts them; default none);
 * ``LOGPLAT_SENSOR_INTERVAL_S``, ``LOGPLAT_MAX_PARTITIONS_PER_TICK``,
   ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK``: how often sensors look and how much one tick may ask for.
 """
@@ -20,6 +22,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from dagster._core.definitions.utils import is_valid_owner  # Dagster's rule for AssetSpec(owners=...)
 
 from spark_jobs.runtime.session import DEFAULT_MASTER, spark_environment
 from storage_engine.config.broker import retention_check_interval_ms
@@ -42,6 +46,17 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
     return int(text)
 
 
+def _owners(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """``LOGPLAT_OWNERS`` as a tuple, each one checked by Dagster's rule, so that a bad one fails
+    here naming the variable rather than as an invalid asset definition."""
+    owners = tuple(o.strip() for o in environ.get("LOGPLAT_OWNERS", "").split(",") if o.strip())
+    bad = [o for o in owners if not is_valid_owner(o)]
+    if bad:
+        raise ValueError(f"LOGPLAT_OWNERS={environ['LOGPLAT_OWNERS']!r}: {bad[0]!r} is neither an e-mail address "
+                         "nor team:<name>")
+    return owners
+
+
 @dataclass(frozen=True)
 class PlatformSettings:
     """The environment of one code location load (see the module docstring for the variables)."""
@@ -53,6 +68,7 @@ class PlatformSettings:
     sensor_interval_s: int = 30
     max_partitions_per_tick: int = 16
     max_observations_per_tick: int = 2_000
+    owners: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.automation not in AUTOMATION_STATES:
@@ -73,6 +89,7 @@ class PlatformSettings:
             sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
             max_partitions_per_tick=_positive_int(env, "LOGPLAT_MAX_PARTITIONS_PER_TICK", 16),
             max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 2_000),
+            owners=_owners(env),
         )
 
     @property

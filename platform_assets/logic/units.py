@@ -14,6 +14,15 @@ def size_text(size_bytes: int) -> str:
     return f"{size_bytes} B"
 
 
+def binary_size_text(size_bytes: int) -> str:
+    """A configured size in the binary units Kafka's defaults are round in: ``1 GiB``
+    (``segment.bytes``' 1073741824), ``512 KiB``, ``1.5 MiB``, ``100 B``; exact where it is."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.4g} {unit}"
+    return f"{size_bytes} B"
+
+
 def megabytes(size_bytes: int) -> float:
     """A size in decimal megabytes, to the byte: what plotted size metadata holds (``size_mb``)."""
     return round(size_bytes / 1e6, 6)

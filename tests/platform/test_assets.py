@@ -21,6 +21,7 @@ from platform_assets.logic.check_outcomes import (
     LATEST_VALUES,
     OFFSETS_INCREASE,
 )
+from platform_assets.logic.metadata import GLOSSARY
 from platform_assets.tools.workload import produce
 from storage_engine.errors import NeedsRecoveryError
 from storage_engine.logdir.manager import LogManager
@@ -41,10 +42,12 @@ RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_e
 #: Every materialization carries these (the issue's list: checkpoints and dirty ratio before and
 #: after, offsets, size, what was reclaimed and removed, timings).
 COMMON = {"log_start_offset", "log_end_offset", "size_mb", "segments", "status", "segments_deleted",
-          "mb_reclaimed", "duration_s", "log_state_version", "log_start_offset_before", "size_mb_before"}
+          "mb_reclaimed", "duration_s", "log_state_version", "log_start_offset_before", "size_mb_before",
+          "offset_span", "topic", "partition", "dagster/uri"}
 COMPACTION = COMMON | {"cleaner_checkpoint", "cleaner_checkpoint_before", "dirty_ratio", "dirty_ratio_before",
                        "records_removed", "duplicates_removed", "tombstones_removed", "throughput_mb_per_s",
-                       "throughput_records_per_s"}
+                       "throughput_records_per_s", "dagster/row_count"}
+TEXT = {"status", "log_state_version", "topic", "partition", "dagster/uri"}
 
 
 @pytest.fixture
@@ -74,7 +77,7 @@ def _materialize(platform, topic: str, *, partition: str | None = None, tags=Non
 
 def _numbers_only(metadata: dict) -> None:
     """Figures are plain ints and floats (what the UI plots), never None or text."""
-    for key in COMPACTION - {"status", "log_state_version"}:
+    for key in COMPACTION - TEXT:
         if key in metadata:
             assert isinstance(metadata[key], (int, float)) and not isinstance(metadata[key], bool), key
 
@@ -92,6 +95,10 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
     assert m["cleaner_checkpoint"] > 0 and m["log_end_offset"] == m["log_end_offset_before"] == 400
     assert m["duplicates_removed"] > 0 and m["records_removed"] >= m["duplicates_removed"]
     assert m["mb_reclaimed"] > 0 and m["size_mb"] < m["size_mb_before"]
+    # what the catalog reads: the partition named, its log dir, the records the checks counted
+    assert (m["topic"], m["partition"]) == ("orders", "0") and m["dagster/uri"] == (root / "orders-0").resolve().as_uri()
+    assert 0 < m["dagster/row_count"] <= m["offset_span"] == 400 - m["log_start_offset"]
+    assert {k.removesuffix("_before") for k in m} <= set(GLOSSARY), set(m) - set(GLOSSARY)
     # the Spark jobs' wall time is recorded once, on the run; the partition's own time is its metadata
     tags = instance.get_run_by_id(result.run_id).tags
     assert 0 < m["duration_s"] <= float(tags[SPARK_JOB_SECONDS_TAG]) + 0.001
@@ -103,7 +110,8 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
 
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(checks) == CHECKS and all(e.passed for e in checks.values()), checks
-    assert all(e.partition == "0" for e in checks.values())
+    assert all(e.partition == "0" and e.metadata["partition"].value == "0" and e.metadata["topic"].value == "orders"
+               for e in checks.values())
     assert checks[LATEST_VALUES].metadata["live_keys_before"].value > 0
 
     # a second cleaning right after: nothing cleanable is left, tombstones past their horizon go
@@ -147,6 +155,8 @@ def test_retention_of_a_delete_topic_and_a_partition_with_nothing_to_do(platform
     for m in by_partition.values():
         assert COMMON <= set(m), COMMON - set(m)
         assert "cleaner_checkpoint" not in m and "dirty_ratio" not in m  # a delete topic has neither
+        assert "dagster/row_count" not in m  # no run read its records to count them: offset_span only
+        assert {k.removesuffix("_before") for k in m} <= set(GLOSSARY), set(m) - set(GLOSSARY)
         assert m["segments_deleted"] > 0 and m["mb_reclaimed"] > 0
         assert m["retention_rules"] == f"retention.ms: {m['segments_deleted']}"  # which rule fired
         assert m["log_dir"].startswith(str(root)) and m["log_dir"].endswith(("clicks-0", "clicks-1"))

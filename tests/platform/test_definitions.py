@@ -13,7 +13,9 @@ import pytest
 from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 
+from platform_assets.definitions import build_definitions
 from platform_assets.logic.catalog import safe_name
+from platform_assets.logic.settings import PlatformSettings
 from platform_assets.tools.workload import produce
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.paths import REPO
@@ -33,12 +35,17 @@ def test_definitions_are_built_from_the_topics_on_disk(logs):
     with dg.instance_for_test():  # a live instance for the load context, whatever earlier tests left
         dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
-    assert {a.key for a in defs.assets} == {dg.AssetKey(["logs", t]) for t in ("orders", "profiles.v1", "clicks")}
+    assert {a.key for a in defs.assets} == {dg.AssetKey(["logs", t]) for t in ("orders", "profiles.v1", "clicks")} | {
+        dg.AssetKey(["platform", "cleaning_report"])}
     orders = next(a for a in defs.assets if a.key == dg.AssetKey(["logs", "orders"]))
     assert orders.partitions_def == dg.DynamicPartitionsDefinition(name="partitions__orders")
     assert orders.backfill_policy == dg.BackfillPolicy.single_run()
     assert orders.group_names_by_key[orders.key] == "compact"
     assert orders.metadata_by_key[orders.key]["cleanup.policy"] == "compact"
+    assert orders.metadata_by_key[orders.key]["segment.bytes"] == "4096 (4 KiB)"
+    # the UI's Definition tab links to the code that cleans it
+    [reference] = orders.metadata_by_key[orders.key]["dagster/code_references"].code_references
+    assert reference.file_path.endswith("platform_assets/defs/assets.py") and reference.line_number
     checks = {k.asset_key.path[1]: set() for c in defs.asset_checks for k in c.check_keys}
     for c in defs.asset_checks:
         for k in c.check_keys:
@@ -64,6 +71,21 @@ def test_a_topic_named_as_another_topics_dagster_name_loads(tmp_path):
     with dg.instance_for_test():
         dg.Definitions.validate_loadable(defs)
     assert len({j for j in defs.get_repository_def().job_names if j.startswith("cleanup__")}) == 2
+
+
+def test_owners_come_from_logplat_owners_and_a_bad_one_is_refused_naming_it(logs, monkeypatch):
+    monkeypatch.setenv("LOGPLAT_LOG_DIRS", str(logs))
+    monkeypatch.setenv("LOGPLAT_OWNERS", " team:logs , ops@example.com,")
+    settings = PlatformSettings.from_env()
+    assert settings.owners == ("team:logs", "ops@example.com")
+    defs = build_definitions(settings)
+    topics = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+    [report] = [a for a in defs.assets if isinstance(a, dg.AssetSpec)]
+    assert len(topics) == 3 and all(a.owners_by_key[a.key] == ["team:logs", "ops@example.com"] for a in topics)
+    assert report.owners == ["team:logs", "ops@example.com"]
+    monkeypatch.setenv("LOGPLAT_OWNERS", "team:logs,logs team")
+    with pytest.raises(ValueError, match="^LOGPLAT_OWNERS='team:logs,logs team': 'logs team' is neither an e-mail "):
+        PlatformSettings.from_env()
 
 
 def test_an_empty_log_dir_loads_with_only_the_state_sensor(tmp_path):

@@ -14,6 +14,7 @@ from dagster._grpc.impl import get_external_schedule_execution, get_external_sen
 from platform_assets.defs.errors import PlatformError
 from platform_assets.defs.partitions import partitions_def_name
 from platform_assets.defs.resources import build_resources
+from platform_assets.logic.metadata import GLOSSARY
 from platform_assets.tools.workload import produce
 from storage_engine.cleaner import LogCleaner
 from storage_engine.log.append_validation import ProducerRecord
@@ -256,6 +257,14 @@ def test_observations_only_when_a_partition_changed(logs, instance):
     assert orders0["dirty_ratio"].value == 1.0 and orders0["compaction_due"].value is True
     assert orders0["segments"].value > 3 and orders0["size_mb"].value > 0
     assert orders0["cleaner_checkpoint"].value == 0  # never cleaned: the log start offset, as Kafka reads it
+    # named for the catalog: its topic and partition (text, not plotted), its log dir as dagster/uri
+    assert (orders0["topic"].value, orders0["partition"].value) == ("orders", "0")
+    assert orders0["dagster/uri"].value == (logs / "orders-0").resolve().as_uri()
+    assert orders0["offset_span"].value == 400  # never cleaned: every offset is a record
+    assert all(set(e.metadata) <= set(GLOSSARY) for e in observed.values()), \
+        {k for e in observed.values() for k in e.metadata} - set(GLOSSARY)
+    health = health_results(first)[("orders", "0")].metadata
+    assert (health["topic"].value, health["partition"].value) == ("orders", "0")
 
     second = discover(defs, settings, instance, first.cursor)
     assert not second.asset_events and "none changed" in second.skip_message
@@ -502,7 +511,8 @@ def test_deleted_files_are_removed_once_their_delay_has_passed_without_any_run(t
     [observation] = data.asset_events
     assert data.skip_message.startswith(f"removed {len(pending)} .deleted file(s), ")
     assert data.skip_message.endswith(", from 1 partition(s)")
-    assert observation.partition == "0"
+    assert observation.partition == "0" and observation.metadata["partition"].value == "0"
+    assert observation.metadata["topic"].value == "events" and set(observation.metadata) <= set(GLOSSARY)
     assert observation.metadata["deleted_files_removed"].value == len(pending)
     assert observation.metadata["mb_freed"].value == round(sum(pending.values()) / 1e6, 6)
 
