@@ -160,11 +160,13 @@ def next_transition_ms(state: PartitionState, now_ms: int) -> int | None:
     """The first moment after ``now_ms`` at which the clock alone changes the state's verdicts,
     its files unchanged (None: never): the candidacy's (``LogToClean.clock_transitions_ms``: the
     erasure deadline's urgent point and the deadline, Kafka's overdue moment, the end of
-    ``min.compaction.lag.ms``, the idle active segment's roll) and retention's next
-    ``retention.ms`` expiry (``RetentionPlan.next_expiry_ms``)."""
+    ``min.compaction.lag.ms``, the idle active segment's roll), retention's next ``retention.ms``
+    expiry (``RetentionPlan.next_expiry_ms``) and, in an erasure report, the moment the next
+    superseded record becomes due (``ErasureReport.next_due_ms``)."""
     moments = list(state.candidacy.clock_transitions_ms) if state.candidacy is not None else []
-    if state.retention is not None and state.retention.next_expiry_ms is not None:
-        moments.append(state.retention.next_expiry_ms)
+    for later in (state.retention and state.retention.next_expiry_ms, state.erasure and state.erasure.next_due_ms):
+        if later is not None:
+            moments.append(later)
     return min((m for m in moments if m > now_ms), default=None)
 
 

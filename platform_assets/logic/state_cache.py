@@ -22,19 +22,18 @@ Two things the signature cannot see are handled by recomputing anyway:
 * *time*: retention.ms, min/max.compaction.lag.ms judge file contents against the clock. Each
   state knows the next moment the clock alone changes one of its verdicts
   (``log_state.next_transition_ms``: an erasure deadline's urgent point or the deadline itself,
-  a segment's retention.ms expiry, the end of min.compaction.lag.ms, an idle segment's roll),
-  and is recomputed at the first read at or after it, whatever the spread below. Besides, a
-  state is recomputed once it is ``ttl_ms`` old (default: ``log.retention.check.interval.ms``,
-  the cadence Kafka's own retention check keeps; what only the records show, an erasure
-  report's verdict, changes by the clock too), a bounded share of them per read so the work
-  is spread over ticks instead of arriving all at once;
+  a segment's retention.ms expiry, the end of min.compaction.lag.ms, an idle segment's roll,
+  the next superseded record's due moment in an erasure report), and is recomputed at the
+  first read at or after it, whatever the spread below. Besides, a state is recomputed once it
+  is ``ttl_ms`` old (default: ``log.retention.check.interval.ms``, the cadence Kafka's own
+  retention check keeps), a bounded share of them per read so the work is spread over ticks
+  instead of arriving all at once;
 * *coarse timestamps*: a change within ``RACY_NS`` of the moment a state was computed may not
   have moved an mtime on a file system with coarse timestamps, so such a state is recomputed at
   the next read (Git's "racy" index entries, same cure).
 
-The cache changes nothing but the cost: a state it returns is the state ``state_of`` would return,
-bar an erasure report's remnants becoming due at most ``ttl_ms`` (plus the spread) late. Losing
-the process loses only speed.
+The cache changes nothing but the cost: a state it returns is the state ``state_of`` would return
+at that moment. Losing the process loses only speed.
 """
 
 from __future__ import annotations

@@ -108,6 +108,7 @@ class ErasureReport:
     key: KeyRecords | None = None
     deadline: ErasureDeadline | None = None
     held_by: str | None = None  # why the oldest remnant is still on disk (:func:`why_kept`)
+    next_due_ms: int | None = None  # when the next superseded record not yet due becomes due, the files unchanged
     notes: list[str] = field(default_factory=list)
     unproven: str | None = None  # why the partition could not be read to its end
 
@@ -121,6 +122,11 @@ class ErasureReport:
         if self.oldest is None or remnant.offset < self.oldest.offset:
             self.oldest = remnant
 
+    def superseded_later(self, due_ms: int) -> None:
+        """A record superseded, but not yet due: it is due at ``due_ms`` (keep the earliest)."""
+        if self.next_due_ms is None or due_ms < self.next_due_ms:
+            self.next_due_ms = due_ms
+
     def to_dict(self) -> dict:
         """The report as ``--json`` prints it; an unproven partition's counts are ``null`` (what
         was read before the damage proves nothing)."""
@@ -131,6 +137,7 @@ class ErasureReport:
                 "oldest": self.oldest.to_dict() if self.oldest else None,
                 "deadline": self.deadline.to_dict() if self.deadline else None,
                 "held_by": self.held_by,
+                "next_due_ms": self.next_due_ms,
                 "key": self.key.to_dict() if self.key else None}
 
 
@@ -192,12 +199,16 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
                 if winner is not None:
                     if due:  # lost to its key's winner when it was written
                         report.add(Remnant(r.offset, winner[1], r.timestamp, now_ms - (r.timestamp + lag)))
+                    elif lag != UNBOUNDED:
+                        report.superseded_later(r.timestamp + lag)
                     continue
             pending = unsuperseded.setdefault(r.key, [])
             if pending and due:
                 for offset in pending:
                     report.add(Remnant(offset, r.offset, r.timestamp, now_ms - (r.timestamp + lag)))
                 pending.clear()
+            elif pending and lag != UNBOUNDED:
+                report.superseded_later(r.timestamp + lag)
             pending.append(r.offset)
     if report.oldest is not None and candidacy is not None:
         report.held_by = why_kept(report.oldest, candidacy)
