@@ -7,18 +7,25 @@ event:
 * **ERROR**, the last cleaning failed (a run could not read or write the partition; nothing of
   it was swapped): the run's reason, then the verdict below. A later state change records the
   verdict alone; a cleaning that fails again says so again.
-* **ERROR**, an erasure deadline missed: the dirty section holds records older than
-  ``max.compaction.lag.ms`` (Kafka's ``LogToClean.maxCompactionDelayMs`` > 0 with cleanable
-  bytes), so a superseded value or a tombstoned key may outlive the time the topic promises to
-  keep it. The result names the oldest uncleaned record's offset, when it was written and by
-  how long its deadline passed (the engine's ``ErasureDeadline``). From file metadata alone the
-  platform cannot tell whether a superseded key is in there, so any overdue dirty section
-  counts: the cleaner is behind its deadline (``logctl erasure-report`` answers exactly).
+* **ERROR**, erasure not proven: records superseded more than ``max.compaction.lag.ms`` ago are
+  still on disk, so a superseded value or a tombstoned key outlives the time the topic promises
+  to keep it. File metadata says only that the oldest dirty record's deadline passed (the
+  engine's ``ErasureDeadline``, the active segment included); for such a partition the state
+  carries the engine's ``erasure_report``, which reads the records, so this check says what
+  ``logctl erasure-report`` says: how many remain, the oldest one's offset, by which record and
+  when it was superseded, and why it is still there (``why_kept``: *held by the active segment*,
+  which no cleaning reaches until it rolls; held by another bound of the cleanable section; or
+  the cleaner is behind). A partition the report could not read to its end fails too (unproven).
 * **WARN**, cleaning due: half of the erasure deadline used (the compaction sensor asks for the
-  partition now, so the deadline holds), a dirty ratio above ``min.cleanable.dirty.ratio`` (the
-  cleaner would pick the log), or segments retention would delete, named with the rule that makes them
-  deletable (``log-start-offset``, ``retention.bytes``, ``retention.ms``).
+  partition now, so the deadline holds), the deadline passed with nothing superseded past it
+  yet, a dirty ratio above ``min.cleanable.dirty.ratio`` (the cleaner would pick the log), an
+  idle active segment due to roll (``logplat.roll.idle.segments``), or segments retention would
+  delete, named with the rule that makes them deletable (``log-start-offset``,
+  ``retention.bytes``, ``retention.ms``).
 * **passed** otherwise, with the dirty ratio and its threshold.
+
+Deadlines are named by the moment (``must be cleaned by 2026-11-23T12:57:01Z``), never by a
+countdown, which would be wrong the second after it was recorded.
 
 The state sensor evaluates it without a run and records a result only when the partition's
 state or verdict changes (``PartitionState.observation_digest``), so the event log does not grow
@@ -33,10 +40,12 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from storage_engine.cleaner.erasure import ErasureReport
+
 from .check_outcomes import HEALTH_CHECK, CheckOutcome
 from .log_state import PartitionState, deadline_urgent
 from .metadata import deadline_metadata
-from .units import duration_text, iso_time, size_text
+from .units import iso_time, size_text
 
 
 @dataclass(frozen=True)
@@ -61,23 +70,26 @@ def health_of(state: PartitionState) -> Health:
     reasons: list[str] = []
     severity = None
     candidacy = state.candidacy
+    proof = state.erasure
+    if proof is not None and not proof.ok:
+        reasons.append(_not_erased(proof))
+        severity = dg.AssetCheckSeverity.ERROR
     if candidacy is not None and state.compaction_due:
-        overdue = candidacy.overdue
         dirty = f"{size_text(candidacy.cleanable_bytes)} dirty of {size_text(candidacy.total_bytes)}"
         deadline = candidacy.deadline
-        if overdue and deadline is not None:
-            reasons.append(f"max.compaction.lag.ms: missed by {duration_text(-deadline.time_left_ms / 1000)}: the "
-                           f"oldest uncleaned record, offset {deadline.oldest_offset}, written "
-                           f"{iso_time(deadline.oldest_timestamp_ms)}, was due to be cleaned by "
-                           f"{iso_time(deadline.deadline_ms)} ({dirty})")
+        if deadline is not None and deadline.time_left_ms <= 0:
+            erased = " (erasure-report: nothing superseded past it yet)" if proof is not None and proof.ok else ""
+            reasons.append(f"max.compaction.lag.ms: compaction due: the oldest uncleaned record, offset "
+                           f"{deadline.oldest_offset}, written {iso_time(deadline.oldest_timestamp_ms)}, was due to "
+                           f"be cleaned by {iso_time(deadline.deadline_ms)}{erased} ({dirty})")
         elif deadline_urgent(state) and deadline is not None:
-            reasons.append(f"max.compaction.lag.ms: erasure deadline in {duration_text(deadline.time_left_ms / 1000)}: "
-                           f"the oldest uncleaned record, offset {deadline.oldest_offset}, must be cleaned by "
-                           f"{iso_time(deadline.deadline_ms)} ({dirty})")
+            reasons.append(f"max.compaction.lag.ms: half the lag used: the oldest uncleaned record, offset "
+                           f"{deadline.oldest_offset}, must be cleaned by {iso_time(deadline.deadline_ms)} ({dirty})")
         else:
-            rule = "max.compaction.lag.ms" if overdue else "min.cleanable.dirty.ratio"
+            rule = ("logplat.roll.idle.segments" if candidacy.idle_roll_due and not candidacy.kafka_due
+                    else "min.cleanable.dirty.ratio")
             reasons.append(f"{rule}: compaction due, {candidacy.why} ({dirty})")
-        severity = dg.AssetCheckSeverity.ERROR if overdue else dg.AssetCheckSeverity.WARN
+        severity = severity or dg.AssetCheckSeverity.WARN
     if state.deletable_segments and state.retention is not None:
         rules = Counter(d.reason for d in state.retention.deletions)
         why = ", ".join(f"{n} by {rule}" for rule, n in sorted(rules.items()))
@@ -93,6 +105,19 @@ def health_of(state: PartitionState) -> Health:
     else:
         summary = "nothing due: no segment is deletable"
     return Health(severity, summary, tuple(reasons))
+
+
+def _not_erased(proof: ErasureReport) -> str:
+    """The engine's erasure report of a partition it did not prove erased, in its own terms."""
+    if proof.unproven is not None:
+        return f"max.compaction.lag.ms: erasure unproven, the records cannot be read to their end: {proof.unproven}"
+    oldest = proof.oldest
+    assert oldest is not None  # not ok and read: a remnant was counted, and the oldest kept
+    due = oldest.superseded_at_ms + proof.max_compaction_lag_ms
+    why = f": {proof.held_by}" if proof.held_by else ""
+    return (f"max.compaction.lag.ms: NOT ERASED: {proof.remnants} superseded record(s) still on disk past the bound; "
+            f"the oldest at offset {oldest.offset}, superseded by offset {oldest.superseded_by} at "
+            f"{iso_time(oldest.superseded_at_ms)}, was due to be gone by {iso_time(due)}{why}")
 
 
 def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None,

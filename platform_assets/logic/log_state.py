@@ -7,6 +7,14 @@ dirty ratio, ``max.compaction.lag.ms``, due or not) and retention plan (``Retent
 Nothing here re-decides what the engine decides; this module only picks, orders and names the
 work.
 
+A compacted partition whose erasure deadline (the active segment's records included) has passed
+is *possibly overdue*: file metadata cannot tell whether a superseded record is still there, so
+its state carries the engine's exact answer, ``erasure_report`` (which reads its records), and
+``log_health`` says what ``logctl erasure-report`` says. Only those partitions are read.
+
+Each state also knows when the clock alone changes a verdict (:func:`next_transition_ms`), so the
+state cache recomputes it then rather than a TTL late.
+
 Run keys are derived from the log state (``state_hash``: where the partition lives, the
 non-active segments with their mtimes, the active segment's base, the log start offset and the
 cleaner checkpoint; for retention also the segments the plan deletes). Where and when make a
@@ -22,10 +30,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from storage_engine.cleaner import LogToClean, candidacy_from_stats, order_by_dirtiness
+from storage_engine.cleaner.erasure import ErasureReport, partition_erasure_report
 from storage_engine.config.topic import LogConfig
 from storage_engine.log.retention import RetentionPlan, plan_retention
 from storage_engine.log.stats import PartitionStats
@@ -56,6 +65,8 @@ class PartitionState:
     candidacy: LogToClean | None  # compacted topics only
     retention: RetentionPlan | None
     directory: str = ""  # the partition's directory (in one of the log dirs)
+    #: the engine's erasure report, read only for a partition possibly overdue (:func:`possibly_overdue`)
+    erasure: ErasureReport | None = field(default=None, hash=False)
 
     @property
     def tp(self) -> TopicPartition:
@@ -99,7 +110,10 @@ class PartitionState:
         """Changes when the log's structure or a verdict changes, not on every append: what an
         observation is worth recording for."""
         overdue = bool(self.candidacy and self.candidacy.overdue)
-        return short_hash(self.state_hash, self.compaction_due, overdue, self.deletable_segments)  # urgent: in due
+        proof = self.erasure
+        erased = None if proof is None else (proof.ok, proof.unproven, proof.oldest and proof.oldest.offset)
+        return short_hash(self.state_hash, self.compaction_due, overdue, self.deletable_segments,  # urgent: in due
+                          erased)
 
 
 def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> PartitionState:
@@ -125,13 +139,44 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
     )
 
 
+def possibly_overdue(state: PartitionState) -> bool:
+    """Whether the partition's erasure deadline (its oldest dirty record's, the active segment
+    included) has passed: only then can a superseded record be past ``max.compaction.lag.ms``
+    (the record that superseded it is dirty, and no older than its segment's first batch, bar
+    the spread of timestamps inside that batch)."""
+    c = state.candidacy
+    return c is not None and c.deadline is not None and c.deadline.time_left_ms <= 0
+
+
+def with_erasure_proof(manager: LogManager, state: PartitionState, now_ms: int) -> PartitionState:
+    """``state`` with the engine's erasure report (``partition_erasure_report``, what ``logctl
+    erasure-report`` prints) when it is :func:`possibly_overdue`; unchanged otherwise."""
+    if not possibly_overdue(state):
+        return state
+    return replace(state, erasure=partition_erasure_report(manager, state.topic, state.partition, now_ms))
+
+
+def next_transition_ms(state: PartitionState, now_ms: int) -> int | None:
+    """The first moment after ``now_ms`` at which the clock alone changes the state's verdicts,
+    its files unchanged (None: never): the candidacy's (``LogToClean.clock_transitions_ms``: the
+    erasure deadline's urgent point and the deadline, Kafka's overdue moment, the end of
+    ``min.compaction.lag.ms``, the idle active segment's roll), retention's next ``retention.ms``
+    expiry (``RetentionPlan.next_expiry_ms``) and, in an erasure report, the moment the next
+    superseded record becomes due (``ErasureReport.next_due_ms``)."""
+    moments = list(state.candidacy.clock_transitions_ms) if state.candidacy is not None else []
+    for later in (state.retention and state.retention.next_expiry_ms, state.erasure and state.erasure.next_due_ms):
+        if later is not None:
+            moments.append(later)
+    return min((m for m in moments if m > now_ms), default=None)
+
+
 def read_states(manager: LogManager, *, now_ms: int, topics: Collection[str] | None = None,
                 partitions: Collection[int] | None = None) -> list[PartitionState]:
     """The state of every partition (of ``topics``, or of all; with ``partitions``, of those
     numbers of ``topics`` alone), by topic and partition number: one question to the engine
     (``LogManager.partition_facts``)."""
     facts = manager.partition_facts(None if topics is None else sorted(topics), partitions)
-    return [state_of(f.stats, f.config, now_ms=now_ms) for f in facts]
+    return [with_erasure_proof(manager, state_of(f.stats, f.config, now_ms=now_ms), now_ms) for f in facts]
 
 
 def observe(manager: LogManager, topic: str, partitions: Collection[int], *,
@@ -140,26 +185,30 @@ def observe(manager: LogManager, topic: str, partitions: Collection[int], *,
     opened as the manager opens it), in one question to the engine
     (``LogManager.partition_facts``)."""
     facts = manager.partition_facts([topic], partitions, log_end_offsets=True)
-    return {f.stats.partition: (state_of(f.stats, f.config, now_ms=now_ms), cast(int, f.log_end_offset)) for f in facts}
+    return {f.stats.partition: (with_erasure_proof(manager, state_of(f.stats, f.config, now_ms=now_ms), now_ms),
+                                cast(int, f.log_end_offset)) for f in facts}
 
 
 # ---------------------------------------------------------------------------- decisions
 
 
 def deadline_urgent(state: PartitionState) -> bool:
-    """Whether half of the partition's ``max.compaction.lag.ms`` is used by its oldest cleanable
-    record (``ErasureDeadline.urgent``, overdue included): the compaction sensor asks for it
-    then, so that it is clean before the deadline, whatever its dirty ratio."""
+    """Whether half of the partition's ``max.compaction.lag.ms`` is used by its oldest uncleaned
+    record (``ErasureDeadline.urgent``, overdue included) and a run can do something about it
+    (bytes to clean, or an idle active segment it rolls, ``logplat.roll.idle.segments``): the
+    compaction sensor asks for it then, so that it is clean before the deadline, whatever its
+    dirty ratio."""
     c = state.candidacy
-    return c is not None and c.deadline is not None and c.deadline.urgent and c.cleanable_bytes > 0
+    return (c is not None and c.deadline is not None and c.deadline.urgent
+            and (c.cleanable_bytes > 0 or c.idle_roll_due))
 
 
 def forced_by_deadline(run: Sequence[PartitionState]) -> bool:
     """Whether a run must clean its partitions even where the engine would not: it holds one
-    asked for by its erasure deadline alone (:func:`deadline_urgent`, not ``due`` for the engine
-    yet), which an unforced run would skip, and ask for again at every tick. The compaction
+    asked for by its erasure deadline alone (:func:`deadline_urgent`, not due by Kafka's rule,
+    ``LogToClean.kafka_due``), which an unforced run would skip, and ask for again at every tick. The compaction
     sensor and the sweep both ask with it."""
-    return any(deadline_urgent(s) and not s.candidacy.due for s in run)  # type: ignore[union-attr]
+    return any(deadline_urgent(s) and not s.candidacy.kafka_due for s in run)  # type: ignore[union-attr]
 
 
 def due_for_compaction(states: Sequence[PartitionState]) -> list[PartitionState]:

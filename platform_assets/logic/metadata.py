@@ -82,12 +82,25 @@ def location_metadata(state: PartitionState) -> dict[str, Any]:
 
 def deadline_metadata(state: PartitionState) -> dict[str, Any]:
     """The erasure deadline (``max.compaction.lag.ms``) of a compacted partition with dirty
-    records: the oldest uncleaned one's offset and the seconds left (negative once missed)."""
+    records, as moments (``MetadataValue.timestamp``, which the UI shows in the viewer's time
+    zone), never as a countdown, which goes stale the second it is recorded: the oldest
+    uncleaned record's offset, when it was written and by when it must be cleaned. For a
+    partition the engine's erasure report read (its deadline passed): how many superseded
+    records are still on disk past the bound, and the oldest one's offset."""
     deadline = state.candidacy.deadline if state.candidacy is not None else None
     if deadline is None:
         return {}
-    return {"oldest_uncleaned_offset": deadline.oldest_offset,
-            "erasure_time_left_s": round(deadline.time_left_ms / 1000, 3)}
+    values: dict[str, Any] = {
+        "oldest_uncleaned_offset": deadline.oldest_offset,
+        "oldest_uncleaned_time": dg.MetadataValue.timestamp(deadline.oldest_timestamp_ms / 1000),
+        "erasure_deadline": dg.MetadataValue.timestamp(deadline.deadline_ms / 1000),
+    }
+    proof = state.erasure
+    if proof is not None and proof.unproven is None:
+        values["superseded_records_on_disk"] = proof.remnants
+        if proof.oldest is not None:
+            values["oldest_superseded_offset"] = proof.oldest.offset
+    return values
 
 
 def observation_metadata(state: PartitionState) -> dict[str, Any]:

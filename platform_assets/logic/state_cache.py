@@ -19,17 +19,21 @@ from and reuses it while the signature holds:
 
 Two things the signature cannot see are handled by recomputing anyway:
 
-* *time*: retention.ms, min/max.compaction.lag.ms judge file contents against the clock, so a
-  state is recomputed once it is ``ttl_ms`` old (default: ``log.retention.check.interval.ms``,
-  the cadence Kafka's own retention check keeps), a bounded share of them per read so the work
-  is spread over ticks instead of arriving all at once;
+* *time*: retention.ms, min/max.compaction.lag.ms judge file contents against the clock. Each
+  state knows the next moment the clock alone changes one of its verdicts
+  (``log_state.next_transition_ms``: an erasure deadline's urgent point or the deadline itself,
+  a segment's retention.ms expiry, the end of min.compaction.lag.ms, an idle segment's roll,
+  the next superseded record's due moment in an erasure report), and is recomputed at the
+  first read at or after it, whatever the spread below. Besides, a state is recomputed once it
+  is ``ttl_ms`` old (default: ``log.retention.check.interval.ms``, the cadence Kafka's own
+  retention check keeps), a bounded share of them per read so the work is spread over ticks
+  instead of arriving all at once;
 * *coarse timestamps*: a change within ``RACY_NS`` of the moment a state was computed may not
   have moved an mtime on a file system with coarse timestamps, so such a state is recomputed at
   the next read (Git's "racy" index entries, same cure).
 
-The cache changes nothing but the cost: a state it returns is the state ``state_of`` would return,
-bar time retention or lag becoming due at most ``ttl_ms`` (plus the spread) late. Losing the
-process loses only speed.
+The cache changes nothing but the cost: a state it returns is the state ``state_of`` would return
+at that moment. Losing the process loses only speed.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from storage_engine.log.stats import log_dir_checkpoints
 from storage_engine.logdir.locations import PartitionLocation, duplicate_partition, is_stray
 from storage_engine.logdir.manager import LogManager
 
-from .log_state import PartitionState, TopicPartition, state_of
+from .log_state import PartitionState, TopicPartition, next_transition_ms, state_of, with_erasure_proof
 
 RACY_NS = 2_000_000_000
 
@@ -62,6 +66,11 @@ class _Entry:
     state: PartitionState
     computed_ms: int
     trusted: bool  # computed long enough after the last change for the mtimes to be relied on
+    transition_ms: int | None  # when the clock alone changes a verdict (``next_transition_ms``)
+
+    def transitioned(self, now_ms: int) -> bool:
+        """Past its next clock-driven transition: recomputed at once, outside the TTL's spread."""
+        return self.transition_ms is not None and now_ms >= self.transition_ms
 
 
 def _active_signature(directory: str, state: PartitionState) -> tuple[int, int]:
@@ -93,9 +102,11 @@ class StateCache:
              unreadable: dict[TopicPartition, str] | None = None) -> list[PartitionState]:
         """Every partition's state (of ``topics``, or of all), by topic and partition number.
 
-        ``refresh_share`` bounds how many states past ``ttl_ms`` are recomputed in this read, as
-        a share of the partitions read (the sensor interval over the TTL spreads a full refresh
-        evenly over one TTL). A partition the engine would refuse to open (a symlink, a misnamed
+        A state expires at ``ttl_ms`` after it was computed or at its next clock-driven
+        transition, whichever comes first. ``refresh_share`` bounds how many states past
+        ``ttl_ms`` are recomputed in this read, as a share of the partitions read (the sensor
+        interval over the TTL spreads a full refresh evenly over one TTL); a state past its
+        transition is recomputed in this read, whatever the share. A partition the engine would refuse to open (a symlink, a misnamed
         or wrong-kind file, a malformed checkpoint of its log dir, a second copy) raises its
         error; given ``unreadable``, it is left out and its error recorded there instead, so one
         damaged partition does not hide every other one's state."""
@@ -158,8 +169,9 @@ class StateCache:
                 found.append((entry.path, tp, signature, checkpoints, previous))
         budget = max(1, math.ceil(len(found) * refresh_share))
         expired = sorted((e.computed_ms, path) for path, _, _, _, e in found
-                         if e is not None and now_ms - e.computed_ms >= ttl_ms)
+                         if e is not None and now_ms - e.computed_ms >= ttl_ms and not e.transitioned(now_ms))
         refresh = {path for _, path in expired[:budget]}
+        refresh.update(path for path, _, _, _, e in found if e is not None and e.transitioned(now_ms))
         config_refusals: dict[str, LogError] = {}  # the topic's metadata or config, refused for each of its partitions
         configs = manager.topic_configs(dict.fromkeys(tp[0] for _, tp, _, _, _ in found), config_refusals)
         states = []
@@ -178,7 +190,8 @@ class StateCache:
                 continue
             started_ns = time.time_ns()
             try:
-                state = state_of(manager.planning_stats(where[tp], checkpoints), config, now_ms=now_ms)
+                state = with_erasure_proof(manager, state_of(manager.planning_stats(where[tp], checkpoints), config,
+                                                             now_ms=now_ms), now_ms)
             except (LogError, OSError) as exc:
                 self._entries.pop(path, None)
                 if not (isinstance(exc, FileNotFoundError) and not os.path.lexists(path)):
@@ -187,7 +200,8 @@ class StateCache:
             active = _active_signature(path, state)
             latest_change = max(signature[0], active[1])
             self._entries[path] = _Entry((signature[0], active, *signature[2:]), config, state, now_ms,
-                                         trusted=started_ns - latest_change > self.racy_ns)
+                                         trusted=started_ns - latest_change > self.racy_ns,
+                                         transition_ms=next_transition_ms(state, now_ms))
             states.append(state)
             self.computed += 1
         if wanted is None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..config.cleaner import CleanerConfig
 from ..config.topic import LogConfig
+from ..config.values import LONG_MAX
 from ..errors import LogChangedError, LogError
 from ..faults import crash_point
 from ..files.naming import CLEANED_SUFFIX
@@ -25,7 +26,7 @@ from .batch_filter import BatchFilter
 from .dirty_scan import batch_keys, batch_versions, dirty_segments, dirty_start_position, map_walk
 from .inputs import MIN_READ_CHUNK, InputSegment, LogSnapshot
 from .offset_map import OffsetMap
-from .plan import CleaningRound, LogToClean, plan_round
+from .plan import CleaningRound, LogToClean, idle_roll_at_ms, plan_round
 from .recopy import discard_staged, range_of, recopy_group
 from .record_decisions import map_v2_records
 from .report import CompactionReport
@@ -177,10 +178,28 @@ class Cleaner:
             checkpoint = log.log_dir.cleaner_offsets.get((log.topic, log.partition))
             return LogSnapshot(inputs, log.log_start_offset, log.log_end_offset, checkpoint)
 
+    @staticmethod
+    def _roll_if_idle(log: Log, now_ms: int, report: CompactionReport) -> None:
+        """``logplat.roll.idle.segments``: roll the active segment once an append would have rolled
+        it (``idle_roll_at_ms``), so that this cleaning reaches its records; Kafka rolls only on an
+        append, so an idle partition's newest records stayed uncleaned for ever. It is the log's
+        own roll (``roll_locked``), as crash-safe as an append's."""
+        if not log.config.logplat_roll_idle_segments:
+            return
+        with log.lock.hold():
+            log.sync_for_change()
+            active = log.active_segment
+            first = active.first_batch() if active.size else None
+            at = idle_roll_at_ms(log.config, first.header.max_timestamp if first is not None else LONG_MAX)
+            if at is not None and now_ms >= at:
+                log.roll_locked(now_ms)
+                report.rolled_idle_segment = active.base_offset
+
     def prepare_pass(self, log: Log, now_ms: int, *, force: bool, report: CompactionReport) -> PreparedPass | None:
         """A pass up to its cleanable range (snapshot, producer scan, range, due or not), or None
         when there is nothing to do (the report then says why). A distributed job calls this,
         then does map building and recopying in tasks, then :meth:`commit_round`."""
+        self._roll_if_idle(log, now_ms, report)
         snap = self._snapshot(log)
         try:
             stats = CleanerStats()

@@ -17,7 +17,12 @@ never shows whether the bound held. This module answers it exactly, by reading e
   cleaning kept as the newest of its pass, whatever its version, is reported until the next
   pass removes it.
 * The partition's :class:`~storage_engine.cleaner.plan.ErasureDeadline` from file metadata (the
-  oldest uncleaned record the bound covers, and the time left), as the sensors see it.
+  oldest uncleaned record the bound covers, the active segment's included, and the time left),
+  as the sensors see it.
+* Why the oldest remnant is still there (:func:`why_kept`), from where the record that
+  superseded it lies: in the active segment (held there: the cleaner never cleans it, and
+  Kafka rolls it only on an append), beyond another bound of the cleanable section (an open
+  transaction, ``min.compaction.lag.ms``), or cleanable (the cleaner is behind).
 * For one key, every offset that still holds a record of it: in the live segments, and in
   ``.deleted`` files that ``file.delete.delay.ms`` has not yet let go (bytes still on disk).
 * Transactions count as the cleaner counts them: a record of an aborted transaction supersedes
@@ -51,7 +56,7 @@ from ..record import decode_batch
 from ..record.control import control_type_of
 from ..record.file_records import read_batches
 from .candidacy import candidacy_from_stats
-from .plan import ErasureDeadline
+from .plan import ErasureDeadline, LogToClean
 from .rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
 from .strategy import Winners, version_rule
 
@@ -102,6 +107,8 @@ class ErasureReport:
     oldest: Remnant | None = None
     key: KeyRecords | None = None
     deadline: ErasureDeadline | None = None
+    held_by: str | None = None  # why the oldest remnant is still on disk (:func:`why_kept`)
+    next_due_ms: int | None = None  # when the next superseded record not yet due becomes due, the files unchanged
     notes: list[str] = field(default_factory=list)
     unproven: str | None = None  # why the partition could not be read to its end
 
@@ -115,6 +122,11 @@ class ErasureReport:
         if self.oldest is None or remnant.offset < self.oldest.offset:
             self.oldest = remnant
 
+    def superseded_later(self, due_ms: int) -> None:
+        """A record superseded, but not yet due: it is due at ``due_ms`` (keep the earliest)."""
+        if self.next_due_ms is None or due_ms < self.next_due_ms:
+            self.next_due_ms = due_ms
+
     def to_dict(self) -> dict:
         """The report as ``--json`` prints it; an unproven partition's counts are ``null`` (what
         was read before the damage proves nothing)."""
@@ -124,6 +136,8 @@ class ErasureReport:
                 "records_read": self.records_read if read else None, "remnants": self.remnants if read else None,
                 "oldest": self.oldest.to_dict() if self.oldest else None,
                 "deadline": self.deadline.to_dict() if self.deadline else None,
+                "held_by": self.held_by,
+                "next_due_ms": self.next_due_ms,
                 "key": self.key.to_dict() if self.key else None}
 
 
@@ -152,7 +166,9 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     """The partition's report (see the module docstring); ``key`` adds where that key is."""
     config = log.config
     lag = config.max_compaction_lag_ms
-    report = ErasureReport(log.topic, log.partition, lag, now_ms, deadline=log_deadline(log, now_ms))
+    candidacy = log_candidacy(log, now_ms)
+    report = ErasureReport(log.topic, log.partition, lag, now_ms,
+                           deadline=candidacy.deadline if candidacy is not None else None)
     rule = version_rule(config.compaction_strategy, config.compaction_strategy_header)
     winners = Winners(rule) if rule is not None else None
     # each key's records not yet superseded long enough ago: a later record whose timestamp is
@@ -183,13 +199,19 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
                 if winner is not None:
                     if due:  # lost to its key's winner when it was written
                         report.add(Remnant(r.offset, winner[1], r.timestamp, now_ms - (r.timestamp + lag)))
+                    elif lag != UNBOUNDED:
+                        report.superseded_later(r.timestamp + lag)
                     continue
             pending = unsuperseded.setdefault(r.key, [])
             if pending and due:
                 for offset in pending:
                     report.add(Remnant(offset, r.offset, r.timestamp, now_ms - (r.timestamp + lag)))
                 pending.clear()
+            elif pending and lag != UNBOUNDED:
+                report.superseded_later(r.timestamp + lag)
             pending.append(r.offset)
+    if report.oldest is not None and candidacy is not None:
+        report.held_by = why_kept(report.oldest, candidacy)
     if key is not None:
         report.key = KeyRecords(tuple(values), tuple(tombstones), tuple(_offsets_in_deleted_files(log.dir, key)))
     return report
@@ -206,14 +228,29 @@ def _producers(log: Log) -> ProducerSnapshot:
     return builder.snapshot(log.log_end_offset)
 
 
-def log_deadline(log: Log, now_ms: int) -> ErasureDeadline | None:
-    """The partition's erasure deadline as the sensors see it: the engine's candidacy
-    (``candidacy_from_stats``) from the open log's stats (``live_stats``), which are the files'
-    metadata as the sensors plan from it, or the view's cut when recovery is pending."""
+def log_candidacy(log: Log, now_ms: int) -> LogToClean | None:
+    """The partition's candidacy (its erasure deadline and cleanable section) as the sensors see
+    it: the engine's ``candidacy_from_stats`` from the open log's stats (``live_stats``), which
+    are the files' metadata as the sensors plan from it, or the view's cut when recovery is
+    pending."""
     if not log.config.compact:
         return None
-    ltc = candidacy_from_stats(live_stats(log), log.config, now_ms)
-    return ltc.deadline if ltc is not None else None
+    return candidacy_from_stats(live_stats(log), log.config, now_ms)
+
+
+def why_kept(remnant: Remnant, candidacy: LogToClean) -> str:
+    """Why ``remnant`` is still on disk: a cleaning removes it once its offset map holds the
+    record that superseded it, so what matters is where that record lies."""
+    by = remnant.superseded_by
+    if candidacy.active_base_offset is not None and by >= candidacy.active_base_offset:
+        return (f"held by the active segment (from offset {candidacy.active_base_offset}), which holds the "
+                f"superseding record at offset {by}: the cleaner never cleans the active segment, and Kafka rolls "
+                "it only on an append (logplat.roll.idle.segments=true lets a compaction run roll it)")
+    if by >= candidacy.first_uncleanable_offset:
+        return (f"held by the {candidacy.bound_reason}: the cleanable section ends at offset "
+                f"{candidacy.first_uncleanable_offset}, before the superseding record at offset {by}")
+    return (f"not cleaned yet: the superseding record at offset {by} is cleanable (below offset "
+            f"{candidacy.first_uncleanable_offset}), so the cleaner is behind max.compaction.lag.ms")
 
 
 def _offsets_in_deleted_files(directory: Path, key: bytes) -> list[int]:

@@ -113,6 +113,7 @@ class CleanableRange:
     uncleanable_offset: int
     force_checkpoint_update: bool  # the checkpoint was out of range and must be rewritten
     reason: str  # what bounds the range: "last stable offset", "active segment" or "min.compaction.lag.ms"
+    min_lag_ends_ms: int | None = None  # when the min.compaction.lag.ms bound stops holding, if it bounds
 
 
 def cleanable_range(
@@ -136,13 +137,15 @@ def cleanable_range(
         dirty, force = log_start_offset, True
     bounds = [(segments[-1].base_offset, "active segment"), (last_stable_offset, "last stable offset")]
     min_lag = max(min_compaction_lag_ms, 0)
+    min_lag_ends = None
     if min_lag > 0:
         for seg in non_active_segments_from(segments, dirty):
             if seg.largest_timestamp > now_ms - min_lag:
                 bounds.append((seg.base_offset, "min.compaction.lag.ms"))
+                min_lag_ends = seg.largest_timestamp + min_lag
                 break
     bound, reason = min(bounds, key=lambda b: b[0])
-    return CleanableRange(dirty, max(dirty, bound), force, reason)
+    return CleanableRange(dirty, max(dirty, bound), force, reason, min_lag_ends)
 
 
 # ------------------------------------------------------------------------------ dirtiness (LogToClean)
@@ -151,16 +154,19 @@ def cleanable_range(
 @dataclass(frozen=True)
 class ErasureDeadline:
     """By when the cleaner must reach a partition's oldest uncleaned record that
-    ``max.compaction.lag.ms`` covers (KIP-354), from file metadata: the dirty non-active segment
-    whose first batch is the oldest (what Kafka's ``maxCompactionDelay`` judges; the active
-    segment rolls by then). ``time_left_ms`` turns Kafka's per-partition
-    ``max-compaction-delay-secs`` around: negative once the deadline is missed, by that much."""
+    ``max.compaction.lag.ms`` covers (KIP-354), from file metadata: the dirty segment whose first
+    batch is the oldest. Kafka's ``maxCompactionDelay`` judges the non-active ones only (the
+    cleaner never reads the active segment); the deadline the platform shows covers the active
+    segment too (``in_active_segment``), whose records Kafka leaves until an append rolls it.
+    ``time_left_ms`` turns Kafka's per-partition ``max-compaction-delay-secs`` around: negative
+    once the deadline is missed, by that much."""
 
     oldest_offset: int  # the first dirty offset of that segment
     oldest_timestamp_ms: int  # its first batch's maxTimestamp
     deadline_ms: int  # oldest_timestamp_ms + max.compaction.lag.ms
     time_left_ms: int  # deadline_ms - now
     lag_ms: int  # max.compaction.lag.ms
+    in_active_segment: bool = False  # that segment is the active one: no cleaning reaches it before a roll
 
     @property
     def urgent(self) -> bool:
@@ -168,26 +174,48 @@ class ErasureDeadline:
         half the lag too, ``LogConfig.max_segment_ms``)."""
         return 2 * self.time_left_ms <= self.lag_ms
 
+    @property
+    def urgent_at_ms(self) -> int:
+        """The first millisecond at which :attr:`urgent` holds."""
+        return self.deadline_ms - self.lag_ms // 2
+
     def to_dict(self) -> dict:
         return {"oldest_offset": self.oldest_offset, "oldest_timestamp_ms": self.oldest_timestamp_ms,
-                "deadline_ms": self.deadline_ms, "time_left_ms": self.time_left_ms}
+                "deadline_ms": self.deadline_ms, "time_left_ms": self.time_left_ms,
+                "in_active_segment": self.in_active_segment}
 
 
 def erasure_deadline(
-    segments: Sequence[SegmentFacts], first_dirty: int, now_ms: int, max_compaction_lag_ms: int
+    segments: Sequence[SegmentFacts], first_dirty: int, now_ms: int, max_compaction_lag_ms: int, *,
+    active: bool = True,
 ) -> ErasureDeadline | None:
-    """The partition's :class:`ErasureDeadline`; None when nothing dirty has a timestamp or the
-    lag is unlimited (Kafka's default, Long.MAX_VALUE)."""
-    if max_compaction_lag_ms >= LONG_MAX:
+    """The partition's :class:`ErasureDeadline` over its dirty segments, the active one included
+    unless ``active`` is false (then: Kafka's ``maxCompactionDelay``, which judges the non-active
+    ones); None when nothing dirty has a timestamp or the lag is unlimited (Kafka's default,
+    Long.MAX_VALUE)."""
+    if max_compaction_lag_ms >= LONG_MAX or not segments:
         return None
-    dated = [(s.first_batch_timestamp, max(s.base_offset, first_dirty))
-             for s in non_active_segments_from(segments, first_dirty)]
-    dated = [(ts, off) for ts, off in dated if 0 < ts < LONG_MAX]
+    dirty = non_active_segments_from(segments, first_dirty)
+    if active and segments[-1].size_bytes > 0:
+        dirty.append(segments[-1])  # the active segment is never cleaned: all of it is dirty
+    dated = [(s.first_batch_timestamp, max(s.base_offset, first_dirty), s.is_active) for s in dirty]
+    dated = [d for d in dated if 0 < d[0] < LONG_MAX]
     if not dated:
         return None
-    oldest_ts, oldest_offset = min(dated)
+    oldest_ts, oldest_offset, in_active = min(dated)
     deadline = oldest_ts + max(max_compaction_lag_ms, 0)
-    return ErasureDeadline(oldest_offset, oldest_ts, deadline, deadline - now_ms, max_compaction_lag_ms)
+    return ErasureDeadline(oldest_offset, oldest_ts, deadline, deadline - now_ms, max_compaction_lag_ms, in_active)
+
+
+def idle_roll_at_ms(config: LogConfig, first_batch_timestamp: int) -> int | None:
+    """When a compaction run rolls the idle active segment whose first batch has maxTimestamp
+    ``first_batch_timestamp`` (``logplat.roll.idle.segments``): once ``LogConfig.max_segment_ms``
+    has passed since, the moment an append would roll it (Kafka's ``LogSegment.shouldRoll``,
+    which judges the same first-batch timestamp). None when the topic does not ask for it or the
+    segment is empty or has no timestamp."""
+    if not config.logplat_roll_idle_segments or not 0 < first_batch_timestamp < LONG_MAX:
+        return None
+    return first_batch_timestamp + config.max_segment_ms
 
 
 def max_compaction_delay_ms(deadline: ErasureDeadline | None) -> int:
@@ -212,7 +240,22 @@ class LogToClean:
     min_cleanable_ratio: float
     force_checkpoint_update: bool
     bound_reason: str
-    deadline: ErasureDeadline | None = None
+    deadline: ErasureDeadline | None = None  # the active segment included (``erasure_deadline``)
+    overdue_at_ms: int | None = None  # when Kafka's maxCompactionDelay turns positive (non-active segments)
+    min_lag_ends_ms: int | None = None  # when the min.compaction.lag.ms bound stops holding
+    active_base_offset: int | None = None
+    idle_roll_at: int | None = None  # when a compaction run rolls the idle active segment (``idle_roll_at_ms``)
+    idle_roll_due: bool = False
+
+    @property
+    def clock_transitions_ms(self) -> tuple[int, ...]:
+        """The moments at which a verdict here changes by the clock alone, the files unchanged:
+        the erasure deadline's urgent point and the deadline itself, Kafka's overdue moment, the
+        end of the ``min.compaction.lag.ms`` bound and the idle active segment's roll."""
+        d = self.deadline
+        moments = (d.urgent_at_ms, d.deadline_ms) if d is not None else ()
+        return tuple(m for m in (*moments, self.overdue_at_ms, self.min_lag_ends_ms, self.idle_roll_at)
+                     if m is not None)
 
     @property
     def total_bytes(self) -> int:
@@ -233,7 +276,7 @@ class LogToClean:
         return self.need_compaction_now and self.cleanable_bytes > 0
 
     @property
-    def due(self) -> bool:
+    def kafka_due(self) -> bool:
         """Kafka's selection filter: never a log without bytes to judge (``totalBytes`` counts no
         active segment below the dirty section); max lag overdue with something to clean; or a
         ratio strictly above ``min.cleanable.dirty.ratio``."""
@@ -242,7 +285,16 @@ class LogToClean:
         return self.overdue or self.cleanable_ratio > self.min_cleanable_ratio
 
     @property
+    def due(self) -> bool:
+        """Kafka's rule (:attr:`kafka_due`), or an idle active segment due to roll
+        (``logplat.roll.idle.segments``): only a compaction run rolls it."""
+        return self.kafka_due or self.idle_roll_due
+
+    @property
     def why(self) -> str:
+        if self.idle_roll_due and not self.kafka_due:
+            return ("the idle active segment is due to roll (logplat.roll.idle.segments): its first record is "
+                    "older than the max segment ms")
         if self.total_bytes == 0:
             if self.bound_reason == "active segment":
                 return "nothing to clean: every record is in the active segment, which is never cleaned"
@@ -269,6 +321,7 @@ class LogToClean:
             "min_cleanable_dirty_ratio": self.min_cleanable_ratio,
             "max_compaction_delay_ms": self.max_compaction_delay_ms,
             "erasure_deadline": self.deadline.to_dict() if self.deadline is not None else None,
+            "idle_roll_due": self.idle_roll_due,
             "force_checkpoint_update": self.force_checkpoint_update,
             "due": self.due,
             "why": self.why,
@@ -315,7 +368,11 @@ def log_to_clean(
         s.size_bytes
         for s in segments_in_range(segments, min(rng.first_dirty_offset, first_uncleanable), first_uncleanable)
     )
-    deadline = erasure_deadline(segments, rng.first_dirty_offset, now_ms, config.max_compaction_lag_ms)
+    lag = config.max_compaction_lag_ms
+    kafka_deadline = erasure_deadline(segments, rng.first_dirty_offset, now_ms, lag, active=False)
+    deadline = erasure_deadline(segments, rng.first_dirty_offset, now_ms, lag)
+    active = segments[-1]
+    roll_at = idle_roll_at_ms(config, active.first_batch_timestamp) if active.size_bytes else None
     return LogToClean(
         topic,
         partition,
@@ -326,11 +383,16 @@ def log_to_clean(
         first_uncleanable,
         clean,
         cleanable,
-        max_compaction_delay_ms(deadline),
+        max_compaction_delay_ms(kafka_deadline),
         config.min_cleanable_dirty_ratio,
         rng.force_checkpoint_update,
         rng.reason,
         deadline,
+        None if kafka_deadline is None else kafka_deadline.deadline_ms + 1,
+        rng.min_lag_ends_ms,
+        active.base_offset,
+        roll_at,
+        roll_at is not None and now_ms >= roll_at,
     )
 
 

@@ -45,6 +45,7 @@ class CompactionReport:
     map_capacity_entries: int = 0
     map_collisions: int = 0
     segments_before: int = 0
+    rolled_idle_segment: int | None = None  # the idle active segment this run rolled (``logplat.roll.idle.segments``)
     segments_after: int = 0
     segments_recopied: int = 0
     segments_written: int = 0
@@ -112,6 +113,7 @@ class CompactionReport:
             "failed": self.failed,
             "due": self.due_reason,
             "passes": self.passes,
+            "rolled_idle_segment": self.rolled_idle_segment,
             "checkpoint_before": self.checkpoint_before,
             "new_checkpoint": self.new_checkpoint,
             "first_dirty_offset": self.first_dirty_offset,

@@ -54,6 +54,8 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
 COMPACTION_STRATEGIES = ("offset", "timestamp", "header")
+#: The platform's own topic config (``LogConfig.logplat_roll_idle_segments``).
+ROLL_IDLE_SEGMENTS = "logplat.roll.idle.segments"
 
 TOPIC_CONFIGS: dict[str, ConfigSpec] = {
     s.key: s
@@ -91,6 +93,10 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
         # a single-copy store has no replicas to count or elect.
         ConfigSpec("min.insync.replicas", "INT", 1, at_least(1)),
         ConfigSpec("unclean.leader.election.enable", "BOOLEAN", False, None),
+        # Ours, not Kafka's (hence the prefix): a compaction run rolls an idle active segment
+        # once its first record is max_segment_ms old, which Kafka does only on an append.
+        ConfigSpec(ROLL_IDLE_SEGMENTS, "BOOLEAN", False, None,
+                   "a compaction run rolls an active segment older than the max segment ms"),
     ]
 }
 
@@ -173,6 +179,7 @@ class LogConfig:
     compression_zstd_level: int = 3
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    logplat_roll_idle_segments: bool = False
 
     def __post_init__(self) -> None:
         values: dict[str, object] = {}

@@ -70,6 +70,8 @@ class RetentionPlan:
     new_log_start_offset: int | None  # None when nothing goes
     roll_first: bool  # every segment goes, the active one included
     warnings: tuple[str, ...] = ()
+    next_expiry_ms: int | None = None  # when retention.ms next deletes a segment, the files unchanged
+
 
     @property
     def bytes_to_free(self) -> int:
@@ -116,6 +118,7 @@ def plan_retention(stats: PartitionStats, config: LogConfig, now_ms: int) -> Ret
     deletions: list[SegmentDeletion] = []
     warnings: list[str] = []
     lso = stats.log_start_offset
+    next_expiry = None
 
     def take(n: int, reason: str) -> None:
         for seg in remaining[:n]:
@@ -144,6 +147,8 @@ def plan_retention(stats: PartitionStats, config: LogConfig, now_ms: int) -> Ret
             n = _deletable_prefix(remaining, expired)
             blocker = remaining[n] if n < len(remaining) else None
             take(n, REASON_TIME)
+            if blocker is not None and (len(remaining) > 1 or blocker.size_bytes > 0):  # an empty last one stays
+                next_expiry = blocker.largest_timestamp + config.retention_ms + 1
             if blocker is not None and blocker.largest_timestamp > now_ms:
                 held = remaining[1:]
                 warnings.append(
@@ -163,7 +168,7 @@ def plan_retention(stats: PartitionStats, config: LogConfig, now_ms: int) -> Ret
     else:
         new_lso = None
     return RetentionPlan(stats.topic, stats.partition, now_ms, tuple(deletions), lso,
-                         new_lso, roll_first, tuple(warnings))
+                         new_lso, roll_first, tuple(warnings), next_expiry)
 
 
 @dataclass

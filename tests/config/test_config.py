@@ -153,6 +153,7 @@ INVALID = {
     "compression.zstd.level": ["not_a_number", "-131073", "23"],
     "min.insync.replicas": ["not_a_number", "0", "-1"],
     "unclean.leader.election.enable": ["not_a_number", "-1"],
+    "logplat.roll.idle.segments": ["not_a_number", "-1"],
     "compaction.strategy": ["not_a_number", "-1", "Offset", "version"],
     "compaction.strategy.header": ["a\x01b", "x" * 256, "tab\there"],
 }

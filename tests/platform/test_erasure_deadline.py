@@ -1,4 +1,9 @@
-"""Erasure deadlines end to end, on a real clock, real files, real Spark and a real Dagster
+"""Erasure deadlines end to end. First the issue's idle topic on an explicit clock: written once
+and left idle, its superseding record sits in the active segment, which no cleaning reaches;
+``log_health`` fails naming it "held by the active segment", as ``logctl erasure-report`` does,
+until ``logplat.roll.idle.segments`` lets a compaction run roll it, and both then pass.
+
+Then the sensors on a real clock, real files, real Spark and a real Dagster
 instance. A key is tombstoned in two topics. In ``users`` half of ``max.compaction.lag.ms``
 passes: ``log_health`` warns, the compaction sensor asks for the partition and its run cleans it
 before the deadline. In ``late`` the deadline passes first: ``log_health`` fails with ERROR
@@ -13,6 +18,9 @@ import time
 
 import dagster as dg
 
+from platform_assets.logic.health import health_outcome
+from platform_assets.logic.state_cache import StateCache
+from storage_engine.cleaner import LogCleaner
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.cli import run_logctl
@@ -21,6 +29,59 @@ from tests.helpers.platform import apply_partition_requests, definitions_for, re
 
 LAG_MS = 30_000  # "users": the sensor's run cleans it before this passes (15 s after the roll: CI margin)
 LATE_LAG_MS = 3000  # "late": its deadline passes before the segment rolls
+
+
+IDLE_LAG_MS = 240_000  # the issue's max.compaction.lag.ms
+T0 = 1_700_000_000_000
+
+
+def _idle_health(root, now_ms: int):
+    """The partition's ``log_health`` as the state sensor records it (through a state cache)."""
+    with LogManager([root], read_only=True) as manager:
+        (state,) = StateCache(racy_ns=0).read(manager, now_ms=now_ms, ttl_ms=300_000, refresh_share=0.1)
+    return health_outcome(state)
+
+
+def _erasure_report(root, monkeypatch, capsys, now_ms: int) -> tuple[int, dict]:
+    code, out, _ = run_logctl(root, monkeypatch, capsys, "erasure-report", "--topic", "idle", "--now-ms", str(now_ms),
+                              "--json")
+    (partition,) = json.loads(out)["partitions"]
+    return code, partition
+
+
+def test_an_idle_topics_active_segment_holds_a_superseded_record_until_a_run_rolls_it(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        manager.admin.create_topic("idle", 1, {"cleanup.policy": "compact", "max.compaction.lag.ms": str(IDLE_LAG_MS),
+                                               "delete.retention.ms": "3600000", "file.delete.delay.ms": "0"})
+        append_each(manager.get_log("idle", 0), [ProducerRecord(b"alice", b"alice@example.com", T0),
+                                                 ProducerRecord(b"bob", b"b1", T0), ProducerRecord(b"alice", None, T0)],
+                    now=T0)
+    now = T0 + 2 * IDLE_LAG_MS  # left idle past its deadline
+    health = _idle_health(root, now)
+    assert health.passed is False and health.severity == dg.AssetCheckSeverity.ERROR
+    with LogManager([root]) as manager:  # a sweep cleans it: the cleaner cannot reach the active segment
+        assert LogCleaner(manager).compact("idle", 0, now_ms=now).skipped is not None
+    code, report = _erasure_report(root, monkeypatch, capsys, now)
+    assert code == 1 and not report["ok"] and report["oldest"]["offset"] == 0 and report["oldest"]["superseded_by"] == 2
+    health = _idle_health(root, now)
+    assert not health.passed and health.severity == dg.AssetCheckSeverity.ERROR
+    assert health.description.startswith("erasure deadline missed: max.compaction.lag.ms: NOT ERASED: 1 superseded "
+                                         "record(s) still on disk past the bound; the oldest at offset 0, superseded "
+                                         "by offset 2"), health.description
+    assert "held by the active segment" in health.description and report["held_by"] in health.description
+    assert health.metadata["oldest_superseded_offset"] == 0 and health.metadata["superseded_records_on_disk"] == 1
+    assert health.metadata["erasure_deadline"] == dg.MetadataValue.timestamp((T0 + IDLE_LAG_MS) / 1000)
+
+    # the topic asks for idle segments to roll: the compaction run rolls it, then cleans it
+    with LogManager([root]) as manager:
+        manager.admin.alter_topic("idle", {"logplat.roll.idle.segments": "true"})
+        report_after = LogCleaner(manager).compact("idle", 0, now_ms=now)
+    assert report_after.rolled_idle_segment == 0 and report_after.status == "compacted"
+    code, report = _erasure_report(root, monkeypatch, capsys, now)
+    assert code == 0 and report["ok"] and report["remnants"] == 0
+    health = _idle_health(root, now)
+    assert health.passed, health.description
 
 
 def _now() -> int:
@@ -67,12 +128,14 @@ def test_tombstoned_keys_are_erased_by_the_sensors_runs_before_or_after_a_missed
         health = _health(_discover(defs, settings, instance))
         near, missed = health["users"], health["late"]
         assert not near.passed and near.severity == dg.AssetCheckSeverity.WARN
-        assert "max.compaction.lag.ms: erasure deadline in " in near.description, near.description
-        assert 0 < near.metadata["erasure_time_left_s"].value <= LAG_MS / 2000
+        assert "max.compaction.lag.ms: half the lag used: " in near.description, near.description
+        assert _now() < near.metadata["erasure_deadline"].value * 1000 <= written + LAG_MS
         assert not missed.passed and missed.severity == dg.AssetCheckSeverity.ERROR
-        assert missed.description.startswith("partition 0: erasure deadline missed: max.compaction.lag.ms: missed by ")
-        assert "the oldest uncleaned record, offset 0, written " in missed.description
-        assert missed.metadata["erasure_time_left_s"].value < 0
+        assert missed.description.startswith("partition 0: erasure deadline missed: max.compaction.lag.ms: NOT ERASED: "
+                                             "1 superseded record(s) still on disk past the bound; the oldest at "
+                                             "offset 0, superseded by offset 2"), missed.description
+        assert "the cleaner is behind" in missed.description
+        assert missed.metadata["erasure_deadline"].value * 1000 < _now()
         code, out, _ = run_logctl(root, monkeypatch, capsys, "erasure-report", "--topic", "late", "--key", "alice")
         assert code == 1 and "NOT ERASED" in out and "values at [0]" in out
 

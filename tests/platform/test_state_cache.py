@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from platform_assets.logic.health import health_of
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.state_cache import StateCache
 from storage_engine.cleaner import LogCleaner
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from storage_engine.logdir.topic_store import read_metadata, write_metadata
 from tests.helpers.engine import TakenListing, append_each, flip_last_byte, open_topic, records
@@ -280,3 +282,76 @@ def test_a_file_where_a_partition_directory_belongs_is_reported_missing(logs):
         states = cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1, unreadable=unreadable)
     assert [s.partition for s in states] == [0, 2]
     assert list(unreadable) == [("t", 1)] and "The directory t-1 of partition 1 of topic t is missing" in unreadable[("t", 1)]
+
+
+T0 = 1_700_000_000_000  # when the transition tests' records were written
+LAG_MS = 240_000
+
+
+def _ratio_never(log) -> None:
+    """A key written at T0, T0 + 1 s and T0 + 2 s, one batch each, in a rolled segment, and once
+    more in the active one: cleanable bytes, a ratio that can never exceed
+    min.cleanable.dirty.ratio=1.0 (only the clock makes it due)."""
+    append_each(log, [ProducerRecord(b"k", b"v", T0 + i * 1000) for i in range(3)], now=T0)
+    log.roll(T0)
+    append_each(log, [ProducerRecord(b"k", b"v", T0 + 3000)], now=T0)
+
+
+def _idle(log) -> None:
+    append_each(log, records(3, keys=1, ts=T0), now=T0)
+
+
+def _retention_expiry(log) -> None:
+    append_each(log, records(3, keys=3, ts=T0), now=T0)
+    log.roll(T0)
+    append_each(log, records(1, start=3, ts=T0 + DAY_MS), now=T0)
+
+
+def _min_lag(log) -> None:
+    append_each(log, records(3, keys=1, ts=T0), now=T0)
+    log.roll(T0)
+    append_each(log, records(1, start=3, keys=1, ts=T0 + 10), now=T0)
+
+
+COMPACTED = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "1.0", "max_compaction_lag_ms": str(LAG_MS)}
+
+
+def _urgent(s) -> bool:
+    return s.compaction_due and s.candidacy.deadline.urgent
+
+
+@pytest.mark.parametrize("configs, write, moment, since, changed", [
+    # ErasureDeadline.urgent: half the lag used by the first batch (timestamp T0)
+    (COMPACTED, _ratio_never, T0 + LAG_MS // 2, 100_000, _urgent),
+    # the deadline itself: possibly overdue, so the state carries the engine's erasure report
+    (COMPACTED, _ratio_never, T0 + LAG_MS, 100_000, lambda s: s.erasure is not None),
+    # Kafka's maxCompactionDelay turns positive one millisecond later
+    (COMPACTED, _ratio_never, T0 + LAG_MS + 1, 1, lambda s: s.candidacy.overdue),
+    # the report's first superseded record becomes due: offset 0, superseded at T0 + 1 s
+    (COMPACTED, _ratio_never, T0 + 1000 + LAG_MS, 998, lambda s: not s.erasure.ok and s.erasure.oldest.offset == 0),
+    # retention.ms: the first segment (largest timestamp T0 + 2) expires
+    ({"cleanup_policy": "delete", "retention_ms": str(DAY_MS)}, _retention_expiry, T0 + 2 + DAY_MS + 1, DAY_MS,
+     lambda s: s.deletable_segments == 1),
+    # min.compaction.lag.ms ends for the first dirty segment (largest timestamp T0 + 2)
+    ({**COMPACTED, "min_compaction_lag_ms": "60000"}, _min_lag, T0 + 2 + 60_000, 50_000,
+     lambda s: s.candidacy.bound_reason == "active segment"),
+    # the idle active segment's roll (logplat.roll.idle.segments), at its max segment ms (segment.ms here)
+    ({**COMPACTED, "segment_ms": "60000", "logplat_roll_idle_segments": "true"}, _idle, T0 + 60_000, 50_000,
+     lambda s: s.candidacy.idle_roll_due and s.compaction_due),
+], ids=["urgent", "deadline", "kafka-overdue", "erasure-report", "retention-ms", "min-compaction-lag", "idle-roll"])
+def test_a_state_is_reused_until_its_next_clock_transition_and_recomputed_at_it(tmp_path, configs, write, moment,
+                                                                               since, changed):
+    root = tmp_path / "logs"
+    with open_topic(root, "t", 1, **configs) as manager:
+        write(manager.get_log("t", 0))
+    states_cache = cache()
+    long_ttl = 30 * DAY_MS  # no TTL refresh: only the transition recomputes
+    (first,) = read(states_cache, root, ttl_ms=long_ttl, now_ms=moment - since)
+    assert not changed(first) and states_cache.computed == 1
+    (before,) = read(states_cache, root, ttl_ms=long_ttl, share=0.0, now_ms=moment - 1)
+    assert states_cache.reused == 1 and before is first
+    # nothing the clock changes happened by then: reusing it was right
+    assert health_of(before) == health_of(fresh(root, moment - 1)[0]) and not changed(fresh(root, moment - 1)[0])
+    (at,) = read(states_cache, root, ttl_ms=long_ttl, share=0.0, now_ms=moment)
+    assert states_cache.computed == 1 and changed(at)
+    assert [at] == fresh(root, moment)

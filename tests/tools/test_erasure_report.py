@@ -45,7 +45,8 @@ def test_a_tombstoned_key_past_the_bound_is_reported_until_compaction_removes_it
     assert data["partitions"][0]["key"] == {"values": [0], "tombstones": [2], "in_deleted_files": []}
     # the engine's deadline from file metadata: the oldest uncleaned record and the time left
     assert data["partitions"][0]["deadline"] == {"oldest_offset": 0, "oldest_timestamp_ms": T0,
-                                                 "deadline_ms": T0 + HOUR, "time_left_ms": HOUR // 2}
+                                                 "deadline_ms": T0 + HOUR, "time_left_ms": HOUR // 2,
+                                                 "in_active_segment": False}
     # past it: alice's value (offset 0) and bob's first (offset 1) must be gone, and are not
     now = T0 + 2 * HOUR
     code, data, _ = _report(tmp_path, monkeypatch, capsys, "--now-ms", str(now), "--key", "alice")
@@ -57,6 +58,7 @@ def test_a_tombstoned_key_past_the_bound_is_reported_until_compaction_removes_it
     code, out, _ = run_logctl(tmp_path, monkeypatch, capsys, "erasure-report", "--now-ms", str(now))
     assert code == 1 and "users-0: NOT ERASED: 2 record(s)" in out and "the oldest at offset 0" in out
     assert f"offset 0 (written at {T0}), must be cleaned by {T0 + HOUR}: missed by {HOUR} ms" in out
+    assert "  why: not cleaned yet: the superseding record at offset 2 is cleanable" in out  # the cleaner is behind
     # the cleaner removes them; the old segments wait as .deleted files, and the report says so
     with LogManager([tmp_path]) as manager:
         LogCleaner(manager).compact("users", 0, now_ms=now)

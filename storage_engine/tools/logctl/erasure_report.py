@@ -63,10 +63,13 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
             lines.append(f"{tp}: NOT ERASED: {r.remnants} record(s) superseded more than max.compaction.lag.ms "
                          f"({r.max_compaction_lag_ms} ms) ago are still on disk; the oldest at offset {o.offset}, "
                          f"superseded by offset {o.superseded_by} at {o.superseded_at_ms}, overdue by {o.overdue_ms} ms")
+            if r.held_by is not None:
+                lines.append(f"  why: {r.held_by}")
         if r.deadline is not None:
             d = r.deadline
             state = f"{d.time_left_ms} ms left" if d.time_left_ms >= 0 else f"missed by {-d.time_left_ms} ms"
-            lines.append(f"  deadline: the oldest uncleaned record, offset {d.oldest_offset} (written at "
+            where = " in the active segment" if d.in_active_segment else ""
+            lines.append(f"  deadline: the oldest uncleaned record, offset {d.oldest_offset}{where} (written at "
                          f"{d.oldest_timestamp_ms}), must be cleaned by {d.deadline_ms}: {state}")
         if r.key is not None:
             k = r.key
