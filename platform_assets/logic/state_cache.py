@@ -52,6 +52,7 @@ from storage_engine.files.naming import parse_partition_dir, partition_dir_name
 from storage_engine.files.nofollow import check_not_symlink
 from storage_engine.log.stats import log_dir_checkpoints
 from storage_engine.logdir.locations import PartitionLocation, duplicate_partition, is_stray
+from storage_engine.logdir.log_dir import LogDir
 from storage_engine.logdir.manager import LogManager
 
 from .log_state import PartitionState, TopicPartition, next_transition_ms, state_of, with_erasure_proof
@@ -123,7 +124,13 @@ class StateCache:
         directory in the listing."""
         wanted = None if topics is None else set(topics)
         found: list[tuple[str, TopicPartition, tuple, tuple, _Entry | None]] = []
-        where: dict[TopicPartition, PartitionLocation] = {}
+        # where each partition was found: made a ``PartitionLocation`` (a ``Path``) only when
+        # its state is computed, as building 100,000 Paths was a third of a warm read
+        where: dict[TopicPartition, tuple[LogDir, str]] = {}
+
+        def location(tp: TopicPartition) -> PartitionLocation:
+            log_dir, path = where[tp]
+            return PartitionLocation(tp[0], tp[1], log_dir, Path(path))
 
         def refused(tp: TopicPartition, exc: Exception) -> None:
             if unreadable is None:
@@ -151,7 +158,7 @@ class StateCache:
                     if not entry.is_dir(follow_symlinks=False):
                         continue
                     if tp in where:
-                        raise duplicate_partition(where[tp], Path(entry.path))
+                        raise duplicate_partition(location(tp), Path(entry.path))
                     if isinstance(checkpoints, LogError):
                         raise checkpoints
                 except LogError as exc:
@@ -161,7 +168,7 @@ class StateCache:
                     dir_mtime = entry.stat().st_mtime_ns
                 except FileNotFoundError:
                     continue  # deleted since the listing (a topic delete)
-                where[tp] = PartitionLocation(tp[0], tp[1], log_dir, Path(entry.path))
+                where[tp] = (log_dir, entry.path)
                 previous = self._entries.get(entry.path)
                 active = _active_signature(entry.path, previous.state) if previous else ()
                 lso, cleaner = checkpoints
@@ -190,7 +197,7 @@ class StateCache:
                 continue
             started_ns = time.time_ns()
             try:
-                state = with_erasure_proof(manager, state_of(manager.planning_stats(where[tp], checkpoints), config,
+                state = with_erasure_proof(manager, state_of(manager.planning_stats(location(tp), checkpoints), config,
                                                              now_ms=now_ms), now_ms)
             except (LogError, OSError) as exc:
                 self._entries.pop(path, None)
