@@ -1,21 +1,27 @@
 """Screenshots of the Dagster UI for a reviewer (not part of CI).
 
-Writes a small workload into a temporary log dir, starts a webserver and daemon on a brand-new
-temporary DAGSTER_HOME, turns the state and compaction sensors on, waits until the state sensor
-has recorded every partition's log_health and a compaction run has succeeded, then renders
-these pages with headless Chromium into OUT (default /tmp/logplat-screenshots, which must lie
-outside the repository):
+Writes the scenario ``tests/platform/test_ui_truth.py`` judges the UI on
+(``platform_assets/tools/ui_scenario.py``: a dirty partition, a corrupt one, a clean one, and a
+topic with a one-minute ``max.compaction.lag.ms`` left idle) into a temporary log dir, starts a
+webserver and daemon on a brand-new temporary DAGSTER_HOME, pauses cleaning, turns the sensors
+on and waits until the erasure deadline has passed (about a minute), then resumes cleaning and
+waits for the runs (one fails on the corrupt batch). It renders these pages with headless
+Chromium into OUT (default /tmp/logplat-screenshots, which must lie outside the repository):
 
-    catalog.png         the asset catalog: every topic, its group, kinds and partition counts
-    asset.png           logs/orders: description, metadata (configs as people read them)
-    partitions.png      its Partitions view: which partitions are materialized
-    partition_0.png     partition 0 selected: its latest cleaning's metadata
-    checks.png          its Checks tab: each check's latest result (of any partition)
-    check_health.png    log_health's own page: its latest result and the partition it is for
-    report.png          platform/cleaning_report: what needs cleaning across topics, worst first
-    sensor_state.png    log_state_sensor's ticks
-    sensor_compaction.png  compaction_sensor's ticks: what it requested and why
-    runs.png            the runs list
+    catalog.png            the asset catalog: every topic, its group, kinds and partition counts
+    report.png             platform/cleaning_report: what needs cleaning across topics, and why
+    paused.png             compaction_sensor's ticks while cleaning is paused (the reason in each)
+    deadline.png           logs/erasures' log_health once the deadline passed: ERROR, the deadline's time
+    asset.png              logs/orders: description (the glossary), metadata
+    partitions.png         its Partitions view: partition 1 failed, 2 materialized, 0 missing
+    failure.png            partition 1 selected: the failure, its reason first
+    failed_run.png         the failed run's page
+    checks.png             its Checks tab
+    check_health.png       log_health's Partitions: each partition's verdict
+    history.png            logs/erasures' events: every verdict, in order
+    plots.png              logs/erasures' plots: size, dirty ratio, log start over time
+    sensor_compaction.png  compaction_sensor's ticks after the failure: partition 1 held back, and why
+    runs.png               the runs list, with their trigger and reason tags
 
     bash scripts/screenshots.sh [OUT]
 """
@@ -31,23 +37,9 @@ from pathlib import Path
 
 from platform_assets.tools.demo import IN_FLIGHT
 from platform_assets.tools.devserver import DevServer, wait_for
-from platform_assets.tools.workload import TopicWorkload, produce
-from storage_engine.logdir.manager import LogManager
-from storage_engine.record import CompressionType
+from platform_assets.tools.ui_scenario import write_erasures, write_scenario
 
 REPO = Path(__file__).resolve().parents[1]
-#: orders-0 spans many segments (due for compaction); orders-1 barely anything; clicks has
-#: expired segments for retention.
-TOPICS = [
-    TopicWorkload("orders", 3, {"cleanup.policy": "compact", "segment.bytes": "4096"}, records=600, keys=40,
-                  tombstone_ratio=0.1, value_bytes=40, partition_records={1: 5}, batch_records=10,
-                  compression=CompressionType.NONE),
-    TopicWorkload("clicks", 2, {"cleanup.policy": "delete", "segment.bytes": "4096", "retention.ms": "3600000"},
-                  records=400, keys=400, value_bytes=40, batch_records=10, compression=CompressionType.NONE,
-                  age_ms=2 * 3_600_000),
-]
-
-
 def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
@@ -73,39 +65,47 @@ def main(argv: list[str]) -> int:
     logs, home = work / "logs", work / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    with LogManager([logs]) as manager:
-        produce(manager, TOPICS, now_ms=int(time.time() * 1000))
+    write_scenario(logs, int(time.time() * 1000))
     env = {"LOGPLAT_LOG_DIRS": str(logs), "LOGPLAT_AUTOMATION": "stopped", "LOGPLAT_SENSOR_INTERVAL_S": "5",
-           "LOGPLAT_SPARK_MASTER": "local[2]"}
+           "LOGPLAT_SPARK_MASTER": "local[2]", "LOGPLAT_CLEANING": "paused"}
     with DevServer(home, REPO / "workspace.yaml", work / "server-logs", env) as server:
         client = server.client()
-        client.set_sensor("log_state_sensor", True)
-        wait_for("log_health of every partition", lambda: len({e["partition"] for e in client.check_executions(
-            ["logs", "orders"], "log_health")}) == 3 or None, timeout_s=300, on_timeout=server.logs)
-        client.set_sensor("compaction_sensor", True)
-        client.set_sensor("retention_sensor", True)
-        wait_for("a compaction run to succeed", lambda: client.runs(tags={"logplat/topic": "orders"},
-                                                                     statuses=["SUCCESS"]) or None,
+        client.query("mutation { setNuxSeen }")  # the UI's first-visit "join the community" dialog
+        location = client.location_name()
+
+        def shots(pages: dict[str, str]) -> None:
+            for name, path in pages.items():
+                shoot(browser, server.url + path, out / f"{name}.png")
+
+        for sensor in ("log_state_sensor", "compaction_sensor", "retention_sensor", "deleted_files_sensor"):
+            client.set_sensor(sensor, True)
+        write_erasures(logs)
+        wait_for("log_health ERROR on erasures-0 (its deadline passed)", lambda: [
+            o for o in client.observations(["logs", "erasures"])
+            if (o["metadata"].get("log_health") or "").startswith("error")], timeout_s=300, on_timeout=server.logs)
+        time.sleep(6)  # the report of the same tick
+        shots({"catalog": "/assets", "report": "/assets/platform/cleaning_report",
+               "paused": f"/locations/{location}/sensors/compaction_sensor",
+               "deadline": "/assets/logs/erasures?view=checks&checkDetail=log_health"})
+        client.launch_job("resume_cleaning")
+        wait_for("orders-1 to fail", lambda: "1" in client.partition_statuses(["logs", "orders"])["failed"],
                  timeout_s=600, on_timeout=server.logs)
         wait_for("the runs to finish", lambda: not client.runs(statuses=list(IN_FLIGHT)) or None,
                  timeout_s=600, on_timeout=server.logs)
-        time.sleep(15)  # a state tick after the runs records the new verdicts
-        client.query("mutation { setNuxSeen }")  # the UI's first-visit "join the community" dialog
-        location = client.location_name()
-        pages = {
-            "catalog": "/assets",
+        time.sleep(15)  # state ticks after the runs record the new verdicts
+        failed = client.runs(statuses=["FAILURE"])
+        shots({
             "asset": "/assets/logs/orders",
             "partitions": "/assets/logs/orders?view=partitions",
-            "partition_0": "/assets/logs/orders?view=partitions&partition=0",
+            "failure": "/assets/logs/orders?view=partitions&partition=1",
+            **({"failed_run": f"/runs/{failed[0]['runId']}"} if failed else {}),
             "checks": "/assets/logs/orders?view=checks",
             "check_health": "/assets/logs/orders?view=checks&checkDetail=log_health",
-            "report": "/assets/platform/cleaning_report",
-            "sensor_state": f"/locations/{location}/sensors/log_state_sensor",
+            "history": "/assets/logs/erasures?view=events&partition=0",
+            "plots": "/assets/logs/erasures?view=plots&partition=0",
             "sensor_compaction": f"/locations/{location}/sensors/compaction_sensor",
             "runs": "/runs",
-        }
-        for name, path in pages.items():
-            shoot(browser, server.url + path, out / f"{name}.png")
+        })
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

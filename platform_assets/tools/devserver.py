@@ -247,16 +247,69 @@ class GraphQL:
 
     def materializations(self, asset_key: Sequence[str], *, limit: int = 100) -> list[dict]:
         """Materializations of an asset, newest first, metadata as a label -> value dict."""
+        return self._asset_events(asset_key, "assetMaterializations", limit)
+
+    def observations(self, asset_key: Sequence[str], *, limit: int = 100) -> list[dict]:
+        """Observations of an asset, newest first, metadata as a label -> value dict."""
+        return self._asset_events(asset_key, "assetObservations", limit)
+
+    def _asset_events(self, asset_key: Sequence[str], field: str, limit: int) -> list[dict]:
         data = self.query("""query($k: AssetKeyInput!, $n: Int) { assetOrError(assetKey: $k) { ... on Asset {
-            assetMaterializations(limit: $n) { runId partition timestamp metadataEntries { label __typename
+            EVENTS(limit: $n) { runId partition timestamp metadataEntries { label __typename
               ... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue }
-              ... on TextMetadataEntry { text } ... on BoolMetadataEntry { boolValue } } } } } }""",
+              ... on TextMetadataEntry { text } ... on BoolMetadataEntry { boolValue }
+              ... on MarkdownMetadataEntry { mdStr } ... on TimestampMetadataEntry { timestamp }
+              ... on PathMetadataEntry { path } ... on UrlMetadataEntry { url } } } } } }""".replace("EVENTS", field),
                           {"k": {"path": list(asset_key)}, "n": limit})
-        out = []
-        for m in data["assetOrError"]["assetMaterializations"]:
-            values = {}
-            for e in m["metadataEntries"]:
-                values[e["label"]] = next((e[f] for f in ("intValue", "floatValue", "text", "boolValue") if f in e), None)
-            out.append({"runId": m["runId"], "partition": m["partition"], "timestamp": m["timestamp"],
-                        "metadata": values})
-        return out
+        fields = ("intValue", "floatValue", "text", "boolValue", "mdStr", "timestamp", "path", "url")
+        return [{"runId": m["runId"], "partition": m["partition"], "timestamp": m["timestamp"],
+                 "metadata": {e["label"]: next((e[f] for f in fields if f in e), None) for e in m["metadataEntries"]}}
+                for m in (data["assetOrError"] or {}).get(field) or []]
+
+    def partition_statuses(self, asset_key: Sequence[str]) -> dict[str, list[str]]:
+        """The asset's partitions by status, as its Partitions view shows them: ``materialized``,
+        ``failed``, ``unmaterialized``, ``materializing``."""
+        data = self.query("""query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { ... on AssetNode {
+            assetPartitionStatuses { ... on DefaultPartitionStatuses { materializedPartitions failedPartitions
+              unmaterializedPartitions materializingPartitions } } } } }""", {"k": {"path": list(asset_key)}})
+        statuses = data["assetNodeOrError"]["assetPartitionStatuses"]
+        return {name.removesuffix("Partitions"): sorted(keys) for name, keys in statuses.items()}
+
+    def check_partition_statuses(self, asset_key: Sequence[str], check_name: str) -> dict[str, list[str]]:
+        """A partitioned check's partitions by status, as the check's Partitions tab shows them:
+        ``succeeded``, ``failed``, ``inProgress``, ``skipped``, ``executionFailed``."""
+        data = self.query("""query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { ... on AssetNode {
+            assetChecksOrError { ... on AssetChecks { checks { name partitionStatuses {
+              ... on AssetCheckDefaultPartitionStatuses { succeededPartitions failedPartitions inProgressPartitions
+                skippedPartitions executionFailedPartitions } } } } } } } }""", {"k": {"path": list(asset_key)}})
+        check = next(c for c in data["assetNodeOrError"]["assetChecksOrError"]["checks"] if c["name"] == check_name)
+        return {name.removesuffix("Partitions"): sorted(keys) for name, keys in (check["partitionStatuses"] or {}).items()}
+
+    def ticks(self, name: str, *, limit: int = 20) -> list[dict]:
+        """A sensor's latest ticks, newest first: status, timestamp, skip reason, run ids."""
+        selector = {"repositoryLocationName": self.location_name(), "repositoryName": REPOSITORY, "sensorName": name}
+        data = self.query("""query($s: SensorSelector!, $n: Int) { sensorOrError(sensorSelector: $s) {
+            ... on Sensor { sensorState { ticks(limit: $n) { status timestamp skipReason runIds } } } } }""",
+                          {"s": selector, "n": limit})
+        return data["sensorOrError"]["sensorState"]["ticks"]
+
+    def launch_job(self, job: str, run_config: Mapping[str, Any] | None = None) -> str:
+        """Launch a job of the code location (as the Launchpad does); returns the run id."""
+        selector = {"repositoryLocationName": self.location_name(), "repositoryName": REPOSITORY, "jobName": job}
+        data = self.query("""mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+            ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+            ... on RunConfigValidationInvalid { errors { message } } } }""",
+                          {"p": {"selector": selector, "runConfigData": dict(run_config or {})}})
+        result = data["launchRun"]
+        if result["__typename"] != "LaunchRunSuccess":
+            raise DevServerError(f"launchRun {job}: {result}")
+        return result["run"]["runId"]
+
+    def run_failure(self, run_id: str) -> list[str]:
+        """The failure messages of a run, in order: each failed step's error, then the run's."""
+        data = self.query("""query($id: ID!) { runOrError(runId: $id) { ... on Run { eventConnection(afterCursor: null) {
+            events { __typename ... on ExecutionStepFailureEvent { error { message } failureMetadata { label } }
+              ... on RunFailureEvent { message } } } } } }""", {"id": run_id})
+        events = data["runOrError"]["eventConnection"]["events"]
+        return [e["error"]["message"] if e["__typename"] == "ExecutionStepFailureEvent" else e["message"]
+                for e in events if e["__typename"] in ("ExecutionStepFailureEvent", "RunFailureEvent")]
