@@ -69,8 +69,9 @@ class PlatformSettings:
     automation: str = "running"
     sensor_interval_s: int = 30
     max_partitions_per_tick: int = 16
-    max_observations_per_tick: int = 2_000
-    state_read_budget_ms: int = 3_000
+    #: ~2 x 120 events at ~11.6 ms each in the SQLite event log: ~2.8 s of the daemon's writes a tick
+    max_observations_per_tick: int = 120
+    state_read_budget_ms: int = 1_000
     owners: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -91,8 +92,8 @@ class PlatformSettings:
             automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),
             sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
             max_partitions_per_tick=_positive_int(env, "LOGPLAT_MAX_PARTITIONS_PER_TICK", 16),
-            max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 2_000),
-            state_read_budget_ms=_positive_int(env, "LOGPLAT_STATE_READ_BUDGET_MS", 3_000),
+            max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 120),
+            state_read_budget_ms=_positive_int(env, "LOGPLAT_STATE_READ_BUDGET_MS", 1_000),
             owners=_owners(env),
         )
 
