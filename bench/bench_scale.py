@@ -17,12 +17,13 @@ Then, in one run:
   (``RepositorySnap.from_def``: what a code server sends the webserver and the daemon), and
   ``dagster definitions validate`` on the module, which loads the location as the webserver does;
 * **state cache**: ``current_states`` over every partition with the cache empty (a code server's
-  first read) and warm (nothing changed);
+  first read) and warm (nothing changed), and cold within a tick's ``state_read_budget_ms``;
 * **ticks** against a real ``DagsterInstance`` (a temp ``DAGSTER_HOME``, SQLite, the project's
   ``dagster.yaml``), each evaluated as the daemon evaluates it and its results applied as the
   daemon applies them (dynamic partition requests, ``report_runless_asset_event`` per event):
   ``log_state_sensor`` from its first tick (the first ``MAX_KEYS_PER_TICK`` keys and
-  ``max_observations_per_tick`` observations) through the catch-up ticks to its steady state,
+  ``max_observations_per_tick`` observations, within the state-read budget) through the catch-up
+  ticks (both budgets lifted, so they end in a few ticks) to its steady state,
   then ``compaction_sensor``, ``retention_sensor``, ``deleted_files_sensor`` and one topic's
   ``sweep__<topic>`` schedule, each with the cache warm and emptied first (cold). Run requests are
   not launched (``bench_dagster_run.py`` measures runs).
