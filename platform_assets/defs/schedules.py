@@ -36,7 +36,15 @@ from .errors import tick_refusals_first
 from .jobs import STATES_TAG, TOPIC_TAG, TRIGGER_TAG
 from .partitions import partitions_def_name
 from .resources import LogStoreResource
-from .sensors import current_states, default_status, encode_tokens, failed_states, in_flight, unreadable_note
+from .sensors import (
+    current_states,
+    default_status,
+    encode_tokens,
+    failed_states,
+    in_flight,
+    pending_note,
+    unreadable_note,
+)
 
 MINUTE_MS = 60_000
 
@@ -71,7 +79,8 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
     def _sweep(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
         unreadable: dict[TopicPartition, str] = {}
-        states = current_states(log_store, settings, [topic.name], unreadable)
+        pending: set[TopicPartition] = set()
+        states = current_states(log_store, settings, [topic.name], unreadable, pending)
         keyed = [s for s in states if partition_key(s.partition) in keys]
         needing = [s for s in keyed if s.needs_cleaning]
         failed = failed_states(context.instance, topic.name)
@@ -89,12 +98,14 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
             notes += [f"{count} partition(s) {why}" for why, count in held_back.items() if count]
             if unreadable:
                 notes.append(unreadable_note(unreadable))
+            if pending:
+                notes.append(pending_note(pending))
             return dg.SkipReason("; ".join(notes))
         # a forced run cleans every partition of its range: then only runs of consecutive
         # partitions that need work, each forced only if it holds one asked for by its deadline;
         # no range covers a partition that cannot be read (its run would fail on it) or one a
         # queued or running run covers (two runs would clean it at once)
-        runs = contiguous_runs(due) if forced_by_deadline(due) or unreadable or len(due) < len(retried) else [due]
+        runs = contiguous_runs(due) if forced_by_deadline(due) or unreadable or pending or len(due) < len(retried) else [due]
         return [dg.RunRequest(  # Dagster dedupes a schedule's run keys within one tick
             run_key=f"sweep:{run[0].partition}-{run[-1].partition}",
             run_config=cleanup_run_config(topic, force_compaction=forced_by_deadline(run)),

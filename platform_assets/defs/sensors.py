@@ -33,7 +33,7 @@ not asked again until the log changes; skipping it leaves its slot in the tick t
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import dagster as dg
@@ -60,6 +60,7 @@ from ..logic.log_state import (
 from ..logic.metadata import deleted_files_metadata, observation_metadata
 from ..logic.observation_cursor import ObservationCursor
 from ..logic.partition_keys import keys_not_on_disk, partition_key, plan_key_update
+from ..logic.recording import Recording, worst_first
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
@@ -80,13 +81,23 @@ MAX_KEYS_PER_TICK = 10_000
 
 
 def current_states(log_store: LogStoreResource, settings: PlatformSettings, topics: Iterable[str] | None = None,
-                   unreadable: dict[TopicPartition, str] | None = None) -> list[PartitionState]:
+                   unreadable: dict[TopicPartition, str] | None = None,
+                   pending: set[TopicPartition] | None = None) -> list[PartitionState]:
     """Every readable partition's state now, through the process's state cache (``state_cache``);
-    why each other one cannot be read goes into ``unreadable``."""
+    why each other one cannot be read goes into ``unreadable``. Given ``pending``, the read
+    computes states for at most ``LOGPLAT_STATE_READ_BUDGET_MS`` and the partitions it had no
+    time for go there, with no state: a tick does not act on them, the next one reads them."""
     with log_store.manager() as manager:
         return STATE_CACHE.read(manager, now_ms=wall_clock_ms(), ttl_ms=settings.state_ttl_ms,
                                 refresh_share=min(1.0, settings.sensor_interval_s * 1000 / settings.state_ttl_ms),
-                                topics=None if topics is None else list(topics), unreadable=unreadable)
+                                topics=None if topics is None else list(topics), unreadable=unreadable,
+                                budget_s=None if pending is None else settings.state_read_budget_ms / 1000,
+                                pending=pending)
+
+
+def pending_note(pending: Collection[TopicPartition]) -> str:
+    """A tick's note on the partitions whose state its time budget left unread."""
+    return f"{len(pending)} partition(s) not read yet, next tick"
 
 
 def unreadable_note(unreadable: Mapping[TopicPartition, str]) -> str:
@@ -160,14 +171,18 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
     def log_state_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         cursor = ObservationCursor.parse(context.cursor)
         unreadable: dict[TopicPartition, str] = {}
-        states = current_states(log_store, settings, unreadable=unreadable)
+        pending: set[TopicPartition] = set()  # on disk, but not read this tick: keys and digests kept
+        states = current_states(log_store, settings, unreadable=unreadable, pending=pending)
         by_topic: dict[str, list[PartitionState]] = defaultdict(list)
         for s in states:
             by_topic[s.topic].append(s)
         unreadable_by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, partition in sorted(unreadable):
             unreadable_by_topic[topic].append(partition)
-        on_disk = set(by_topic) | set(unreadable_by_topic)
+        pending_by_topic: dict[str, set[int]] = defaultdict(set)
+        for topic, partition in pending:
+            pending_by_topic[topic].add(partition)
+        on_disk = set(by_topic) | set(unreadable_by_topic) | set(pending_by_topic)
         # a topic the code location could not build whose config is still refused: a reload does
         # not help until it is repaired, so the tick says why; repaired, it is a topic to reload
         # for like a new one
@@ -185,55 +200,63 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         if unreadable:
             context.log.error(unreadable_note(unreadable))
         requests, events = [], []
+        to_record: list[Recording] = []
         gone_tps: list[TopicPartition] = []
-        keys_added = recorded = 0
-        for topic in sorted((set(by_topic) | set(unreadable_by_topic)) & known):
+        keys_added = 0
+        for topic in sorted(on_disk & known):
             topic_states = by_topic.get(topic, [])
             existing = context.instance.get_dynamic_partitions(partitions_def_name(topic))
-            on_disk = {s.partition for s in topic_states} | set(unreadable_by_topic.get(topic, ()))
+            on_disk_here = ({s.partition for s in topic_states} | set(unreadable_by_topic.get(topic, ()))
+                            | pending_by_topic.get(topic, set()))
             # the history is read only when some key names no partition on disk (rare)
             history = (context.instance.get_materialized_partitions(log_asset_key(topic))
-                       if keys_not_on_disk(existing, on_disk) else set())
-            update = plan_key_update(existing, on_disk, history)
+                       if keys_not_on_disk(existing, on_disk_here) else set())
+            update = plan_key_update(existing, on_disk_here, history)
             # a key kept for its history whose partition is gone (the topic deleted and created
             # again with fewer partitions) kept its last, green log_health for ever
             lost = {n: f"partition {n} of topic {topic} is no longer in the log dirs (the topic was deleted and "
                        "created again with fewer partitions?); its key stays for its history"
-                    for n in (parse_partition_number(k) for k in keys_not_on_disk(existing, on_disk) if k in history)
+                    for n in (parse_partition_number(k) for k in keys_not_on_disk(existing, on_disk_here) if k in history)
                     if n is not None}
             gone_tps.extend((topic, n) for n in lost)
             # the first keys in order, the rest at the next tick (Dagster asks for at most 25k per evaluation)
             update = replace(update, add=update.add[:max(0, MAX_KEYS_PER_TICK - keys_added)])
             keys_added += len(update.add)
             requests.extend(key_update_requests(topic, update))
-            for s in topic_states:
-                if recorded >= settings.max_observations_per_tick:
-                    break  # the rest stay "changed" in the cursor and go out next tick
-                if cursor.changed(s):
-                    events.append(dg.AssetObservation(asset_key=["logs", topic], partition=partition_key(s.partition),
-                                                      metadata=observation_metadata(s)))
-                    events.extend(evaluations(log_asset_key(topic), [health_outcome(s)]))
-                    recorded += 1
-                    cursor.record(s)
+            to_record.extend(Recording(topic, health_outcome(s), s) for s in topic_states if cursor.changed(s))
             failing = {**{p: unreadable[(topic, p)] for p in unreadable_by_topic.get(topic, ())}, **lost}
-            for partition, why in sorted(failing.items()):
-                if recorded < settings.max_observations_per_tick and cursor.changed_unreadable((topic, partition), why):
-                    events.extend(evaluations(log_asset_key(topic), [unreadable_outcome(partition, why)]))
-                    recorded += 1
-                    cursor.record_unreadable((topic, partition), why)
-        if events:  # a partition's state or verdict changed: the report across topics with it
+            to_record.extend(Recording(topic, unreadable_outcome(partition, why), unreadable=why)
+                             for partition, why in sorted(failing.items())
+                             if cursor.changed_unreadable((topic, partition), why))
+        # the rest stay "changed" in the cursor and go out at the next ticks
+        recordings, left = worst_first(to_record, settings.max_observations_per_tick)
+        for r in recordings:
+            if r.state is not None:
+                events.append(dg.AssetObservation(asset_key=log_asset_key(r.topic),
+                                                  partition=partition_key(r.state.partition),
+                                                  metadata=observation_metadata(r.state)))
+                cursor.record(r.state)
+            else:
+                cursor.record_unreadable((r.topic, r.outcome.partition), r.unreadable or "")
+            events.extend(evaluations(log_asset_key(r.topic), [r.outcome]))
+        # a partition's state or verdict changed: the report across topics with it, once every
+        # partition was read (a report missing the pending ones would show a fleet that is not there)
+        if events and not pending:
             events.append(report_materialization(states, unreadable))
         cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known]
-                         + gone_tps)
+                         + [tp for tp in pending if tp[0] in known] + gone_tps)
         for asset_key, partitions in _health_partitions(events).items():
             clear_sensor_results(context.instance, asset_key, HEALTH_CHECK, partitions)
+        later = [*([f"{left} more changed, recorded next tick (at most {settings.max_observations_per_tick} a tick, "
+                    "worst verdicts first)"] if left else []),
+                 *([pending_note(pending)] if pending else [])]
         if not requests and not events:
-            return dg.SensorResult(skip_reason="; ".join([f"{len(states)} partition(s), none changed", *reload_notes, *not_built]),
-                                   cursor=cursor.dump())
+            return dg.SensorResult(skip_reason="; ".join([f"{len(states)} partition(s), none changed", *later,
+                                                          *reload_notes, *not_built]), cursor=cursor.dump())
         # a tick that requests no run is "skipped" in the UI; its reason says what it recorded
-        done = "; ".join([f"{len(states)} partition(s) checked, {recorded} changed (state and log_health recorded), "
-                          f"{sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added or removed",
-                          *reload_notes, *not_built])
+        done = "; ".join([f"{len(states)} partition(s) checked, {len(recordings)} changed (state and log_health "
+                          f"recorded), {sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added "
+                          "or removed", *later, *reload_notes, *not_built])
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor.dump(),
                                skip_reason=done)
 
@@ -317,7 +340,8 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
     @platform_sensor(spec.name, spec.description, settings, jobs=[jobs[t.name] for t in spec.topics])
     def _sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         unreadable: dict[TopicPartition, str] = {}
-        states = current_states(log_store, settings, by_name, unreadable)
+        pending: set[TopicPartition] = set()
+        states = current_states(log_store, settings, by_name, unreadable, pending)
         existing = _existing_keys(context.instance, by_name)
         keyed = [s for s in states if partition_key(s.partition) in existing.get(s.topic, ())]
         candidates = spec.choose(keyed)
@@ -337,6 +361,8 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
                  *(f"{count} {why}" for why, count in held_back.items() if count)]
         if unreadable:
             notes.append(unreadable_note(unreadable))
+        if pending:
+            notes.append(pending_note(pending))
         if not chosen:
             return dg.SkipReason("nothing new to request: " + "; ".join(notes))
         runs = contiguous_runs(chosen)

@@ -14,7 +14,9 @@ the same code serves ``dagster dev``, the daemon's run workers, tests and the ma
 * ``LOGPLAT_OWNERS``: the owners every asset names (comma-separated e-mail addresses or
   ``team:<name>``, as Dagster's catalog accepts them; default none);
 * ``LOGPLAT_SENSOR_INTERVAL_S``, ``LOGPLAT_MAX_PARTITIONS_PER_TICK``,
-  ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK``: how often sensors look and how much one tick may ask for.
+  ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK``: how often sensors look and how much one tick may ask for;
+* ``LOGPLAT_STATE_READ_BUDGET_MS``: how long a tick may spend computing partition states it has
+  no current one for (``state_cache``: the rest are read at the next ticks).
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ class PlatformSettings:
     automation: str = "running"
     sensor_interval_s: int = 30
     max_partitions_per_tick: int = 16
-    max_observations_per_tick: int = 2_000
+    #: ~2 x 120 events at ~11.6 ms each in the SQLite event log: ~2.8 s of the daemon's writes a tick
+    max_observations_per_tick: int = 120
+    state_read_budget_ms: int = 1_000
     owners: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -88,7 +92,8 @@ class PlatformSettings:
             automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),
             sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
             max_partitions_per_tick=_positive_int(env, "LOGPLAT_MAX_PARTITIONS_PER_TICK", 16),
-            max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 2_000),
+            max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 120),
+            state_read_budget_ms=_positive_int(env, "LOGPLAT_STATE_READ_BUDGET_MS", 1_000),
             owners=_owners(env),
         )
 

@@ -34,6 +34,15 @@ Two things the signature cannot see are handled by recomputing anyway:
 
 The cache changes nothing but the cost: a state it returns is the state ``state_of`` would return
 at that moment. Losing the process loses only speed.
+
+A read can be given a time budget for the states it must compute (a code server's first read
+of 100,000 partitions computes them all: ~20 s, four times a sensor tick's goal). Once it is
+spent, the partitions still to compute are returned as *pending*, with no state: never the
+last one cached (stale) nor a guess, so every caller sees only states that are true now and
+knows which partitions it has not seen this tick. The most time-critical go first: a state past
+its clock-driven transition (an erasure deadline just reached), then one whose files changed,
+then one past the TTL, and cold first reads last. Every read computes at least one state, so
+the pending ones are all read within a few ticks.
 """
 
 from __future__ import annotations
@@ -84,6 +93,17 @@ def _active_signature(directory: str, state: PartitionState) -> tuple[int, int]:
     return (st.st_size, st.st_mtime_ns)
 
 
+def _urgency(previous: _Entry | None, now_ms: int, unchanged: bool) -> int:
+    """Which states a budgeted read computes first: 0 past its clock-driven transition (an
+    erasure deadline just reached), 1 its files or config changed (or not trusted yet), 2 only
+    past the TTL, 3 never read."""
+    if previous is None:
+        return 3
+    if previous.transitioned(now_ms):
+        return 0
+    return 2 if unchanged else 1
+
+
 class StateCache:
     """Partition states by directory, shared by every sensor of the process (thread-safe)."""
 
@@ -100,7 +120,8 @@ class StateCache:
 
     def read(self, manager: LogManager, *, now_ms: int, ttl_ms: int, refresh_share: float,
              topics: Collection[str] | None = None,
-             unreadable: dict[TopicPartition, str] | None = None) -> list[PartitionState]:
+             unreadable: dict[TopicPartition, str] | None = None,
+             budget_s: float | None = None, pending: set[TopicPartition] | None = None) -> list[PartitionState]:
         """Every partition's state (of ``topics``, or of all), by topic and partition number.
 
         A state expires at ``ttl_ms`` after it was computed or at its next clock-driven
@@ -110,15 +131,22 @@ class StateCache:
         transition is recomputed in this read, whatever the share. A partition the engine would refuse to open (a symlink, a misnamed
         or wrong-kind file, a malformed checkpoint of its log dir, a second copy) raises its
         error; given ``unreadable``, it is left out and its error recorded there instead, so one
-        damaged partition does not hide every other one's state."""
+        damaged partition does not hide every other one's state.
+
+        With ``budget_s``, states stop being computed once that many seconds of computing are
+        spent (the listing is not counted); the partitions left are added to ``pending``, which
+        a budgeted read needs, and have no state in the result (see the module docstring)."""
+        if budget_s is not None and pending is None:
+            raise ValueError("a read with a time budget needs a pending set to say which partitions it left")
         with self._lock:
-            states, gaps = self._read(manager, now_ms, ttl_ms, refresh_share, topics, unreadable)
+            states, gaps = self._read(manager, now_ms, ttl_ms, refresh_share, topics, unreadable, budget_s, pending)
         if gaps:  # outside the cache's lock: the look may wait for a topic change in flight
             self._missing_directories(manager, gaps, unreadable)
         return states
 
     def _read(self, manager: LogManager, now_ms: int, ttl_ms: int, refresh_share: float,
-              topics: Collection[str] | None, unreadable: dict[TopicPartition, str] | None
+              topics: Collection[str] | None, unreadable: dict[TopicPartition, str] | None,
+              budget_s: float | None, pending: set[TopicPartition] | None
               ) -> tuple[list[PartitionState], list[TopicPartition]]:
         """The states read, and the partitions counted by their topic's metadata that had no
         directory in the listing."""
@@ -184,17 +212,26 @@ class StateCache:
         states = []
         self.computed = self.reused = 0
         seen = set()
+        to_compute: list[tuple[int, str, TopicPartition, tuple, tuple, LogConfig]] = []
         for path, tp, signature, checkpoints, previous in found:
             seen.add(path)
             if tp[0] in config_refusals:
                 refused(tp, config_refusals[tp[0]])
                 continue
             config = configs[tp[0]]
-            if (previous is not None and previous.trusted and previous.signature == signature
-                    and previous.config == config and path not in refresh):
+            unchanged = (previous is not None and previous.trusted and previous.signature == signature
+                         and previous.config == config)
+            if unchanged and path not in refresh:
                 states.append(previous.state)
                 self.reused += 1
                 continue
+            to_compute.append((_urgency(previous, now_ms, unchanged), path, tp, signature, checkpoints, config))
+        to_compute.sort(key=lambda c: c[0])  # stable: by directory within each urgency
+        started = time.monotonic()
+        for i, (_, path, tp, signature, checkpoints, config) in enumerate(to_compute):
+            if budget_s is not None and pending is not None and i and time.monotonic() - started >= budget_s:
+                pending.update(c[2] for c in to_compute[i:])
+                break
             started_ns = time.time_ns()
             try:
                 state = with_erasure_proof(manager, state_of(manager.planning_stats(location(tp), checkpoints), config,

@@ -285,6 +285,43 @@ def test_observations_per_tick_are_bounded_and_resume(logs, instance):
     assert [len(health_results(d)) for d in (first, second, third)] == [4, 3, 0]
 
 
+def test_a_tick_records_the_worst_verdicts_first(logs, instance):
+    defs, settings = definitions_for(logs, max_observations_per_tick=5)
+    (logs / "profiles.v1-1" / "5.log").write_bytes(b"")  # the engine refuses to open profiles.v1-1
+    first = discover(defs, settings, instance)
+    verdicts = {k: ("unreadable" if e.metadata["status"].value == "unreadable" else e.severity.value if not e.passed
+                    else "passed") for k, e in health_results(first).items()}
+    # the partition that cannot be read (last in topic order), then WARN (cleaning due) in topic
+    # order, before orders-1, which passed; profiles.v1-0 (WARN) and orders-1 are left for the next tick
+    assert verdicts == {("profiles.v1", "1"): "unreadable", ("clicks", "0"): "WARN", ("clicks", "1"): "WARN",
+                        ("orders", "0"): "WARN", ("orders", "2"): "WARN"}
+    assert "2 more changed, recorded next tick (at most 5 a tick, worst verdicts first)" in first.skip_message
+    second = health_results(discover(defs, settings, instance, first.cursor))
+    assert {k: e.passed for k, e in second.items()} == {("profiles.v1", "0"): False, ("orders", "1"): True}
+
+
+def test_partitions_a_tick_had_no_time_to_read_keep_their_keys_and_cursor_entries(logs, instance):
+    from platform_assets.logic.observation_cursor import ObservationCursor
+    from platform_assets.logic.state_cache import STATE_CACHE
+
+    defs, settings = definitions_for(logs)
+    first = discover(defs, settings, instance)
+    keys = {t: instance.get_dynamic_partitions(partitions_def_name(t)) for t in ("orders", "profiles.v1", "clicks")}
+    STATE_CACHE.clear()  # a code server started again: every state is a cold read
+    with LogManager([logs]) as manager:  # a change in a partition the next tick has no time to read
+        append_each(manager.get_log("orders", 1), MORE_RECORDS)  # rolls segments: a new state
+    defs, settings = definitions_for(logs, state_read_budget_ms=0)  # one state computed a read
+    second = discover(defs, settings, instance, first.cursor)
+    assert not second.dynamic_partitions_requests and not second.asset_events  # nothing deleted, nothing recorded
+    assert {t: instance.get_dynamic_partitions(partitions_def_name(t)) for t in keys} == keys
+    assert ObservationCursor.parse(second.cursor) == ObservationCursor.parse(first.cursor)  # every digest kept
+    assert second.skip_message == "1 partition(s), none changed; 6 partition(s) not read yet, next tick"
+    compaction = tick(defs, settings, instance, "compaction_sensor")
+    assert "partition(s) not read yet, next tick" in compaction.skip_message
+    third = discover(*definitions_for(logs), instance, second.cursor)  # the budget back: every state read
+    assert [(e.asset_key.path[1], e.partition) for e in observations(third)] == [("orders", "1")]
+
+
 def test_the_sweep_requests_one_range_run_over_the_partitions_with_work(logs, instance):
     defs, settings = definitions_for(logs)
     discover(defs, settings, instance)

@@ -355,3 +355,62 @@ def test_a_state_is_reused_until_its_next_clock_transition_and_recomputed_at_it(
     (at,) = read(states_cache, root, ttl_ms=long_ttl, share=0.0, now_ms=moment)
     assert states_cache.computed == 1 and changed(at)
     assert [at] == fresh(root, moment)
+
+
+def budgeted(states: StateCache, root: Path, *, now_ms: int = NOW, ttl_ms: int = 300_000):
+    """A read with no time to spare (it computes the one state every read computes), and the
+    partitions it left pending."""
+    pending: set = set()
+    with LogManager([root], read_only=True) as manager:
+        got = states.read(manager, now_ms=now_ms, ttl_ms=ttl_ms, refresh_share=0.1, budget_s=0.0, pending=pending)
+    return got, pending
+
+
+def test_a_budgeted_read_leaves_partitions_pending_never_stale_and_later_reads_complete_them(logs):
+    states_cache = cache()
+    states, pending = budgeted(states_cache, logs)
+    assert [s.partition for s in states] == [0] and pending == {("t", 1), ("t", 2)}
+    states, pending = budgeted(states_cache, logs)
+    assert [s.partition for s in states] == [0, 1] and pending == {("t", 2)}
+    states, pending = budgeted(states_cache, logs)
+    assert not pending and states == fresh(logs)
+
+    with LogManager([logs]) as manager:  # two partitions change: one is read, the other is pending
+        for p in (0, 1):
+            append_each(manager.get_log("t", p), records(1, start=100, keys=5, ts=NOW))
+    states, pending = budgeted(states_cache, logs)
+    assert pending == {("t", 1)} and states_cache.computed == 1
+    assert states == [s for s in fresh(logs) if s.partition != 1]  # partition 1's old state is not returned
+    states, pending = budgeted(states_cache, logs)
+    assert not pending and states == fresh(logs)
+
+
+def test_a_budgeted_read_computes_clock_transitions_first_then_changed_files_then_first_reads(tmp_path):
+    root = tmp_path / "logs"
+    with open_topic(root, "a", 2) as manager:  # directories listed before z's
+        for p in range(2):
+            append_each(manager.get_log("a", p), records(3, ts=T0), now=T0)
+    with open_topic(root, "z", 1, cleanup_policy="delete", retention_ms=DAY_MS) as manager:
+        _retention_expiry(manager.get_log("z", 0))
+    moment, long_ttl = T0 + 2 + DAY_MS + 1, 30 * DAY_MS  # z-0's first segment expires at ``moment``
+    states_cache = cache()
+    read(states_cache, root, ttl_ms=long_ttl, now_ms=moment - 1)
+    with LogManager([root]) as manager:
+        append_each(manager.get_log("a", 0), records(1, start=3, ts=T0), now=T0)  # a-0's files change
+    with open_topic(root, "b", 1) as manager:  # b-0: never read
+        append_each(manager.get_log("b", 0), records(1, ts=T0), now=T0)
+
+    states, pending = budgeted(states_cache, root, now_ms=moment, ttl_ms=long_ttl)
+    assert pending == {("a", 0), ("b", 0)}
+    assert [(s.topic, s.partition) for s in states] == [("a", 1), ("z", 0)] and states[1].deletable_segments == 1
+    _, pending = budgeted(states_cache, root, now_ms=moment, ttl_ms=long_ttl)
+    assert pending == {("b", 0)}
+    states, pending = budgeted(states_cache, root, now_ms=moment, ttl_ms=long_ttl)
+    assert not pending and [s.tp for s in states] == [("a", 0), ("a", 1), ("b", 0), ("z", 0)]
+    # a-1's state, reused from ``moment - 1`` (no transition), differs from a fresh one only in its read time
+    assert [s for s in states if s.tp != ("a", 1)] == [s for s in fresh(root, moment) if s.tp != ("a", 1)]
+
+
+def test_a_budget_without_a_pending_set_is_refused(logs):
+    with LogManager([logs], read_only=True) as manager, pytest.raises(ValueError, match="needs a pending set"):
+        cache().read(manager, now_ms=NOW, ttl_ms=300_000, refresh_share=0.1, budget_s=1.0)
