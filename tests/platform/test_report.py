@@ -65,7 +65,7 @@ def test_the_partitions_that_need_cleaning_worst_first_and_every_partition_count
     assert table[2] == "| topic | partition | verdict | reason | deadline | dirty ratio | deletable |"
     # a | in a reason is escaped, or it would end the cell
     assert table[4] == "| orders | 7 | UNREADABLE | cannot be read: a \\| b: not a segment file name |  |  |  |"
-    assert table[5].startswith("| users | 0 | ERROR | max.compaction.lag.ms: missed by ")
+    assert table[5].startswith("| users | 0 | ERROR | max.compaction.lag.ms: NOT ERASED: ")
     assert table[5].endswith(f" | {time.strftime('%Y-%m-%dT%H:%M', time.gmtime(users.deadline_ms / 1000))}"
                              f"{time.strftime(':%SZ', time.gmtime(users.deadline_ms / 1000))} | 1.000 |  |")
 

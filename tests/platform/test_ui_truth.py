@@ -82,7 +82,7 @@ def test_the_five_questions_through_a_real_webserver_and_daemon(tmp_path):
             return reports and "orders" in (reports[0]["metadata"].get("report") or "") and reports[0]
         report = wait_for("the cleaning report", report_with_orders, timeout_s=TIMEOUT_S, on_timeout=server.logs)
         text = report["metadata"]["report"]
-        assert "| orders | 2 | warn" in text and "| orders | 1 | warn" in text, text
+        assert "| orders | 2 | WARN" in text and "| orders | 1 | WARN" in text, text
         assert "| orders | 0 |" not in text, text
         checks = wait_for("log_health of every orders partition",
                           lambda: (s := client.check_partition_statuses(["logs", "orders"], "log_health"))
