@@ -1,8 +1,8 @@
 """The code location: ``platform_assets.definitions:defs`` (see ``workspace.yaml``).
 
 Built from the environment when it loads (``settings.py``): one asset, job and sweep schedule
-per topic found in the log dirs, the cleaning report across them (when there are any), the four sensors, and the
-resources. Each topic asset carries a reference to the code that cleans it
+per topic found in the log dirs, the cleaning report across them (when there are any), the four sensors, the jobs
+that pause and resume cleaning, and the resources. Each topic asset carries a reference to the code that cleans it
 (``with_source_code_references``, a *beta* API of Dagster 1.13 whose warning is silenced here,
 where the choice is made: the UI's "Definition" tab links to it).
 """
@@ -16,6 +16,7 @@ import dagster as dg
 
 from .defs.assets import build_log_asset, build_log_checks, build_report_asset
 from .defs.jobs import build_cleanup_job
+from .defs.pause import pause_cleaning, resume_cleaning
 from .defs.resources import build_resources
 from .defs.schedules import build_sweep_schedules
 from .defs.sensors import build_sensors
@@ -38,7 +39,7 @@ def build_definitions(settings: PlatformSettings | None = None) -> dg.Definition
         assets=[*_with_code_references([build_log_asset(t, settings.owners) for t in topics]),
                 *([build_report_asset(settings.owners)] if topics else [])],
         asset_checks=[build_log_checks(t) for t in topics],
-        jobs=list(jobs.values()),
+        jobs=[*jobs.values(), pause_cleaning, resume_cleaning],
         sensors=build_sensors(catalog, jobs, settings),
         schedules=build_sweep_schedules(topics, jobs, settings),
         resources=build_resources(settings),

@@ -15,6 +15,8 @@ import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # not re-exported by dagster
     AssetCheckEvaluationTargetMaterializationData,
 )
+from dagster._core.events import DagsterEvent, DagsterEventType  # not re-exported by dagster
+from dagster._core.instance.utils import RUNLESS_JOB_NAME
 
 from ..logic.catalog import Topic
 from ..logic.check_outcomes import (
@@ -88,24 +90,34 @@ def run_materializations(instance: dg.DagsterInstance, asset_key: dg.AssetKey, r
     return out
 
 
-def clear_sensor_results(instance: dg.DagsterInstance, asset_key: dg.AssetKey, check_name: str,
-                         partitions: Sequence[str]) -> None:
-    """Remove the execution rows of the previous sensor-recorded (run-less) results of a check
-    for ``partitions``, just before new ones are recorded.
+def verdict_metadata(outcome: CheckOutcome) -> dict[str, object]:
+    """A ``log_health`` verdict as observation metadata: the state sensor's observation of a
+    change carries it, so every verdict stays in the partition's event history, each on its own
+    (observations are never deduplicated or replaced)."""
+    level = "passed" if outcome.passed else outcome.severity.value.lower()
+    return {"log_health": f"{level}: {outcome.description}",
+            **({"reasons": outcome.metadata["reasons"]} if "reasons" in outcome.metadata else {})}
 
-    Works around Dagster 1.13: a run-less result is stored in a row keyed by (asset, check,
-    run id, partition) under a unique index, with an empty run id, so a partition's second one
-    fails with a UNIQUE constraint and fails the whole sensor tick. Only those rows go: the
-    results stay in the event log, and results recorded by runs are untouched.
-    """
-    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable  # not re-exported by dagster
-    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
-    storage = instance.event_log_storage
-    if not partitions or not isinstance(storage, SqlEventLogStorage):
-        return
-    table = AssetCheckExecutionsTable
-    with storage.index_connection() as conn:
-        conn.execute(table.delete().where(
-            (table.c.asset_key == asset_key.to_string()) & (table.c.check_name == check_name)
-            & (table.c.run_id == "") & (table.c.partition.in_(list(partitions)))))
+#: The run id the state sensor's check results are recorded under.
+SENSOR_RESULTS_RUN_ID = "log_state_sensor"
+
+
+def record_sensor_results(instance: dg.DagsterInstance, evaluations: Sequence[dg.AssetCheckEvaluation]) -> None:
+    """Record check results evaluated by the state sensor, outside any run.
+
+    Dagster 1.13 stores a run-less result (``report_runless_asset_event``, which a sensor's
+    ``asset_events`` go through) in ``asset_check_executions`` under a unique index on (asset,
+    check, run id, partition) with run id ``""``, so a partition's second one failed with a
+    UNIQUE constraint and failed the whole tick. A result reported under a run id is stored by
+    ``_update_asset_check_evaluation`` instead, which updates the row that run holds for the
+    partition, or adds one: under one fixed id the check keeps one current sensor result per
+    partition, the newest, and nothing collides. One id, not one per tick: the SQLite event log
+    keeps a database file per run id. Every result stays in the event log (records of run
+    ``SENSOR_RESULTS_RUN_ID``), and each verdict in the observation that goes with it
+    (``verdict_metadata``)."""
+    for evaluation in evaluations:
+        instance.report_dagster_event(
+            DagsterEvent(DagsterEventType.ASSET_CHECK_EVALUATION.value, job_name=RUNLESS_JOB_NAME,
+                         event_specific_data=evaluation, message=evaluation.description),
+            run_id=SENSOR_RESULTS_RUN_ID)

@@ -12,8 +12,10 @@ Every partition of the run is materialized, cleaned or not, so its metadata alwa
 as it is after the run; the ``status`` entry says what happened (``compacted``, ``skipped``,
 ``deleted``, ``nothing``, ``changed``: another writer changed the log under the job and nothing
 was committed, the next request will see the new state). A partition the jobs report ``failed``
-is recorded as an observation with the same metadata instead, so Dagster shows it failed (and a
-backfill counts it failed), then the run fails naming it.
+is not materialized: the run fails with the engine's reason first (``errors.cleaning_failure``),
+so Dagster shows that partition failed (and a backfill counts it failed) while the others of the
+run keep their materializations. A run tags itself with what its launcher could not set
+(``logic/run_tags.py``) as soon as it has observed its partitions.
 """
 
 from __future__ import annotations
@@ -37,13 +39,15 @@ from storage_engine.outcomes import COMPACTED, FAILED
 
 from ..logic.catalog import Topic
 from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks
+from ..logic.cleaning_failures import encode_failed, error_class
 from ..logic.health import health_outcome, unreadable_outcome
 from ..logic.log_state import PartitionState, observe
 from ..logic.metadata import cleanup_metadata, records_counted
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
 from ..logic.partition_keys import partition_key, partition_number
+from ..logic.run_tags import start_tags
 from .checks import evaluations, log_asset_key, run_materializations
-from .errors import run_refusals_first
+from .errors import cleaning_failure, run_refusals_first
 from .jobs import FAILED_PARTITIONS_TAG
 from .resources import LogSparkResource, LogStoreResource
 
@@ -232,6 +236,10 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     partitions = _run_partitions(context, topic, log_store, whole_topic=False)
     now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
     observed = _recover_then_observe(context, log_store, topic.name, partitions, now_ms)
+    missing_tags = start_tags(context.run.tags, topic.name, partitions,
+                              {p: state.state_hash for p, (state, _) in observed.items()})
+    if missing_tags:
+        context.instance.add_run_tags(context.run.run_id, missing_tags)
     cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in observed.items()}
     started = time.monotonic()
     spark = pyspark.spark_session
@@ -261,7 +269,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     context.instance.add_run_tags(context.run.run_id, {CHECK_READ_SECONDS_TAG: f"{read_s:.3f}"})
     run_metadata = {"now_ms": dg.MetadataValue.timestamp(now_ms / 1000)}
     data_version = run_data_version(list(cleanups.values()))
-    failed = [f"{topic.name}-{c.partition}: {c.reason}" for c in cleanups.values() if c.status == FAILED]
+    failed = {c.partition: c.reason or "" for c in cleanups.values() if c.status == FAILED}
     counted = records_counted(check_outcomes)
     if not failed:
         for c in cleanups.values():
@@ -269,23 +277,22 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
         yield dg.MaterializeResult(asset_key=asset_key, metadata=run_metadata,
                                    data_version=dg.DataVersion(data_version))
     else:
-        # A partition whose cleaning failed is not materialized, so Dagster shows it as failed
-        # and a backfill counts it as failed (a materialization marked it "Materialized" and the
-        # backfill "Succeeded"); its before/after and the reason are recorded as an observation.
+        # A partition whose cleaning failed is not materialized and the run fails, so Dagster
+        # counts the partition failed (its planned materialization has none, in a failed run;
+        # one materialized before turns failed too) and a backfill that holds it ends failed,
+        # while the others of a range are materialized. Why it failed is the run failure's
+        # description, first, and its log_health.
         for c in cleanups.values():
-            metadata = {**cleanup_metadata(c, counted.get(c.partition)), **run_metadata}
-            if c.status == FAILED:
-                context.log_event(dg.AssetObservation(asset_key=asset_key, partition=c.key, metadata=metadata))
-            else:
-                context.log_event(dg.AssetMaterialization(asset_key=asset_key, partition=c.key, metadata=metadata,
-                                                          tags={DATA_VERSION_TAG: data_version}))
+            if c.status != FAILED:
+                context.log_event(dg.AssetMaterialization(
+                    asset_key=asset_key, partition=c.key,
+                    metadata={**cleanup_metadata(c, counted.get(c.partition)), **run_metadata},
+                    tags={DATA_VERSION_TAG: data_version}))
     _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     if failed:
-        context.instance.add_run_tags(context.run.run_id, {FAILED_PARTITIONS_TAG: ",".join(
-            partition_key(c.partition) for c in cleanups.values() if c.status == FAILED)})
-        names = ", ".join(f"{topic.name}-{c.partition}" for c in cleanups.values() if c.status == FAILED)
-        raise dg.Failure(f"{len(failed)} partition(s) could not be cleaned (nothing of them was swapped): {names}",
-                         metadata={"failed": dg.MetadataValue.md("\n".join(f"* {f}" for f in failed))})
+        context.instance.add_run_tags(context.run.run_id, {FAILED_PARTITIONS_TAG: encode_failed(
+            {partition_key(p): error_class(why) for p, why in failed.items()})})
+        raise cleaning_failure(topic.name, failed)
 
 
 def _log_checks(context: dg.AssetExecutionContext | dg.OpExecutionContext, asset_key: dg.AssetKey,

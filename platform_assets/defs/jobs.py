@@ -3,7 +3,9 @@
 Sensors and schedules target jobs, and Dagster refuses one target spanning assets with different
 partition sets (every topic has its own), so each topic gets its own job; UI backfills and
 clicks need no job. Every run of a job carries ``logplat/topic``; sensor runs add
-``logplat/partition`` (or Dagster's partition range tags) and ``logplat/states``.
+``logplat/partition`` (or Dagster's partition range tags) and ``logplat/states``; whatever a run
+lacks of the platform's tags (a backfill's, a click's) the asset's op adds at its start
+(``logic/run_tags.py``).
 ``dagster_home/dagster.yaml`` limits runs per ``logplat/topic`` value to one, so the run queue
 holds a second cleaning of a topic before it takes a run slot; the topic's concurrency pool (see
 ``assets.py``) is what bounds the runs that carry no such tag (UI clicks, asset backfills).
@@ -14,15 +16,15 @@ from __future__ import annotations
 import dagster as dg
 
 from ..logic.catalog import Topic
+from ..logic.run_tags import (  # noqa: F401 -- the tag names, spelled once in logic/run_tags.py
+    FAILED_PARTITIONS_TAG,
+    PARTITION_TAG,
+    REASON_TAG,
+    STATES_TAG,
+    TOPIC_TAG,
+    TRIGGER_TAG,
+)
 from .checks import log_asset_key
-
-TOPIC_TAG = "logplat/topic"
-PARTITION_TAG = "logplat/partition"
-TRIGGER_TAG = "logplat/trigger"  # compaction-sensor | retention-sensor | sweep
-REASON_TAG = "logplat/reason"
-STATES_TAG = "logplat/states"  # "<partition>:<state token>,...": what a sensor's or a sweep's run was requested for
-#: "<partition>,...": the partitions whose cleaning failed in a run, added when it fails
-FAILED_PARTITIONS_TAG = "logplat/failed_partitions"
 
 
 def cleanup_job_name(topic: Topic) -> str:

@@ -43,7 +43,7 @@ from storage_engine.files.naming import parse_partition_number
 from storage_engine.log.segment import now_ms as wall_clock_ms
 
 from ..logic.catalog import Catalog, Topic
-from ..logic.check_outcomes import HEALTH_CHECK
+from ..logic.cleaning_failures import FailureVerdicts, failures_of_run, judge_failures
 from ..logic.health import health_outcome, unreadable_outcome
 from ..logic.log_state import (
     PartitionState,
@@ -61,22 +61,22 @@ from ..logic.metadata import deleted_files_metadata, observation_metadata
 from ..logic.observation_cursor import ObservationCursor
 from ..logic.partition_keys import keys_not_on_disk, partition_key, plan_key_update
 from ..logic.recording import Recording, worst_first
+from ..logic.run_tags import MAX_REASON, SENSOR_NAME_TAG
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
 from ..logic.units import size_text
 from .assets import cleanup_run_config, report_materialization
-from .checks import clear_sensor_results, evaluations, log_asset_key
+from .checks import evaluations, log_asset_key, record_sensor_results, verdict_metadata
 from .errors import tick_refusals_first
 from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from .partitions import key_update_requests, partitions_def_name
+from .pause import read_switch
 from .resources import LogStoreResource
 
-SENSOR_NAME_TAG = "dagster/sensor_name"  # Dagster's own (dagster._core.storage.tags)
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 RECENT_RUNS = 500  # how many of its latest runs a sensor reads for the partition states they covered
-MAX_REASON = 200
 MAX_KEYS_PER_TICK = 10_000
 
 
@@ -117,15 +117,6 @@ def platform_sensor(name: str, description: str, settings: PlatformSettings, **k
     sensor = dg.sensor(name=name, minimum_interval_seconds=settings.sensor_interval_s,
                        default_status=default_status(settings), description=description, **kwargs)
     return lambda evaluate: sensor(tick_refusals_first(evaluate))
-
-
-def _health_partitions(events: Sequence[object]) -> dict[dg.AssetKey, list[str]]:
-    """The partitions, by asset, whose ``log_health`` the events record."""
-    out: dict[dg.AssetKey, list[str]] = defaultdict(list)
-    for e in events:
-        if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == HEALTH_CHECK and e.partition is not None:
-            out[e.asset_key].append(e.partition)
-    return out
 
 
 # ------------------------------------------------------------------------------- runs in flight
@@ -230,27 +221,28 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
                              if cursor.changed_unreadable((topic, partition), why))
         # the rest stay "changed" in the cursor and go out at the next ticks
         recordings, left = worst_first(to_record, settings.max_observations_per_tick)
+        results: list[dg.AssetCheckEvaluation] = []  # recorded by the sensor itself: record_sensor_results
         for r in recordings:
-            if r.state is not None:
+            if r.state is not None:  # the verdict on the observation too: every change stays in the history
                 events.append(dg.AssetObservation(asset_key=log_asset_key(r.topic),
                                                   partition=partition_key(r.state.partition),
-                                                  metadata=observation_metadata(r.state)))
+                                                  metadata={**observation_metadata(r.state),
+                                                            **verdict_metadata(r.outcome)}))
                 cursor.record(r.state)
             else:
                 cursor.record_unreadable((r.topic, r.outcome.partition), r.unreadable or "")
-            events.extend(evaluations(log_asset_key(r.topic), [r.outcome]))
+            results.extend(evaluations(log_asset_key(r.topic), [r.outcome]))
         # a partition's state or verdict changed: the report across topics with it, once every
         # partition was read (a report missing the pending ones would show a fleet that is not there)
-        if events and not pending:
+        if recordings and not pending:
             events.append(report_materialization(states, unreadable))
         cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known]
                          + [tp for tp in pending if tp[0] in known] + gone_tps)
-        for asset_key, partitions in _health_partitions(events).items():
-            clear_sensor_results(context.instance, asset_key, HEALTH_CHECK, partitions)
+        record_sensor_results(context.instance, results)
         later = [*([f"{left} more changed, recorded next tick (at most {settings.max_observations_per_tick} a tick, "
                     "worst verdicts first)"] if left else []),
                  *([pending_note(pending)] if pending else [])]
-        if not requests and not events:
+        if not requests and not events and not recordings:
             return dg.SensorResult(skip_reason="; ".join([f"{len(states)} partition(s), none changed", *later,
                                                           *reload_notes, *not_built]), cursor=cursor.dump())
         # a tick that requests no run is "skipped" in the UI; its reason says what it recorded
@@ -282,41 +274,44 @@ def encode_tokens(run: Sequence[PartitionState], tokens: Mapping[TopicPartition,
     return ",".join(f"{s.partition}:{tokens[s.tp]}" for s in run)
 
 
-def _run_tokens(instance: dg.DagsterInstance, runs: dg.RunsFilter, *, failed_only: bool = False
-                ) -> set[tuple[str, int, str]]:
-    """(topic, partition, token) of every partition the latest ``runs`` covered (their states
-    tag); with ``failed_only``, of the partitions each run reported failed."""
+def _used_tokens(instance: dg.DagsterInstance, sensor_name: str) -> set[tuple[str, int, str]]:
+    """(topic, partition, token) of every partition a recent run of the sensor covered that did
+    not fail (queued, running, succeeded or canceled): a partition whose token is among them
+    already had its run in its current state. A failed run's partitions are judged by
+    ``cleaning_failures`` instead (held back, or retried after a backoff)."""
+    statuses = [s for s in dg.DagsterRunStatus if s != dg.DagsterRunStatus.FAILURE]
     found = set()
-    for record in instance.get_run_records(runs, limit=RECENT_RUNS):
+    for record in instance.get_run_records(dg.RunsFilter(tags={SENSOR_NAME_TAG: sensor_name}, statuses=statuses),
+                                           limit=RECENT_RUNS):
         tags = record.dagster_run.tags
-        failed = set(filter(None, tags.get(FAILED_PARTITIONS_TAG, "").split(","))) if failed_only else None
         for item in filter(None, tags.get(STATES_TAG, "").split(",")):
             key, _, token = item.partition(":")
-            if (partition := parse_partition_number(key)) is not None and (failed is None or key in failed):
+            if (partition := parse_partition_number(key)) is not None:
                 found.add((tags.get(TOPIC_TAG, ""), partition, token))
     return found
 
 
-def _used_tokens(instance: dg.DagsterInstance, sensor_name: str) -> set[tuple[str, int, str]]:
-    """(topic, partition, token) of every partition a recent run of the sensor covered: a
-    partition whose token is among them already had its run in its current state."""
-    return _run_tokens(instance, dg.RunsFilter(tags={SENSOR_NAME_TAG: sensor_name}))
-
-
-def failed_states(instance: dg.DagsterInstance, topic: str) -> set[tuple[int, str]]:
-    """(partition, state hash) of the topic's partitions whose cleaning failed in a recent run,
-    whoever launched it, as the run reported them (``FAILED_PARTITIONS_TAG``): asked again in
-    the same state, it fails the same way (a corrupt batch) until the log changes or is
-    repaired. A run that failed for another reason (the Spark server gone) reports none, so
-    holds nothing back. A token starts with the state hash (``compaction_token``,
-    ``retention_token``)."""
-    runs = dg.RunsFilter(tags={TOPIC_TAG: topic}, statuses=[dg.DagsterRunStatus.FAILURE])
-    return {(partition, token.split("-")[0]) for _, partition, token in _run_tokens(instance, runs, failed_only=True)}
+def failure_verdicts(instance: dg.DagsterInstance, states: Sequence[PartitionState],
+                     settings: PlatformSettings) -> FailureVerdicts:
+    """Which of ``states`` a recent failed run (whoever launched it) failed on in their current
+    state, and so are held back or retried after a backoff (``cleaning_failures``)."""
+    topics = {s.topic for s in states}
+    failures = []
+    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]), limit=RECENT_RUNS)
+    for record in records:
+        tags = record.dagster_run.tags
+        if tags.get(TOPIC_TAG) in topics:
+            ended = record.end_time or record.update_timestamp.timestamp()
+            failures += failures_of_run(tags[TOPIC_TAG], tags, STATES_TAG, FAILED_PARTITIONS_TAG, ended)
+    return judge_failures(failures, {s.tp: s.state_hash for s in states}, now_s=wall_clock_ms() / 1000,
+                          base_s=settings.sensor_interval_s)
 
 
 def _run_request(spec: _RunSensorSpec, topic: Topic, run: Sequence[PartitionState],
-                 tokens: Mapping[TopicPartition, str]) -> dg.RunRequest:
-    """One partition: a partitioned run; consecutive partitions: a single-run range (one Spark job)."""
+                 tokens: Mapping[TopicPartition, str], attempts: Mapping[TopicPartition, int]) -> dg.RunRequest:
+    """One partition: a partitioned run; consecutive partitions: a single-run range (one Spark job).
+    A retry after transient failures carries their count in its run key (Dagster launches a
+    sensor's run key once)."""
     tags = {TOPIC_TAG: topic.name, TRIGGER_TAG: spec.trigger, STATES_TAG: encode_tokens(run, tokens),
             REASON_TAG: spec.reason(run)[:MAX_REASON]}
     first, last = partition_key(run[0].partition), partition_key(run[-1].partition)
@@ -327,7 +322,8 @@ def _run_request(spec: _RunSensorSpec, topic: Topic, run: Sequence[PartitionStat
     return dg.RunRequest(
         job_name=cleanup_job_name(topic),
         partition_key=first if first == last else None,
-        run_key=run_key(spec.kind, run, [tokens[s.tp] for s in run]),
+        run_key=run_key(spec.kind, run, [tokens[s.tp] for s in run])
+        + "".join(f"/retry-{s.partition}-{attempts[s.tp]}" for s in run if s.tp in attempts),
         run_config=cleanup_run_config(topic, force_compaction=spec.forced(run)),
         tags=tags,
     )
@@ -339,6 +335,9 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
 
     @platform_sensor(spec.name, spec.description, settings, jobs=[jobs[t.name] for t in spec.topics])
     def _sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
+        switch = read_switch(context.instance, settings)
+        if switch.paused:
+            return dg.SkipReason(switch.skip_reason())
         unreadable: dict[TopicPartition, str] = {}
         pending: set[TopicPartition] = set()
         states = current_states(log_store, settings, by_name, unreadable, pending)
@@ -348,17 +347,22 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
         tokens = {s.tp: spec.token(s) for s in candidates}
         used = _used_tokens(context.instance, spec.name)
         busy = in_flight(context.instance)
-        fresh = [s for s in candidates if s.tp not in busy and (s.topic, s.partition, tokens[s.tp]) not in used]
+        verdicts = failure_verdicts(context.instance, candidates, settings)
+        fresh = [s for s in candidates if s.tp not in busy and s.tp not in verdicts.held
+                 and (s.topic, s.partition, tokens[s.tp]) not in used]
         chosen = fresh[: settings.max_partitions_per_tick]
         covered = sum(1 for s in candidates if s.tp in busy)
+        held = sum(1 for s in candidates if s.tp in verdicts.held and s.tp not in busy)
         held_back = {  # why partitions that need work are not requested now; only the reasons that apply
             "of them have a run queued or running": covered,
-            "already ran in their current state": len(candidates) - covered - len(fresh),
+            "already ran in their current state": len(candidates) - covered - held - len(fresh),
             f"left for the next tick (at most {settings.max_partitions_per_tick} a tick)": len(fresh) - len(chosen),
             "wait for log_state_sensor to add their keys": len(states) - len(keyed),
         }
         notes = [f"{len(keyed)} partition(s) checked", f"{len(candidates)} need work",
                  *(f"{count} {why}" for why, count in held_back.items() if count)]
+        if (failed_note := verdicts.note()) is not None:
+            notes.append(failed_note)
         if unreadable:
             notes.append(unreadable_note(unreadable))
         if pending:
@@ -367,7 +371,8 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
             return dg.SkipReason("nothing new to request: " + "; ".join(notes))
         runs = contiguous_runs(chosen)
         context.log.info(f"{len(chosen)} partition(s) requested in {len(runs)} run(s): " + "; ".join(notes))
-        return dg.SensorResult(run_requests=[_run_request(spec, by_name[run[0].topic], run, tokens) for run in runs])
+        return dg.SensorResult(run_requests=[_run_request(spec, by_name[run[0].topic], run, tokens, verdicts.attempts)
+                                             for run in runs])
 
     return _sensor
 

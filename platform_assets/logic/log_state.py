@@ -17,7 +17,7 @@ state cache recomputes it then rather than a TTL late.
 
 Run keys are derived from the log state (``state_hash``: where the partition lives, the
 non-active segments with their mtimes, the active segment's base, the log start offset and the
-cleaner checkpoint; for retention also the segments the plan deletes). Where and when make a
+cleaner checkpoint, and the topic's config; for retention also the segments the plan deletes). Where and when make a
 log dir written afresh, or a topic deleted and created again, with the same records, a new
 state: without them its runs had all "already run", and nothing was cleaned. A run that cleans a partition changes that state, so the next request for it
 gets a new key (new work is never blocked), while a partition whose state has not changed since
@@ -132,7 +132,8 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
         cleaner_checkpoint=stats.cleaner_checkpoint,
         active_base_offset=active,
         state_hash=short_hash(str(stats.directory), [(s.base_offset, s.mtime_ms) for s in stats.segments if not s.is_active],
-                              stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint),
+                              stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint,
+                              config),  # a config change is a new state: a failure keyed on it is cleared
         candidacy=candidacy,
         retention=plan,
         directory=str(stats.directory),

@@ -190,6 +190,7 @@ GLOSSARY: dict[str, str] = {
               "log_health verdict (ok, warn, error, unreadable)",
     "reason": "why the run did what it did (or failed)",
     "reasons": "why the log_health verdict is not ok",
+    "log_health": "the log_health verdict the state sensor recorded with this observation, and why",
     "mb_reclaimed": "bytes the run freed, in MB",
     "records_removed": "records compaction removed",
     "duplicates_removed": "superseded records of a key compaction removed",

@@ -1,8 +1,9 @@
 """Which partitions a state-sensor tick records, worst verdict first, within its budget.
 
-Recording a partition costs Dagster two events (its observation and its ``log_health``
-evaluation), each one ``report_runless_asset_event`` the sensor daemon writes after the tick:
-~10-28 ms apiece in the SQLite event log (``bench/bench_events.py``). A tick therefore records
+Recording a partition costs Dagster two events (its observation, which the sensor daemon writes
+after the tick, and its ``log_health`` evaluation, which the sensor writes itself:
+``checks.record_sensor_results``): ~10-28 ms apiece in the SQLite event log
+(``bench/bench_events.py``). A tick therefore records
 at most ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK`` partitions, and when more changed (a first tick
 over 100,000 partitions), what needs attention goes first: a partition that cannot be read,
 then an ERROR verdict (an erasure deadline missed), then a WARN (cleaning due), then the ones

@@ -13,6 +13,10 @@ the same code serves ``dagster dev``, the daemon's run workers, tests and the ma
   to decide when automation starts set ``stopped`` and start it through GraphQL;
 * ``LOGPLAT_OWNERS``: the owners every asset names (comma-separated e-mail addresses or
   ``team:<name>``, as Dagster's catalog accepts them; default none);
+* ``LOGPLAT_CLEANING``: ``running`` (default) or ``paused``, what the pause switch says while the
+  instance holds no value of its own (``cleaning_switch``; the ``pause_cleaning`` and
+  ``resume_cleaning`` jobs set one). ``stopped`` automation runs no tick at all; ``paused``
+  cleaning keeps the ticks, which say why they request nothing;
 * ``LOGPLAT_SENSOR_INTERVAL_S``, ``LOGPLAT_MAX_PARTITIONS_PER_TICK``,
   ``LOGPLAT_MAX_OBSERVATIONS_PER_TICK``: how often sensors look and how much one tick may ask for;
 * ``LOGPLAT_STATE_READ_BUDGET_MS``: how long a tick may spend computing partition states it has
@@ -32,6 +36,8 @@ from storage_engine.config.broker import retention_check_interval_ms
 from storage_engine.config.values import INT_MAX
 from storage_engine.files.naming import is_digits
 from storage_engine.logdir.environment import engine_environment
+
+from .cleaning_switch import CLEANING_STATES
 
 AUTOMATION_STATES = ("running", "stopped")
 
@@ -67,6 +73,7 @@ class PlatformSettings:
     broker_props: Mapping[str, str] = field(default_factory=dict)
     spark_master: str = DEFAULT_MASTER
     automation: str = "running"
+    cleaning: str = "running"
     sensor_interval_s: int = 30
     max_partitions_per_tick: int = 16
     #: ~2 x 120 events at ~11.6 ms each in the SQLite event log: ~2.8 s of the daemon's writes a tick
@@ -77,6 +84,8 @@ class PlatformSettings:
     def __post_init__(self) -> None:
         if self.automation not in AUTOMATION_STATES:
             raise ValueError(f"LOGPLAT_AUTOMATION={self.automation!r}: expected one of {', '.join(AUTOMATION_STATES)}")
+        if self.cleaning not in CLEANING_STATES:
+            raise ValueError(f"LOGPLAT_CLEANING={self.cleaning!r}: expected one of {', '.join(CLEANING_STATES)}")
         retention_check_interval_ms(self.broker_props)  # fail at load, naming the key, not at the first tick
 
     @classmethod
@@ -90,6 +99,7 @@ class PlatformSettings:
             broker_props=engine.broker_props,
             spark_master=spark_environment().master,
             automation=(env.get("LOGPLAT_AUTOMATION") or "running").strip().lower(),
+            cleaning=(env.get("LOGPLAT_CLEANING") or "running").strip().lower(),
             sensor_interval_s=_positive_int(env, "LOGPLAT_SENSOR_INTERVAL_S", 30),
             max_partitions_per_tick=_positive_int(env, "LOGPLAT_MAX_PARTITIONS_PER_TICK", 16),
             max_observations_per_tick=_positive_int(env, "LOGPLAT_MAX_OBSERVATIONS_PER_TICK", 120),

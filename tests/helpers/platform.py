@@ -4,11 +4,13 @@ sensor ticks evaluated the way the daemon evaluates them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 
 from platform_assets.definitions import build_definitions
+from platform_assets.defs.checks import SENSOR_RESULTS_RUN_ID
 from platform_assets.defs.resources import LogSparkResource, build_resources
 from platform_assets.logic.settings import PlatformSettings
 from platform_assets.tools.workload import TopicWorkload
@@ -74,3 +76,30 @@ def apply_partition_requests(instance: dg.DagsterInstance, requests: Sequence) -
         else:
             for key in request.partition_keys:
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
+
+
+@dataclass(frozen=True)
+class StateTick:
+    """A ``log_state_sensor`` tick (its partition requests applied, as the daemon would) and the
+    check results it recorded itself (``checks.record_sensor_results``), by (topic, partition)."""
+
+    data: object
+    health: dict[tuple[str, str], dg.AssetCheckEvaluation]
+
+    def __getattr__(self, name: str):
+        return getattr(self.data, name)
+
+
+def sensor_results(instance: dg.DagsterInstance) -> list[dg.AssetCheckEvaluation]:
+    """Every check result the state sensor recorded, oldest first."""
+    return [e.dagster_event.event_specific_data for e in instance.all_logs(SENSOR_RESULTS_RUN_ID)
+            if e.dagster_event is not None and e.dagster_event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION]
+
+
+def state_tick(defs: dg.Definitions, settings: PlatformSettings, instance: dg.DagsterInstance,
+               cursor: str | None = None) -> StateTick:
+    before = len(sensor_results(instance))
+    data = tick(defs, settings, instance, "log_state_sensor", cursor)
+    apply_partition_requests(instance, data.dynamic_partitions_requests)
+    return StateTick(data, {(e.asset_key.path[1], e.partition or ""): e for e in sensor_results(instance)[before:]
+                            if e.check_name == "log_health"})

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
+from dagster._core.storage.partition_status_cache import AssetPartitionStatus  # not re-exported by dagster
 
 from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from platform_assets.logic.check_outcomes import (
@@ -24,8 +25,10 @@ from platform_assets.logic.check_outcomes import (
 from platform_assets.logic.metadata import GLOSSARY
 from platform_assets.tools.workload import produce
 from storage_engine.errors import NeedsRecoveryError
+from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.crash import crash_env
+from tests.helpers.engine import append_each
 from tests.helpers.platform import (
     COMPACT_DELETE,
     COMPACTED,
@@ -33,6 +36,7 @@ from tests.helpers.platform import (
     apply_partition_requests,
     definitions_for,
     resources_with_test_session,
+    state_tick,
     tick,
 )
 
@@ -138,7 +142,8 @@ def test_a_range_is_one_run_with_metadata_and_checks_per_partition(platform):
     for check in CHECKS:
         key = dg.AssetCheckKey(dg.AssetKey(["logs", "profiles.v1"]), check)
         records = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
-        assert {(r.partition, r.status.value) for r in records if r.partition} == {("0", "SUCCEEDED"),
+        records = [r for r in records if r.run_id == run.dagster_run.run_id]  # not the state sensor's
+        assert {(r.partition, r.status.value) for r in records} == {("0", "SUCCEEDED"),
                                                                                    ("1", "SUCCEEDED")}, check
         # each tied to its own partition's materialization of this run (the UI's "Target materialization")
         materialized = {m.partition_key: m.storage_id for m in instance.fetch_materializations(
@@ -352,33 +357,53 @@ def test_a_ui_run_with_the_checks_gives_every_partition_a_real_result(platform):
     assert descriptions["2"].startswith("partition 2: latest values before")  # compacted now, compared
 
 
-def test_a_cleaning_that_fails_turns_the_partitions_health_to_error(platform):
-    """A damaged batch in orders-0: its cleaning fails (nothing swapped) and the run fails naming
-    it, and log_health says so as an ERROR, tied to the partition, until a later verdict."""
-    root, defs, settings, instance = platform
-    first = sorted((root / "orders-0").glob("*.log"))[0]
+def _corrupt_first_batch(root, partition_dir: str) -> None:
+    first = max((root / partition_dir).glob("*.log"), key=lambda f: f.stat().st_size)
     data = bytearray(first.read_bytes())
     data[100] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
     first.write_bytes(bytes(data))
-    result = dg.materialize([_asset(defs, "orders")], instance=instance, partition_key="0", raise_on_error=False,
+
+
+def test_a_cleaning_that_fails_is_a_failed_partition_with_its_reason_first(platform):
+    """A damaged batch in orders-0, which an earlier run had cleaned: the range run over 0..2
+    fails, orders-0 turns "failed" in Dagster's partition status (its badge said
+    "Materialized" above the red banner, and the reason was row 15 of a merged table), while
+    orders-1 and orders-2 keep this run's materializations. The failure opens with the
+    partition and the engine's one-line reason, is not retried (a data error), tags the run
+    with the partition and the error class, and log_health says so as an ERROR."""
+    root, defs, settings, instance = platform
+    asset = _asset(defs, "orders")
+    _materialize(platform, "orders", tags=dict(zip(RANGE, ("0", "2"), strict=False)))
+    _corrupt_first_batch(root, "orders-0")  # in the cleaned section, which the next compaction copies
+    with LogManager([root]) as manager:  # something new to clean
+        append_each(manager.get_log("orders", 0),
+                    [ProducerRecord(f"orders-k{i % 7}".encode(), b"v" * 40, NOW + i) for i in range(200)])
+    result = dg.materialize([asset], instance=instance, raise_on_error=False,
+                            tags=dict(zip(RANGE, ("0", "2"), strict=False)),
                             resources=resources_with_test_session(settings))
     assert not result.success
+    status = instance.get_status_by_partition(asset.key, ["0", "1", "2"], asset.partitions_def)
+    assert status == {"0": AssetPartitionStatus.FAILED, "1": AssetPartitionStatus.MATERIALIZED,
+                      "2": AssetPartitionStatus.MATERIALIZED}
+    records = instance.fetch_materializations(asset.key, limit=20).records
+    assert {r.partition_key for r in records if r.run_id == result.run_id} == {"1", "2"}
     (failure,) = [e for e in result.all_events if e.is_step_failure]
-    assert "orders-0" in failure.step_failure_data.error.message
-    # what the sweep holds back until the partition changes
-    assert instance.get_run_by_id(result.run_id).tags["logplat/failed_partitions"] == "0"
+    data = failure.step_failure_data
+    assert data.user_failure_data.description.startswith("partition 0 of orders: CorruptRecordError: ")
+    assert data.error.message.startswith("dagster._core.definitions.events.Failure: partition 0 of orders: "
+                                         "CorruptRecordError")
+    assert "CorruptRecordError" in data.user_failure_data.metadata["error"].value
+    assert "permanent" in data.user_failure_data.metadata["kind"].value
+    assert data.error.cause is None and data.error.context is None  # no engine traceback chained under it
+    tags = instance.get_run_by_id(result.run_id).tags
+    assert tags["logplat/failed_partitions"] == "0:CorruptRecordError"  # what the sensors and sweeps hold back
+    assert tags["logplat/trigger"] == "manual" and tags["logplat/topic"] == "orders"
+    assert tags["logplat/reason"].startswith("materialized by hand") and tags["logplat/states"].startswith("0:")
     latest = instance.event_log_storage.get_asset_check_execution_history(
-        dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), HEALTH_CHECK), limit=1)[0]
-    assert latest.run_id == result.run_id and latest.partition == "0"
-    health = latest.event.dagster_event.event_specific_data
+        dg.AssetCheckKey(asset.key, HEALTH_CHECK), limit=3)
+    health = next(r for r in latest if r.partition == "0").event.dagster_event.event_specific_data
     assert not health.passed and health.severity == dg.AssetCheckSeverity.ERROR
-    assert health.description.startswith("partition 0: last cleaning failed: ") and "CRC" in health.description.upper()
-    # not materialized, so Dagster shows the partition failed; what happened is an observation
-    assert not result.asset_materializations_for_node(_asset(defs, "orders").op.name)
-    assert "0" not in instance.get_materialized_partitions(dg.AssetKey(["logs", "orders"]))
-    [observation] = [r.asset_observation for r in instance.fetch_observations(
-        dg.AssetKey(["logs", "orders"]), limit=10).records if r.run_id == result.run_id]
-    assert observation.partition == "0" and observation.metadata["status"].value == "failed"
+    assert health.description.startswith("partition 0: last cleaning failed: CorruptRecordError")
 
 
 STRATEGY = {"compaction.strategy": "header", "compaction.strategy.header": "ver"}
@@ -397,8 +422,6 @@ def test_a_topic_with_a_version_strategy_is_compacted_by_it_and_its_checks_follo
     without the broker's defaults, and judged a broker-wide strategy's run by offsets."""
     import struct
 
-    from storage_engine.log.append_validation import ProducerRecord
-    from tests.helpers.engine import append_each
 
     root = tmp_path / "logs"
     with LogManager([root], broker_props) as manager:
@@ -484,13 +507,11 @@ def test_one_topics_bad_file_or_config_does_not_stop_the_others(tmp_path, spark)
     defs, settings = definitions_for(root)
     assert {a.key.path[1] for a in defs.assets if a.key.path[0] == "logs"} == {"orders", "clicks"}
     with dg.instance_for_test() as instance:
-        data = tick(defs, settings, instance, "log_state_sensor")
-        apply_partition_requests(instance, data.dynamic_partitions_requests)
+        data = state_tick(defs, settings, instance)
         assert ("topic profiles.v1 is not in this code location: the config of topic profiles.v1 in "
                 f"{meta} is refused: Invalid value 'banana'") in data.skip_message
         assert "not in this code location yet" not in data.skip_message  # a reload would not help
-        health = {(e.asset_key.path[1], e.partition): e for e in data.asset_events
-                  if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == HEALTH_CHECK}
+        health = data.health
         assert not health[("orders", "0")].passed and "symbolic link" in health[("orders", "0")].description
         assert health[("orders", "1")].passed and "cleaning due: retention" in health[("clicks", "0")].description
         swept = tick(defs, settings, instance, "deleted_files_sensor")

@@ -104,6 +104,8 @@ def test_retention_check_interval_comes_from_the_broker_properties():
             PlatformSettings(log_dirs=("x",), broker_props={"log.retention.check.interval.ms": bad})
     with pytest.raises(ValueError, match="LOGPLAT_AUTOMATION"):
         PlatformSettings(log_dirs=("x",), automation="sometimes")
+    with pytest.raises(ValueError, match="LOGPLAT_CLEANING='stopped': expected one of running, paused"):
+        PlatformSettings(log_dirs=("x",), cleaning="stopped")
 
 
 def _run(tags: dict[str, str], asset: str | None = None) -> dg.DagsterRun:

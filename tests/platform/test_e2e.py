@@ -113,6 +113,9 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
         assert run["status"] == "SUCCESS"
         tags = {t["key"]: t["value"] for t in run["tags"]}
         assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == ("0", "1")
+        # what a backfill cannot set at launch, the asset's op added when the run started
+        assert tags["logplat/topic"] == "orders" and tags["logplat/trigger"] == "backfill"
+        assert tags["logplat/reason"] == f"backfill {backfill_id} of orders partitions 0..1"
 
         # the topic's concurrency pool, which holds back runs without the logplat/topic tag (this backfill's)
         pool = client.query('{ instance { concurrencyLimit(concurrencyKey: "logplat/topic/orders") { limit } } }')
@@ -123,7 +126,7 @@ def test_sensor_compaction_and_a_graphql_backfill_through_the_daemon(tmp_path):
         wait_for("the .deleted files to be removed", lambda: not list(logs.glob("orders-*/*.deleted")),
                  timeout_s=TIMEOUT_S, on_timeout=server.logs)
         # every tick of the sensors stored its results: the state sensor recorded log_health again
-        # after the runs changed the partitions (Dagster's run-less check rows, checks.clear_sensor_results)
+        # after the runs changed the partitions (Dagster's run-less check rows: checks.record_sensor_results)
         time.sleep(2 * 5)  # two more state-sensor ticks after the last change
         for name in ("log_state_sensor", "compaction_sensor", "deleted_files_sensor"):
             assert client.failed_ticks(name) == [], (name, server.logs())

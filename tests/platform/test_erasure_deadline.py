@@ -25,7 +25,7 @@ from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.cli import run_logctl
 from tests.helpers.engine import append_each
-from tests.helpers.platform import apply_partition_requests, definitions_for, resources_with_test_session, tick
+from tests.helpers.platform import definitions_for, resources_with_test_session, state_tick, tick
 
 LAG_MS = 30_000  # "users": the sensor's run cleans it before this passes (15 s after the roll: CI margin)
 LATE_LAG_MS = 3000  # "late": its deadline passes before the segment rolls
@@ -89,14 +89,11 @@ def _now() -> int:
 
 
 def _discover(defs, settings, instance):
-    data = tick(defs, settings, instance, "log_state_sensor")
-    apply_partition_requests(instance, data.dynamic_partitions_requests)
-    return data
+    return state_tick(defs, settings, instance)
 
 
 def _health(data) -> dict[str, dg.AssetCheckEvaluation]:
-    return {e.asset_key.path[1]: e for e in data.asset_events or ()
-            if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == "log_health"}
+    return {topic: e for (topic, _), e in data.health.items()}
 
 
 def test_tombstoned_keys_are_erased_by_the_sensors_runs_before_or_after_a_missed_deadline(tmp_path, spark, monkeypatch,

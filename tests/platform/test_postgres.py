@@ -13,6 +13,7 @@ import uuid
 import dagster as dg
 import pytest
 
+from platform_assets.defs.checks import SENSOR_RESULTS_RUN_ID
 from platform_assets.defs.partitions import partitions_def_name
 from platform_assets.logic.check_outcomes import HEALTH_CHECK, KEYS_UNIQUE
 from platform_assets.tools.instance_setup import prepare_instance
@@ -99,7 +100,8 @@ def test_sensor_ticks_and_a_cleaning_run_are_recorded_in_postgres(logs, instance
     observed = {r.partition_key for r in instance.fetch_observations(ORDERS, limit=100).records}
     assert observed == {"0", "1", "2"}
     health = latest_health(instance)
-    assert set(health) == {"0", "1", "2"} and health["0"].status.value == "FAILED" and health["0"].run_id == ""
+    assert set(health) == {"0", "1", "2"} and health["0"].status.value == "FAILED"
+    assert health["0"].run_id == SENSOR_RESULTS_RUN_ID
 
     requests = tick(defs, settings, instance, "compaction_sensor").run_requests
     request = next(r for r in requests if r.partition_key == "0")
@@ -118,10 +120,10 @@ def test_sensor_ticks_and_a_cleaning_run_are_recorded_in_postgres(logs, instance
         dg.AssetCheckKey(ORDERS, KEYS_UNIQUE), limit=10)
     assert keys_unique.run_id == result.run_id and keys_unique.status.value == "SUCCEEDED"
 
-    # the next state tick records partition 0's changed health: its second run-less result
+    # the next state tick records partition 0's changed health: its second sensor result
     record_tick(instance, tick(defs, settings, instance, "log_state_sensor", first.cursor))
     latest = latest_health(instance)["0"]
-    assert latest.run_id == "" and latest.status.value == "SUCCEEDED"
+    assert latest.run_id == SENSOR_RESULTS_RUN_ID and latest.status.value == "SUCCEEDED"
     later = tick(defs, settings, instance, "compaction_sensor").run_requests
     assert not [r for r in later if r.partition_key == "0"] and [r for r in later if r.partition_key == "2"]
 
@@ -140,7 +142,7 @@ def test_a_second_runless_log_health_for_a_partition_fails_on_postgres_as_on_sql
     ``idx_asset_check_executions_unique`` on (asset, check, run id, partition). PostgreSQL treats
     NULLs as distinct but an empty string is not NULL, so a partition's second result is refused
     there as in SQLite: written to the event log, missing from the check's history. The state
-    sensor clears a partition's previous sensor result first (``clear_sensor_results``) for both.
+    sensor records its results under a run id of its own instead (``record_sensor_results``).
     Should a Dagster upgrade change this, this test fails and says so."""
     from sqlalchemy.exc import IntegrityError
 

@@ -3,6 +3,7 @@ the daemon evaluates them (partition keys resolved against the instance)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 import uuid
@@ -24,8 +25,10 @@ from tests.helpers.platform import (
     COMPACT_DELETE,
     COMPACTED,
     DELETE,
-    apply_partition_requests,
+    StateTick,
     definitions_for,
+    sensor_results,
+    state_tick,
     tick,
 )
 
@@ -48,21 +51,18 @@ def instance():
         yield inst
 
 
-def discover(defs, settings, instance, cursor=None):
+def discover(defs, settings, instance, cursor=None) -> StateTick:
     """One state-sensor tick with its partition requests applied, as the daemon would."""
-    data = tick(defs, settings, instance, "log_state_sensor", cursor)
-    apply_partition_requests(instance, data.dynamic_partitions_requests)
-    return data
+    return state_tick(defs, settings, instance, cursor)
 
 
 def observations(data) -> list[dg.AssetObservation]:
     return [e for e in data.asset_events or () if isinstance(e, dg.AssetObservation)]
 
 
-def health_results(data) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
+def health_results(data: StateTick) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
     """The tick's ``log_health`` results by (topic, partition key)."""
-    return {(e.asset_key.path[1], e.partition): e for e in data.asset_events or ()
-            if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == "log_health"}
+    return data.health
 
 
 def requested(data) -> dict[tuple[str, str], dg.RunRequest]:
@@ -111,26 +111,33 @@ def store(instance: dg.DagsterInstance, data) -> None:
         instance.report_runless_asset_event(event)
 
 
-def test_log_health_is_recorded_again_when_a_partition_changes(logs, instance):
-    """Dagster 1.13 stores a sensor's check result in a row keyed by (asset, check, run id,
-    partition) with an empty run id, so a partition's second log_health failed with a UNIQUE
-    constraint: from the first cleaning on every tick of log_state_sensor failed, no new key
-    was added and no verdict changed. The sensor now clears a partition's previous sensor result
-    first, so the latest is always there."""
-    defs, settings = definitions_for(logs)
-    first = discover(defs, settings, instance)
-    store(instance, first)
-    key = dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), "log_health")
-    with LogManager([logs]) as manager:
-        LogCleaner(manager).compact("orders", 0, now_ms=NOW)
-    second = discover(defs, settings, instance, first.cursor)
-    assert ("orders", "0") in health_results(second)
-    store(instance, second)
-    latest = [r.event.dagster_event.event_specific_data for r in
-              instance.event_log_storage.get_asset_check_execution_history(key, limit=50)]
-    latest = [e for e in latest if e.partition == "0"]
-    assert len(latest) == 1 and latest[0].description == health_results(second)[("orders", "0")].description
-    assert latest[0].description != health_results(first)[("orders", "0")].description
+def test_every_log_health_verdict_stays_readable_and_the_latest_is_the_newest(tmp_path, instance):
+    """Dagster 1.13 stores a run-less check result under a unique index on (asset, check, run id
+    "", partition), so a partition's second one failed the tick; the sensor used to delete the
+    previous one first, which lost the history. Three successive verdicts of one partition
+    (passed, WARN, ERROR, each after a config change) are now all in the instance: as results
+    in the event log, and as the verdict of the observation of each change; the check's latest
+    result is the newest, and the ticks do not fail."""
+    root = _users_log(tmp_path, written_ms=NOW, ratio="1", lag_ms=30 * 24 * 3_600_000)
+    defs, settings = definitions_for(root)
+    cursor = None
+    for configs in ({}, {"min.cleanable.dirty.ratio": "0.01"}, {"max.compaction.lag.ms": "1"}):
+        if configs:
+            with LogManager([root]) as manager:
+                manager.admin.alter_topic("users", configs)
+        data = discover(defs, settings, instance, cursor)
+        store(instance, data)
+        cursor = data.cursor
+    results = [e for e in sensor_results(instance) if e.partition == "0"]
+    assert [(e.passed, e.severity) for e in results] == [
+        (True, dg.AssetCheckSeverity.WARN), (False, dg.AssetCheckSeverity.WARN), (False, dg.AssetCheckSeverity.ERROR)]
+    verdicts = [r.asset_observation.metadata["log_health"].value for r in reversed(instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(["logs", "users"]), asset_partitions=["0"]), limit=10).records)]
+    assert [v.split(":")[0] for v in verdicts] == ["passed", "warn", "error"]
+    assert "min.cleanable.dirty.ratio" in verdicts[1] and "max.compaction.lag.ms" in verdicts[2]
+    key = dg.AssetCheckKey(dg.AssetKey(["logs", "users"]), "log_health")
+    (latest,) = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    assert latest.partition == "0" and latest.event.dagster_event.event_specific_data == results[-1]
 
 
 def test_a_partition_that_cannot_be_read_fails_its_health_and_the_others_still_get_runs(logs, instance):
@@ -384,11 +391,24 @@ def test_the_sweep_asks_for_no_partition_a_run_covers_and_says_what_it_waits_for
     assert "1 partition(s) wait for log_state_sensor to add their keys" in quiet.skip_message
 
 
+def _failed_run(instance, request, failed: str | None = None, trigger: str = "sweep") -> None:
+    """A failed run of ``request``'s partitions, as the op leaves it (``failed``: its failed-partitions tag)."""
+    tags = {"logplat/topic": "orders", "logplat/trigger": trigger, "logplat/states": request.tags["logplat/states"]}
+    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.FAILURE,
+                                   tags={**tags, **({"logplat/failed_partitions": failed} if failed else {})}))
+
+
+def _spans(requests) -> list[tuple[str, str]]:
+    return [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+            for r in requests]
+
+
 def test_the_sweep_leaves_a_partition_whose_cleaning_failed_in_its_current_state(logs, instance):
     """A partition whose cleaning fails on its data (a corrupt batch) was swept again every
-    interval, each run failing the same way. A partition a failed run of the topic (a sweep's
-    or a sensor's) reported failed is now held back until its state changes; the others are
-    swept."""
+    interval, each run failing the same way. A data error reported by a failed run of the topic
+    (a sweep's or a sensor's) now holds the partition back until its state changes, saying so;
+    the others are swept."""
     defs, settings = definitions_for(logs)
     discover(defs, settings, instance)
     sweep = defs.get_repository_def().get_schedule_def("sweep__orders")
@@ -396,25 +416,69 @@ def test_the_sweep_leaves_a_partition_whose_cleaning_failed_in_its_current_state
     (first,) = sweep.evaluate_tick(context).run_requests
     tokens = dict(item.split(":") for item in first.tags["logplat/states"].split(","))
     assert set(tokens) == {"0", "2"}  # the partitions with work (orders-1 has none)
-    # a run that failed for another reason (the Spark server gone) reports no partition: it holds nothing back
-    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
-                                   status=dg.DagsterRunStatus.FAILURE,
-                                   tags={"logplat/topic": "orders", "logplat/trigger": "sweep",
-                                         "logplat/states": first.tags["logplat/states"]}))
-    (again,) = sweep.evaluate_tick(context).run_requests
-    assert again.tags["logplat/states"] == first.tags["logplat/states"]
-    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
-                                   status=dg.DagsterRunStatus.FAILURE,
-                                   tags={"logplat/topic": "orders", "logplat/trigger": "sweep",
-                                         "logplat/states": first.tags["logplat/states"],
-                                         "logplat/failed_partitions": "0"}))
-    requests = sweep.evaluate_tick(context).run_requests
-    assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
-            for r in requests] == [("2", "2")]
-    with LogManager([logs]) as manager:  # orders-0 changes: swept again
+    assert "2 partition(s) due for compaction" in first.tags["logplat/reason"]
+    _failed_run(instance, first, "0:CorruptRecordError,2:CorruptRecordError")
+    quiet = sweep.evaluate_tick(context)
+    assert not quiet.run_requests
+    assert "2 partition(s) whose cleaning failed in their current state are held back" in quiet.skip_message
+    assert "orders-0 (CorruptRecordError: permanent for this state" in quiet.skip_message
+    with LogManager([logs]) as manager:  # orders-0 changes: swept again, orders-2 still held
         append_each(manager.get_log("orders", 0), MORE_RECORDS)
-    (again,) = sweep.evaluate_tick(context).run_requests
-    assert again.tags["dagster/asset_partition_range_start"] == "0"
+    assert _spans(sweep.evaluate_tick(context).run_requests) == [("0", "0")]
+
+
+def test_a_transient_failure_is_retried_after_a_backoff_that_doubles(logs, instance):
+    """A run that failed without naming its partitions (its worker killed, Spark gone) or on an
+    I/O error is retried, after the sensor interval, then twice that; a data error is not; a
+    config change is a new state, which clears it. (Dagster keeps a run's update time to the
+    second, so the waits below leave a second of slack.)"""
+    defs, settings = definitions_for(logs, sensor_interval_s=2)
+    discover(defs, settings, instance)
+    sweep = defs.get_repository_def().get_schedule_def("sweep__orders")
+    context = dg.build_schedule_context(instance=instance, resources=build_resources(settings))
+    (first,) = sweep.evaluate_tick(context).run_requests
+    _failed_run(instance, first)  # the worker died: every partition of the run, transient
+    held = sweep.evaluate_tick(context)
+    assert not held.run_requests and "orders-0 (RunFailed, 1 failure(s): retry after" in held.skip_message
+    time.sleep(2.1)
+    (retry,) = sweep.evaluate_tick(context).run_requests
+    assert "retrying 0 (after 1 failure(s)), 2 (after 1 failure(s))" in retry.tags["logplat/reason"]
+    _failed_run(instance, retry, "0:OSError")  # orders-0 failed on I/O again; orders-2 was cleaned:
+    with LogManager([logs]) as manager:
+        LogCleaner(manager).compact("orders", 2, now_ms=NOW)
+    assert "orders-0 (OSError, 2 failure(s)" in sweep.evaluate_tick(context).skip_message  # for 4 s
+    time.sleep(4.1)
+    assert _spans(sweep.evaluate_tick(context).run_requests) == [("0", "0")]
+    _failed_run(instance, retry, "0:CorruptRecordError")
+    assert "permanent for this state" in sweep.evaluate_tick(context).skip_message
+    with LogManager([logs]) as manager:
+        manager.admin.alter_topic("orders", {"min.cleanable.dirty.ratio": "0.1"})
+    assert ("0", "0") in _spans(sweep.evaluate_tick(context).run_requests)
+
+
+def test_the_run_sensors_hold_back_failed_partitions_and_say_why(logs, instance):
+    """The compaction sensor relaunched a cleaning that had failed in the same state when
+    another launcher's run had failed on it; now it holds the partition back like the sweep,
+    naming it in the tick's reason, and asks for the others."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    runs = requested(tick(defs, settings, instance, "compaction_sensor"))
+    _failed_run(instance, runs[("orders", "0")], "0:CorruptRecordError", trigger="backfill")
+    assert ("orders", "0") not in requested(tick(defs, settings, instance, "compaction_sensor"))
+    instance.add_run(dg.DagsterRun(job_name="cleanup__orders", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.FAILURE, tags={
+                                       "logplat/topic": "orders", "dagster/sensor_name": "compaction_sensor",
+                                       "logplat/states": runs[("orders", "2")].tags["logplat/states"]}))
+    # orders-2's own sensor run failed on no partition (transient): retried once its backoff has passed
+    data = tick(defs, settings, instance, "compaction_sensor")
+    assert not {("orders", "0"), ("orders", "2")} & set(requested(data))
+    with LogManager([logs]) as manager:  # the other topics cleaned: the tick requests nothing and says why
+        for topic in ("profiles.v1",):
+            for p in (0, 1):
+                LogCleaner(manager).compact(topic, p, now_ms=NOW)
+    quiet = tick(defs, settings, instance, "compaction_sensor")
+    assert "orders-0 (CorruptRecordError: permanent for this state" in quiet.skip_message
+    assert "orders-2 (RunFailed, 1 failure(s): retry after" in quiet.skip_message
 
 
 def test_a_partition_its_metadata_counts_without_a_directory_gets_its_reason_in_log_health(logs, instance):
@@ -641,3 +705,45 @@ def test_a_topic_whose_metadata_is_refused_is_named_by_the_state_sensor(logs, in
     data = discover(defs, settings, instance)
     assert f"topic clicks is not in this code location: topic metadata file {meta} is " in data.skip_message
     assert "clicks" not in {k for k, _ in health_results(data)} and ("orders", "0") in health_results(data)
+
+
+def _launch(defs, instance, job: str, reason: str | None = None):
+    config = {"ops": {f"{job}_op": {"config": {"reason": reason}}}} if reason is not None else None
+    return defs.get_job_def(job).execute_in_process(instance=instance, run_config=config, raise_on_error=False)
+
+
+def test_one_switch_pauses_every_run_sensor_and_sweep_and_survives_a_reload(logs, instance):
+    """Stopping compaction_sensor did not stop compaction: each topic's sweep kept cleaning, and a
+    new topic's sweep started on reload. pause_cleaning sets one switch in the instance that the
+    run sensors and every sweep read at each tick; log_state_sensor keeps observing, and
+    deleted_files_sensor keeps freeing what committed runs scheduled."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    assert not _launch(defs, instance, "pause_cleaning", "  ").success  # a pause says why
+    assert _launch(defs, instance, "pause_cleaning", "disk replaced on host 3").success
+    with LogManager([logs]) as manager:  # a topic created since: its sweep comes with the reload
+        manager.admin.create_topic("audit", 1, {"cleanup.policy": "delete"})
+    defs, settings = definitions_for(logs)
+    ticks = [tick(defs, settings, instance, name) for name in ("compaction_sensor", "retention_sensor")]
+    repo = defs.get_repository_def()
+    with dg.build_schedule_context(instance=instance, resources=build_resources(settings)) as context:
+        ticks += [repo.get_schedule_def(f"sweep__{t}").evaluate_tick(context) for t in ("orders", "clicks", "audit")]
+    for data in ticks:
+        assert not data.run_requests
+        assert re.fullmatch(r"cleaning paused at \S+Z: disk replaced on host 3 \(launch resume_cleaning to resume\)",
+                            data.skip_message), data.skip_message
+    with LogManager([logs]) as manager:
+        append_each(manager.get_log("orders", 1), MORE_RECORDS)
+    assert ("orders", "1") in health_results(discover(defs, settings, instance))  # still observed
+    assert _launch(defs, instance, "resume_cleaning").success
+    assert requested(tick(defs, settings, instance, "compaction_sensor"))
+
+
+def test_logplat_cleaning_paused_is_the_default_until_the_instance_says_otherwise(logs, instance):
+    defs, settings = definitions_for(logs, cleaning="paused")
+    discover(defs, settings, instance)
+    quiet = tick(defs, settings, instance, "retention_sensor")
+    assert quiet.skip_message == ("cleaning paused by the code location's environment, LOGPLAT_CLEANING=paused "
+                                  "(launch resume_cleaning to resume)")
+    assert _launch(defs, instance, "resume_cleaning").success
+    assert requested(tick(defs, settings, instance, "retention_sensor"))
