@@ -103,19 +103,48 @@ def verdict_metadata(outcome: CheckOutcome) -> dict[str, object]:
 SENSOR_RESULTS_RUN_ID = "log_state_sensor"
 
 
+def latest_materializations(instance: dg.DagsterInstance, asset_key: dg.AssetKey,
+                            partitions: Sequence[str]) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """Each of ``partitions``' latest materialization, as the target of a result recorded outside
+    a run: the check's Partitions view counts a result only while it targets the partition's
+    latest materialization (Dagster's ``AssetCheckPartitionInfo.is_current``), so an untargeted
+    verdict of a partition cleaned once showed grey "Missing" there."""
+    ids = instance.event_log_storage.get_latest_storage_id_by_partition(
+        asset_key, DagsterEventType.ASSET_MATERIALIZATION, set(partitions))
+    if not ids:
+        return {}
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, storage_ids=list(ids.values())), limit=len(ids)).records
+    return {r.partition_key: AssetCheckEvaluationTargetMaterializationData(
+        storage_id=r.storage_id, run_id=r.run_id, timestamp=r.timestamp) for r in records if r.partition_key}
+
+
 def record_sensor_results(instance: dg.DagsterInstance, evaluations: Sequence[dg.AssetCheckEvaluation]) -> None:
     """Record check results evaluated by the state sensor, outside any run.
 
-    Dagster 1.13 stores a run-less result (``report_runless_asset_event``, which a sensor's
-    ``asset_events`` go through) in ``asset_check_executions`` under a unique index on (asset,
-    check, run id, partition) with run id ``""``, so a partition's second one failed with a
-    UNIQUE constraint and failed the whole tick. A result reported under a run id is stored by
-    ``_update_asset_check_evaluation`` instead, which updates the row that run holds for the
-    partition, or adds one: under one fixed id the check keeps one current sensor result per
-    partition, the newest, and nothing collides. One id, not one per tick: the SQLite event log
-    keeps a database file per run id. Every result stays in the event log (records of run
-    ``SENSOR_RESULTS_RUN_ID``), and each verdict in the observation that goes with it
-    (``verdict_metadata``)."""
+    Dagster 1.13 indexes check results in ``asset_check_executions``, one row per (asset, check,
+    run id, partition) under a unique index, and takes a partition's latest result to be its
+    row with the highest id. A run-less result (``report_runless_asset_event``, which a sensor's
+    ``asset_events`` go through) has run id ``""``, so a partition's second one failed that
+    index and the whole tick with it; a result reported under a run id updates that run's row
+    in place (``_update_asset_check_evaluation``), which keeps its old id, so a newer sensor
+    verdict ranked below an older result of a cleaning run. So the state sensor records under
+    its own run id, ``SENSOR_RESULTS_RUN_ID`` (one, not one per tick: the SQLite event log keeps
+    a database file per run id), and first drops its previous index row of each partition, so
+    the new result gets the newest row. Only that index row goes: every result stays in the
+    event log (records of run ``SENSOR_RESULTS_RUN_ID``) and every verdict in the observation
+    recorded with it (``verdict_metadata``), which is the partition's history."""
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable  # not re-exported by dagster
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+
+    storage = instance.event_log_storage
+    if isinstance(storage, SqlEventLogStorage):
+        table = AssetCheckExecutionsTable
+        with storage.index_connection() as conn:
+            for e in evaluations:
+                conn.execute(table.delete().where(
+                    (table.c.asset_key == e.asset_key.to_string()) & (table.c.check_name == e.check_name)
+                    & (table.c.run_id == SENSOR_RESULTS_RUN_ID) & (table.c.partition == e.partition)))
     for evaluation in evaluations:
         instance.report_dagster_event(
             DagsterEvent(DagsterEventType.ASSET_CHECK_EVALUATION.value, job_name=RUNLESS_JOB_NAME,

@@ -43,6 +43,7 @@ from storage_engine.files.naming import parse_partition_number
 from storage_engine.log.segment import now_ms as wall_clock_ms
 
 from ..logic.catalog import Catalog, Topic
+from ..logic.check_outcomes import CheckOutcome
 from ..logic.cleaning_failures import FailureVerdicts, failures_of_run, judge_failures
 from ..logic.health import health_outcome, unreadable_outcome
 from ..logic.log_state import (
@@ -67,7 +68,7 @@ from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
 from ..logic.units import size_text
 from .assets import cleanup_run_config, report_materialization
-from .checks import evaluations, log_asset_key, record_sensor_results, verdict_metadata
+from .checks import evaluations, latest_materializations, log_asset_key, record_sensor_results, verdict_metadata
 from .errors import tick_refusals_first
 from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
 from .partitions import key_update_requests, partitions_def_name
@@ -221,7 +222,7 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
                              if cursor.changed_unreadable((topic, partition), why))
         # the rest stay "changed" in the cursor and go out at the next ticks
         recordings, left = worst_first(to_record, settings.max_observations_per_tick)
-        results: list[dg.AssetCheckEvaluation] = []  # recorded by the sensor itself: record_sensor_results
+        verdicts: dict[str, list[CheckOutcome]] = defaultdict(list)  # recorded by the sensor itself, below
         for r in recordings:
             if r.state is not None:  # the verdict on the observation too: every change stays in the history
                 events.append(dg.AssetObservation(asset_key=log_asset_key(r.topic),
@@ -231,14 +232,17 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
                 cursor.record(r.state)
             else:
                 cursor.record_unreadable((r.topic, r.outcome.partition), r.unreadable or "")
-            results.extend(evaluations(log_asset_key(r.topic), [r.outcome]))
+            verdicts[r.topic].append(r.outcome)
         # a partition's state or verdict changed: the report across topics with it, once every
         # partition was read (a report missing the pending ones would show a fleet that is not there)
         if recordings and not pending:
             events.append(report_materialization(states, unreadable))
         cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known]
                          + [tp for tp in pending if tp[0] in known] + gone_tps)
-        record_sensor_results(context.instance, results)
+        record_sensor_results(context.instance, [
+            e for topic, outcomes in verdicts.items()
+            for e in evaluations(log_asset_key(topic), outcomes, latest_materializations(
+                context.instance, log_asset_key(topic), [partition_key(o.partition) for o in outcomes]))])
         later = [*([f"{left} more changed, recorded next tick (at most {settings.max_observations_per_tick} a tick, "
                     "worst verdicts first)"] if left else []),
                  *([pending_note(pending)] if pending else [])]

@@ -12,8 +12,10 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
+from dagster._core.event_api import PartitionKeyFilter  # not re-exported by dagster
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus  # not re-exported by dagster
 
+from platform_assets.defs.checks import SENSOR_RESULTS_RUN_ID
 from platform_assets.defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
 from platform_assets.logic.check_outcomes import (
     HEALTH_CHECK,
@@ -564,3 +566,29 @@ def test_a_run_recovers_a_partition_left_mid_swap_by_a_killed_cleaner(platform):
     _, by_partition, _ = _materialize(platform, "orders", partition="0")
     assert by_partition["0"]["status"] in ("compacted", "skipped")
     assert not any(p.name.endswith(".swap") for p in (root / "orders-0").iterdir())
+
+
+def test_a_sensor_verdict_after_a_cleaning_is_the_partitions_current_log_health(platform):
+    """The check's Partitions view takes a partition's result from its newest index row, and
+    counts it only while it targets the partition's latest materialization. The state sensor's
+    verdict after a cleaning updated its older row in place and targeted nothing, so the view kept
+    the cleaning run's "passed" (or showed grey "Missing") while the sensor said WARN. Now the
+    sensor's verdict is the partition's latest and current result."""
+    root, defs, settings, instance = platform
+    result, _, _ = _materialize(platform, "orders", partition="0")
+    key = dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), HEALTH_CHECK)
+
+    def latest() -> tuple:
+        (info,) = instance.event_log_storage.get_asset_check_partition_info([key], partition_keys=["0"])
+        return info.latest_execution_status.value, info.is_current
+
+    assert latest() == ("SUCCEEDED", True)  # the run's own verdict: just cleaned
+    with LogManager([root]) as manager:  # dirty again: the sensor says so
+        append_each(manager.get_log("orders", 0), [ProducerRecord(f"k{i % 3}".encode(), b"v" * 40, None)
+                                                   for i in range(300)])
+    state_tick(defs, settings, instance)
+    assert latest() == ("FAILED", True)
+    (newest,) = instance.event_log_storage.get_asset_check_execution_history(
+        key, limit=1, partition_filter=PartitionKeyFilter(key="0"))
+    assert newest.run_id == SENSOR_RESULTS_RUN_ID != result.run_id
+    assert newest.event.dagster_event.event_specific_data.severity == dg.AssetCheckSeverity.WARN
