@@ -19,7 +19,7 @@ Chromium into OUT (default /tmp/logplat-screenshots, which must lie outside the 
     checks.png             its Checks tab
     check_health.png       log_health's Partitions: each partition's verdict
     history.png            logs/erasures' events: every verdict, in order
-    plots.png              logs/erasures' plots: size, dirty ratio, log start over time
+    plots.png              logs/erasures' log_health page, whole: its plots of size, dirty ratio, log start
     sensor_compaction.png  compaction_sensor's ticks after the failure: partition 1 held back, and why
     runs.png               the runs list, with their trigger and reason tags
 
@@ -48,9 +48,9 @@ def chromium() -> str:
     raise SystemExit("error: no Chromium found (apt-get install chromium)")
 
 
-def shoot(browser: str, url: str, out: Path) -> None:
+def shoot(browser: str, url: str, out: Path, height: int = 1000) -> None:
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--window-size=1600,1000", "--virtual-time-budget=20000", f"--screenshot={out}", url],
+                    f"--window-size=1600,{height}", "--virtual-time-budget=20000", f"--screenshot={out}", url],
                    check=True, capture_output=True, timeout=120)
     print(f"{out}  <- {url}")
 
@@ -73,9 +73,9 @@ def main(argv: list[str]) -> int:
         client.query("mutation { setNuxSeen }")  # the UI's first-visit "join the community" dialog
         location = client.location_name()
 
-        def shots(pages: dict[str, str]) -> None:
+        def shots(pages: dict[str, str], height: int = 1000) -> None:
             for name, path in pages.items():
-                shoot(browser, server.url + path, out / f"{name}.png")
+                shoot(browser, server.url + path, out / f"{name}.png", height)
 
         for sensor in ("log_state_sensor", "compaction_sensor", "retention_sensor", "deleted_files_sensor"):
             client.set_sensor(sensor, True)
@@ -102,10 +102,12 @@ def main(argv: list[str]) -> int:
             "checks": "/assets/logs/orders?view=checks",
             "check_health": "/assets/logs/orders?view=checks&checkDetail=log_health",
             "history": "/assets/logs/erasures?view=events&partition=0",
-            "plots": "/assets/logs/erasures?view=plots&partition=0",
             "sensor_compaction": f"/locations/{location}/sensors/compaction_sensor",
             "runs": "/runs",
         })
+        # Dagster's asset plots mix every partition; log_health's results name one, and its page
+        # plots their figures (size, dirty ratio, log start) below the latest one
+        shots({"plots": "/assets/logs/erasures?view=checks&checkDetail=log_health"}, height=2600)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

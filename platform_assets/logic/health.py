@@ -44,7 +44,7 @@ from storage_engine.cleaner.erasure import ErasureReport
 
 from .check_outcomes import HEALTH_CHECK, CheckOutcome
 from .log_state import PartitionState, deadline_urgent
-from .metadata import deadline_metadata
+from .metadata import deadline_metadata, state_metadata
 from .units import iso_time, size_text
 
 
@@ -130,9 +130,10 @@ def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None,
                else f"its records cannot be read: {read_error}" if read_error is not None else None)
     if failure is not None:
         health = Health(dg.AssetCheckSeverity.ERROR, f"{failure}; {health.summary}", (failure, *health.reasons))
-    metadata: dict[str, object] = {"status": health.level, "deletable_segments": state.deletable_segments}
-    if state.dirty_ratio is not None:
-        metadata["dirty_ratio"] = round(state.dirty_ratio, 6)
+    # the partition's figures with each verdict: the check's page plots them over time (size, dirty
+    # ratio, log start: Dagster's OSS asset plots mix every partition, a check's result names one)
+    metadata: dict[str, object] = {"status": health.level, **state_metadata(state),
+                                   "deletable_segments": state.deletable_segments}
     if state.candidacy is not None:
         metadata["min_cleanable_dirty_ratio"] = state.candidacy.min_cleanable_ratio
         metadata.update(deadline_metadata(state))
