@@ -27,7 +27,7 @@ import dagster as dg
 from ..logic.catalog import Topic
 from ..logic.log_state import PartitionState, TopicPartition
 from ..logic.metadata import glossary_markdown
-from ..logic.report import REPORT_GLOSSARY, cleaning_report
+from ..logic.report import MAX_ROWS, REPORT_GLOSSARY, cleaning_report
 from .checks import check_specs, log_asset_key
 from .cleanup import CLEANUP_CONFIG_SCHEMA, CleanupConfig, audit_partitions, clean_partitions
 from .partitions import topic_partitions_def
@@ -99,7 +99,7 @@ def build_report_asset(owners: Sequence[str] = ()) -> dg.AssetSpec:
         REPORT_KEY,
         description=f"What needs cleaning across every topic, and why: each partition whose log_health is not "
                     "passed, worst first (unreadable, ERROR, WARN; then the earliest erasure deadline, the "
-                    "dirtiest, the most bytes deletable), at most {MAX_ROWS} rows, recorded by log_state_sensor when "
+                    f"dirtiest, the most bytes deletable), at most {MAX_ROWS} rows, recorded by log_state_sensor when "
                     f"any partition's state or verdict changes.\n\n{glossary_markdown(REPORT_GLOSSARY)}",
         group_name="platform",
         kinds={"kafka"},

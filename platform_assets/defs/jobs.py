@@ -39,3 +39,11 @@ def build_cleanup_job(topic: Topic) -> dg.UnresolvedAssetJobDefinition:
         tags={TOPIC_TAG: topic.name},
         description=f"Clean partitions of topic {topic.name} as its cleanup.policy says (sensor and sweep target).",
     )
+
+
+def run_topics(run: dg.DagsterRun) -> list[str]:
+    """The topics a cleaning run covers: its ``logplat/topic`` tag, or, for a run that has none
+    yet (a backfill's or a click's, tagged when it starts), its asset selection."""
+    if TOPIC_TAG in run.tags:
+        return [run.tags[TOPIC_TAG]]
+    return [k.path[1] for k in (run.asset_selection or ()) if len(k.path) == 2 and k.path[0] == "logs"]

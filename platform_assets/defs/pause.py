@@ -16,6 +16,7 @@ import dagster as dg
 from ..logic.cleaning_switch import SWITCH_KEY, CleaningSwitch, default_switch
 from ..logic.settings import PlatformSettings
 from .errors import PlatformError
+from .jobs import run_topics
 
 
 def read_switch(instance: dg.DagsterInstance, settings: PlatformSettings) -> CleaningSwitch:
@@ -43,6 +44,13 @@ def pause_cleaning_op(context: dg.OpExecutionContext) -> None:
     switch = CleaningSwitch(paused=True, reason=reason, at_ms=int(time.time() * 1000))
     write_switch(context.instance, switch)
     context.log.info(switch.skip_reason())
+    # what the sensors and sweeps requested before the pause and still waits in the run queue
+    # would clean while paused: cancelled (a run already started finishes)
+    queued = context.instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]))
+    cancelled = [r.dagster_run.run_id for r in queued if run_topics(r.dagster_run)
+                 and context.instance.run_coordinator.cancel_run(r.dagster_run.run_id)]
+    if cancelled:
+        context.log.info(f"cancelled {len(cancelled)} queued cleaning run(s): {', '.join(cancelled)}")
 
 
 @dg.op

@@ -70,7 +70,16 @@ from ..logic.units import size_text
 from .assets import cleanup_run_config, report_materialization
 from .checks import evaluations, latest_materializations, log_asset_key, record_sensor_results, verdict_metadata
 from .errors import tick_refusals_first
-from .jobs import FAILED_PARTITIONS_TAG, PARTITION_TAG, REASON_TAG, STATES_TAG, TOPIC_TAG, TRIGGER_TAG, cleanup_job_name
+from .jobs import (
+    FAILED_PARTITIONS_TAG,
+    PARTITION_TAG,
+    REASON_TAG,
+    STATES_TAG,
+    TOPIC_TAG,
+    TRIGGER_TAG,
+    cleanup_job_name,
+    run_topics,
+)
 from .partitions import key_update_requests, partitions_def_name
 from .pause import read_switch
 from .resources import LogStoreResource
@@ -123,15 +132,9 @@ def platform_sensor(name: str, description: str, settings: PlatformSettings, **k
 # ------------------------------------------------------------------------------- runs in flight
 
 
-def _run_topics(run: dg.DagsterRun) -> list[str]:
-    if TOPIC_TAG in run.tags:
-        return [run.tags[TOPIC_TAG]]
-    return [k.path[1] for k in (run.asset_selection or ()) if len(k.path) == 2 and k.path[0] == "logs"]
-
-
 def busy_logs(runs: Iterable[dg.DagsterRun]) -> BusyLogs:
     """Which logs ``runs`` (queued or in flight) cover, from their tags and asset selection."""
-    return logs_covered((run.tags, _run_topics(run)) for run in runs)
+    return logs_covered((run.tags, run_topics(run)) for run in runs)
 
 
 def in_flight(instance: dg.DagsterInstance) -> BusyLogs:

@@ -133,11 +133,22 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
         active_base_offset=active,
         state_hash=short_hash(str(stats.directory), [(s.base_offset, s.mtime_ms) for s in stats.segments if not s.is_active],
                               stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint,
-                              config),  # a config change is a new state: a failure keyed on it is cleared
+                              config_token(config)),  # a config change is a new state: a failure keyed on it is cleared
         candidacy=candidacy,
         retention=plan,
         directory=str(stats.directory),
     )
+
+
+_DEFAULTS = LogConfig().to_topic_dict()
+
+
+def config_token(config: LogConfig) -> list[tuple[str, str]]:
+    """What of a topic's config a partition's state depends on: the settings that differ from
+    the engine's defaults, by Kafka key. Not the whole ``LogConfig``: a setting a later version
+    adds, at its default, must not make every partition's state new (dropping every failure
+    hold and every run's "already cleaned in this state" at once)."""
+    return sorted((k, repr(v)) for k, v in config.to_topic_dict().items() if v != _DEFAULTS[k])
 
 
 def possibly_overdue(state: PartitionState) -> bool:

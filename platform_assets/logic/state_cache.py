@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_engine.config.topic import LogConfig
-from storage_engine.errors import LogError
+from storage_engine.errors import LogChangedError, LogError
 from storage_engine.files.naming import parse_partition_dir, partition_dir_name
 from storage_engine.files.nofollow import check_not_symlink
 from storage_engine.log.stats import log_dir_checkpoints
@@ -236,6 +236,13 @@ class StateCache:
             try:
                 state = with_erasure_proof(manager, state_of(manager.planning_stats(location(tp), checkpoints), config,
                                                              now_ms=now_ms), now_ms)
+            except LogChangedError as exc:  # a writer changed it while it was read: no state is one
+                self._entries.pop(path, None)
+                if pending is None:
+                    refused(tp, exc)
+                else:
+                    pending.add(tp)  # read again at the next tick, never shown as unreadable
+                continue
             except (LogError, OSError) as exc:
                 self._entries.pop(path, None)
                 if not (isinstance(exc, FileNotFoundError) and not os.path.lexists(path)):

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from ..config.topic import LogConfig
 from ..config.values import LONG_MAX
-from ..errors import LogError
+from ..errors import LogChangedError, LogError
 from ..files.naming import DELETED_SUFFIX, LOG_SUFFIX
 from ..files.nofollow import open_nofollow
 from ..log.log import Log
@@ -154,10 +154,13 @@ def partition_erasure_report(manager: LogManager, topic: str, partition: int, no
                              key: bytes | None = None) -> ErasureReport:
     """``erasure_report`` of one partition; one that cannot be opened or read to its end is
     reported unproven with the reason, so one damaged partition does not hide the others'
-    proofs (as ``verify_partition`` reports it as a problem)."""
+    proofs (as ``verify_partition`` reports it as a problem). A log a writer changed while it was
+    read (``LogChangedError``) is not damaged: that goes to the caller, to read it again."""
     try:
         return erasure_report(manager.get_log(topic, partition), now_ms, key)
-    except (LogError, FileNotFoundError) as exc:
+    except LogChangedError:
+        raise
+    except (LogError, OSError) as exc:
         lag = manager.topic_config(topic).max_compaction_lag_ms
         return ErasureReport(topic, partition, lag, now_ms, unproven=str(exc))
 

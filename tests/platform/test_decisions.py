@@ -3,6 +3,8 @@ verdicts, cursors. Fast; no Dagster instance, no Spark."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dagster as dg
 import pytest
 
@@ -16,13 +18,14 @@ from platform_assets.logic.check_outcomes import (
     OFFSETS_INCREASE,
     evaluate_checks,
 )
-from platform_assets.logic.log_state import PartitionState, deadline_urgent, due_for_compaction
+from platform_assets.logic.log_state import PartitionState, config_token, deadline_urgent, due_for_compaction
 from platform_assets.logic.observation_cursor import ObservationCursor
 from platform_assets.logic.partition_keys import KeyUpdate, partition_number, plan_key_update
 from platform_assets.logic.settings import PlatformSettings
 from spark_jobs.reads import Digest, Duplicates, Verification, split_problems
 from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
 from storage_engine.config.broker import retention_check_interval_ms
+from storage_engine.config.topic import LogConfig
 from storage_engine.errors import ConfigError
 
 
@@ -222,3 +225,12 @@ def test_a_log_written_again_with_the_same_records_is_a_new_state(tmp_path):
         manager.admin.delete_topic("t")
     write(tmp_path / "a")
     assert state(tmp_path / "a") != first  # the same records again, in the same place
+
+
+def test_a_partitions_state_depends_on_the_configs_set_not_on_the_engines_fields():
+    """The state hash held ``repr(LogConfig)``: a setting a new version adds, at its default,
+    changed every partition's state at the upgrade, dropping every failure hold and every "already
+    cleaned in this state" at once. Only the settings that differ from the defaults count."""
+    assert config_token(LogConfig()) == []
+    changed = replace(LogConfig(), retention_ms=1, cleanup_policy=("compact",))
+    assert config_token(changed) == [("cleanup.policy", "('compact',)"), ("retention.ms", "1")]

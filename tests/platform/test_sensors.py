@@ -10,6 +10,12 @@ import uuid
 
 import dagster as dg
 import pytest
+from dagster._core.remote_origin import (  # not re-exported by dagster
+    InProcessCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin  # not re-exported by dagster
 from dagster._grpc.impl import get_external_schedule_execution, get_external_sensor_execution
 
 from platform_assets.defs.errors import PlatformError
@@ -737,6 +743,33 @@ def test_one_switch_pauses_every_run_sensor_and_sweep_and_survives_a_reload(logs
     assert ("orders", "1") in health_results(discover(defs, settings, instance))  # still observed
     assert _launch(defs, instance, "resume_cleaning").success
     assert requested(tick(defs, settings, instance, "compaction_sensor"))
+
+
+def test_a_pause_cancels_the_cleaning_runs_still_queued(logs):
+    """A pause stopped new requests, but the runs the sensors had requested before it, waiting in
+    the run queue (one topic's runs go one at a time), still started and cleaned while every tick
+    said "paused". pause_cleaning now cancels the queued cleaning runs; others stay queued."""
+    queued_coordinator = {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"}
+    with dg.instance_for_test(overrides={"run_coordinator": queued_coordinator}) as instance:
+        defs, _ = definitions_for(logs)
+        location = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="platform_assets.definitions",
+                                                                    attribute="defs"))
+
+        def enqueued(job: str, tags: dict[str, str]) -> dg.DagsterRun:
+            """A run the daemon's queue holds, as a sensor's request leaves it."""
+            origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), job)
+            return instance.create_run_for_job(defs.resolve_job_def(job), tags=tags, remote_job_origin=origin,
+                                               status=dg.DagsterRunStatus.QUEUED)
+
+        cleaning = enqueued("cleanup__orders", {"logplat/topic": "orders"})
+        other = enqueued("resume_cleaning", {})
+        assert instance.get_run_by_id(cleaning.run_id).status == dg.DagsterRunStatus.QUEUED
+        result = _launch(defs, instance, "pause_cleaning", "disk replaced on host 3")
+        assert result.success
+        assert instance.get_run_by_id(cleaning.run_id).status == dg.DagsterRunStatus.CANCELED
+        assert instance.get_run_by_id(other.run_id).status == dg.DagsterRunStatus.QUEUED
+        logged = [e.message for e in instance.all_logs(result.run_id) if e.is_dagster_event is False]
+        assert f"cancelled 1 queued cleaning run(s): {cleaning.run_id}" in logged
 
 
 def test_logplat_cleaning_paused_is_the_default_until_the_instance_says_otherwise(logs, instance):
