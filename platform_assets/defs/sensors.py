@@ -6,6 +6,9 @@
   partition), so the event log does not grow with every tick. It is the only writer of
   dynamic partitions: Dagster's partition table has no uniqueness constraint, so two sensors
   adding the same key at once would list it twice.
+  It then records each topic's ``topic_health`` (``defs/topic_health.py``), the rollup of its
+  partitions' current ``log_health``, when it changed: only topics with new ``log_health``
+  results since the last tick are rolled up again.
 * ``compaction_sensor`` requests compaction earliest deadline first: the compacted partitions
   whose erasure deadline (``max.compaction.lag.ms`` after their oldest uncleaned record) is
   half used or missed, least time left first, in runs that clean them even where Kafka's rule
