@@ -1,9 +1,11 @@
 """Asset checks on every compaction of a topic asset (``logic/check_outcomes.py``: the checks
 and their verdicts), as Dagster's check specs and evaluations.
 
-The check specs are partitioned like the asset, so the UI shows each partition's latest result.
-Partitioned check specs are a *preview* feature of Dagster 1.13 and warn once per definition;
-that warning is silenced here, where the choice is made, not globally.
+The check specs are partitioned like the asset, so the UI shows each partition's latest result,
+except ``topic_health``: one result per topic, the rollup of its partitions' ``log_health``
+(``logic/topic_health.py``), which every checks screen shows alike. Partitioned check specs are
+a *preview* feature of Dagster 1.13 and warn once per definition; that warning is silenced here,
+where the choice is made, not globally.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..logic.check_outcomes import (
     KEYS_UNIQUE,
     LATEST_VALUES,
     OFFSETS_INCREASE,
+    TOPIC_HEALTH,
     CheckOutcome,
 )
 from ..logic.metadata import identity_metadata
@@ -41,6 +44,10 @@ DESCRIPTIONS = {
     "(an erasure deadline at risk), WARN when the dirty ratio is above min.cleanable.dirty.ratio or "
     "retention has deletable segments. Evaluated by log_state_sensor whenever the verdict changes, and "
     "after every cleaning.",
+    TOPIC_HEALTH: "The topic in one result, the same on every screen: the rollup of its partitions' current "
+    "log_health (what the log_health Partitions view shows): failed ERROR when any partition's is an ERROR, "
+    "failed WARN when any is a WARN, passed otherwise, naming the worst partitions and why. Recorded by "
+    "log_state_sensor whenever it changes.",
 }
 
 
@@ -49,8 +56,8 @@ def log_asset_key(topic: str) -> dg.AssetKey:
 
 
 def check_specs(topic: Topic) -> list[dg.AssetCheckSpec]:
-    """The checks of a topic's asset: ``log_health`` for every topic, and the four compaction
-    checks above for compacted topics."""
+    """The checks of a topic's asset: ``log_health`` and its rollup ``topic_health`` (not
+    partitioned) for every topic, and the four compaction checks above for compacted topics."""
     names = [HEALTH_CHECK] + ([KEYS_UNIQUE, OFFSETS_INCREASE, INDEXES_AGREE, LATEST_VALUES] if topic.compact else [])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
@@ -58,7 +65,7 @@ def check_specs(topic: Topic) -> list[dg.AssetCheckSpec]:
             dg.AssetCheckSpec(name, asset=log_asset_key(topic.name), description=DESCRIPTIONS[name],
                               partitions_def=topic_partitions_def(topic.name))
             for name in names
-        ]
+        ] + [dg.AssetCheckSpec(TOPIC_HEALTH, asset=log_asset_key(topic.name), description=DESCRIPTIONS[TOPIC_HEALTH])]
 
 
 def evaluations(asset_key: dg.AssetKey, outcomes: Sequence[CheckOutcome],
@@ -109,6 +116,8 @@ def latest_materializations(instance: dg.DagsterInstance, asset_key: dg.AssetKey
     a run: the check's Partitions view counts a result only while it targets the partition's
     latest materialization (Dagster's ``AssetCheckPartitionInfo.is_current``), so an untargeted
     verdict of a partition cleaned once showed grey "Missing" there."""
+    if not partitions:
+        return {}
     ids = instance.event_log_storage.get_latest_storage_id_by_partition(
         asset_key, DagsterEventType.ASSET_MATERIALIZATION, set(partitions))
     if not ids:
@@ -130,8 +139,8 @@ def record_sensor_results(instance: dg.DagsterInstance, evaluations: Sequence[dg
     in place (``_update_asset_check_evaluation``), which keeps its old id, so a newer sensor
     verdict ranked below an older result of a cleaning run. So the state sensor records under
     its own run id, ``SENSOR_RESULTS_RUN_ID`` (one, not one per tick: the SQLite event log keeps
-    a database file per run id), and first drops its previous index row of each partition, so
-    the new result gets the newest row. Only that index row goes: every result stays in the
+    a database file per run id), and first drops its previous index row of each partition (of
+    no partition, SQL ``IS NULL``, for ``topic_health``), so the new result gets the newest row. Only that index row goes: every result stays in the
     event log (records of run ``SENSOR_RESULTS_RUN_ID``) and every verdict in the observation
     recorded with it (``verdict_metadata``), which is the partition's history."""
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable  # not re-exported by dagster
@@ -144,7 +153,8 @@ def record_sensor_results(instance: dg.DagsterInstance, evaluations: Sequence[dg
             for e in evaluations:
                 conn.execute(table.delete().where(
                     (table.c.asset_key == e.asset_key.to_string()) & (table.c.check_name == e.check_name)
-                    & (table.c.run_id == SENSOR_RESULTS_RUN_ID) & (table.c.partition == e.partition)))
+                    & (table.c.run_id == SENSOR_RESULTS_RUN_ID)
+                    & (table.c.partition.is_(None) if e.partition is None else table.c.partition == e.partition)))
     for evaluation in evaluations:
         instance.report_dagster_event(
             DagsterEvent(DagsterEventType.ASSET_CHECK_EVALUATION.value, job_name=RUNLESS_JOB_NAME,

@@ -38,7 +38,7 @@ from storage_engine.errors import ConfigError, LogError, NeedsRecoveryError
 from storage_engine.outcomes import COMPACTED, FAILED
 
 from ..logic.catalog import Topic
-from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, CheckOutcome, evaluate_checks
+from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, TOPIC_HEALTH, CheckOutcome, evaluate_checks
 from ..logic.cleaning_failures import encode_failed, error_class
 from ..logic.health import health_outcome, unreadable_outcome
 from ..logic.log_state import PartitionState, observe
@@ -46,10 +46,12 @@ from ..logic.metadata import cleanup_metadata, records_counted
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
 from ..logic.partition_keys import partition_key, partition_number
 from ..logic.run_tags import start_tags
-from .checks import evaluations, log_asset_key, run_materializations
+from .checks import evaluations, latest_materializations, log_asset_key, run_materializations
 from .errors import cleaning_failure, run_refusals_first
 from .jobs import FAILED_PARTITIONS_TAG
+from .partitions import partitions_def_name
 from .resources import LogSparkResource, LogStoreResource
+from .topic_health import topic_health_evaluation, topic_healths
 
 # Where a run's time went, once per run as run tags (a materialization's metadata would repeat
 # them on every partition of a range): the fixed cost of getting a session, the cleaning jobs,
@@ -300,11 +302,13 @@ def _log_checks(context: dg.AssetExecutionContext | dg.OpExecutionContext, asset
     """Each outcome logged as its partition's own check evaluation. The checks are not outputs
     of the asset's op (``defs/checks.py``), so a run that had nothing to check records nothing
     and earlier results stay the latest; and a run over a range records one result per
-    partition, tied to the materialization this run recorded for that partition."""
-    targets = {}
-    if tie_to_materializations:
-        targets = run_materializations(context.instance, asset_key, context.run.run_id,
-                                       sorted({partition_key(o.partition) for o in outcomes}))
+    partition, tied to the materialization this run recorded for that partition. An audit's
+    results are tied to each partition's latest materialization, as the state sensor's are
+    (``checks.latest_materializations``): untied, the check's Partitions view and
+    ``topic_health`` counted them "Missing" on every partition cleaned before."""
+    keys = sorted({partition_key(o.partition) for o in outcomes})
+    targets = (run_materializations(context.instance, asset_key, context.run.run_id, keys) if tie_to_materializations
+               else latest_materializations(context.instance, asset_key, keys))
     for evaluation in evaluations(asset_key, outcomes, targets):
         context.log_event(evaluation)
 
@@ -323,10 +327,13 @@ def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspa
     evaluation, and the run log says how many passed per check. No result is yielded for the
     run as a whole: in a partition run it became that partition's latest result, hiding the
     real one, and in an unpartitioned run (the UI's "Execute") Dagster failed the step looking
-    for the partitioned asset's materialization to tie it to."""
+    for the partitioned asset's materialization to tie it to. ``topic_health``, selected, is
+    the rollup of every partition's current ``log_health`` once this run's are logged."""
     op_context = context.op_execution_context
     asset_key = log_asset_key(topic.name)
     selected = {k.name for k in context.selected_asset_check_keys}
+    rollup = TOPIC_HEALTH in selected  # not per partition: the rollup of log_health, once it is logged
+    selected.discard(TOPIC_HEALTH)
     partitions = _run_partitions(op_context, topic, log_store, whole_topic=True)
     # the asset ran before this step in the same run when the run has materializations of it
     with_asset = bool(run_materializations(op_context.instance, asset_key, op_context.run.run_id,
@@ -344,6 +351,10 @@ def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspa
         else:
             passed, text = _summary(results.get(name, {}))
             (op_context.log.info if passed else op_context.log.warning)(f"{name}: {text}")
+    if rollup:
+        keys = op_context.instance.get_dynamic_partitions(partitions_def_name(topic.name))
+        op_context.log_event(topic_health_evaluation(
+            topic.name, topic_healths(op_context.instance, {topic.name: keys})[topic.name]))
     yield from ()  # every result was logged above, each tied to its partition
 
 

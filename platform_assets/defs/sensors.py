@@ -6,6 +6,9 @@
   partition), so the event log does not grow with every tick. It is the only writer of
   dynamic partitions: Dagster's partition table has no uniqueness constraint, so two sensors
   adding the same key at once would list it twice.
+  It then records each topic's ``topic_health`` (``defs/topic_health.py``), the rollup of its
+  partitions' current ``log_health``, when it changed: only topics with new ``log_health``
+  results since the last tick are rolled up again.
 * ``compaction_sensor`` requests compaction earliest deadline first: the compacted partitions
   whose erasure deadline (``max.compaction.lag.ms`` after their oldest uncleaned record) is
   half used or missed, least time left first, in runs that clean them even where Kafka's rule
@@ -83,6 +86,7 @@ from .jobs import (
 from .partitions import key_update_requests, partitions_def_name
 from .pause import read_switch
 from .resources import LogStoreResource
+from .topic_health import changed_rollups
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -197,6 +201,7 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         requests, events = [], []
         to_record: list[Recording] = []
         gone_tps: list[TopicPartition] = []
+        partitions_of: dict[str, list[str]] = {}  # each topic's partitions, for its topic_health
         keys_added = 0
         for topic in sorted(on_disk & known):
             topic_states = by_topic.get(topic, [])
@@ -214,6 +219,7 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
                     for n in (parse_partition_number(k) for k in keys_not_on_disk(existing, on_disk_here) if k in history)
                     if n is not None}
             gone_tps.extend((topic, n) for n in lost)
+            partitions_of[topic] = [partition_key(n) for n in sorted(on_disk_here | set(lost))]
             # the first keys in order, the rest at the next tick (Dagster asks for at most 25k per evaluation)
             update = replace(update, add=update.add[:max(0, MAX_KEYS_PER_TICK - keys_added)])
             keys_added += len(update.add)
@@ -246,16 +252,20 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
             e for topic, outcomes in verdicts.items()
             for e in evaluations(log_asset_key(topic), outcomes, latest_materializations(
                 context.instance, log_asset_key(topic), [partition_key(o.partition) for o in outcomes]))])
+        # then each topic's rollup of what is now every partition's current log_health, when it changed
+        rollups = changed_rollups(context.instance, cursor, partitions_of)
+        record_sensor_results(context.instance, rollups)
         later = [*([f"{left} more changed, recorded next tick (at most {settings.max_observations_per_tick} a tick, "
                     "worst verdicts first)"] if left else []),
                  *([pending_note(pending)] if pending else [])]
-        if not requests and not events and not recordings:
+        rolled = [f"topic_health recorded for {len(rollups)} topic(s)"] if rollups else []
+        if not requests and not events and not recordings and not rollups:
             return dg.SensorResult(skip_reason="; ".join([f"{len(states)} partition(s), none changed", *later,
                                                           *reload_notes, *not_built]), cursor=cursor.dump())
         # a tick that requests no run is "skipped" in the UI; its reason says what it recorded
         done = "; ".join([f"{len(states)} partition(s) checked, {len(recordings)} changed (state and log_health "
                           f"recorded), {sum(len(r.partition_keys or ()) for r in requests)} partition key(s) added "
-                          "or removed", *later, *reload_notes, *not_built])
+                          "or removed", *rolled, *later, *reload_notes, *not_built])
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor.dump(),
                                skip_reason=done)
 

@@ -1,6 +1,7 @@
 """The checks' verdicts: each check's name, and the outcome of each check on each partition.
 
-Every topic carries ``log_health`` (``health.py``): does the partition need cleaning, and why.
+Every topic carries ``log_health`` (``health.py``): does the partition need cleaning, and why;
+and ``topic_health`` (``topic_health.py``), unpartitioned: the rollup of its partitions' ``log_health``.
 Compacted topics carry four more checks, evaluated on each partition a run compacted (computed by
 ``spark_jobs.reads``; the asset runs them in the same step so they can compare with what it read
 before cleaning):
@@ -40,6 +41,9 @@ LATEST_VALUES = "latest_values_preserved"
 
 
 HEALTH_CHECK = "log_health"  # every topic: evaluated from the state (``health.py``)
+
+
+TOPIC_HEALTH = "topic_health"  # every topic, unpartitioned: the rollup of its log_health (``topic_health.py``)
 
 
 MAX_PROBLEMS_SHOWN = 20

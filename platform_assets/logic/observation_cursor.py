@@ -3,7 +3,10 @@
 The sensor records an ``AssetObservation`` of a partition only when its state changed since the
 observation it last recorded, so the event log does not grow with every tick. The cursor holds a
 12-digit digest of each recorded state (``PartitionState.observation_digest``), by topic and
-partition key, as compact JSON in the sensor's cursor.
+partition key, as compact JSON in the sensor's cursor. It holds too, for ``topic_health``, the
+storage id of the last check evaluation the sensor read (``health_after``) and the digest of
+each topic's last recorded rollup (``TopicHealth.digest``), so a rollup is recorded only when
+it changed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ class ObservationCursor:
     """The digest of each partition's last recorded state, by topic (JSON in the sensor cursor)."""
 
     seen: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: the storage id of the last check evaluation read; None: not read yet (roll up every topic)
+    health_after: int | None = None
+    #: the digest of each topic's last recorded ``topic_health``
+    rollups: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str | None) -> ObservationCursor:
@@ -30,9 +37,11 @@ class ObservationCursor:
             return cls()
         try:
             body = json.loads(text)
-            return cls({t: dict(parts) for t, parts in body.get("seen", {}).items()})
+            after = body.get("health_after")
+            return cls({t: dict(parts) for t, parts in body.get("seen", {}).items()},
+                       int(after) if after is not None else None, dict(body.get("rollups", {})))
         except (ValueError, AttributeError, TypeError):
-            return cls()  # an unreadable cursor only costs one round of observations
+            return cls()  # an unreadable cursor only costs one round of observations and rollups
 
     def changed(self, state: PartitionState) -> bool:
         return self.seen.get(state.topic, {}).get(partition_key(state.partition)) != state.observation_digest()
@@ -54,9 +63,17 @@ class ObservationCursor:
         for topic, partition in present:
             alive[topic].add(partition_key(partition))
         self.seen = {t: {k: v for k, v in parts.items() if k in alive[t]} for t, parts in self.seen.items() if t in alive}
+        self.rollups = {t: d for t, d in self.rollups.items() if t in alive}
+
+    def rollup_changed(self, topic: str, digest: str) -> bool:
+        return self.rollups.get(topic) != digest
+
+    def record_rollup(self, topic: str, digest: str) -> None:
+        self.rollups[topic] = digest
 
     def dump(self) -> str:
-        return json.dumps({"v": 1, "seen": self.seen}, separators=(",", ":"), sort_keys=True)
+        return json.dumps({"v": 1, "seen": self.seen, "health_after": self.health_after, "rollups": self.rollups},
+                          separators=(",", ":"), sort_keys=True)
 
 
 def _reason_digest(why: str) -> str:

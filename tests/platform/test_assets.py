@@ -23,6 +23,7 @@ from platform_assets.logic.check_outcomes import (
     KEYS_UNIQUE,
     LATEST_VALUES,
     OFFSETS_INCREASE,
+    TOPIC_HEALTH,
 )
 from platform_assets.logic.metadata import GLOSSARY
 from platform_assets.tools.workload import produce
@@ -255,8 +256,12 @@ def test_checks_run_alone_audit_the_logs_as_they_are(platform):
     # partitions 0 and 2 are due for compaction (WARN), partition 1 is empty
     assert evaluated(HEALTH_CHECK) == {("0", "FAILED"), ("1", "SUCCEEDED"), ("2", "FAILED")}
     assert not evaluated(LATEST_VALUES)  # nothing to compare latest values with
-    # no result for the audit as a whole: the run log says it
-    assert not [e for e in result.get_asset_check_evaluations() if e.partition is None]
+    # no result of a per-partition check for the audit as a whole: the run log says it; the one
+    # unpartitioned result is topic_health, the rollup of the log_health just recorded, every
+    # partition's current (tied to its latest materialization, as the sensor's are)
+    (rollup,) = [e for e in result.get_asset_check_evaluations() if e.partition is None]
+    assert rollup.check_name == TOPIC_HEALTH and rollup.severity == dg.AssetCheckSeverity.WARN
+    assert rollup.description.startswith("2 of 3 partition(s) need attention: WARN 2 (0: cleaning due"), rollup
     logged = [e.message for e in instance.all_logs(result.run_id) if e.is_dagster_event is False]
     assert f"{HEALTH_CHECK}: 1 of 3 partition(s) passed; failing: 0, 2" in logged
     assert f"{KEYS_UNIQUE}: 3 of 3 partition(s) passed" in logged
@@ -592,3 +597,35 @@ def test_a_sensor_verdict_after_a_cleaning_is_the_partitions_current_log_health(
         key, limit=1, partition_filter=PartitionKeyFilter(key="0"))
     assert newest.run_id == SENSOR_RESULTS_RUN_ID != result.run_id
     assert newest.event.dagster_event.event_specific_data.severity == dg.AssetCheckSeverity.WARN
+
+
+def test_topic_health_is_the_rollup_of_the_current_log_health_and_follows_a_cleaning(platform):
+    """The asset's Checks list showed log_health "Failed" (its rollup over the partitions) beside
+    a detail pane and an Overview showing whichever partition was checked last ("Passed").
+    topic_health is one unpartitioned result, the rollup of every partition's current
+    log_health as Dagster holds it, recorded by the state sensor when it changes."""
+    _, defs, settings, instance = platform
+    key = dg.AssetCheckKey(dg.AssetKey(["logs", "orders"]), TOPIC_HEALTH)
+
+    def latest() -> dg.AssetCheckEvaluation:
+        (record,) = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+        return record.event.dagster_event.event_specific_data
+
+    first = state_tick(defs, settings, instance)  # orders-0 and orders-2 due (WARN), orders-1 passed
+    health = latest()
+    assert not health.passed and health.severity == dg.AssetCheckSeverity.WARN and health.partition is None
+    assert health.description.startswith("2 of 3 partition(s) need attention: WARN 2 (0: cleaning due: "), health
+    assert "; 2: cleaning due: " in health.description and "1: " not in health.description
+    assert (health.metadata["partitions_warn"].value, health.metadata["partitions_passed"].value) == (2, 1)
+    assert health.metadata["failing_partitions"].value == "0, 2"
+    second = state_tick(defs, settings, instance, first.cursor)  # nothing changed: nothing recorded
+    assert len(instance.event_log_storage.get_asset_check_execution_history(key, limit=10)) == 1
+    assert second.skip_message == "7 partition(s), none changed"
+
+    _materialize(platform, "orders", tags=dict(zip(RANGE, ("0", "2"), strict=False)))  # cleans 0 and 2
+    state_tick(defs, settings, instance, second.cursor)
+    health = latest()
+    assert health.passed and health.description == "3 of 3 partition(s) passed", health.description
+    # the sensor's one result replaced its earlier row (partition NULL): the newest is the latest
+    rows = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+    assert [(r.run_id, r.status.value) for r in rows] == [(SENSOR_RESULTS_RUN_ID, "SUCCEEDED")]

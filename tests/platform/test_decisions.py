@@ -145,6 +145,18 @@ def test_the_observation_cursor_reports_only_changes_and_forgets_gone_partitions
     assert ObservationCursor.parse("not json").seen == {}
 
 
+def test_the_cursor_keeps_where_topic_health_read_to_and_each_topics_rollup():
+    cursor = ObservationCursor()
+    assert cursor.health_after is None and cursor.rollup_changed("t", "abc")
+    cursor.health_after = 42
+    cursor.record_rollup("t", "abc")
+    cursor.record_rollup("gone", "def")
+    cursor.keep_only([_state(0).tp])  # topic "gone" has no partition left: its rollup goes
+    again = ObservationCursor.parse(cursor.dump())
+    assert again.health_after == 42 and again.rollups == {"t": "abc"}
+    assert not again.rollup_changed("t", "abc") and again.rollup_changed("t", "abd")
+
+
 def test_verify_problems_split_by_the_file_they_name():
     problems = ["/d/00000000000000000000.log: offsets go backwards at position 10: 4 after 7",
                 "/d/00000000000000000000.index: entry 1 (offset 5) points at position 9, not a batch start",

@@ -50,9 +50,9 @@ def test_definitions_are_built_from_the_topics_on_disk(logs):
     for c in defs.asset_checks:
         for k in c.check_keys:
             checks[k.asset_key.path[1]].add(k.name)
-    assert len(checks["orders"]) == 5 and not orders.check_specs_by_output_name  # not outputs of the op
+    assert len(checks["orders"]) == 6 and not orders.check_specs_by_output_name  # not outputs of the op
     # no compaction for the four compaction checks to guard; its health is checked all the same
-    assert checks["clicks"] == {"log_health"}
+    assert checks["clicks"] == {"log_health", "topic_health"}
     topics = ("orders", "profiles.v1", "clicks")
     assert {j for j in repo.job_names if j.startswith("cleanup__")} == {f"cleanup__{safe_name(t)}" for t in topics}
     assert {s.name for s in repo.sensor_defs} == {"log_state_sensor", "deleted_files_sensor", "compaction_sensor",

@@ -3,13 +3,14 @@ reads, from a real webserver and daemon over one scenario: a dirty partition (``
 partition whose cleaning fails on a corrupt batch (``orders-1``), a clean one (``orders-0``), and
 a topic with a short ``max.compaction.lag.ms`` written once and left idle (``erasures-0``).
 
-1. Which logs need cleaning, and why? The cleaning report across topics and each partition's
-   ``log_health`` in the check's Partitions view agree.
+1. Which logs need cleaning, and why? The cleaning report across topics, each partition's
+   ``log_health`` in the check's Partitions view and the topic's one ``topic_health`` agree.
 2. Is an erasure deadline at risk? ``log_health`` turns ERROR within one sensor interval of the
    deadline, which it records as a time, and agrees with ``logctl erasure-report`` before and
    after the cleaning.
 3. Which partition failed, and why? Its partition is "failed" in the asset's Partitions view, the
-   run's failure names it and the engine's reason first, and the sensors do not relaunch it.
+   run's failure names it and the engine's reason first, ``topic_health`` names it as an ERROR,
+   and the sensors do not relaunch it.
 4. What happened? Every verdict change is still in the partition's history afterwards, and every
    cleaning run (sensor, backfill) carries its topic, trigger and reason.
 5. Can cleaning be stopped? ``pause_cleaning`` stops every run the sensors would request, saying
@@ -48,6 +49,12 @@ def _levels(observations: list[dict]) -> list[str]:
         if level and (not levels or levels[-1] != level):
             levels.append(level)
     return levels
+
+
+def _topic_health(client) -> dict | None:
+    """orders' topic_health as the UI shows it beside every checks screen: its latest execution."""
+    executions = client.check_executions(["logs", "orders"], "topic_health", limit=1)
+    return executions[0]["evaluation"] if executions and executions[0]["evaluation"] else None
 
 
 def _cleaning_runs(client) -> list[dict]:
@@ -89,6 +96,13 @@ def test_the_five_questions_through_a_real_webserver_and_daemon(tmp_path):
                           and set(s["failed"]) | set(s["succeeded"]) >= {"0", "1", "2"} and s,
                           timeout_s=TIMEOUT_S, on_timeout=server.logs)
         assert checks["failed"] == ["1", "2"] and checks["succeeded"] == ["0"], checks
+        # the topic's one signal agrees with that view: the Checks list, its detail pane and the
+        # Overview all show this one result
+        health = wait_for("topic_health of orders", lambda: (h := _topic_health(client))
+                          and "WARN 2 (1: " in h["description"] and h, timeout_s=TIMEOUT_S, on_timeout=server.logs)
+        assert health["severity"] == "WARN" and not health["success"] and health["partition"] is None, health
+        assert health["description"].startswith("2 of 3 partition(s) need attention: WARN 2 (1: "), health
+        assert "; 2: " in health["description"], health
 
         # 5. nothing is cleaned while paused, and every run sensor's tick says why
         time.sleep(3 * INTERVAL_S)
@@ -132,6 +146,11 @@ def test_the_five_questions_through_a_real_webserver_and_daemon(tmp_path):
         # Python formats an exception's message after its class (Dagster shows it so): then ours
         first_line = first_line.removeprefix("dagster._core.definitions.events.Failure: ")
         assert first_line.startswith("partition 1 of orders") and "CorruptRecordError" in first_line, first_line
+        # topic_health turns ERROR naming partition 1 and the run's reason
+        health = wait_for("topic_health of orders to name orders-1's failed cleaning",
+                          lambda: (h := _topic_health(client)) and h["severity"] == "ERROR" and h,
+                          timeout_s=TIMEOUT_S, interval_s=2, on_timeout=server.logs)
+        assert "ERROR 1 (1: last cleaning failed: CorruptRecordError" in health["description"], health
         # erasures-0 was cleaned for its deadline, its idle active segment rolled: erased, say both
         wait_for("log_health to pass on erasures-0 after its cleaning",
                  lambda: _levels(client.observations(["logs", "erasures"]))[-1:] == ["passed"],
