@@ -107,10 +107,11 @@ def build_report_asset(owners: Sequence[str] = ()) -> dg.AssetSpec:
     )
 
 
-def report_materialization(states: Sequence[PartitionState],
-                           unreadable: Mapping[TopicPartition, str]) -> dg.AssetMaterialization:
+def report_materialization(states: Sequence[PartitionState], unreadable: Mapping[TopicPartition, str],
+                           failed: Mapping[TopicPartition, str]) -> dg.AssetMaterialization:
     """The report over every partition's state now (the state sensor's tick), as its event."""
-    return dg.AssetMaterialization(asset_key=REPORT_KEY, metadata=cleaning_report(states, unreadable).metadata())
+    return dg.AssetMaterialization(asset_key=REPORT_KEY,
+                                   metadata=cleaning_report(states, unreadable, failed).metadata())
 
 
 def build_log_checks(topic: Topic) -> dg.AssetChecksDefinition:

@@ -172,6 +172,9 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         unreadable: dict[TopicPartition, str] = {}
         pending: set[TopicPartition] = set()  # on disk, but not read this tick: keys and digests kept
         states = current_states(log_store, settings, unreadable=unreadable, pending=pending)
+        # a partition held back after a failed cleaning says so whenever its verdict is recorded
+        # again (a deadline passing), not only in the failed run's own log_health
+        failed = {tp: hold.text for tp, hold in failure_verdicts(context.instance, states, settings).held.items()}
         by_topic: dict[str, list[PartitionState]] = defaultdict(list)
         for s in states:
             by_topic[s.topic].append(s)
@@ -224,7 +227,8 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
             update = replace(update, add=update.add[:max(0, MAX_KEYS_PER_TICK - keys_added)])
             keys_added += len(update.add)
             requests.extend(key_update_requests(topic, update))
-            to_record.extend(Recording(topic, health_outcome(s), s) for s in topic_states if cursor.changed(s))
+            to_record.extend(Recording(topic, health_outcome(s, cleaning_failed=failed.get(s.tp)), s)
+                             for s in topic_states if cursor.changed(s))
             failing = {**{p: unreadable[(topic, p)] for p in unreadable_by_topic.get(topic, ())}, **lost}
             to_record.extend(Recording(topic, unreadable_outcome(partition, why), unreadable=why)
                              for partition, why in sorted(failing.items())
@@ -245,7 +249,7 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         # a partition's state or verdict changed: the report across topics with it, once every
         # partition was read (a report missing the pending ones would show a fleet that is not there)
         if recordings and not pending:
-            events.append(report_materialization(states, unreadable))
+            events.append(report_materialization(states, unreadable, failed))
         cursor.keep_only([s.tp for s in states if s.topic in known] + [tp for tp in unreadable if tp[0] in known]
                          + [tp for tp in pending if tp[0] in known] + gone_tps)
         record_sensor_results(context.instance, [

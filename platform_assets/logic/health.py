@@ -120,16 +120,24 @@ def _not_erased(proof: ErasureReport) -> str:
             f"{iso_time(oldest.superseded_at_ms)}, was due to be gone by {iso_time(due)}{why}")
 
 
+def health_with_failure(state: PartitionState, *, cleaning_failed: str | None = None,
+                        read_error: str | None = None) -> Health:
+    """The verdict, ERROR first with why when the partition's cleaning failed (``cleaning_failed``)
+    or its records cannot be read (``read_error``): what the file metadata alone cannot show."""
+    health = health_of(state)
+    failure = (f"last cleaning failed: {cleaning_failed}" if cleaning_failed is not None
+               else f"its records cannot be read: {read_error}" if read_error is not None else None)
+    if failure is None:
+        return health
+    return Health(dg.AssetCheckSeverity.ERROR, f"{failure}; {health.summary}", (failure, *health.reasons))
+
+
 def health_outcome(state: PartitionState, *, cleaning_failed: str | None = None,
                    read_error: str | None = None) -> CheckOutcome:
     """The ``log_health`` result of one partition, emitted like the other checks (``checks.py``);
     ``cleaning_failed``: why the run that just tried to clean it failed; ``read_error``: where an
     audit's read of its records stopped (a damaged batch), which the cheap state cannot see."""
-    health = health_of(state)
-    failure = (f"last cleaning failed: {cleaning_failed}" if cleaning_failed is not None
-               else f"its records cannot be read: {read_error}" if read_error is not None else None)
-    if failure is not None:
-        health = Health(dg.AssetCheckSeverity.ERROR, f"{failure}; {health.summary}", (failure, *health.reasons))
+    health = health_with_failure(state, cleaning_failed=cleaning_failed, read_error=read_error)
     # the partition's figures with each verdict: the check's page plots them over time (size, dirty
     # ratio, log start: Dagster's OSS asset plots mix every partition, a check's result names one)
     metadata: dict[str, object] = {"status": health.level, **state_metadata(state),

@@ -21,7 +21,7 @@ from typing import Any
 
 import dagster as dg
 
-from .health import health_of
+from .health import health_with_failure
 from .log_state import PartitionState, TopicPartition
 from .partition_keys import partition_key
 from .units import iso_time, megabytes, size_text
@@ -111,8 +111,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _row(state: PartitionState) -> tuple[str, ReportRow | None]:
-    health = health_of(state)
+def _row(state: PartitionState, failed: str | None) -> tuple[str, ReportRow | None]:
+    health = health_with_failure(state, cleaning_failed=failed)
     if health.passed:
         return OK, None
     verdict = ERROR if health.severity is dg.AssetCheckSeverity.ERROR else WARN
@@ -122,14 +122,17 @@ def _row(state: PartitionState) -> tuple[str, ReportRow | None]:
                               state.deletable_bytes)
 
 
-def cleaning_report(states: Iterable[PartitionState], unreadable: Mapping[TopicPartition, str]) -> CleaningReport:
+def cleaning_report(states: Iterable[PartitionState], unreadable: Mapping[TopicPartition, str],
+                    failed: Mapping[TopicPartition, str] | None = None) -> CleaningReport:
     """The report over ``states`` (every readable partition) and ``unreadable`` (why each other
-    one cannot be read)."""
+    one cannot be read); ``failed``: why the partitions whose cleaning failed in their current
+    state are held back (``cleaning_failures``), each an ERROR saying so."""
+    failed = failed or {}
     counts: Counter[str] = Counter()
     rows: list[ReportRow] = []
     topics: set[str] = set()
     for state in states:
-        verdict, row = _row(state)
+        verdict, row = _row(state, failed.get(state.tp))
         counts[verdict] += 1
         topics.add(state.topic)
         if row is not None:

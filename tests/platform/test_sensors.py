@@ -489,6 +489,23 @@ def test_the_run_sensors_hold_back_failed_partitions_and_say_why(logs, instance)
     assert "orders-2 (RunFailed, 1 failure(s): retry after" in quiet.skip_message
 
 
+def test_a_held_partitions_verdict_and_report_row_say_its_cleaning_failed(logs, instance):
+    """Only the failed run's own log_health said the cleaning failed: the state sensor's next
+    verdict of that partition (a deadline passing, or here a cursor reset) said "cleaning due"
+    and the report listed it WARN, though no run would ever be asked for it in that state."""
+    defs, settings = definitions_for(logs)
+    discover(defs, settings, instance)
+    runs = requested(tick(defs, settings, instance, "compaction_sensor"))
+    _failed_run(instance, runs[("orders", "0")], "0:CorruptRecordError", trigger="compaction-sensor")
+    data = discover(defs, settings, instance)  # no cursor: every partition's verdict recorded again
+    held = health_results(data)[("orders", "0")]
+    assert not held.passed and held.severity == dg.AssetCheckSeverity.ERROR
+    assert held.description.startswith("partition 0: last cleaning failed: orders-0 (CorruptRecordError: permanent")
+    assert health_results(data)[("orders", "2")].severity == dg.AssetCheckSeverity.WARN  # not held: due
+    (report,) = [e for e in data.asset_events if isinstance(e, dg.AssetMaterialization)]
+    assert "| orders | 0 | ERROR | last cleaning failed: orders-0 (CorruptRecordError" in report.metadata["report"].value
+
+
 def test_a_partition_its_metadata_counts_without_a_directory_gets_its_reason_in_log_health(logs, instance):
     """A topic whose create was killed before its partition directories (or one whose directory
     was removed by hand) was told "gone from the log dirs (reload the code location)", which no
