@@ -234,7 +234,6 @@ def _run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, t
 def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfig,
                      pyspark: LogSparkResource, log_store: LogStoreResource) -> Iterator[Any]:
     """The body of the topic asset (see the module docstring)."""
-    asset_key = log_asset_key(topic.name)
     partitions = _run_partitions(context, topic, log_store, whole_topic=False)
     now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
     observed = _recover_then_observe(context, log_store, topic.name, partitions, now_ms)
@@ -242,6 +241,25 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
                               {p: state.state_hash for p, (state, _) in observed.items()})
     if missing_tags:
         context.instance.add_run_tags(context.run.run_id, missing_tags)
+    try:
+        yield from _clean(context, topic, config, pyspark, log_store, observed, now_ms)
+    except LogError as exc:  # the whole run refused (run_refusals_first says why): each partition failed so
+        _tag_failed(context, {p: type(exc).__name__ for p in partitions})
+        raise
+
+
+def _tag_failed(context: dg.AssetExecutionContext, errors: dict[int, str]) -> None:
+    """The ``logplat/failed_partitions`` tag: which partitions failed, and on which error class,
+    so the sensors hold a data error back and retry a transient one (``cleaning_failures``)."""
+    context.instance.add_run_tags(context.run.run_id, {FAILED_PARTITIONS_TAG: encode_failed(
+        {partition_key(p): error for p, error in errors.items()})})
+
+
+def _clean(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfig, pyspark: LogSparkResource,
+           log_store: LogStoreResource, observed: dict[int, tuple[PartitionState, int]], now_ms: int) -> Iterator[Any]:
+    """Clean the observed partitions, record them and their checks (see the module docstring)."""
+    asset_key = log_asset_key(topic.name)
+    partitions = sorted(observed)
     cleanups = {p: PartitionCleanup(p, state, leo) for p, (state, leo) in observed.items()}
     started = time.monotonic()
     spark = pyspark.spark_session
@@ -292,8 +310,7 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
                     tags={DATA_VERSION_TAG: data_version}))
     _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     if failed:
-        context.instance.add_run_tags(context.run.run_id, {FAILED_PARTITIONS_TAG: encode_failed(
-            {partition_key(p): error_class(why) for p, why in failed.items()})})
+        _tag_failed(context, {p: error_class(why) for p, why in failed.items()})
         raise cleaning_failure(topic.name, failed)
 
 
