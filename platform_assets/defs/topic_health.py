@@ -31,6 +31,9 @@ from .checks import log_asset_key
 
 #: Check evaluations read per tick; more wait for the next tick (the cursor stops at the last read).
 MAX_EVENTS_PER_TICK = 20_000
+#: Topics rolled up per tick (~14 ms each on SQLite): a first tick over 1,000 topics took 14.7 s;
+#: the others wait in the cursor for the next ticks.
+MAX_ROLLUPS_PER_TICK = 100
 
 
 class EventLogNotIndexedError(Exception):
@@ -117,14 +120,18 @@ def changed_rollups(instance: dg.DagsterInstance, cursor: ObservationCursor,
                     partitions: Mapping[str, Sequence[str]]) -> list[dg.AssetCheckEvaluation]:
     """The ``topic_health`` results to record: of the topics with new ``log_health`` results since
     the cursor's ``health_after`` (every topic of ``partitions`` when the cursor has none), those
-    whose rollup differs from the one last recorded. Moves the cursor past what it read."""
+    whose rollup differs from the one last recorded, at most ``MAX_ROLLUPS_PER_TICK`` topics (the
+    others, with those left by earlier ticks, stay due in the cursor). Moves the cursor past what
+    it read."""
     if cursor.health_after is None:
         after, topics = latest_event_id(instance), set(partitions)
     else:
         new = new_health_results(instance, cursor.health_after)
-        after, topics = new.last_id, new.topics & set(partitions)
+        after, topics = new.last_id, set(new.topics)
+    due = sorted((topics | set(cursor.rollups_due)) & set(partitions))
+    now, cursor.rollups_due = due[:MAX_ROLLUPS_PER_TICK], due[MAX_ROLLUPS_PER_TICK:]
     out = []
-    for topic, health in topic_healths(instance, {t: partitions[t] for t in topics}).items():
+    for topic, health in topic_healths(instance, {t: partitions[t] for t in now}).items():
         if cursor.rollup_changed(topic, digest := health.digest()):
             out.append(topic_health_evaluation(topic, health))
             cursor.record_rollup(topic, digest)

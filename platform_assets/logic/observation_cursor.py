@@ -30,6 +30,8 @@ class ObservationCursor:
     health_after: int | None = None
     #: the digest of each topic's last recorded ``topic_health``
     rollups: dict[str, str] = field(default_factory=dict)
+    #: topics with new ``log_health`` results whose rollup a tick had no room for: the next tick's
+    rollups_due: list[str] = field(default_factory=list)
 
     @classmethod
     def parse(cls, text: str | None) -> ObservationCursor:
@@ -39,7 +41,8 @@ class ObservationCursor:
             body = json.loads(text)
             after = body.get("health_after")
             return cls({t: dict(parts) for t, parts in body.get("seen", {}).items()},
-                       int(after) if after is not None else None, dict(body.get("rollups", {})))
+                       int(after) if after is not None else None, dict(body.get("rollups", {})),
+                       [str(t) for t in body.get("rollups_due", [])])
         except (ValueError, AttributeError, TypeError):
             return cls()  # an unreadable cursor only costs one round of observations and rollups
 
@@ -64,6 +67,7 @@ class ObservationCursor:
             alive[topic].add(partition_key(partition))
         self.seen = {t: {k: v for k, v in parts.items() if k in alive[t]} for t, parts in self.seen.items() if t in alive}
         self.rollups = {t: d for t, d in self.rollups.items() if t in alive}
+        self.rollups_due = [t for t in self.rollups_due if t in alive]
 
     def rollup_changed(self, topic: str, digest: str) -> bool:
         return self.rollups.get(topic) != digest
@@ -72,8 +76,8 @@ class ObservationCursor:
         self.rollups[topic] = digest
 
     def dump(self) -> str:
-        return json.dumps({"v": 1, "seen": self.seen, "health_after": self.health_after, "rollups": self.rollups},
-                          separators=(",", ":"), sort_keys=True)
+        return json.dumps({"v": 1, "seen": self.seen, "health_after": self.health_after, "rollups": self.rollups,
+                           "rollups_due": self.rollups_due}, separators=(",", ":"), sort_keys=True)
 
 
 def _reason_digest(why: str) -> str:
