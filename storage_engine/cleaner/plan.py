@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..config.values import INT_MAX, LONG_MAX
-from ..log.segment_time import largest_timestamp
+from ..log.segment_time import largest_timestamp, segment_ms_roll_at
 
 if TYPE_CHECKING:
     from ..config.topic import LogConfig
@@ -211,11 +211,13 @@ def idle_roll_at_ms(config: LogConfig, first_batch_timestamp: int) -> int | None
     """When a compaction run rolls the idle active segment whose first batch has maxTimestamp
     ``first_batch_timestamp`` (``logplat.roll.idle.segments``): once ``LogConfig.max_segment_ms``
     has passed since, the moment an append would roll it (Kafka's ``LogSegment.shouldRoll``,
-    which judges the same first-batch timestamp). None when the topic does not ask for it or the
-    segment is empty or has no timestamp."""
+    which judges the same first-batch timestamp, ``segment_ms_roll_at``; its random jitter is
+    the writer's, unknown here, and ``segment.jitter.ms`` is 0 by default). None when the topic
+    does not ask for it or the segment is empty or has no timestamp (magic 0 records: an append
+    rolls those by the segment's creation time, which the files do not keep)."""
     if not config.logplat_roll_idle_segments or not 0 < first_batch_timestamp < LONG_MAX:
         return None
-    return first_batch_timestamp + config.max_segment_ms
+    return segment_ms_roll_at(first_batch_timestamp, config.max_segment_ms)
 
 
 def max_compaction_delay_ms(deadline: ErasureDeadline | None) -> int:

@@ -35,7 +35,7 @@ from ..record import RawBatch, decode_batch
 from ..record.file_records import read_batches
 from .segment_indexes import SegmentIndexes
 from .segment_recovery import IndexRebuild, read_end, valid_prefix
-from .segment_time import largest_timestamp
+from .segment_time import largest_timestamp, segment_ms_roll_at
 
 _READ_CHUNK = 1 << 20
 
@@ -284,8 +284,8 @@ class LogSegment:
             return RollDecision("segment.bytes")
         if size > 0:
             rbt = self._rolling_timestamp()
-            waited = (max_timestamp_in_messages - rbt) if rbt >= 0 else (now - self.created_ms)
-            if waited > self.config.max_segment_ms - self.roll_jitter_ms:
+            when, since = (max_timestamp_in_messages, rbt) if rbt >= 0 else (now, self.created_ms)
+            if when >= segment_ms_roll_at(since, self.config.max_segment_ms, self.roll_jitter_ms):
                 return RollDecision("segment.ms")
         self.check_indexes()
         if self.offset_index.is_full:

@@ -18,6 +18,8 @@ from tests.helpers.engine import append_each, open_topic
 T0 = 1_700_000_000_000
 LAG_MS = 240_000  # the max.compaction.lag.ms: a compacted topic's max segment ms is half of it
 SEGMENT_MS = LAG_MS // 2
+#: Kafka's shouldRoll rolls once more than segment.ms has passed since the first batch: 1 ms later
+ROLL_AT = T0 + SEGMENT_MS + 1
 
 
 def _idle(root, **configs) -> None:
@@ -55,17 +57,17 @@ def test_a_run_rolls_the_idle_segment_only_past_the_bound_and_the_cleaner_then_e
     _idle(tmp_path, logplat_roll_idle_segments="true")
     with LogManager([tmp_path]) as manager:
         cleaner = LogCleaner(manager)
-        (candidacy,) = cleaner.candidates(now_ms=T0 + SEGMENT_MS - 1)
-        assert candidacy.idle_roll_at == T0 + SEGMENT_MS and not candidacy.idle_roll_due and not candidacy.due
-        assert T0 + SEGMENT_MS in candidacy.clock_transitions_ms
-        assert cleaner.compact_due(now_ms=T0 + SEGMENT_MS - 1) == []
-        report = cleaner.compact("t", 0, now_ms=T0 + SEGMENT_MS - 1)  # forced: still nothing to roll
+        (candidacy,) = cleaner.candidates(now_ms=ROLL_AT - 1)
+        assert candidacy.idle_roll_at == ROLL_AT and not candidacy.idle_roll_due and not candidacy.due
+        assert ROLL_AT in candidacy.clock_transitions_ms
+        assert cleaner.compact_due(now_ms=ROLL_AT - 1) == []
+        report = cleaner.compact("t", 0, now_ms=ROLL_AT - 1)  # forced: still nothing to roll
         assert report.rolled_idle_segment is None and _bases(tmp_path) == [0]
 
-        (candidacy,) = cleaner.candidates(now_ms=T0 + SEGMENT_MS)
+        (candidacy,) = cleaner.candidates(now_ms=ROLL_AT)
         assert candidacy.idle_roll_due and candidacy.due and not candidacy.kafka_due
         assert "logplat.roll.idle.segments" in candidacy.why
-        (report,) = cleaner.compact_due(now_ms=T0 + SEGMENT_MS)  # Kafka's rule after the roll: dirty ratio 1.0
+        (report,) = cleaner.compact_due(now_ms=ROLL_AT)  # Kafka's rule after the roll: dirty ratio 1.0
         assert report.rolled_idle_segment == 0 and report.status == "compacted", report.to_dict()
         assert report.new_checkpoint == 3
         proof = erasure_report(manager.get_log("t", 0), T0 + 10 * LAG_MS)

@@ -335,8 +335,9 @@ def _urgent(s) -> bool:
     # min.compaction.lag.ms ends for the first dirty segment (largest timestamp T0 + 2)
     ({**COMPACTED, "min_compaction_lag_ms": "60000"}, _min_lag, T0 + 2 + 60_000, 50_000,
      lambda s: s.candidacy.bound_reason == "active segment"),
-    # the idle active segment's roll (logplat.roll.idle.segments), at its max segment ms (segment.ms here)
-    ({**COMPACTED, "segment_ms": "60000", "logplat_roll_idle_segments": "true"}, _idle, T0 + 60_000, 50_000,
+    # the idle active segment's roll (logplat.roll.idle.segments), once its max segment ms (segment.ms
+    # here) has passed: Kafka's shouldRoll is strict, so one millisecond after it
+    ({**COMPACTED, "segment_ms": "60000", "logplat_roll_idle_segments": "true"}, _idle, T0 + 60_000 + 1, 50_000,
      lambda s: s.candidacy.idle_roll_due and s.compaction_due),
 ], ids=["urgent", "deadline", "kafka-overdue", "erasure-report", "retention-ms", "min-compaction-lag", "idle-roll"])
 def test_a_state_is_reused_until_its_next_clock_transition_and_recomputed_at_it(tmp_path, configs, write, moment,
