@@ -154,8 +154,12 @@ def config_token(config: LogConfig) -> list[tuple[str, str]]:
 def possibly_overdue(state: PartitionState) -> bool:
     """Whether the partition's erasure deadline (its oldest dirty record's, the active segment
     included) has passed: only then can a superseded record be past ``max.compaction.lag.ms``
-    (the record that superseded it is dirty, and no older than its segment's first batch, bar
-    the spread of timestamps inside that batch)."""
+    (the record that superseded it is dirty, and no older than its segment's first batch) --
+    as far as file metadata can tell: a batch's records older than its maxTimestamp, or
+    records a producer stamped (CreateTime) older than the batches before them, fall due
+    earlier than this says, and until the deadline passes only ``logctl erasure-report``,
+    which reads every record, sees them. The erasure report is read only past it, as it
+    reads every record of the partition."""
     c = state.candidacy
     return c is not None and c.deadline is not None and c.deadline.time_left_ms <= 0
 
