@@ -39,7 +39,6 @@ from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType, decode_batch, scan_batches
 from tests.helpers.engine import fixture_log_dirs
-from tests.helpers.paths import REPO
 
 Row = tuple  # (key, value, topic, partition, offset, timestamp_us, timestampType, headers)
 
@@ -316,11 +315,11 @@ with pa.OSFile(sys.argv[2], "wb") as sink, pa.ipc.new_file(sink, table.schema) a
 @pytest.mark.slow
 def test_a_plain_pyspark_session_finds_kafka_log_without_registering_it(logs, expected, tmp_path):
     """Spark 4's lookup imports the ``pyspark_*`` modules on the Python path and registers their
-    ``DefaultSource``: ``pyspark_kafka_log`` (the repo root on the path, as an install puts it).
-    The Python Spark runs is ``python3`` on ``PATH``, as in an activated virtual environment."""
+    ``DefaultSource``: ``pyspark_kafka_log``, listed there by the environment's install
+    (``scripts/env.sh``: editable, compat mode), run outside the checkout. The Python Spark
+    runs is ``python3`` on ``PATH``, as in an activated virtual environment."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(REPO)
     out = tmp_path / "rows.arrow"
     done = subprocess.run([sys.executable, "-c", PLAIN_PYSPARK, str(logs[0]), str(out)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
