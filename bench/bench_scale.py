@@ -22,8 +22,9 @@ Then, in one run:
   ``dagster.yaml``), each evaluated as the daemon evaluates it and its results applied as the
   daemon applies them (dynamic partition requests, ``report_runless_asset_event`` per event):
   ``log_state_sensor`` from its first tick (the first ``MAX_KEYS_PER_TICK`` keys and
-  ``max_observations_per_tick`` observations, within the state-read budget) through the catch-up
-  ticks (both budgets lifted, so they end in a few ticks) to its steady state,
+  ``max_observations_per_tick`` observations, within the state-read budget), its second, and
+  its steady state (the keys and the cursor a full recording leaves, set directly: recording
+  100,000 partitions takes hours of ticks, as it prints),
   then ``compaction_sensor``, ``retention_sensor``, ``deleted_files_sensor`` and one topic's
   ``sweep__<topic>`` schedule, each with the cache warm and emptied first (cold). Run requests are
   not launched (``bench_dagster_run.py`` measures runs).
@@ -44,7 +45,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -54,6 +54,7 @@ from platform_assets.defs.jobs import STATES_TAG
 from platform_assets.defs.partitions import partitions_def_name
 from platform_assets.defs.resources import LogStore, build_resources
 from platform_assets.defs.sensors import MAX_KEYS_PER_TICK, current_states
+from platform_assets.logic.observation_cursor import ObservationCursor
 from platform_assets.logic.settings import PlatformSettings
 from platform_assets.logic.state_cache import RACY_NS, STATE_CACHE
 from storage_engine.log.append_validation import ProducerRecord
@@ -234,31 +235,18 @@ def measure_ticks(settings: PlatformSettings, home: Path, topics: int, partition
     os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get() as instance:
         ticks = Ticks(defs, settings, instance)
-        # the catch-up ticks lift the recording and read budgets: at the default budgets the
-        # first full recording takes hundreds of ticks (bench/README.md says how long)
-        lifted = replace(settings, max_observations_per_tick=n, state_read_budget_ms=3_600_000)
-        catch_up_ticks = Ticks(build_definitions(lifted), lifted, instance)
         print(f"log_state_sensor ({MAX_KEYS_PER_TICK} keys and {settings.max_observations_per_tick} "
               f"observations a tick at most, {settings.state_read_budget_ms} ms of state reads):")
         STATE_CACHE.clear()
-        cursor, catch_up, count = None, [], 0
-        while True:
-            # the first two ticks' events are written as the daemon writes them; the catch-up
-            # ticks' are not (the cursor, not the event log, decides what the next tick records)
-            evaluated, applied, data = (ticks if count < 2 else catch_up_ticks).sensor("log_state_sensor", cursor,
-                                                                                     apply=count < 2)
+        cursor = None
+        for count in range(2):  # written as the daemon writes them
+            evaluated, applied, data = ticks.sensor("log_state_sensor", cursor, apply=True)
             keys = sum(len(r.partition_keys or ()) for r in data.dynamic_partitions_requests or ())
-            if count < 2:
-                report(f"tick {count + 1}: evaluate (cache {'cold' if count == 0 else 'warm'})", evaluated, TICK_GOAL_S,
-                       f"{keys} keys, {len(data.asset_events)} events")
-                report(f"tick {count + 1}: apply (keys added, events written)", applied, TICK_GOAL_S)
-                report(f"tick {count + 1}: whole", evaluated + applied, TICK_GOAL_S, data.skip_message or "")
-            else:
-                catch_up.append(evaluated + applied)
-            count += 1
+            report(f"tick {count + 1}: evaluate (cache {'cold' if count == 0 else 'warm'})", evaluated, TICK_GOAL_S,
+                   f"{keys} keys, {len(data.asset_events)} events")
+            report(f"tick {count + 1}: apply (keys added, events written)", applied, TICK_GOAL_S)
+            report(f"tick {count + 1}: whole", evaluated + applied, TICK_GOAL_S, data.skip_message or "")
             cursor = data.cursor
-            if not keys and not data.asset_events:
-                break
         for kind, seconds in ticks.written.items():
             print(f"  writing one {kind} (report_runless_asset_event): {seconds / ticks.counts[kind] * 1000:.1f} ms "
                   f"(mean of {ticks.counts[kind]})")
@@ -268,9 +256,17 @@ def measure_ticks(settings: PlatformSettings, home: Path, topics: int, partition
               f"{full * settings.sensor_interval_s / 3600:.1f} h at one tick every {settings.sensor_interval_s} s; "
               f"{2 * settings.max_observations_per_tick + 1} events a tick at {per_event * 1000:.1f} ms = "
               f"{(2 * settings.max_observations_per_tick + 1) * per_event:.1f} s")
-        if catch_up:
-            report(f"catch-up ticks 3-{count} (budgets lifted, events not written): slowest", max(catch_up),
-                   TICK_GOAL_S, f"mean {sum(catch_up) / len(catch_up):.2f} s")
+        # the steady state without its hours of catching up (the sensor writes every result it
+        # records itself, ~12 ms each): the keys and the cursor a full recording leaves
+        for i in range(topics):
+            have = set(instance.get_dynamic_partitions(partitions_def_name(topic_name(i))))
+            instance.add_dynamic_partitions(partitions_def_name(topic_name(i)),
+                                            [str(p) for p in range(partitions) if str(p) not in have])
+        recorded = ObservationCursor.parse(cursor)
+        for state in current_states(log_store, settings):
+            recorded.record(state)
+        recorded.rollups_due = []
+        cursor = recorded.dump()
         assert sum(len(instance.get_dynamic_partitions(partitions_def_name(topic_name(i))))
                    for i in range(topics)) == n
         for cache in ("warm", "cold"):
