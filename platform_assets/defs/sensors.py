@@ -83,7 +83,7 @@ from .jobs import (
     cleanup_job_name,
     run_topics,
 )
-from .partitions import key_update_requests, partitions_def_name
+from .partitions import dynamic_partition_keys, key_update_requests
 from .pause import read_switch
 from .resources import LogStoreResource
 from .topic_health import changed_rollups
@@ -147,7 +147,7 @@ def in_flight(instance: dg.DagsterInstance) -> BusyLogs:
 
 
 def _existing_keys(instance: dg.DagsterInstance, topics: Iterable[str]) -> dict[str, set[str]]:
-    return {t: set(instance.get_dynamic_partitions(partitions_def_name(t))) for t in topics}
+    return {t: set(keys) for t, keys in dynamic_partition_keys(instance, list(topics)).items()}
 
 
 # ------------------------------------------------------------------------------- the sensors
@@ -206,20 +206,21 @@ def build_state_sensor(catalog: Catalog, settings: PlatformSettings) -> dg.Senso
         gone_tps: list[TopicPartition] = []
         partitions_of: dict[str, list[str]] = {}  # each topic's partitions, for its topic_health
         keys_added = 0
+        keys_by_topic = dynamic_partition_keys(context.instance, on_disk & known)
         for topic in sorted(on_disk & known):
             topic_states = by_topic.get(topic, [])
-            existing = context.instance.get_dynamic_partitions(partitions_def_name(topic))
+            existing = keys_by_topic[topic]
             on_disk_here = ({s.partition for s in topic_states} | set(unreadable_by_topic.get(topic, ()))
                             | pending_by_topic.get(topic, set()))
             # the history is read only when some key names no partition on disk (rare)
-            history = (context.instance.get_materialized_partitions(log_asset_key(topic))
-                       if keys_not_on_disk(existing, on_disk_here) else set())
+            strays = keys_not_on_disk(existing, on_disk_here)
+            history = context.instance.get_materialized_partitions(log_asset_key(topic)) if strays else set()
             update = plan_key_update(existing, on_disk_here, history)
             # a key kept for its history whose partition is gone (the topic deleted and created
             # again with fewer partitions) kept its last, green log_health for ever
             lost = {n: f"partition {n} of topic {topic} is no longer in the log dirs (the topic was deleted and "
                        "created again with fewer partitions?); its key stays for its history"
-                    for n in (parse_partition_number(k) for k in keys_not_on_disk(existing, on_disk_here) if k in history)
+                    for n in (parse_partition_number(k) for k in strays if k in history)
                     if n is not None}
             gone_tps.extend((topic, n) for n in lost)
             partitions_of[topic] = [partition_key(n) for n in sorted(on_disk_here | set(lost))]
