@@ -82,7 +82,8 @@ def build_sweep_schedule(topic: Topic, job: dg.UnresolvedAssetJobDefinition,
     @tick_refusals_first
     def _sweep(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         switch = read_switch(context.instance, settings)  # read at every tick: a new topic's sweep honours it too
-        if switch.paused:
+        if switch.paused:  # the tick's reason (its status tag's tooltip), and its logs
+            context.log.info(switch.skip_reason())
             return dg.SkipReason(switch.skip_reason())
         keys = set(context.instance.get_dynamic_partitions(partitions_def_name(topic.name)))
         unreadable: dict[TopicPartition, str] = {}

@@ -358,7 +358,8 @@ def _build_run_sensor(spec: _RunSensorSpec, jobs: Mapping[str, dg.UnresolvedAsse
     @platform_sensor(spec.name, spec.description, settings, jobs=[jobs[t.name] for t in spec.topics])
     def _sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource):
         switch = read_switch(context.instance, settings)
-        if switch.paused:
+        if switch.paused:  # the tick's reason (its status tag's tooltip), and its logs
+            context.log.info(switch.skip_reason())
             return dg.SkipReason(switch.skip_reason())
         unreadable: dict[TopicPartition, str] = {}
         pending: set[TopicPartition] = set()
