@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import run_logctl
+from tests.helpers.object_store import remote_env, s3_server  # noqa: F401  (fixtures)
 from tests.helpers.paths import REAL_KAFKA, SKIP_REASON
 
 

@@ -67,6 +67,8 @@ BROKER_MAPPINGS: tuple[BrokerMapping, ...] = (
         ),
     ),
     _same("retention.bytes", "log.retention.bytes"),
+    _same("local.retention.ms", "log.local.retention.ms"),
+    _same("local.retention.bytes", "log.local.retention.bytes"),
     _same("segment.bytes", "log.segment.bytes"),
     _same("segment.index.bytes", "log.index.size.max.bytes"),
     _same("index.interval.bytes", "log.index.interval.bytes"),

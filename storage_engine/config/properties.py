@@ -31,7 +31,7 @@ IGNORED_BROKER_KEYS = frozenset({
     "broker.rack", "controller.listener.names", "controller.quorum.bootstrap.servers",
     "controller.quorum.voters", "default.replication.factor", "delete.topic.enable",
     "group.initial.rebalance.delay.ms", "inter.broker.listener.name", "listener.security.protocol.map",
-    "listeners", "log.dir", "log.dirs", "log.local.retention.bytes", "log.local.retention.ms",
+    "listeners", "log.dir", "log.dirs",
     "log.message.downconversion.enable", "log.message.format.version", "metadata.log.dir", "node.id",
     "num.io.threads", "num.network.threads", "num.partitions", "num.recovery.threads.per.data.dir",
     "num.replica.fetchers", "offsets.topic.replication.factor", "process.roles",

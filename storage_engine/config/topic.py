@@ -56,6 +56,7 @@ CLEANUP_POLICIES = ("compact", "delete")
 COMPACTION_STRATEGIES = ("offset", "timestamp", "header")
 #: The platform's own topic config (``LogConfig.logplat_roll_idle_segments``).
 ROLL_IDLE_SEGMENTS = "logplat.roll.idle.segments"
+REMOTE_VERSION_RETENTION = "logplat.remote.version.retention.ms"
 
 TOPIC_CONFIGS: dict[str, ConfigSpec] = {
     s.key: s
@@ -97,6 +98,16 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
         # once its first record is max_segment_ms old, which Kafka does only on an append.
         ConfigSpec(ROLL_IDLE_SEGMENTS, "BOOLEAN", False, None,
                    "a compaction run rolls an active segment older than the max segment ms"),
+        # KIP-405's tiered storage keys: rolled segments also live in the remote tier
+        # (``LOGPLAT_REMOTE_STORAGE``); the local copies go after local retention (-2: the
+        # whole log's ``retention.*``). Unlike Kafka, a compacted topic may be tiered.
+        ConfigSpec("remote.storage.enable", "BOOLEAN", False, None, "keep rolled segments in the remote tier"),
+        ConfigSpec("local.retention.ms", "LONG", -2, at_least(-2), "local copies of tiered segments older go"),
+        ConfigSpec("local.retention.bytes", "LONG", -2, at_least(-2), "local tiered bytes beyond this go"),
+        # Ours: how long a superseded remote version stays readable (``--as-of-version``,
+        # restore) before the sweeper may delete its objects (Delta's log retention).
+        ConfigSpec(REMOTE_VERSION_RETENTION, "LONG", 604800000, at_least(0),
+                   "superseded remote versions stay readable this long"),
     ]
 }
 
@@ -180,6 +191,10 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     logplat_roll_idle_segments: bool = False
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    logplat_remote_version_retention_ms: int = 604800000
 
     def __post_init__(self) -> None:
         values: dict[str, object] = {}
@@ -213,6 +228,16 @@ class LogConfig:
         if self.compact and 0 < self.max_compaction_lag_ms < LONG_MAX:
             return min(max(self.max_compaction_lag_ms // 2, 1), self.segment_ms)
         return self.segment_ms
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """``local.retention.ms``, or ``retention.ms`` when it is -2 (Kafka's rule)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """``local.retention.bytes``, or ``retention.bytes`` when it is -2 (Kafka's rule)."""
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     def to_topic_dict(self) -> dict[str, object]:
         """The settings under their Kafka topic keys (for ``describe`` and metadata)."""

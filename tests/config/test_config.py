@@ -154,6 +154,10 @@ INVALID = {
     "min.insync.replicas": ["not_a_number", "0", "-1"],
     "unclean.leader.election.enable": ["not_a_number", "-1"],
     "logplat.roll.idle.segments": ["not_a_number", "-1"],
+    "remote.storage.enable": ["yes", "1"],
+    "local.retention.ms": ["-3", "soon"],
+    "local.retention.bytes": ["-3", "1.5"],
+    "logplat.remote.version.retention.ms": ["-1", "week"],
     "compaction.strategy": ["not_a_number", "-1", "Offset", "version"],
     "compaction.strategy.header": ["a\x01b", "x" * 256, "tab\there"],
 }
@@ -191,6 +195,8 @@ MINUS_ONE_EXCEPTIONS = {
     "compression.gzip.level",
     "compression.zstd.level",
     "compaction.strategy.header",
+    "local.retention.ms",  # -1 (unlimited) and -2 (the whole log's) are valid, as in Kafka
+    "local.retention.bytes",
 }
 
 
