@@ -15,11 +15,12 @@ class Outcome(StrEnum):
     FAILED = "failed"  # a task could not read or write it (corrupt input, I/O error): nothing swapped
     CHANGED = "changed"  # another writer changed it under the job: nothing committed, the next run sees it
     COMPACTED = "compacted"
+    TIERED = "tiered"  # segments copied to the remote tier (and local copies past local retention removed)
     DELETED = "deleted"  # retention deleted segments
     SKIPPED = "skipped"  # nothing to clean, not due, or another cleaner is at work
     PLANNED = "planned"  # a retention dry run found something to delete
     NOTHING = "nothing"  # retention found nothing due
 
 
-FAILED, CHANGED, COMPACTED, DELETED, SKIPPED, PLANNED, NOTHING = Outcome
+FAILED, CHANGED, COMPACTED, TIERED, DELETED, SKIPPED, PLANNED, NOTHING = Outcome
 BY_IMPORTANCE = tuple(Outcome)

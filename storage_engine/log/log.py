@@ -224,6 +224,11 @@ class Log:
     def log_end_offset(self) -> int:
         return self._leo
 
+    def last_stable_offset_locked(self) -> int:
+        """Kafka's ``UnifiedLog.lastStableOffset`` (lock held): the first offset of the oldest open
+        transaction, else the high watermark. Tiering copies nothing at or above it."""
+        return self._producer_state_locked().first_unstable_offset(self.high_watermark)
+
     @property
     def high_watermark(self) -> int:
         """Single replica: everything appended is committed."""

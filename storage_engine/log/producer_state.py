@@ -159,6 +159,12 @@ class ProducerStateManager:
             if path is not None:
                 path.unlink(missing_ok=True)
 
+    def first_unstable_offset(self, log_end_offset: int) -> int:
+        """Kafka's ``firstUnstableOffset``: the first offset of the oldest open transaction, or
+        ``log_end_offset`` when none is open (the last stable offset of a single replica)."""
+        firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+        return min([*firsts, log_end_offset])
+
     def last_records(self) -> dict[int, tuple[int | None, int]]:
         """Kafka's ``lastRecordsOfActiveProducers``: producer id -> (last data offset, or None when
         its current epoch has only markers; epoch)."""

@@ -33,7 +33,7 @@ a kill at any point leaves the log either as it was or as planned:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -217,11 +217,14 @@ class RetentionResult:
                        "log_start_offset_after": self.new_log_start_offset, "pending_files": self.pending_files}
 
 
-def apply_retention(log, plan: RetentionPlan | None, now_ms: int) -> RetentionResult:
-    """Apply ``plan`` (or a fresh one when None) to an open log; see the module docstring."""
+def apply_retention(log, plan: RetentionPlan | None, now_ms: int,
+                    planner: Callable[[PartitionStats, int], RetentionPlan] | None = None) -> RetentionResult:
+    """Apply ``plan`` (or a fresh one when None) to an open log; see the module docstring.
+    ``planner`` (default: :func:`plan_retention` with the log's config) re-plans from the live
+    log under the lock: the remote tier's local retention passes its own."""
     with log.lock.hold():
         log.sync_for_change()
-        fresh = plan_retention(live_stats(log), log.config, now_ms)
+        fresh = (planner or (lambda stats, now: plan_retention(stats, log.config, now)))(live_stats(log), now_ms)
         already_gone = _planned_and_already_gone(plan, log)
         expected = tuple(b for b in plan.deleted_bases if b not in already_gone) if plan is not None else ()
         if plan is not None and fresh.deleted_bases != expected:

@@ -96,18 +96,26 @@ class ObjectStore:
         finally:  # a refused create is a request all the same
             self._count("PUT", up=len(data))
 
-    def put_file(self, name: str, path: str) -> int:
-        """Upload a local file as the new object ``name`` (names are unique: never a replacement).
-        Returns its size."""
-        import obstore
-
-        fd = open_nofollow(path, os.O_RDONLY)
-        with os.fdopen(fd, "rb") as f:
-            data = f.read()
-        with self._errors(f"upload {name}"):
-            obstore.put(self.raw, self.key(name), data, mode="create")
-        self._count("PUT", up=len(data))
+    def put_fd(self, name: str, fd: int) -> int:
+        """Upload the whole file open at ``fd`` as the new object ``name`` (created only if
+        absent: names are unique, so this never replaces anything). Returns its size."""
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0)
+        while len(data) < size:  # pread may return less for a large file
+            more = os.pread(fd, size - len(data), len(data))
+            if not more:
+                break
+            data += more
+        self.put_new(name, data)
         return len(data)
+
+    def put_file(self, name: str, path: str) -> int:
+        """:meth:`put_fd` of the file at ``path`` (never through a symlink)."""
+        fd = open_nofollow(path, os.O_RDONLY)
+        try:
+            return self.put_fd(name, fd)
+        finally:
+            os.close(fd)
 
     def get(self, name: str) -> bytes:
         import obstore

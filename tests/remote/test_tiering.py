@@ -1,0 +1,42 @@
+"""Tiering on the real S3 server: rolled segments below the last stable offset are copied and
+committed; the local copies go after local retention; the plan refuses a gap."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage_engine.remote.access import remote_partition
+from storage_engine.remote.local_state import recall
+from storage_engine.remote.tiering import TieringGapError, plan_tiering, tier_partition
+from tests.helpers.engine import append_each, open_topic, records
+
+
+def test_tiering_copies_rolled_segments_and_releases_local_copies(remote_env, tmp_path) -> None:
+    manager = open_topic(tmp_path / "logs", segment_bytes=300, remote_storage_enable="true",
+                         local_retention_ms=1000)
+    log = manager.get_log("t", 0)
+    append_each(log, records(30))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 3
+    rp = remote_partition("t", 0, log.config)
+    result = tier_partition(log, rp, now_ms=10**6, release_local=False)
+    version = rp.latest()
+    assert result.status == "tiered" and version is not None and version.version == 1
+    assert [s.base_offset for s in version.segments] == bases[:-1]
+    assert version.end_offset == bases[-1] and rp.missing_objects(version) == []
+    assert recall(log.dir, rp.store.url).version == 1
+    again = tier_partition(log, rp, now_ms=10**6)  # nothing new to copy; the local copies now go
+    assert again.version == 1 and again.local_release.deleted_segments == bases[:-1]
+    assert log.log_start_offset == bases[-1] and rp.latest().version == 1
+
+
+def test_plan_refuses_a_gap_and_stops_at_the_last_stable_offset() -> None:
+    plan = plan_tiering("t", 0, [0, 10, 20, 30], log_start_offset=0, log_end_offset=35,
+                        last_stable_offset=25, remote_end=None)
+    assert plan.uploads == ((0, 10), (10, 20))
+    with pytest.raises(TieringGapError, match="inside local segment 10"):
+        plan_tiering("t", 0, [0, 10, 20], log_start_offset=0, log_end_offset=25, last_stable_offset=25,
+                     remote_end=15)
+    with pytest.raises(TieringGapError, match="in neither tier"):
+        plan_tiering("t", 0, [20, 30], log_start_offset=20, log_end_offset=35, last_stable_offset=35,
+                     remote_end=10)
