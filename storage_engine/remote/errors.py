@@ -3,7 +3,7 @@ print one line and change nothing."""
 
 from __future__ import annotations
 
-from ..errors import LogError
+from ..errors import LogChangedError, LogError
 
 
 class RemoteStorageError(LogError):
@@ -15,6 +15,8 @@ class RemoteMetadataError(RemoteStorageError):
     wrong type, or an object name outside its partition's prefix. Nothing is built from it."""
 
 
-class VersionConflictError(RemoteStorageError):
+class VersionConflictError(RemoteStorageError, LogChangedError):
     """Another writer committed the version this one meant to write (the conditional write
-    lost): the loser's change is not visible to any reader, and its uploads are swept later."""
+    lost): the loser's change is not visible to any reader, and its uploads are swept later.
+    A ``LogChangedError`` too, so a run reports the partition ``changed``, as for a local swap
+    that found its input changed."""

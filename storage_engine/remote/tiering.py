@@ -37,7 +37,7 @@ from ..outcomes import NOTHING, TIERED
 from .local_state import remember
 from .names import data_name, new_writer_id
 from .partition import RemotePartition, wall_clock_ms
-from .version import RemoteSegment, empty_version
+from .version import RemoteSegment, empty_version, release_horizon_ms
 
 if TYPE_CHECKING:
     from ..log.log import Log
@@ -225,11 +225,12 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
             base = version or empty_version(log.topic, log.partition, log_start)
             if version is None and checkpoint is not None:
                 checkpoint = min(checkpoint, plan.new_end)
-            version = rp.commit(base.next(
-                committed_ms=wall_clock_ms(), writer=writer, operation="tier",
+            version = rp.commit(base.successor(
+                writer=writer, operation="tier", committed_ms=wall_clock_ms(),
+                release_horizon_ms=release_horizon_ms(log.config),
                 segments=(*base.segments, *segments), end_offset=plan.new_end,
                 cleaner_checkpoint=base.cleaner_checkpoint if version is not None else checkpoint,
-                producer_snapshot=snapshot or base.producer_snapshot, released=base.released,
+                producer_snapshot=snapshot or base.producer_snapshot,
                 summary={"segments": [s.base_offset for s in segments], "bytes": result.uploaded_bytes,
                          "from_offset": plan.remote_end, "to_offset": plan.new_end}),
                 uploads_since_ms=uploads_since)

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..config.topic import LogConfig
 from ..files.strict_json import DuplicateFieldError, unique_fields
 from .errors import RemoteMetadataError
 from .names import check_data_name
@@ -105,9 +106,25 @@ class PartitionVersion:
     def encode(self) -> bytes:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")).encode()
 
-    def next(self, **changes: Any) -> PartitionVersion:
-        """The next version number with ``changes``; the caller fills in what the change did."""
-        return replace(self, version=self.version + 1, **changes)
+    def successor(self, *, writer: str, operation: str, committed_ms: int, release_horizon_ms: int,
+                  summary: dict[str, Any], **changes: Any) -> PartitionVersion:
+        """The next version: this one with ``changes`` (segments, offsets, checkpoint, snapshot)
+        and ``released`` computed, never by hand: every object this version names that the next
+        does not is released at the next version's commit time, and this version's releases are
+        carried forward while younger than ``release_horizon_ms`` (the version retention plus
+        ``file.delete.delay.ms``: older ones are for the orphan sweep). Every writer (tiering,
+        compaction, retention, delete-records, restore) builds its version here."""
+        nxt = replace(self, version=self.version + 1, writer=writer, operation=operation,
+                      committed_ms=committed_ms, summary=summary, **changes)
+        kept = nxt.objects
+        carried = [r for r in self.released if r.since_ms >= committed_ms - release_horizon_ms and r.name not in kept]
+        new = [Released(name, nxt.version, committed_ms) for name in sorted(self.objects - kept)]
+        return replace(nxt, released=(*carried, *new))
+
+
+def release_horizon_ms(config: LogConfig) -> int:
+    """How long a version lists a released object (see :meth:`PartitionVersion.successor`)."""
+    return config.logplat_remote_version_retention_ms + config.file_delete_delay_ms
 
 
 def empty_version(topic: str, partition: int, log_start_offset: int) -> PartitionVersion:

@@ -19,7 +19,9 @@ def _one_segment_version(rp: RemotePartition, tmp_path, writer: str):
     f.write_bytes(b"x" * 64)
     seg = rp.upload_segment(writer, base_offset=0, end_offset=10, max_timestamp=5, mtime_ms=1,
                             log_path=str(f), index_path=str(f), time_index_path=str(f))
-    return empty_version(rp.topic, rp.partition, 0).next(writer=writer, committed_ms=1, end_offset=10, segments=(seg,))
+    return empty_version(rp.topic, rp.partition, 0).successor(writer=writer, operation="tier", committed_ms=1,
+                                                               release_horizon_ms=0, summary={}, end_offset=10,
+                                                               segments=(seg,))
 
 
 def test_two_writers_one_commit(remote_env, tmp_path) -> None:
@@ -45,7 +47,8 @@ def test_names_outside_data_are_refused(name) -> None:
 
 
 def test_a_version_naming_another_partitions_object_is_refused(tmp_path) -> None:
-    v = empty_version("t", 0, 0).next(writer="w", committed_ms=1)
+    v = empty_version("t", 0, 0).successor(writer="w", operation="tier", committed_ms=1, release_horizon_ms=0,
+                                            summary={})
     obj = v.to_json()
     obj["producer_snapshot"] = "../t-1/data/00000000000000000000-0123456789abcdef.snapshot"
     with pytest.raises(RemoteMetadataError, match="not a data object"):
