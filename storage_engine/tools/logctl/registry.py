@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from . import compact, consume, delete_records, dump, erasure_report, produce, retention, topic, verify
+from . import (
+               compact,
+               consume,
+               delete_records,
+               dump,
+               erasure_report,
+               produce,
+               restore,
+               retention,
+               sweep,
+               topic,
+               verify,
+               versions,
+)
 from .command import Command
 
 COMMANDS: dict[str, Command] = {command.name: command for command in (
@@ -15,4 +28,7 @@ COMMANDS: dict[str, Command] = {command.name: command for command in (
     compact.COMMAND,
     erasure_report.COMMAND,
     delete_records.COMMAND,
+    versions.COMMAND,
+    restore.COMMAND,
+    sweep.COMMAND,
 )}
