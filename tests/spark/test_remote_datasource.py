@@ -28,10 +28,10 @@ NOW = 10**12
 TIERED = {"remote_storage_enable": "true", "local_retention_ms": 0}
 
 
-def build(root, n: int, **configs):
-    """A one-partition topic ``t`` of ``n`` keyed records in small segments."""
-    manager = open_topic(root, segment_bytes=400, **configs)
-    append_each(manager.get_log("t", 0), records(n, keys=7))
+def build(root, n: int, topic: str = "t", **configs):
+    """A one-partition topic of ``n`` keyed records in small segments."""
+    manager = open_topic(root, topic, segment_bytes=400, **configs)
+    append_each(manager.get_log(topic, 0), records(n, keys=7))
     return manager
 
 
