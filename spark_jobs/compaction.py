@@ -39,6 +39,17 @@ the distribution (``distribute.py``). A job moves work, not keys:
   ``header``, KIP-280) is never split: its recopy must run in offset order, so each of its
   partitions is cleaned whole, whatever its size.
 
+**Tiered partitions** (``remote.storage.enable``) are compacted on their remote tier only, as
+the local engine does (``docs/object-storage.md``), and need no shared filesystem: the driver,
+where the local tier is, first tiers each (``remote.tiering.tier_partition``: every rolled
+segment below the last stable offset goes remote), then one task per partition (packed like
+whole ones) runs ``cleaner.remote_cleaning.clean_remote_partition`` on the executor: it
+downloads the latest version into the executor's own temporary directory, cleans it with the
+engine's cleaner, uploads what the cleaner wrote and commits the next version conditionally. A
+task carries only the topic, partition, config and the remote location
+(``spark_jobs.remote_tier``), never a log dir. The driver then remembers each partition's latest
+version in its local directory (``remote.local_state``), as every committer beside a local log does.
+
 Crash safety is the engine's: staged output that never reached the swap is removed by the next
 cleaner or writable load of the partition (``staging.remove_staging_if_idle``), and the swap
 itself follows Kafka's ``.cleaned``/``.swap`` protocol with the loader's recovery rules. Each
@@ -48,6 +59,7 @@ wall time is :attr:`CompactionJobResult.duration_s`.
 
 from __future__ import annotations
 
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -67,13 +79,21 @@ from storage_engine.cleaner import (
     scan_span_keys,
     split_round,
 )
+from storage_engine.cleaner.outcome import PARTITION_ERRORS
+from storage_engine.cleaner.remote_cleaning import clean_remote_partition
 from storage_engine.config.topic import LogConfig
 from storage_engine.faults import crash_point
 from storage_engine.files.naming import partition_dir_name
+from storage_engine.log.retention import sweep_deleted_files
 from storage_engine.logdir.manager import LogManager
+from storage_engine.outcomes import FAILED
+from storage_engine.remote.local_state import remember
+from storage_engine.remote.location import RemoteLocation
+from storage_engine.remote.tiering import tier_partition
 
 from .distribute import attempt_id, contiguous_parts, each, pack, run_tasks, task_slots
 from .errors import SparkJobError
+from .remote_tier import executor_partition, job_location
 
 #: A partition is split over several tasks only above this size, whatever the job's share per
 #: task: below it the split's extra stage costs more than the parallelism saves.
@@ -95,6 +115,17 @@ class WholeTask:
     broker_props: tuple[tuple[str, str], ...]
     configs: Mapping[str, LogConfig]  # every topic's, resolved over every log dir (``LogManager.topic_configs``)
 
+
+@dataclass(frozen=True)
+class RemoteTask:
+    """A tiered partition cleaned on its remote tier inside one task: all the executor needs
+    (no log dir: its segments come from ``location``)."""
+
+    topic: str
+    partition: int
+    location: RemoteLocation
+    config: LogConfig
+    size_bytes: int
 
 
 # ------------------------------------------------------------------------------------------
@@ -119,6 +150,15 @@ def clean_whole(cleaner: LogCleaner, task: WholeTask, now_ms: int, force: bool) 
     """One partition through the engine's whole compaction lifecycle; a problem of its files
     becomes its outcome (the other partitions of the job go on)."""
     report = cleaner.clean(task.topic, task.partition, now_ms=now_ms, force=force)
+    report.engine = "spark"
+    return report
+
+
+def clean_remote_task(task: RemoteTask, now_ms: int, force: bool) -> CompactionReport:
+    """One tiered partition's remote compaction by the engine, in the executor's own temporary
+    directory, with a store of the task's own (its report counts this partition's requests)."""
+    rp = executor_partition(task.location, task.topic, task.partition, own_store=True)
+    report = clean_remote_partition(rp, task.config, now_ms=now_ms, force=force, scratch_dir=tempfile.gettempdir())
     report.engine = "spark"
     return report
 
@@ -171,6 +211,9 @@ class CompactionJob:
         self.job_id = f"{int(time.time())}-{uuid.uuid4().hex[:8]}"
         self.result = CompactionJobResult(now_ms)
         self.whole: list[WholeTask] = []
+        self.remote: list[RemoteTask] = []
+        self._tier_reports: dict[tuple[str, int], dict] = {}  # local copies tiering released, by partition
+        self._location: RemoteLocation | None = None
         self.planned: list[PartitionCleaning] = []
         self._rows: dict[int, dict[int, dict]] = {}
         self._index_s: dict[int, float] = {}  # each split partition's key tasks' seconds
@@ -195,6 +238,9 @@ class CompactionJob:
                     self.result.outcomes.append(CompactionReport(topic, partition, self.now_ms, engine="spark",
                                                                  skipped=why))
                 continue
+            if self.manager.topic_config(topic).remote_storage_enable:
+                self._tier(topic, partition, s.size_bytes)
+                continue
             if (s.size_bytes <= threshold and self.split_bytes != 0) or self._needs_order(topic):
                 self.whole.append(WholeTask(topic, partition, str(Path(s.directory).parent), s.size_bytes, props,
                                             configs))
@@ -205,6 +251,24 @@ class CompactionJob:
                 self.planned.append(started)
             else:
                 self.result.outcomes.append(started)
+
+    def _tier(self, topic: str, partition: int, size_bytes: int) -> None:
+        """Tier a partition here, where its local log is, so its remote tier holds what a local
+        cleaner would clean; then it becomes a :class:`RemoteTask`. A partition whose tiering
+        fails is reported as the local engine reports it, and not cleaned."""
+        log = self.manager.get_log(topic, partition)
+        if self._location is None:
+            self._location = job_location()
+        try:
+            tiered = tier_partition(log, executor_partition(self._location, topic, partition), self.now_ms)
+        except PARTITION_ERRORS as exc:
+            report = CompactionReport(topic, partition, self.now_ms, engine="spark")
+            report.settle(FAILED, f"tiering failed: {type(exc).__name__}: {exc}")
+            self.result.outcomes.append(report)
+            return
+        if tiered.local_release is not None and tiered.local_release.deleted_segments:
+            self._tier_reports[(topic, partition)] = tiered.local_release.to_dict()
+        self.remote.append(RemoteTask(topic, partition, self._location, log.config, size_bytes))
 
     def _needs_order(self, topic: str) -> bool:
         """A version compaction strategy (KIP-280) recopies in offset order: a clean record may
@@ -232,12 +296,29 @@ class CompactionJob:
             if self.whole:
                 tasks = pack(self.whole, lambda t: t.size_bytes, task_slots(self.spark))
                 self.result.outcomes.extend(run_tasks(self.spark, tasks, lambda ts: clean_whole_tasks(ts, now_ms, force)))
+            if self.remote:
+                tasks = pack(self.remote, lambda t: t.size_bytes, task_slots(self.spark))
+                reports = run_tasks(self.spark, tasks, each(lambda t: clean_remote_task(t, now_ms, force)))
+                self.result.outcomes.extend(self._settle_remote(reports))
             if self.planned:
                 self._rows = self._run_split()
         except Exception as exc:  # a task died for good (after Spark's retries)
             raise SparkJobError(f"compaction job {self.job_id} failed; no split partition was swapped "
                                 f"(whole partitions commit as their tasks finish): {exc}") from exc
         crash_point("spark-compaction.after-tasks")
+
+    def _settle_remote(self, reports: Sequence[CompactionReport]) -> list[CompactionReport]:
+        """What the driver does for the executors' remote commits, beside each local log: remember
+        the partition's latest version (re-read from the bucket), sweep the ``.deleted`` copies
+        whose delay passed, and add what tiering released to the report."""
+        for report in reports:
+            log = self.manager.get_log(report.topic, report.partition)
+            rp = executor_partition(self._location, report.topic, report.partition)
+            if report.remote_version is not None and (latest := rp.latest()) is not None:
+                remember(log.dir, rp.store.url, latest)
+            sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
+            report.retention = self._tier_reports.get((report.topic, report.partition), report.retention)
+        return list(reports)
 
     def _run_split(self) -> dict[int, dict[int, dict]]:
         """The split partitions' two stages; result rows by partition index and group."""

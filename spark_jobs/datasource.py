@@ -28,6 +28,11 @@ query sees one consistent snapshot even while producers append. A segment that r
 the cleaner renamed to ``.deleted`` after planning is still read under that name (Kafka keeps
 such files for ``file.delete.delay.ms`` precisely for in-flight readers).
 
+A topic with ``remote.storage.enable`` is read as one log across its tiers: one split per
+segment of its remote tier's latest version, which the executor fetches from the bucket itself
+(``spark_jobs.remote_tier``: no log dir, no environment needed there), then the local splits from
+the tier's end.
+
 The options and their strict checks live in :mod:`spark_jobs.datasource_options`.
 """
 
@@ -62,9 +67,19 @@ from storage_engine.log.segment import LogSegment
 from storage_engine.logdir.manager import LogManager, PartitionLocation
 from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
+from storage_engine.remote.location import RemoteLocation
+from storage_engine.remote.partition import RemotePartition
+from storage_engine.remote.version import PartitionVersion, RemoteSegment
 
 from .datasource_options import ReadOptions, TopicPartition, option_error
 from .errors import DataSourceOptionError, SparkJobError
+from .remote_tier import (
+    executor_partition,
+    job_location,
+    object_path,
+    remote_segment_batches,
+    tiered_offset_for_timestamp,
+)
 
 __all__ = [
     "KAFKA_SOURCE_SCHEMA",
@@ -75,7 +90,9 @@ __all__ = [
     "KafkaLogReader",
     "ReadOptions",
     "SegmentSplit",
+    "RemoteSegmentSplit",
     "SegmentChangedError",
+    "TierGapError",
     "plan_splits",
     "read_split",
 ]
@@ -146,6 +163,10 @@ class SegmentChangedError(SparkJobError):
     """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced: re-run the query."""
 
 
+class TierGapError(SparkJobError):
+    """A tiered partition's local log starts above its remote tier's end: offsets in between are in neither."""
+
+
 # ---------------------------------------------------------------------- planning (driver)
 
 
@@ -171,6 +192,26 @@ class SegmentSplit(InputPartition):
     max_offset: int
     at_tail: bool
     include_headers: bool
+
+
+@dataclass(frozen=True)
+class RemoteSegmentSplit(InputPartition):
+    """One segment of a partition's remote tier, ``[min_offset, max_offset)`` of it read: the
+    executor fetches the segment's object from ``location`` itself, so it needs no log dir.
+    Its objects are immutable and outlive the version that named them by
+    ``logplat.remote.version.retention.ms``, so a query reads the version it planned even if a
+    compaction commits the next one meanwhile."""
+
+    topic: str
+    partition: int
+    location: RemoteLocation
+    segment: RemoteSegment
+    min_offset: int
+    max_offset: int
+    include_headers: bool
+
+
+Split = SegmentSplit | RemoteSegmentSplit
 
 
 def _chosen_topics(known_topics: set[str], opts: ReadOptions) -> list[str]:
@@ -338,9 +379,45 @@ def _open_read_only(manager: LogManager, location: PartitionLocation) -> Log:
                topic=location.topic, partition=location.partition, read_only=True)
 
 
-def plan_splits(opts: ReadOptions) -> list[SegmentSplit]:
+def _tiered_splits(log: Log, rp: RemotePartition, location: RemoteLocation, version: PartitionVersion,
+                   opts: ReadOptions) -> Iterator[Split]:
+    """The splits of a tiered partition's logical log (``docs/object-storage.md``): one per remote
+    segment of ``version`` holding offsets of the range, then the local log from the tier's end
+    (local segments below it are shadowed copies). The partition's log start offset is the
+    version's; its log end offset the local log's."""
+    tp = (log.topic, log.partition)
+    lo, hi = opts.offset_range(tp, version.log_start_offset, log.log_end_offset,
+                               lambda ts: tiered_offset_for_timestamp(log, rp, version, ts))
+    tier_end = version.end_offset
+    remote_hi = min(hi, tier_end)
+    for seg in version.segments:
+        if seg.end_offset > lo and seg.base_offset < remote_hi:
+            yield RemoteSegmentSplit(log.topic, log.partition, location, seg, lo, remote_hi, opts.include_headers)
+    if hi > tier_end:
+        if log.log_start_offset > tier_end:
+            raise TierGapError(f"{log.topic}-{log.partition}: its remote tier ends at offset {tier_end} but its local "
+                               f"log starts at {log.log_start_offset}: offsets in between are in neither tier")
+        yield from _log_splits(log, max(lo, tier_end), hi, opts)
+
+
+class _RemoteTiers:
+    """The read's remote location, resolved (and proved reachable) at the first tiered topic met,
+    so a read of untiered topics needs no remote storage at all."""
+
+    def __init__(self, url: str | None) -> None:
+        self.url = url
+        self._location: RemoteLocation | None = None
+
+    def partition(self, topic: str, partition: int) -> tuple[RemoteLocation, RemotePartition]:
+        if self._location is None:
+            self._location = job_location(self.url)
+        return self._location, executor_partition(self._location, topic, partition)
+
+
+def plan_splits(opts: ReadOptions) -> list[Split]:
     """Every split of a read, in topic, partition and offset order (runs on the driver)."""
-    splits: list[SegmentSplit] = []
+    splits: list[Split] = []
+    tiers = _RemoteTiers(opts.remote_storage)
     with LogManager(list(opts.log_dirs), read_only=True) as manager:
         topics = _chosen_topics(set(manager.topic_names()), opts)
         if opts.topics is None and opts.topic_pattern is None and opts.assign is None:
@@ -350,6 +427,13 @@ def plan_splits(opts: ReadOptions) -> list[SegmentSplit]:
         for tp in _choose_partitions(opts, topics, sorted(locations)):
             log = _open_read_only(manager, locations[tp])
             try:
+                version = None
+                if log.config.remote_storage_enable:
+                    location, rp = tiers.partition(*tp)
+                    version = rp.latest()
+                if version is not None:
+                    splits.extend(_tiered_splits(log, rp, location, version, opts))
+                    continue
                 lo, hi = opts.offset_range(tp, log.log_start_offset, log.log_end_offset, _offset_lookup(log))
                 if lo < hi:
                     splits.extend(_log_splits(log, lo, hi, opts))
@@ -381,22 +465,33 @@ def _open_planned_segment(split: SegmentSplit) -> LogSegment:
     )
 
 
-def _decode_groups(seg: LogSegment, split: SegmentSplit) -> Iterator[list[RawBatch]]:
-    """The split's batches in groups small enough to decode at once; checks the range ended on
-    the planned boundary, so a wrong cut can never drop a batch silently."""
+def _grouped(raws: Iterator[RawBatch]) -> Iterator[list[RawBatch]]:
+    """``raws`` in groups small enough to decode at once."""
     group: list[RawBatch] = []
     rows = size = 0
-    reached = split.start_position
-    for raw in seg.batches(split.start_position, split.end_position):
+    for raw in raws:
         group.append(raw)
         rows += max(raw.header.records_count, 1)
         size += raw.header.size_in_bytes
-        reached = raw.position + raw.header.size_in_bytes
         if rows >= MAX_BATCH_ROWS or size >= _DECODE_GROUP_BYTES:
             yield group
             group, rows, size = [], 0, 0
     if group:
         yield group
+
+
+def _decode_groups(seg: LogSegment, split: SegmentSplit) -> Iterator[list[RawBatch]]:
+    """The split's batches in groups; checks the range ended on the planned boundary, so a wrong
+    cut can never drop a batch silently."""
+    reached = split.start_position
+
+    def tracked() -> Iterator[RawBatch]:
+        nonlocal reached
+        for raw in seg.batches(split.start_position, split.end_position):
+            reached = raw.position + raw.header.size_in_bytes
+            yield raw
+
+    yield from _grouped(tracked())
     if reached != split.end_position and not split.at_tail:
         if seg.refresh_size() < split.end_position:
             raise SegmentChangedError(
@@ -448,16 +543,23 @@ def _bounded(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         yield batch.slice(offset, step)
 
 
-def read_split(split: SegmentSplit) -> Iterator[pa.RecordBatch]:
+def _spark_batches(groups: Iterator[list[RawBatch]], path: str, split: Split) -> Iterator[pa.RecordBatch]:
+    for group in groups:
+        decoded = batches_to_arrow(group, verify=True, path=path, min_offset=split.min_offset,
+                                   max_offset=split.max_offset)
+        yield from _bounded(to_spark_batch(decoded, split.topic, split.partition, split.include_headers))
+
+
+def read_split(split: Split) -> Iterator[pa.RecordBatch]:
     """The records of one split in Spark's Arrow layout (runs on an executor; writes nothing)."""
+    if isinstance(split, RemoteSegmentSplit):
+        rp = executor_partition(split.location, split.topic, split.partition)
+        batches = remote_segment_batches(rp, split.segment, split.min_offset)
+        yield from _spark_batches(_grouped(batches), object_path(rp, split.segment.log), split)
+        return
     seg = _open_planned_segment(split)
     try:
-        path = str(seg.log_path)
-        for group in _decode_groups(seg, split):
-            decoded = batches_to_arrow(
-                group, verify=True, path=path, min_offset=split.min_offset, max_offset=split.max_offset
-            )
-            yield from _bounded(to_spark_batch(decoded, split.topic, split.partition, split.include_headers))
+        yield from _spark_batches(_decode_groups(seg, split), str(seg.log_path), split)
     finally:
         seg.close(trim_indexes=False)
 
@@ -476,7 +578,7 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # Spark substitutes one InputPartition(None) when planning found nothing to read.
-        if isinstance(partition, SegmentSplit):
+        if isinstance(partition, SegmentSplit | RemoteSegmentSplit):
             yield from read_split(partition)
 
 

@@ -5,7 +5,8 @@ any file is opened, in the forms Spark's Kafka source takes them: ``startingOffs
 ones) resolved through the time index as ``ListOffsets`` by timestamp, ``subscribe`` /
 ``subscribePattern`` / ``assign`` choosing partitions, ``includeHeaders`` and ``failOnDataLoss``
 with Spark's defaults; ``partitions``/``topics`` as comma-separated lists, the log dirs as
-``load()``'s ``path`` or ``paths``. Spark's options that need a broker or a stream are refused by
+``load()``'s ``path`` or ``paths``, and ``remoteStorage``: where tiered topics' remote tiers
+are, when not ``LOGPLAT_REMOTE_STORAGE``. Spark's options that need a broker or a stream are refused by
 name with what to use instead. Every refusal is a :class:`DataSourceOptionError` naming the
 option and its value.
 """
@@ -22,6 +23,8 @@ from pathlib import Path
 from storage_engine.config.values import INT_MAX, LONG_MAX
 from storage_engine.errors import shown_value
 from storage_engine.files.naming import parse_partition_number
+from storage_engine.remote.errors import RemoteStorageError
+from storage_engine.remote.location import parse_location
 from storage_engine.tools.usage import bounded_int
 
 from .errors import DataSourceOptionError
@@ -63,6 +66,7 @@ _KNOWN_OPTIONS = (
     "includeHeaders",
     "failOnDataLoss",
     "maxBytesPerSplit",
+    "remoteStorage",
 )
 
 #: Spark's Kafka source options that make no sense for files at rest, with what to use instead
@@ -250,6 +254,18 @@ def _parse_log_dirs(path: str | None, paths: str | None) -> tuple[str, ...]:
     return tuple(dirs)
 
 
+def _parse_location(text: str | None) -> str | None:
+    """``remoteStorage``, a location as ``LOGPLAT_REMOTE_STORAGE`` takes it, checked by the
+    engine's own parser (its S3 endpoint and credentials come from the environment)."""
+    if text is None:
+        return None
+    try:
+        parse_location(text)
+    except RemoteStorageError as exc:
+        raise option_error("remoteStorage", text, str(exc).split(": ", 1)[-1]) from None
+    return text
+
+
 def _check_names(given: Mapping[str, str]) -> None:
     """Refuse an option this source does not know, naming the alternative when Spark's Kafka source has it."""
     refused = {name.lower(): (name, why) for name, why in _REFUSED_OPTIONS.items()}
@@ -299,6 +315,8 @@ class ReadOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
+    #: where tiered topics' remote tiers are (``LOGPLAT_REMOTE_STORAGE``'s form); None: that variable
+    remote_storage: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -372,6 +390,7 @@ class ReadOptions:
             include_headers=flag("includeHeaders", False),
             fail_on_data_loss=flag("failOnDataLoss", True),
             max_bytes_per_split=number("maxBytesPerSplit", "a byte count", 1) or DEFAULT_MAX_BYTES_PER_SPLIT,
+            remote_storage=_parse_location(text("remoteStorage")),
         )
 
     def per_partition_options(self) -> tuple[tuple[str, Mapping[TopicPartition, int]], ...]:

@@ -69,6 +69,9 @@ def start_seaweedfs(data_dir: Path, bucket: str = "logplat") -> SeaweedFS:
     ports = {name: free_port() for name in ("s3", "master", "volume", "filer", "webdav", "admin")}
     args = [weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
     args += [f"-{name}.port={port}" for name, port in ports.items()]
+    # its Iceberg and Lance catalogs listen on fixed ports (8181, 9101) by default: a second
+    # server on the machine (another test run) would die on them; the remote tier uses neither
+    args += ["-s3.port.iceberg=0", "-s3.port.lance=0"]
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "S3_BUCKET": bucket}
     log_path = data_dir / "weed.log"
     with open(log_path, "ab") as log:

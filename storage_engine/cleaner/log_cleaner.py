@@ -2,6 +2,11 @@
 ``LogCleanerManager``): which are candidates, clean one, clean every due one, and the
 after-steps. The manager (``LogManager``) only opens logs and reads their stats; every
 compaction step of the local engine, and of the Spark job's whole partitions, goes through here.
+
+A topic with ``remote.storage.enable`` is compacted on its remote tier only
+(``remote_cleaning.compact_tiered``: tier, then clean the latest remote version with the same
+cleaner), and its candidacy is judged over the remote version's stats and the local segments
+past the tier's end (``remote_cleaning.tiered_stats``), by the same rule.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from ..config.cleaner import CleanerConfig, build_cleaner_config
 from ..config.topic import LogConfig
 from ..errors import LogError
 from ..outcomes import SKIPPED
+from ..remote.location import location_from_env
 from .candidacy import candidacy_from_stats
 from .cleaner import Cleaner, reset_out_of_range_checkpoint
 from .outcome import PARTITION_ERRORS, outcome_of
 from .partition_cleaning import after_steps, finish
 from .plan import LogToClean
+from .remote_cleaning import compact_tiered, tiered_stats
 from .report import CompactionReport
 
 if TYPE_CHECKING:
@@ -59,8 +66,15 @@ class LogCleaner:
         are only seen by the cleaning pass itself.
         """
         out = []
+        location: str | None = None
         for facts in self.manager.partition_facts(topic):
-            if facts.config.compact and (ltc := candidacy_from_stats(facts.stats, facts.config, now_ms)) is not None:
+            if not facts.config.compact:
+                continue
+            stats = facts.stats
+            if facts.config.remote_storage_enable:
+                location = location or _remote_url()
+                stats = tiered_stats(stats, location)
+            if (ltc := candidacy_from_stats(stats, facts.config, now_ms)) is not None:
                 out.append(ltc)
         return sorted(out, key=lambda c: -c.cleanable_ratio)
 
@@ -88,6 +102,11 @@ class LogCleaner:
         log = self.manager.get_log(topic, partition)
         require_compacted(topic, log.config)
         cleaner = cleaner or self.cleaner
+        if log.config.remote_storage_enable:
+            report = compact_tiered(log, now_ms=now_ms, force=force, cleaner=cleaner)
+            if report.skipped is not None:
+                report.settle(SKIPPED, report.skipped)
+            return report
         report = cleaner.clean(log, now_ms=now_ms, force=force, max_passes=max_passes)
         finish(log, report, now_ms, cleaner)
         if report.skipped is not None:
@@ -127,8 +146,9 @@ class LogCleaner:
     def _not_due(self, ltc: LogToClean, now_ms: int) -> CompactionReport | None:
         """A partition that is not due: its out-of-range checkpoint reset and its after-steps run
         when either applies; a report when retention deleted something."""
-        if not (ltc.force_checkpoint_update or self.manager.topic_config(ltc.topic).delete):
-            return None
+        config = self.manager.topic_config(ltc.topic)
+        if config.remote_storage_enable or not (ltc.force_checkpoint_update or config.delete):
+            return None  # a tiered log's checkpoint and retention are its remote tier's
         log = self.manager.get_log(ltc.topic, ltc.partition)
         reset_out_of_range_checkpoint(log, ltc)
         retention = after_steps(log, now_ms)
@@ -137,3 +157,9 @@ class LogCleaner:
         report = CompactionReport(ltc.topic, ltc.partition, now_ms, skipped=f"not due: {ltc.why}")
         report.retention = retention.to_dict()
         return report
+
+
+def _remote_url() -> str | None:
+    """The configured remote location's URL (no request), for the remembered versions."""
+    location = location_from_env()
+    return location.url if location is not None else None

@@ -58,6 +58,11 @@ class CompactionReport:
     failed: str | None = None
     retention: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    # a tiered partition (``engine`` "remote"): the version cleaned (or the one committed), the
+    # segments uploaded, and the object-store requests and bytes the run made (``counters()``)
+    remote_version: int | None = None
+    uploaded_segments: list[int] = field(default_factory=list)
+    requests: dict[str, int] = field(default_factory=dict)
     status: str = COMPACTED
     reason: str | None = None
 
@@ -168,6 +173,9 @@ class CompactionReport:
             "rounds": self.rounds,
             "retention": self.retention,
             "warnings": self.warnings,
+            "remote_version": self.remote_version,
+            "uploaded_segments": self.uploaded_segments,
+            "requests": self.requests,
         }
 
     def summary(self) -> str:
@@ -197,6 +205,11 @@ class CompactionReport:
         ]
         if self.retention and self.retention.get("deleted_segments"):
             lines.append(f"  retention deleted segments {self.retention['deleted_segments']}")
+        if self.remote_version is not None:
+            sent = ", ".join(f"{k.removeprefix('requests_').upper()} {v}" for k, v in self.requests.items()
+                             if k.startswith("requests_"))
+            lines.append(f"  remote version {self.remote_version} committed; {len(self.uploaded_segments)} segment(s) "
+                         f"uploaded; requests: {sent or 'none'}")
         lines.extend(f"  warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 

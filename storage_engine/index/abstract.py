@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from ..errors import CorruptIndexError, IndexSizeError, LogError
 from ..files.nofollow import open_nofollow
@@ -161,11 +161,23 @@ class AbstractIndex:
             return
         try:
             self._length = os.fstat(fd).st_size
-            read_valid_entries(fd, self._length, self.ENTRY_SIZE, self._unpack, self._follows,
-                               self._rel, self._val)
+            read_valid_entries(lambda size, pos: os.pread(fd, size, pos), self._length, self.ENTRY_SIZE,
+                               self._unpack, self._follows, self._rel, self._val)
         finally:
             os.close(fd)
         self._loaded = True
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str, base_offset: int) -> Self:
+        """A read-only index over ``data``, an index file's bytes that were never a local file
+        (an object of the remote tier, named ``name`` in errors): the same valid-prefix rule
+        as a file's, so ``lookup`` answers as it would for the file."""
+        index = cls(Path(name), base_offset, max(len(data), cls.ENTRY_SIZE), writable=False)
+        read_valid_entries(lambda size, pos: data[pos:pos + size], len(data), cls.ENTRY_SIZE, cls._unpack,
+                           cls._follows, index._rel, index._val)
+        index._length = len(data)
+        index._loaded = True
+        return index
 
     # ------------------------------------------------------------------ writing
 

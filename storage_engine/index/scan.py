@@ -41,9 +41,11 @@ class IndexTail:
     trimmed: bool
 
 
-def read_valid_entries(fd: int, length: int, entry_size: int, unpack: Unpack, follows: Follows,
-                       rels: array, vals: array) -> None:
-    """Append to ``rels``/``vals`` the entries of the file's valid prefix, read in chunks.
+def read_valid_entries(read: Callable[[int, int], bytes], length: int, entry_size: int, unpack: Unpack,
+                       follows: Follows, rels: array, vals: array) -> None:
+    """Append to ``rels``/``vals`` the entries of the valid prefix of an index of ``length``
+    bytes, read in chunks by ``read(size, position)`` (a file's ``pread``, or a slice of an
+    index downloaded from the remote tier).
 
     The prefix ends at the first slot that cannot follow the one before it, or at once when the
     first slot and the second are all zero (an empty preallocated file).
@@ -53,13 +55,13 @@ def read_valid_entries(fd: int, length: int, entry_size: int, unpack: Unpack, fo
     prev: tuple[int, int] | None = None
     pos = 0
     while pos < usable:
-        data = os.pread(fd, min(chunk_bytes, usable - pos), pos)
+        data = read(min(chunk_bytes, usable - pos), pos)
         if not data:
             break
         data = data[: round_down(len(data), entry_size)]
         for rel, val in unpack(data):
             if prev is None:
-                if rel == 0 and val == 0 and _next_slot_is_zero(fd, usable, entry_size):
+                if rel == 0 and val == 0 and _next_slot_is_zero(read, usable, entry_size):
                     return
             elif not follows(prev[0], prev[1], rel, val):
                 return
@@ -69,10 +71,10 @@ def read_valid_entries(fd: int, length: int, entry_size: int, unpack: Unpack, fo
         pos += len(data)
 
 
-def _next_slot_is_zero(fd: int, usable: int, entry_size: int) -> bool:
+def _next_slot_is_zero(read: Callable[[int, int], bytes], usable: int, entry_size: int) -> bool:
     if usable < 2 * entry_size:
         return False  # a trimmed one-entry file: the all-zero entry is real
-    return os.pread(fd, entry_size, entry_size) == bytes(entry_size)
+    return read(entry_size, entry_size) == bytes(entry_size)
 
 
 def first_nonzero_slot(path: Path, start: int, length: int, entry_size: int) -> int | None:

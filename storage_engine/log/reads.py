@@ -26,6 +26,19 @@ MAX_TIMESTAMP = -3
 _READ_RETRIES = 20
 
 
+def offset_order_error(expected: int, base_offset: int, where: str, *, first: bool,
+                       cleaned: bool) -> CorruptRecordError | LogGapError | None:
+    """The rule of :meth:`LogReader.offset_order_error`, for any reader of batches in offset
+    order (the local log's, the remote tier's): ``cleaned`` says a cleaner may have removed
+    offsets at ``expected`` (a compacted topic, or below the cleaner checkpoint)."""
+    if base_offset < expected and not first:
+        return CorruptRecordError(f"{where}: offsets go backwards: base offset {base_offset} after offset {expected - 1}")
+    if base_offset <= expected or cleaned:
+        return None
+    return LogGapError(f"{where}: offsets {expected} to {base_offset - 1} are missing: no batch holds them "
+                       f"(a lost segment, or a damaged batch header)")
+
+
 class LogReader:
     """The read half of a ``Log``, composed into it (see the module docstring)."""
 
@@ -93,12 +106,8 @@ class LogReader:
         other gap is a lost segment or a damaged batch header (the base offset lies outside the
         CRC), and readers refuse to step over it rather than silently skip offsets.
         """
-        if base_offset < expected and not first:
-            return CorruptRecordError(f"{where}: offsets go backwards: base offset {base_offset} after offset {expected - 1}")
-        if base_offset <= expected or self.log.config.compact or expected < self.log._cleaned_to:
-            return None
-        return LogGapError(f"{where}: offsets {expected} to {base_offset - 1} are missing: no batch holds them "
-                           f"(a lost segment, or a damaged batch header)")
+        return offset_order_error(expected, base_offset, where, first=first,
+                                  cleaned=self.log.config.compact or expected < self.log._cleaned_to)
 
     def read_batches(self, start_offset: int, *, max_bytes: int = 1 << 20, max_batches: int | None = None) -> list[RawBatch]:
         """Whole batches from the one holding ``start_offset`` (at least one, then up to ``max_bytes``)."""

@@ -31,11 +31,11 @@ from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDE
 from ..files.nofollow import open_nofollow
 from ..index import IndexMark
 from ..limits import INT_MAX, LONG_MAX
-from ..record import RawBatch, decode_batch
+from ..record import RawBatch
 from ..record.file_records import read_batches
 from .segment_indexes import SegmentIndexes
 from .segment_recovery import IndexRebuild, read_end, valid_prefix
-from .segment_time import largest_timestamp, segment_ms_roll_at
+from .segment_time import first_record_at, largest_timestamp, segment_ms_roll_at
 
 _READ_CHUNK = 1 << 20
 
@@ -225,15 +225,7 @@ class LogSegment:
         self.check_indexes()
         entry = self.time_index.lookup(timestamp)
         start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
-        path = str(self.log_path)
-        for raw in self.batches(start):
-            header = raw.header
-            if header.is_control or header.max_timestamp < timestamp:
-                continue
-            for record in decode_batch(raw, path=path):
-                if record.timestamp >= timestamp and record.offset >= starting_offset:
-                    return record.timestamp, record.offset
-        return None
+        return first_record_at(self.batches(start), timestamp, starting_offset, str(self.log_path))
 
     # ------------------------------------------------------------------ timestamps
 

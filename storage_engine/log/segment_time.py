@@ -5,6 +5,10 @@ sensors and the cleaner agree on them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from ..record import RawBatch, decode_batch
+
 
 def largest_timestamp(max_record_timestamp: int, mtime_ms: int) -> int:
     """The largest record timestamp, or the file's mtime when no record carries one (-1, as
@@ -18,3 +22,19 @@ def segment_ms_roll_at(rolling_timestamp: int, max_segment_ms: int, jitter_ms: i
     ``time - rollingBasedTimestamp > maxSegmentMs - rollJitterMs``. An append judges it at the
     incoming batch's maxTimestamp, the cleaner's idle roll at its clock."""
     return rolling_timestamp + max_segment_ms - jitter_ms + 1
+
+
+def first_record_at(batches: Iterable[RawBatch], timestamp: int, starting_offset: int,
+                    path: str | None) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record of ``batches`` (a segment's, from its time
+    index's floor entry on) with a timestamp at or after ``timestamp`` and an offset at or
+    after ``starting_offset``: Kafka's ``LogSegment.findOffsetByTimestamp`` scan, for a local
+    segment and a remote one alike."""
+    for raw in batches:
+        header = raw.header
+        if header.is_control or header.max_timestamp < timestamp:
+            continue
+        for record in decode_batch(raw, path=path):
+            if record.timestamp >= timestamp and record.offset >= starting_offset:
+                return record.timestamp, record.offset
+    return None

@@ -13,13 +13,13 @@ place (reads, compaction).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import CorruptRecordError
 from .records import BatchHeader, RawBatch
 from .scan import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, header_at, scan_batches
 
-__all__ = ["read_headers", "read_batches", "read_batch_at", "HEADER_WINDOW"]
+__all__ = ["read_headers", "read_batches", "read_batches_by", "read_batch_at", "HEADER_WINDOW"]
 
 #: Bytes read per step by :func:`read_headers`: many small batches' headers in one read.
 HEADER_WINDOW = 16 * 1024
@@ -51,10 +51,17 @@ def read_batches(fd: int, *, end: int, start: int = 0, chunk: int, path: str | N
     chunk it was read in and its offset there. A batch larger than the chunk doubles the chunk
     for the rest of the file, as Kafka's cleaner grows its buffers (the cleaner writes in the
     chunks it reads, so this rule decides where its index entries fall)."""
+    return read_batches_by(lambda size, pos: os.pread(fd, size, pos), end=end, start=start, chunk=chunk, path=path)
+
+
+def read_batches_by(read: Callable[[int, int], bytes], *, end: int, start: int = 0, chunk: int,
+                    path: str | None = None) -> Iterator[tuple[RawBatch, bytes, int]]:
+    """:func:`read_batches` of any bytes ``read(size, position)`` returns: a file's ``pread``,
+    or ranged GETs of a segment object in the remote tier."""
     pos = start
     while pos < end:
         want = min(chunk, end - pos)
-        buf = os.pread(fd, want, pos)
+        buf = read(want, pos)
         consumed = 0
         for raw in scan_batches(buf, path=path, base_position=pos):
             offset = raw.position - pos

@@ -1,0 +1,103 @@
+"""The Spark jobs over tiered partitions on the in-process ``local[2]`` session, whose Python
+workers never see this process's environment (set after their JVM started): what they need of
+the remote tier travels in their splits and tasks (``spark_jobs.remote_tier``).
+
+The data source reads a tiered partition (a ``file://`` store: a read test, no commit race) as
+the same rows as the untiered copy of the same log; the compaction job cleans a tiered topic on
+the real S3 server (``remote_env``) to the same records as the local cleaner on an untiered copy.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+from spark_jobs.compaction import compact_partitions
+from spark_jobs.datasource import RemoteSegmentSplit, SegmentSplit, plan_splits
+from spark_jobs.datasource_options import ReadOptions
+from spark_jobs.remote_tier import remote_segment_batches
+from storage_engine.cleaner import LogCleaner
+from storage_engine.record import decode_batch
+from storage_engine.remote.access import remote_partition
+from storage_engine.remote.local_state import recall
+from storage_engine.remote.location import parse_location
+from storage_engine.remote.partition import RemotePartition
+from storage_engine.remote.tiering import tier_partition
+from tests.helpers.engine import append_each, open_topic, records
+
+NOW = 10**12
+TIERED = {"remote_storage_enable": "true", "local_retention_ms": 0}
+
+
+def build(root, n: int, topic: str = "t", **configs):
+    """A one-partition topic of ``n`` keyed records in small segments."""
+    manager = open_topic(root, topic, segment_bytes=400, **configs)
+    append_each(manager.get_log(topic, 0), records(n, keys=7))
+    return manager
+
+
+def rows(spark, log_dir, **options):
+    reader = spark.read.format("kafka-log").option("includeHeaders", "true")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return [tuple(r) for r in reader.load(str(log_dir)).orderBy("offset").collect()]
+
+
+def test_a_tiered_partition_reads_as_its_untiered_copy(spark, tmp_path) -> None:
+    plain, tiered = build(tmp_path / "plain", 80), build(tmp_path / "tiered", 80, **TIERED)
+    url = f"file://{tmp_path / 'bucket'}"
+    log = tiered.get_log("t", 0)
+    rp = RemotePartition(parse_location(url).open(), "t", 0)
+    result = tier_partition(log, rp, NOW)
+    assert result.local_release.deleted_segments, "the local copies of tiered segments were released"
+    for manager in (plain, tiered):  # more records after the tiering: the local tier holds them
+        append_each(manager.get_log("t", 0), records(15, start=80, keys=7))
+    version = rp.latest()
+    assert 0 < version.end_offset < log.log_end_offset and log.log_start_offset > 0
+
+    splits = plan_splits(ReadOptions.parse({"path": str(tmp_path / "tiered"), "remoteStorage": url}))
+    remote = [s for s in splits if isinstance(s, RemoteSegmentSplit)]
+    assert [s.segment for s in remote] == list(version.segments)
+    assert all(isinstance(s, SegmentSplit) and s.min_offset >= version.end_offset for s in splits[len(remote):])
+    assert str(tmp_path / "tiered").encode() not in pickle.dumps(remote[0])  # no log dir travels
+
+    assert rows(spark, tmp_path / "tiered", remoteStorage=url) == rows(spark, tmp_path / "plain")
+    inside, boundary = version.segments[1].base_offset + 2, version.end_offset
+    for options in ({"startingOffset": str(inside)}, {"startingOffset": str(boundary)},
+                    {"endingOffset": str(boundary)}, {"startingOffset": str(inside), "endingOffset": str(boundary + 3)},
+                    {"startingTimestamp": str(1_000 + inside)}, {"startingTimestamp": str(1_000 + boundary + 1)}):
+        got = rows(spark, tmp_path / "tiered", remoteStorage=url, **options)
+        assert got == rows(spark, tmp_path / "plain", **options), options
+        assert got
+
+
+def logical_records(log, rp):
+    """A tiered partition's records: its remote tier's latest version, then the local log from the tier's end."""
+    version = rp.latest()
+    out = []
+    for seg in version.segments:
+        for raw in remote_segment_batches(rp, seg, version.log_start_offset):
+            out.extend(r for r in decode_batch(raw) if r.offset >= version.log_start_offset)
+    for raw in log.iter_batches(max(version.end_offset, log.log_start_offset)):
+        out.extend(r for r in decode_batch(raw) if r.offset >= version.end_offset)
+    return [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in out]
+
+
+def test_the_compaction_job_cleans_a_tiered_topic_as_the_local_cleaner(spark, remote_env, tmp_path) -> None:
+    plain = build(tmp_path / "plain", 120, cleanup_policy="compact")
+    tiered = build(tmp_path / "tiered", 120, cleanup_policy="compact", **TIERED)
+    expected = LogCleaner(plain).compact("t", 0, now_ms=NOW)
+    assert expected.status == "compacted", expected.reason
+
+    result = compact_partitions(spark, manager=tiered, now_ms=NOW, force=True)
+    [report] = result.outcomes
+    assert (report.status, report.engine) == ("compacted", "spark"), report.reason
+    log = tiered.get_log("t", 0)
+    rp = remote_partition("t", 0, log.config)
+    version = rp.latest()
+    assert version.operation == "compact" and report.remote_version == version.version
+    assert report.requests["requests_put"] >= 1  # the task's own store counted its uploads
+    assert recall(log.dir, rp.store.url).version == version.version  # remembered by the driver
+    assert rp.missing_objects(version) == []
+    plain_log = plain.get_log("t", 0)
+    assert logical_records(log, rp) == [(r.offset, r.key, r.value, r.timestamp, r.headers) for raw in
+                                        plain_log.iter_batches(plain_log.log_start_offset) for r in decode_batch(raw)]
