@@ -14,7 +14,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -39,7 +39,7 @@ class RemoteLocation:
     endpoint: str | None = None
     region: str = "us-east-1"
     access_key_id: str | None = None
-    secret_access_key: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)  # never printed in an error or a log
 
     @property
     def url(self) -> str:
