@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 _PARTITION_ERRORS = (TieringGapError, RemoteMetadataError, LogChangedError)
 
 
+def has_tiered_topic(manager: LogManager, topic: str | None = None) -> bool:
+    """Whether ``topic`` (default: any topic) has a remote tier, from the configs alone: what a
+    command's precheck asks before it proves the remote storage answers."""
+    return any(c.remote_storage_enable for c in manager.topic_configs(None if topic is None else [topic]).values())
+
+
 def tiered_facts(manager: LogManager, topic: str | None = None) -> list[PartitionFacts]:
     """The facts (stats and config) of every partition of the tiered topics (of ``topic``)."""
     return [f for f in manager.partition_facts(topic) if f.config.remote_storage_enable]

@@ -11,7 +11,7 @@ from ...log.segment import now_ms
 from ...logdir.manager import LogManager
 from ...outcomes import CHANGED, FAILED, NOTHING
 from ...remote.access import open_store
-from ...remote.tier_runs import retain_tiered, tiered_facts
+from ...remote.tier_runs import has_tiered_topic, retain_tiered
 from .arguments import add_clock, add_json
 from .command import Command, writable_unless_dry_run
 from .engines import add_engine_option, chosen_engine
@@ -32,7 +32,7 @@ def check_retention(args: argparse.Namespace, manager: LogManager) -> None:
     set or does not answer."""
     if args.topic is not None:
         manager.partitions(args.topic)  # an unknown topic is an error, as for verify
-    if tiered_facts(manager, args.topic):
+    if has_tiered_topic(manager, args.topic):
         open_store()
 
 

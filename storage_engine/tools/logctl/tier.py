@@ -10,7 +10,7 @@ from ...log.segment import now_ms
 from ...logdir.manager import LogManager
 from ...outcomes import FAILED
 from ...remote.access import open_store
-from ...remote.tier_runs import tier_partitions, tiered_facts
+from ...remote.tier_runs import has_tiered_topic, tier_partitions
 from ...remote.tiering import TierResult
 from .arguments import add_clock, add_json
 from .command import Command
@@ -30,7 +30,7 @@ def check_tier(args: argparse.Namespace, manager: LogManager) -> None:
         manager.partitions(args.topic)  # an unknown topic is an error, as for verify
         if not manager.topic_config(args.topic).remote_storage_enable:
             raise LogError(f"topic {args.topic} is not tiered: it has remote.storage.enable=false")
-    if tiered_facts(manager, args.topic):
+    if has_tiered_topic(manager, args.topic):
         open_store()
 
 
