@@ -26,6 +26,8 @@ from storage_engine.log.retention import RetentionResult, plan_retention
 from storage_engine.log.stats import log_dir_checkpoints
 from storage_engine.logdir.manager import LogManager, PartitionLocation
 from storage_engine.outcomes import FAILED, NOTHING, PLANNED
+from storage_engine.remote.access import remote_partition
+from storage_engine.remote.tier_runs import retain_tiered_partition
 
 from .distribute import run_tasks
 from .errors import SparkJobError
@@ -73,7 +75,8 @@ def retain_slice(items: Sequence[RetentionItem], now_ms: int, dry_run: bool) -> 
         group = list(group)
         checkpoints = log_dir_checkpoints(Path(log_dir))
         with LogManager([Path(log_dir)], dict(props), read_only=dry_run, topic_configs=group[0].configs) as manager:
-            out.extend(retain_partition(manager, item, now_ms, checkpoints) for item in group)
+            for item in group:
+                out.extend(retain_partition(manager, item, now_ms, checkpoints))
     return out
 
 
@@ -82,21 +85,41 @@ def _where(item: RetentionItem) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 
 def retain_partition(manager: LogManager, item: RetentionItem, now_ms: int,
-                     checkpoints: tuple[dict, dict]) -> RetentionResult:
+                     checkpoints: tuple[dict, dict]) -> list[RetentionResult]:
     """Plan (and, unless ``manager`` is read-only, apply) retention of one partition with the
-    engine; problems become outcomes, each with the seconds it took."""
+    engine; problems become outcomes, each with the seconds it took. A tiered partition's are
+    two, its remote tier's and its local copies' (``retain_tiered_partition``, the engine's),
+    read and committed from this executor."""
     started = time.monotonic()
-    outcome = _retain(manager, item, now_ms, checkpoints)
-    outcome.duration_s = time.monotonic() - started
-    return outcome
+    if item.config.remote_storage_enable:
+        outcomes = _retain_tiered(manager, item, now_ms, checkpoints)
+    else:
+        outcomes = [_retain(manager, item, now_ms, checkpoints)]
+    for outcome in outcomes:
+        outcome.duration_s = time.monotonic() - started
+    return outcomes
+
+
+def _retain_tiered(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: tuple[dict, dict]
+                   ) -> list[RetentionResult]:
+    try:
+        stats = manager.planning_stats(_location(manager, item), checkpoints)
+        rp = remote_partition(item.topic, item.partition, item.config)
+        log = None if manager.read_only else manager.get_log(item.topic, item.partition)
+        return retain_tiered_partition(rp, item.config, stats, now_ms, log=log)
+    except (LogError, OSError) as exc:
+        return [RetentionResult(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}")]
+
+
+def _location(manager: LogManager, item: RetentionItem) -> PartitionLocation:
+    return PartitionLocation(item.topic, item.partition, manager.log_dirs[0],
+                             Path(item.log_dir) / partition_dir_name(item.topic, item.partition))
 
 
 def _retain(manager: LogManager, item: RetentionItem, now_ms: int, checkpoints: tuple[dict, dict]
             ) -> RetentionResult:
     try:
-        where = PartitionLocation(item.topic, item.partition, manager.log_dirs[0],
-                                  Path(item.log_dir) / partition_dir_name(item.topic, item.partition))
-        plan = plan_retention(manager.planning_stats(where, checkpoints), item.config, now_ms)
+        plan = plan_retention(manager.planning_stats(_location(manager, item), checkpoints), item.config, now_ms)
     except (LogError, OSError) as exc:
         return RetentionResult(item.topic, item.partition, FAILED, f"{type(exc).__name__}: {exc}")
     if manager.read_only:

@@ -4,6 +4,10 @@ Each partition's plan is the engine's one rule (``log.retention.plan_retention``
 cheap stats; applying deletes through the partition's own log (``log.retention.apply_retention``)
 and then removes the ``.deleted`` files whose ``file.delete.delay.ms`` has passed. Composed into
 the log manager as ``manager.retention``; the Spark job applies the same plans a task at a time.
+
+A tiered topic's (``remote.storage.enable``) segments are not planned here: retention judges its
+whole logical log, remote segments first, and its local copies go only once tiered
+(``remote.tier_runs.retain_tiered``, a layer above this one).
 """
 
 from __future__ import annotations
@@ -55,8 +59,10 @@ class Retention:
         return removed
 
     def plans(self, topic: str | None = None, *, now_ms: int) -> list[RetentionPlan]:
-        """Retention plans for every partition (of ``topic``), from their facts (``LogManager.partition_facts``)."""
-        return [plan_retention(f.stats, f.config, now_ms) for f in self._manager.partition_facts(topic)]
+        """Retention plans for every partition (of ``topic``) of the topics without a remote tier,
+        from their facts (``LogManager.partition_facts``)."""
+        return [plan_retention(f.stats, f.config, now_ms) for f in self._manager.partition_facts(topic)
+                if not f.config.remote_storage_enable]
 
     def apply(self, plans: Sequence[RetentionPlan], *, now_ms: int) -> list[RetentionResult]:
         """Apply plans that delete something; sweep ``.deleted`` files whose delay has passed.

@@ -174,3 +174,8 @@ class ObjectStore:
         with self._lock:
             return {**{f"requests_{k.lower()}": v for k, v in sorted(self.requests.items())},
                     "bytes_downloaded": self.bytes_in, "bytes_uploaded": self.bytes_out}
+
+    def counters_since(self, before: dict[str, int]) -> dict[str, int]:
+        """What this instance did since :meth:`counters` returned ``before``: one partition's
+        share of a run over many that share the store."""
+        return {k: v - before.get(k, 0) for k, v in self.counters().items() if v - before.get(k, 0)}

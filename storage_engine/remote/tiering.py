@@ -97,10 +97,15 @@ def local_release_config(config: LogConfig) -> LogConfig:
                    retention_bytes=config.effective_local_retention_bytes)
 
 
-def plan_local_release(stats: PartitionStats, config: LogConfig, remote_end: int, now_ms: int) -> RetentionPlan:
+def plan_local_release(stats: PartitionStats, config: LogConfig, remote_end: int, now_ms: int, *,
+                       remote_log_start: int = 0) -> RetentionPlan:
     """Kafka's local retention of a tiered log: the retention plan of the local segments under
     :func:`local_release_config`, cut to the segments wholly below ``remote_end`` (never a copy
-    that is the only one)."""
+    that is the only one). Copies wholly below ``remote_log_start`` go too, whatever
+    ``local.retention.*`` says: the remote tier's retention or delete-records removed their
+    records from the log."""
+    if remote_log_start > stats.log_start_offset:
+        stats = replace(stats, log_start_offset=min(remote_log_start, remote_end))
     plan = plan_retention(stats, local_release_config(config), now_ms)
     segs = stats.segments
     ends = {s.base_offset: (segs[i + 1].base_offset if i + 1 < len(segs) else None) for i, s in enumerate(segs)}
@@ -223,6 +228,8 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
                 rp.store.put_fd(rp.name(snapshot), snapshot_fd)
             crash_point("tier.after-upload")
             base = version or empty_version(log.topic, log.partition, log_start)
+            if not base.segments:  # an empty tier (delete-records emptied it) starts where the local log does
+                base = replace(base, log_start_offset=max(base.log_start_offset, min(log_start, opened[0].end - 1)))
             if version is None and checkpoint is not None:
                 checkpoint = min(checkpoint, plan.new_end)
             version = rp.commit(base.successor(
@@ -246,7 +253,8 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
         result.version = version.version
         result.remote_log_start_offset, result.remote_end_offset = version.log_start_offset, version.end_offset
         if release_local:
-            result.local_release = release_local_copies(log, version.end_offset, now_ms)
+            result.local_release = release_local_copies(log, version.end_offset, now_ms,
+                                                        remote_log_start=version.log_start_offset)
             if result.local_release.deleted_segments:
                 result.status = TIERED
     result.requests = rp.store.counters()
@@ -261,10 +269,10 @@ def _open_snapshot(log: Log, offset: int) -> int | None:
         return None
 
 
-def release_local_copies(log: Log, remote_end: int, now_ms: int) -> RetentionResult:
+def release_local_copies(log: Log, remote_end: int, now_ms: int, *, remote_log_start: int = 0) -> RetentionResult:
     """Local retention of a tiered log (:func:`plan_local_release`), applied by the engine's
     retention apply under the partition lock."""
-    return apply_retention(log, None, now_ms,
-                           planner=lambda stats, now: plan_local_release(stats, log.config, remote_end, now))
+    return apply_retention(log, None, now_ms, planner=lambda stats, now: plan_local_release(
+        stats, log.config, remote_end, now, remote_log_start=remote_log_start))
 
 
