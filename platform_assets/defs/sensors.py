@@ -76,6 +76,7 @@ from ..logic.run_tags import MAX_REASON, SENSOR_NAME_TAG
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
+from ..logic.tiering import remote_location_url
 from ..logic.units import size_text
 from .assets import cleanup_run_config, report_materialization
 from .checks import evaluations, latest_materializations, log_asset_key, record_sensor_results, verdict_metadata
@@ -464,8 +465,9 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
 
 def build_sensors(catalog: Catalog, jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
                   settings: PlatformSettings) -> list[dg.SensorDefinition]:
-    """The state sensor, the sweeper of ``.deleted`` files, and the run sensors (compaction,
-    retention, tiering) of the topics."""
+    """The state sensor, the sweeper of ``.deleted`` files, and the run sensors of the topics:
+    compaction and retention, and tiering where a remote location is configured
+    (``LOGPLAT_REMOTE_STORAGE``) or a topic is tiered."""
     topics = catalog.topics
     sensors = [build_state_sensor(catalog, settings)]
     if topics:
@@ -486,7 +488,10 @@ def build_sensors(catalog: Catalog, jobs: Mapping[str, dg.UnresolvedAssetJobDefi
             "log start offset), most bytes first; consecutive partitions of a topic share a run.",
             tuple(topics), due_for_retention, retention_token, _retention_reason,
         ), jobs, settings))
-        # every topic too: one altered to remote.storage.enable=true is tiered without a reload
+    if topics and (remote_location_url() is not None or any(t.config.remote_storage_enable for t in topics)):
+        # only where tiering can happen (a remote location, or a tiered topic whose runs then say
+        # what is missing); over every topic: one altered to remote.storage.enable=true is tiered
+        # without a reload
         sensors.append(_build_run_sensor(_RunSensorSpec(
             "tiering_sensor", "tier", "tiering-sensor",
             "Requests tiering of the tiered topics' partitions (remote.storage.enable) with rolled segments past the "

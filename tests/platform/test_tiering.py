@@ -11,7 +11,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from platform_assets.logic.log_state import state_of
 from platform_assets.logic.tiering import logical_stats, tiering_need
 from platform_assets.tools.workload import TopicWorkload, produce
 from storage_engine.config.topic import LogConfig
