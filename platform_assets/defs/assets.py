@@ -29,9 +29,10 @@ from ..logic.log_state import PartitionState, TopicPartition
 from ..logic.metadata import glossary_markdown
 from ..logic.report import MAX_ROWS, REPORT_GLOSSARY, cleaning_report
 from .checks import check_specs, log_asset_key
-from .cleanup import CLEANUP_CONFIG_SCHEMA, CleanupConfig, audit_partitions, clean_partitions
+from .cleanup import CLEAN, CLEANUP_CONFIG_SCHEMA, TIER, CleanupConfig, audit_partitions, clean_partitions
 from .partitions import topic_partitions_def
 from .resources import LogSparkResource, LogStoreResource
+from .tiering import tier_partitions
 
 
 def op_name(topic: Topic) -> str:
@@ -46,10 +47,14 @@ def pool_name(topic: Topic) -> str:
 REPORT_KEY = dg.AssetKey(["platform", "cleaning_report"])
 
 
-def cleanup_run_config(topic: Topic, *, force_compaction: bool) -> dg.RunConfig:
+def cleanup_run_config(topic: Topic, *, force_compaction: bool, operation: str = CLEAN) -> dg.RunConfig:
     """Run config for one of the topic's runs (sensors and sweeps pass ``force_compaction=False``
-    unless an erasure deadline alone asks for a partition: ``forced_by_deadline``)."""
-    return dg.RunConfig(ops={op_name(topic): {"config": {"force_compaction": force_compaction}}})
+    unless an erasure deadline alone asks for a partition: ``forced_by_deadline``; the tiering
+    sensor passes ``operation="tier"``)."""
+    config: dict[str, object] = {"force_compaction": force_compaction}
+    if operation != CLEAN:
+        config["operation"] = operation
+    return dg.RunConfig(ops={op_name(topic): {"config": config}})
 
 
 def _description(topic: Topic) -> str:
@@ -87,7 +92,10 @@ def build_log_asset(topic: Topic, owners: Sequence[str] = ()) -> dg.AssetsDefini
     def _log(context: dg.AssetExecutionContext, pyspark: LogSparkResource,
              log_store: LogStoreResource) -> Iterator[Any]:
         config = CleanupConfig(**context.op_execution_context.op_config)
-        yield from clean_partitions(context, topic, config, pyspark, log_store)
+        if config.operation == TIER:
+            yield from tier_partitions(context, topic, config.now_ms, log_store)
+        else:
+            yield from clean_partitions(context, topic, config, pyspark, log_store)
 
     return _log
 

@@ -62,6 +62,7 @@ CHECK_READ_SECONDS_TAG = "logplat/check_read_seconds"  # the checks' reads, befo
 
 
 _CLOCK_RANGE = between(0, MAX_TIMESTAMP_MS)
+CLEAN, TIER = "clean", "tier"  # a run's ``operation``
 
 
 class ClockMs(ConfigScalar):
@@ -91,6 +92,13 @@ CLEANUP_CONFIG_SCHEMA = {
         "hand means 'clean now'). Sensors and sweeps set false (only partitions Kafka's cleaner would pick), "
         "except for a partition its erasure deadline alone asks for.",
     ),
+    "operation": dg.Field(
+        dg.Enum("Operation", [dg.EnumValue(CLEAN, description="clean as the topic's cleanup.policy says"),
+                              dg.EnumValue(TIER, description="copy rolled segments to the remote tier and release "
+                                                             "local copies past local.retention.* (tiered topics)")]),
+        default_value=CLEAN,
+        description="What the run does: `clean` (compaction and retention) or `tier` (the tiering sensor's runs).",
+    ),
     "now_ms": dg.Field(
         dg.Noneable(ClockMs()), default_value=None,
         description="The clock retention, compaction lags and tombstone horizons judge by, in ms since the epoch, "
@@ -104,10 +112,11 @@ class CleanupConfig:
     """A run's ``CLEANUP_CONFIG_SCHEMA`` values, as validated by Dagster."""
 
     force_compaction: bool = True
+    operation: str = CLEAN
     now_ms: int | None = None
 
 
-def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int], now_ms: int,
+def observe_partitions(log_store: LogStoreResource, topic: str, partitions: Sequence[int], now_ms: int,
              unreadable: dict[int, str] | None = None) -> dict[int, tuple[PartitionState, int]]:
     """The cheap state and the log end offset of each partition (read-only); only these are
     read, so another partition of the topic that cannot be read fails no run of these. Given
@@ -128,21 +137,21 @@ def _observe(log_store: LogStoreResource, topic: str, partitions: Sequence[int],
     return out
 
 
-def _recover_then_observe(context: dg.AssetExecutionContext, log_store: LogStoreResource, topic: str,
+def recover_then_observe(context: dg.AssetExecutionContext, log_store: LogStoreResource, topic: str,
                           partitions: Sequence[int], now_ms: int) -> dict[int, tuple[PartitionState, int]]:
-    """``_observe`` before a cleaning. A partition that a writable open would repair first (an
+    """``observe_partitions`` before a cleaning. A partition that a writable open would repair first (an
     interrupted swap: a cleaner killed part way) cannot be read as it is; the cleaning opens it
     for writing anyway, so it recovers the run's partitions first, as a broker does at start.
     Without this the retry of a run killed in its swap failed the same way, as did every later
     run of the partition, until some other writer happened to open the log dir."""
     try:
-        return _observe(log_store, topic, partitions, now_ms)
+        return observe_partitions(log_store, topic, partitions, now_ms)
     except NeedsRecoveryError as exc:
         context.log.info(f"{exc}; recovering the run's partitions first")
     with log_store.manager(read_only=False) as manager:
         for p in partitions:
             manager.get_log(topic, p)
-    return _observe(log_store, topic, partitions, now_ms)
+    return observe_partitions(log_store, topic, partitions, now_ms)
 
 
 def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
@@ -205,7 +214,7 @@ def _state_checks(spark, topic: Topic, log_store: LogStoreResource, states: dict
     return outcomes, errors
 
 
-def _run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, topic: Topic,
+def run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, topic: Topic,
                     log_store: LogStoreResource, *, whole_topic: bool) -> list[int]:
     """The run's partitions, checked before anything is read or cleaned. A run without any
     gets every partition of the topic with ``whole_topic`` (Dagster runs checks selected without
@@ -234,9 +243,9 @@ def _run_partitions(context: dg.AssetExecutionContext | dg.OpExecutionContext, t
 def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfig,
                      pyspark: LogSparkResource, log_store: LogStoreResource) -> Iterator[Any]:
     """The body of the topic asset (see the module docstring)."""
-    partitions = _run_partitions(context, topic, log_store, whole_topic=False)
+    partitions = run_partitions(context, topic, log_store, whole_topic=False)
     now_ms = config.now_ms if config.now_ms is not None else int(time.time() * 1000)
-    observed = _recover_then_observe(context, log_store, topic.name, partitions, now_ms)
+    observed = recover_then_observe(context, log_store, topic.name, partitions, now_ms)
     missing_tags = start_tags(context.run.tags, topic.name, partitions,
                               {p: state.state_hash for p, (state, _) in observed.items()})
     if missing_tags:
@@ -244,11 +253,11 @@ def clean_partitions(context: dg.AssetExecutionContext, topic: Topic, config: Cl
     try:
         yield from _clean(context, topic, config, pyspark, log_store, observed, now_ms)
     except LogError as exc:  # the whole run refused (run_refusals_first says why): each partition failed so
-        _tag_failed(context, {p: type(exc).__name__ for p in partitions})
+        tag_failed(context, {p: type(exc).__name__ for p in partitions})
         raise
 
 
-def _tag_failed(context: dg.AssetExecutionContext, errors: dict[int, str]) -> None:
+def tag_failed(context: dg.AssetExecutionContext, errors: dict[int, str]) -> None:
     """The ``logplat/failed_partitions`` tag: which partitions failed, and on which error class,
     so the sensors hold a data error back and retry a transient one (``cleaning_failures``)."""
     context.instance.add_run_tags(context.run.run_id, {FAILED_PARTITIONS_TAG: encode_failed(
@@ -276,7 +285,7 @@ def _clean(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfi
     job_seconds = _run_jobs(spark, topic, log_store, cleanups, config, now_ms, context.log)
     context.instance.add_run_tags(context.run.run_id, {SPARK_SESSION_SECONDS_TAG: f"{session_s:.3f}",
                                                        SPARK_JOB_SECONDS_TAG: f"{job_seconds:.3f}"})
-    for p, (state, leo) in _observe(log_store, topic.name, partitions, now_ms).items():
+    for p, (state, leo) in observe_partitions(log_store, topic.name, partitions, now_ms).items():
         cleanups[p].after, cleanups[p].leo_after = state, leo
     started = time.monotonic()
     check_outcomes = _check_compactions(spark, topic, log_store, cleanups, before)
@@ -310,7 +319,7 @@ def _clean(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfi
                     tags={DATA_VERSION_TAG: data_version}))
     _log_checks(context, asset_key, check_outcomes, tie_to_materializations=True)
     if failed:
-        _tag_failed(context, {p: error_class(why) for p, why in failed.items()})
+        tag_failed(context, {p: error_class(why) for p, why in failed.items()})
         raise cleaning_failure(topic.name, failed)
 
 
@@ -351,7 +360,7 @@ def audit_partitions(context: dg.AssetCheckExecutionContext, topic: Topic, pyspa
     selected = {k.name for k in context.selected_asset_check_keys}
     rollup = TOPIC_HEALTH in selected  # not per partition: the rollup of log_health, once it is logged
     selected.discard(TOPIC_HEALTH)
-    partitions = _run_partitions(op_context, topic, log_store, whole_topic=True)
+    partitions = run_partitions(op_context, topic, log_store, whole_topic=True)
     # the asset ran before this step in the same run when the run has materializations of it
     with_asset = bool(run_materializations(op_context.instance, asset_key, op_context.run.run_id,
                                            [partition_key(p) for p in partitions]))
@@ -383,7 +392,7 @@ def _audit(pyspark: LogSparkResource, topic: Topic, log_store: LogStoreResource,
     if not partitions:
         return []
     unreadable: dict[int, str] = {}  # each is its own failed log_health; the others are audited
-    observed = _observe(log_store, topic.name, partitions, int(time.time() * 1000), unreadable)
+    observed = observe_partitions(log_store, topic.name, partitions, int(time.time() * 1000), unreadable)
     outcomes: list[CheckOutcome] = [unreadable_outcome(p, why) for p, why in sorted(unreadable.items())]
     read_errors: dict[int, str] = {}  # a damaged batch the records' checks met: log_health says so too
     if selected - {HEALTH_CHECK, LATEST_VALUES} and observed:

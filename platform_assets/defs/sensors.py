@@ -17,6 +17,11 @@
   most ``LOGPLAT_MAX_PARTITIONS_PER_TICK`` partitions per tick.
 * ``retention_sensor`` requests retention of the partitions with deletable segments, most bytes
   first, with the same bound.
+* ``tiering_sensor`` requests tiering runs (``defs/tiering.py``) for the partitions of tiered
+  topics (``remote.storage.enable``) with rolled segments past the remote tier's end or local
+  copies past ``local.retention.*``, most bytes first, with the same bound. It never asks the
+  bucket: the remote tier is the version each partition remembers (``logic/tiering.py``), and
+  the run key names it with the local segments, so the same work is asked for once.
 * ``deleted_files_sensor`` removes ``.deleted`` files once ``file.delete.delay.ms`` has passed,
   as Kafka's scheduler does, and records what it freed as observations.
 
@@ -57,9 +62,11 @@ from ..logic.log_state import (
     deadline_urgent,
     due_for_compaction,
     due_for_retention,
+    due_for_tiering,
     forced_by_deadline,
     retention_token,
     run_key,
+    tiering_token,
 )
 from ..logic.metadata import deleted_files_metadata, observation_metadata
 from ..logic.observation_cursor import ObservationCursor
@@ -69,9 +76,11 @@ from ..logic.run_tags import MAX_REASON, SENSOR_NAME_TAG
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
+from ..logic.tiering import remote_location_url
 from ..logic.units import size_text
 from .assets import cleanup_run_config, report_materialization
 from .checks import evaluations, latest_materializations, log_asset_key, record_sensor_results, verdict_metadata
+from .cleanup import CLEAN, TIER
 from .errors import tick_refusals_first
 from .jobs import (
     FAILED_PARTITIONS_TAG,
@@ -289,6 +298,7 @@ class _RunSensorSpec:
     reason: Callable[[Sequence[PartitionState]], str]
     #: whether a run must clean its partitions even where the engine would not (not ``due``)
     forced: Callable[[Sequence[PartitionState]], bool] = lambda run: False
+    operation: str = CLEAN  # the runs' ``operation`` (``cleanup.CLEANUP_CONFIG_SCHEMA``)
 
 
 def encode_tokens(run: Sequence[PartitionState], tokens: Mapping[TopicPartition, str]) -> str:
@@ -346,7 +356,7 @@ def _run_request(spec: _RunSensorSpec, topic: Topic, run: Sequence[PartitionStat
         partition_key=first if first == last else None,
         run_key=run_key(spec.kind, run, [tokens[s.tp] for s in run])
         + "".join(f"/retry-{s.partition}-{attempts[s.tp]}" for s in run if s.tp in attempts),
-        run_config=cleanup_run_config(topic, force_compaction=spec.forced(run)),
+        run_config=cleanup_run_config(topic, force_compaction=spec.forced(run), operation=spec.operation),
         tags=tags,
     )
 
@@ -416,6 +426,12 @@ def _retention_reason(run: Sequence[PartitionState]) -> str:
     return f"{segments} segment(s), {size} bytes deletable" + (f" in {len(run)} partitions" if len(run) > 1 else "")
 
 
+def _tiering_reason(run: Sequence[PartitionState]) -> str:
+    if len(run) == 1:
+        return run[0].tiering.reason()  # type: ignore[union-attr]
+    return f"{len(run)} partitions to tier, {sum(s.tiering.tierable_bytes for s in run)} bytes"  # type: ignore[union-attr]
+
+
 def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettings) -> dg.SensorDefinition:
     """Removes ``.deleted`` segment files once ``file.delete.delay.ms`` has passed since retention
     or compaction renamed them, as Kafka's scheduler does, so what a run reported as reclaimed
@@ -449,8 +465,9 @@ def build_deleted_files_sensor(topics: Sequence[Topic], settings: PlatformSettin
 
 def build_sensors(catalog: Catalog, jobs: Mapping[str, dg.UnresolvedAssetJobDefinition],
                   settings: PlatformSettings) -> list[dg.SensorDefinition]:
-    """The state sensor, the sweeper of ``.deleted`` files, and the run sensors of the topics
-    that have work of their kind."""
+    """The state sensor, the sweeper of ``.deleted`` files, and the run sensors of the topics:
+    compaction and retention, and tiering where a remote location is configured
+    (``LOGPLAT_REMOTE_STORAGE``) or a topic is tiered."""
     topics = catalog.topics
     sensors = [build_state_sensor(catalog, settings)]
     if topics:
@@ -470,5 +487,16 @@ def build_sensors(catalog: Catalog, jobs: Mapping[str, dg.UnresolvedAssetJobDefi
             "Requests retention for the partitions with deletable segments (retention.ms, retention.bytes, "
             "log start offset), most bytes first; consecutive partitions of a topic share a run.",
             tuple(topics), due_for_retention, retention_token, _retention_reason,
+        ), jobs, settings))
+    if topics and (remote_location_url() is not None or any(t.config.remote_storage_enable for t in topics)):
+        # only where tiering can happen (a remote location, or a tiered topic whose runs then say
+        # what is missing); over every topic: one altered to remote.storage.enable=true is tiered
+        # without a reload
+        sensors.append(_build_run_sensor(_RunSensorSpec(
+            "tiering_sensor", "tier", "tiering-sensor",
+            "Requests tiering of the tiered topics' partitions (remote.storage.enable) with rolled segments past the "
+            "remote tier's end or local copies past local.retention.*, judged from the partition's stats and its "
+            "remembered remote version (no request to the object store), most bytes first.",
+            tuple(topics), due_for_tiering, tiering_token, _tiering_reason, operation=TIER,
         ), jobs, settings))
     return sensors

@@ -40,6 +40,8 @@ from storage_engine.log.retention import RetentionPlan, plan_retention
 from storage_engine.log.stats import PartitionStats
 from storage_engine.logdir.manager import LogManager
 
+from .tiering import TierNeed, logical_stats, remembered_tier, tiering_need
+
 TopicPartition = tuple[str, int]
 
 
@@ -67,6 +69,12 @@ class PartitionState:
     directory: str = ""  # the partition's directory (in one of the log dirs)
     #: the engine's erasure report, read only for a partition possibly overdue (:func:`possibly_overdue`)
     erasure: ErasureReport | None = field(default=None, hash=False)
+    #: a tiered topic's (``remote.storage.enable``): what tiering would do (``tiering.tiering_need``)
+    tiering: TierNeed | None = field(default=None, hash=False)
+    #: the remembered remote tier (``tiering.remembered_tier``): its latest version, bytes and segments
+    remote_version: int | None = None
+    remote_bytes: int = 0
+    remote_segments: int = 0
 
     @property
     def tp(self) -> TopicPartition:
@@ -117,10 +125,19 @@ class PartitionState:
 
 
 def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> PartitionState:
-    """The state of one partition from its stats, with the engine's verdicts."""
+    """The state of one partition from its stats, with the engine's verdicts. A tiered
+    partition's dirty ratio and retention plan are judged on the whole log, its remembered remote
+    tier followed by the local log above it (``tiering.logical_stats``); its state names the
+    remembered version, so a commit on the remote tier alone is a new state."""
     active = stats.segments[-1].base_offset if stats.segments else None
-    candidacy = candidacy_from_stats(stats, config, now_ms) if config.compact else None
-    plan = plan_retention(stats, config, now_ms)
+    tier = remembered_tier(stats.directory, config)
+    planning = stats if tier is None else logical_stats(stats, tier)
+    candidacy = candidacy_from_stats(planning, config, now_ms) if config.compact else None
+    plan = plan_retention(planning, config, now_ms)
+    state_hash = short_hash(str(stats.directory), [(s.base_offset, s.mtime_ms) for s in stats.segments if not s.is_active],
+                            stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint,
+                            config_token(config),  # a config change is a new state: a failure keyed on it is cleared
+                            *((tier.version,) if tier is not None else ()))
     return PartitionState(
         topic=stats.topic,
         partition=stats.partition,
@@ -128,15 +145,18 @@ def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> Partit
         delete=config.delete,
         size_bytes=stats.size_bytes,
         segments=len(stats.segments),
-        log_start_offset=stats.log_start_offset,
-        cleaner_checkpoint=stats.cleaner_checkpoint,
+        log_start_offset=planning.log_start_offset,
+        cleaner_checkpoint=planning.cleaner_checkpoint,
         active_base_offset=active,
-        state_hash=short_hash(str(stats.directory), [(s.base_offset, s.mtime_ms) for s in stats.segments if not s.is_active],
-                              stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint,
-                              config_token(config)),  # a config change is a new state: a failure keyed on it is cleared
+        state_hash=state_hash,
         candidacy=candidacy,
         retention=plan,
         directory=str(stats.directory),
+        tiering=(tiering_need(stats, config, tier, now_ms=now_ms, state_hash=state_hash)
+                 if config.remote_storage_enable else None),
+        remote_version=None if tier is None else tier.version,
+        remote_bytes=0 if tier is None else tier.size_bytes,
+        remote_segments=0 if tier is None else len(tier.segments),
     )
 
 
@@ -251,6 +271,20 @@ def due_for_retention(states: Sequence[PartitionState]) -> list[PartitionState]:
     """
     chosen = [s for s in states if s.deletable_segments and not (s.compaction_due and s.retention_applies_with_compaction)]
     return sorted(chosen, key=lambda s: (-s.deletable_bytes, s.topic, s.partition))
+
+
+def due_for_tiering(states: Sequence[PartitionState]) -> list[PartitionState]:
+    """Tiered partitions with rolled segments to copy or local copies to release
+    (``tiering.tiering_need``), most bytes to copy first."""
+    chosen = [s for s in states if s.tiering is not None and s.tiering.needed]
+    return sorted(chosen, key=lambda s: (-s.tiering.tierable_bytes, s.topic, s.partition))  # type: ignore[union-attr]
+
+
+def tiering_token(state: PartitionState) -> str:
+    """What a tiering run of the partition depends on: the remembered version and the local
+    segments (``TierNeed.token``)."""
+    assert state.tiering is not None
+    return state.tiering.token
 
 
 def compaction_token(state: PartitionState) -> str:

@@ -30,6 +30,8 @@ from .partition_keys import partition_key
 from .units import megabytes
 
 if TYPE_CHECKING:
+    from storage_engine.remote.tiering import TierResult
+
     from .partition_cleanup import PartitionCleanup
 
 ROW_COUNT = "dagster/row_count"  # Dagster's name: the catalog shows it as the asset's row count
@@ -103,9 +105,27 @@ def deadline_metadata(state: PartitionState) -> dict[str, Any]:
     return values
 
 
+def remote_tier_metadata(state: PartitionState) -> dict[str, Any]:
+    """A tiered partition's remembered remote tier (``tiering.remembered_tier``) and what tiering
+    would do now; nothing for an untiered one. ``size_mb`` and ``segments`` stay the local
+    log's; the log start offset and checkpoint are the whole log's (the remote version's)."""
+    if state.tiering is None:
+        return {}
+    need = state.tiering
+    return _some({
+        "remote_version": state.remote_version,
+        "remote_end_offset": need.remote_end,
+        "remote_mb": megabytes(state.remote_bytes) if state.remote_version is not None else None,
+        "remote_segments": state.remote_segments if state.remote_version is not None else None,
+        "tierable_segments": len(need.tierable),
+        "local_copies_releasable": len(need.releasable),
+    })
+
+
 def observation_metadata(state: PartitionState) -> dict[str, Any]:
     """What the state sensor records when a partition's state changed."""
-    values = {**identity_metadata(state.topic, state.partition), **state_metadata(state), **location_metadata(state)}
+    values = {**identity_metadata(state.topic, state.partition), **state_metadata(state), **location_metadata(state),
+              **remote_tier_metadata(state)}
     values.update({
         "compaction_due": state.compaction_due,
         "deletable_segments": state.deletable_segments,
@@ -151,6 +171,54 @@ def cleanup_metadata(result: PartitionCleanup, records: int | None = None) -> di
         "log_state_version": result.data_version,
         ROW_COUNT: records,
     }))
+    for report in result.reports():
+        values.update(remote_report_metadata(report))
+    return values
+
+
+_BYTES_MOVED = ("bytes_uploaded", "bytes_downloaded")  # ``ObjectStore.counters()``'s names
+
+
+def request_metadata(requests: Mapping[str, int]) -> dict[str, Any]:
+    """A run's requests to the object store by type (``requests_put`` ...) and the bytes each
+    way in MB, from ``ObjectStore.counters()`` (or the difference of two readings)."""
+    values: dict[str, Any] = {k: int(v) for k, v in sorted(requests.items()) if k.startswith("requests_")}
+    for key in _BYTES_MOVED:
+        if key in requests:
+            values[key.replace("bytes_", "mb_")] = megabytes(int(requests[key]))
+    return values
+
+
+def remote_report_metadata(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What a compaction or retention report of a tiered partition says of the remote tier,
+    when it says it (``remote_version``, the version's offsets, its request counters, flat or
+    under ``requests``); nothing for a local report."""
+    values = _some({k: report.get(k) for k in ("remote_version", "remote_log_start_offset", "remote_end_offset")
+                    if isinstance(report.get(k), int)})
+    nested = report.get("requests")
+    requests = {**(nested if isinstance(nested, Mapping) else {}),
+                **{k: v for k, v in report.items() if k.startswith("requests_") or k in _BYTES_MOVED}}
+    values.update(request_metadata({k: v for k, v in requests.items() if isinstance(v, int)}))
+    return values if values.get("remote_version") is not None else {}
+
+
+def tier_metadata(state: PartitionState, result: TierResult, requests: Mapping[str, int]) -> dict[str, Any]:
+    """One partition's materialization by a tiering run: the log after it (``state``, with its
+    remembered tier), what was copied and released, and the run's own requests and bytes."""
+    values = {**identity_metadata(state.topic, state.partition), **state_metadata(state), **location_metadata(state),
+              **remote_tier_metadata(state)}
+    release = result.local_release
+    values.update(_some({
+        "status": str(result.status),
+        "reason": result.reason,
+        "remote_version": result.version,
+        "remote_log_start_offset": result.remote_log_start_offset,
+        "remote_end_offset": result.remote_end_offset,
+        "segments_tiered": len(result.uploaded_segments),
+        "local_copies_released": len(release.deleted_segments) if release is not None else 0,
+        "duration_s": round(result.duration_s, 6),
+    }))
+    values.update(request_metadata(requests))
     return values
 
 
@@ -204,6 +272,19 @@ GLOSSARY: dict[str, str] = {
     "log_state_version": "the data version: a digest of the log's state after the run",
     "now_ms": "the clock the run judged by",
     "deleted_files_removed": ".deleted files removed once file.delete.delay.ms had passed",
+    "remote_version": "the latest version of the partition's remote tier (tiered topics): committed by this run, or "
+                      "the one the partition remembers",
+    "remote_log_start_offset": "the remote version's log start offset (the whole log's)",
+    "remote_end_offset": "the offset the remote tier ends at: below it records are read from the object store",
+    "remote_mb": "bytes of the remote version's segments, in MB",
+    "remote_segments": "segments in the remote version",
+    "tierable_segments": "rolled local segments past the remote tier's end (what a tiering run copies)",
+    "local_copies_releasable": "local copies of tiered segments past local.retention.* (what a tiering run removes)",
+    "segments_tiered": "segments this run copied to the remote tier",
+    "local_copies_released": "local copies of tiered segments this run removed (local.retention.*)",
+    "requests_put": "PUT requests this run made to the object store (likewise requests_get, requests_list, "
+                    "requests_delete, requests_head)",
+    "mb_uploaded": "bytes this run sent to the object store, in MB (mb_downloaded: received)",
     "mb_freed": "bytes those files held, in MB",
 }
 

@@ -49,6 +49,10 @@ class PartitionCleanup:
                 return outcome.reason
         return None
 
+    def reports(self) -> list[dict[str, Any]]:
+        """What the jobs reported, as dicts (a tiered partition's carry its ``remote_version``)."""
+        return [o.to_dict() for o in (self.compaction, self.retention) if o is not None]
+
     def _report(self) -> dict[str, Any]:
         return self.compaction.to_dict() if self.compaction is not None else {}
 

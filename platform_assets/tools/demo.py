@@ -3,15 +3,21 @@
 1. writes a realistic workload through the engine (``workload.py``: a ``compact`` changelog, a
    ``compact,delete`` profile store, a ``delete`` event stream; many segments, duplicates,
    tombstones, expired segments) into ``$LOGPLAT_LOG_DIRS`` (default ``./data/logs``);
+   It also writes a tiered topic (``remote.storage.enable``, ``workload.tiered_workload``); unless
+   ``LOGPLAT_REMOTE_STORAGE`` names a location, its remote tier is an embedded SeaweedFS (S3)
+   started on 127.0.0.1 (``object_store_server.py``, its data in ``$DAGSTER_HOME/seaweedfs``),
+   whose environment (``LOGPLAT_REMOTE_STORAGE``, ``AWS_*``) the webserver, daemon, run
+   workers and Spark inherit; it is stopped at the end, whatever happens;
 2. starts a Dagster webserver and daemon on 127.0.0.1 with ``DAGSTER_HOME`` (default
-   ``./dagster_home``) and turns the four sensors on through GraphQL; unless
+   ``./dagster_home``) and turns the five sensors on through GraphQL; unless
    ``LOGPLAT_SPARK_MASTER`` names a master or server, also a local Spark Connect server
    (``spark_jobs/runtime/connect_server.py``) that every run worker opens a client session on: one warm
    driver for all runs instead of a JVM started by each (``--no-connect-server``: the latter);
-3. waits while the sensors discover the partitions and request compaction and retention runs,
+3. waits while the sensors discover the partitions and request tiering, compaction and retention runs,
    and the daemon runs them (each a Spark job through the dagster-pyspark resource, with the
    asset checks), until no partition is due and no run is left;
-4. prints a before/after table of every partition, with what the runs recorded in Dagster,
+4. prints a before/after table of every partition (a tiered one with its remote version), with
+   what the runs recorded in Dagster, whether the tiered topic reached its remote tier,
    where the runs' time went (their timing tags), and how to open the UI on the same instance.
 
     python -m platform_assets.tools.demo [--scale 0.5] [--timeout 1200] [--no-connect-server]
@@ -34,6 +40,8 @@ from spark_jobs.runtime.session import MASTER_ENV
 from storage_engine.errors import LogError
 from storage_engine.logdir.environment import LOG_DIRS_ENV, log_dirs_from_env
 from storage_engine.logdir.manager import LogManager
+from storage_engine.remote.access import open_store
+from storage_engine.remote.location import ENV_REMOTE_STORAGE
 from storage_engine.tools.usage import OneLineParser, UsageError
 
 from ..defs.cleanup import CHECK_READ_SECONDS_TAG, SPARK_JOB_SECONDS_TAG, SPARK_SESSION_SECONDS_TAG
@@ -42,11 +50,12 @@ from ..logic.log_state import PartitionState, read_states
 from ..logic.metadata import effective_checkpoint
 from .devserver import DevServer, DevServerError, wait_for
 from .instance_setup import SERVERS_BUSY, SERVERS_LOCK_FILE, InstanceSetupError, home_lock, prepare_instance
+from .object_store_server import ObjectStoreServerError, seaweedfs
 from .preflight import PreflightError, check_environment
-from .workload import produce, realistic_workload
+from .workload import produce, realistic_workload, tiered_workload
 
 REPO = Path(__file__).resolve().parents[2]  # platform_assets/tools/demo.py -> the repository
-SENSORS = ("log_state_sensor", "deleted_files_sensor", "compaction_sensor", "retention_sensor")
+SENSORS = ("log_state_sensor", "deleted_files_sensor", "compaction_sensor", "retention_sensor", "tiering_sensor")
 IN_FLIGHT = tuple(status.value for status in RUNS_IN_FLIGHT)  # as GraphQL names them
 
 
@@ -59,7 +68,8 @@ def snapshot(log_dirs: list[str]) -> dict[tuple[str, int], tuple[PartitionState,
 
 def pending_work(log_dirs: list[str]) -> list[str]:
     """Partitions the sensors would still act on."""
-    return [f"{s.topic}-{s.partition}" for s, _ in snapshot(log_dirs).values() if s.needs_cleaning]
+    return [f"{s.topic}-{s.partition}" for s, _ in snapshot(log_dirs).values()
+            if s.needs_cleaning or (s.tiering is not None and s.tiering.needed)]
 
 
 def _mb(n: int) -> str:
@@ -72,18 +82,19 @@ def _ratio(x: float | None) -> str:
 
 def table(before: dict, after: dict, recorded: dict[tuple[str, int], dict]) -> str:
     header = ("partition", "policy", "segments", "MB", "log start", "log end", "cleaner checkpoint", "dirty ratio",
-              "runs", "reclaimed MB", "records compacted away")
+              "remote version", "runs", "reclaimed MB", "records compacted away")
     rows = [header]
     for tp in sorted(after):
         a, leo_a = after[tp]
         b, leo_b = before.get(tp, after[tp])
         rec = recorded.get(tp, {})
-        policy = ",".join(p for p in ("compact", "delete") if getattr(a, p))
+        policy = ",".join(p for p in ("compact", "delete") if getattr(a, p)) + (" (tiered)" if a.tiering else "")
         rows.append((
             f"{tp[0]}-{tp[1]}", policy, f"{b.segments} -> {a.segments}", f"{_mb(b.size_bytes)} -> {_mb(a.size_bytes)}",
             f"{b.log_start_offset} -> {a.log_start_offset}", f"{leo_b} -> {leo_a}",
             f"{effective_checkpoint(b)} -> {effective_checkpoint(a)}" if a.compact else "-",
             f"{_ratio(b.dirty_ratio)} -> {_ratio(a.dirty_ratio)}" if a.compact else "-",
+            f"{b.remote_version or 0} -> {a.remote_version or 0}" if a.tiering is not None else "-",
             str(rec.get("runs", 0)), f"{rec.get('mb_reclaimed', 0):.2f}", str(rec.get("records_removed", 0)),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -104,6 +115,23 @@ def recorded_by_dagster(client, topics: list[str], since_ms: float) -> dict[tupl
             rec["mb_reclaimed"] += m["metadata"].get("mb_reclaimed") or 0.0
             rec["records_removed"] += m["metadata"].get("records_removed") or 0
     return out
+
+
+def untiered_partitions(after: dict) -> list[str]:
+    """Partitions of tiered topics with segments but no remote version yet: the main job shows
+    its tiered topic on the remote tier end to end."""
+    return [f"{s.topic}-{s.partition}" for s, _ in after.values()
+            if s.tiering is not None and s.segments > 1 and not s.remote_version]
+
+
+def start_object_store(stack: contextlib.ExitStack, dagster_home: Path) -> str:
+    """The remote tier of the job: ``LOGPLAT_REMOTE_STORAGE`` as given (proved reachable), or
+    an embedded SeaweedFS on 127.0.0.1 whose environment this process and every process it
+    starts then carry (``stack`` stops it). Raises ``LogError`` / ``ObjectStoreServerError``."""
+    if not os.environ.get(ENV_REMOTE_STORAGE):
+        server = stack.enter_context(seaweedfs(dagster_home / "seaweedfs"))
+        os.environ.update(server.env())
+    return open_store().url  # one LIST: a wrong endpoint, bucket or key stops the job before anything is written
 
 
 def run_times(runs: list[dict]) -> str:
@@ -181,6 +209,14 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     except OSError as exc:
         print(f"error: cannot make {logs} for the servers' output: {exc.strerror}", file=sys.stderr)
         return 1
+    given = bool(os.environ.get(ENV_REMOTE_STORAGE))
+    print(f"the tiered topic's remote tier: {ENV_REMOTE_STORAGE}" if given else
+          f"starting an embedded SeaweedFS (S3) on 127.0.0.1 for the tiered topic (its data: {dagster_home / 'seaweedfs'}) ...")
+    try:  # before the Spark Connect server and the Dagster servers: they inherit its environment
+        print(f"remote storage: {start_object_store(stack, dagster_home)}")
+    except (LogError, ObjectStoreServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     master = os.environ.get(MASTER_ENV, "")
     if args.connect_server and not master:  # before the workload: a server that cannot start changes nothing
         print(f"starting a Spark Connect server for the runs, which warms itself up in the background "
@@ -196,7 +232,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     started = time.time()
     try:
         with LogManager(log_dirs) as manager:
-            workload = realistic_workload(args.scale)
+            workload = [*realistic_workload(args.scale), tiered_workload(args.scale)]
             again = sorted({w.name for w in workload} & set(manager.topics()))
             if again:
                 print(f"the log dirs already hold {', '.join(again)} (an earlier main job?): this run appends its "
@@ -260,6 +296,10 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
 
     print(f"\n{len(runs)} run(s) launched by the sensors, {len(failed)} failed; {run_times(runs)}; before -> after:\n")
     print(table(before, after, recorded))
+    untiered = untiered_partitions(after)
+    tiered = sorted(f"{s.topic}-{s.partition} v{s.remote_version}" for s, _ in after.values() if s.remote_version)
+    print(f"\non the remote tier ({os.environ[ENV_REMOTE_STORAGE]}): {', '.join(tiered) or 'nothing'}"
+          + (f"; not tiered: {', '.join(untiered)}" if untiered else ""))
     ui_env = f"DAGSTER_HOME={dagster_home} LOGPLAT_LOG_DIRS={','.join(log_dirs)}"
     shown = next((t for t in topics if t == "orders.state"), topics[0])
     print(f"\nThe sensors stay on. Open the UI on the same instance (127.0.0.1 only), then "
@@ -269,7 +309,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     for name, ticks in failed_ticks.items():
         print(f"{name} failed {len(ticks)} tick(s), the last: {ticks[0]} (see the UI's Automation page)",
               file=sys.stderr)
-    return 1 if failed or failed_ticks or timed_out else 0
+    return 1 if failed or failed_ticks or timed_out or untiered else 0
 
 
 if __name__ == "__main__":

@@ -71,6 +71,19 @@ def realistic_workload(scale: float = 1.0) -> list[TopicWorkload]:
     ]
 
 
+def tiered_workload(scale: float = 1.0) -> TopicWorkload:
+    """The main job's tiered topic (``remote.storage.enable``): a compacted ledger whose rolled
+    segments the tiering sensor copies to the object store; local copies are kept for the
+    topic's retention (``local.retention.ms`` -2)."""
+    return TopicWorkload(
+        "payments.ledger", 2,
+        {"cleanup.policy": "compact", "segment.bytes": "65536", "min.cleanable.dirty.ratio": "0.5",
+         "delete.retention.ms": "600000", "remote.storage.enable": "true"},
+        records=max(1, int(8_000 * scale)), keys=max(1, int(1_000 * scale)), tombstone_ratio=0.04, value_bytes=120,
+        age_ms=HOUR_MS,
+    )
+
+
 @dataclass
 class WrittenPartition:
     topic: str
