@@ -180,7 +180,9 @@ class TieredLog:
         if self.local is not None:
             self.local.refresh()
 
-    def _cleaned(self, expected: int) -> bool:
+    def may_be_cleaned(self, expected: int) -> bool:
+        """Whether offsets from ``expected`` may have been removed by a cleaner (then a gap is no
+        loss): a compacted topic, or below the remote tier's cleaner checkpoint."""
         checkpoint = self.version.cleaner_checkpoint if self.version is not None else None
         return self.compact or (checkpoint is not None and expected < checkpoint)
 
@@ -209,13 +211,13 @@ class TieredLog:
                 url = object_url(self.remote, seg.log)
                 for raw in remote_segment_batches(self.remote, seg, offset if first else None):
                     problem = offset_order_error(expected, raw.header.base_offset, f"{url} at position {raw.position}",
-                                                 first=first, cleaned=self._cleaned(expected))
+                                                 first=first, cleaned=self.may_be_cleaned(expected))
                     if problem:
                         raise problem
                     first, expected = False, raw.header.next_offset
                     yield raw
             problem = offset_order_error(expected, end, f"{object_url(self.remote, self.version.segments[-1].log)} "
-                                         "after its last batch", first=first, cleaned=self._cleaned(expected))
+                                         "after its last batch", first=first, cleaned=self.may_be_cleaned(expected))
             if problem:  # offsets lost at the remote tier's end
                 raise problem
             first, expected = False, end
@@ -232,7 +234,7 @@ class TieredLog:
                 problem = offset_order_error(expected, raw.header.base_offset,
                                              f"{self.local.segment_path(raw.header.base_offset)} at position "
                                              f"{raw.position}, after the remote tier's end",
-                                             first=False, cleaned=self._cleaned(expected))
+                                             first=False, cleaned=self.may_be_cleaned(expected))
                 if problem:
                     raise problem
                 crossing = False
