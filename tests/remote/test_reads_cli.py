@@ -146,3 +146,28 @@ def test_dump_remote_segments(logctl, root) -> None:
     assert code == 1 and "no remote segment at base offset 1" in err
     code, _, err = logctl("dump", "--remote", "t")
     assert code == 1 and "--partition" in err
+
+
+def test_erasure_report_reads_across_the_tiers(remote_env, tmp_path, monkeypatch, capsys) -> None:
+    root = tmp_path / "c"
+    manager = open_topic(root, "c", segment_bytes=400, cleanup_policy="compact", max_compaction_lag_ms=1000,
+                         remote_storage_enable="true", local_retention_bytes=900)
+    manager.admin.create_topic("d", 1, {"segment.bytes": "400", "cleanup.policy": "compact",
+                                        "max.compaction.lag.ms": "1000"})
+    recs = records(N, ts=10_000, keys=7)
+    append_each(manager.get_log("c", 0), recs)
+    append_each(manager.get_log("d", 0), recs)
+    log = manager.get_log("c", 0)
+    tier_partition(log, RemotePartition(open_store(), "c", 0), now_ms=100_000)
+    assert log.log_start_offset > 0  # most records are only remote now
+    manager.close()
+    reports = {}
+    for topic in ("c", "d"):
+        code, out, err = run_logctl(root, monkeypatch, capsys, "erasure-report", "--topic", topic, "--key", "k3",
+                                    "--now-ms", "100000", "--json")
+        assert code == 1, err  # nothing was compacted: the superseded records are overdue
+        reports[topic] = json.loads(out)["partitions"][0]
+    tiered, plain = reports["c"], reports["d"]
+    assert tiered["records_read"] == plain["records_read"] == N
+    assert (tiered["remnants"], tiered["oldest"]) == (plain["remnants"], plain["oldest"])
+    assert tiered["key"]["values"] == plain["key"]["values"] == list(range(3, N, 7))
