@@ -69,17 +69,12 @@ from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
 from storage_engine.remote.location import RemoteLocation
 from storage_engine.remote.partition import RemotePartition
+from storage_engine.remote.reads import object_url, remote_segment_batches
 from storage_engine.remote.version import PartitionVersion, RemoteSegment
 
 from .datasource_options import ReadOptions, TopicPartition, option_error
 from .errors import DataSourceOptionError, SparkJobError
-from .remote_tier import (
-    executor_partition,
-    job_location,
-    object_path,
-    remote_segment_batches,
-    tiered_offset_for_timestamp,
-)
+from .remote_tier import executor_partition, job_location, tiered_offset_for_timestamp
 
 __all__ = [
     "KAFKA_SOURCE_SCHEMA",
@@ -555,7 +550,7 @@ def read_split(split: Split) -> Iterator[pa.RecordBatch]:
     if isinstance(split, RemoteSegmentSplit):
         rp = executor_partition(split.location, split.topic, split.partition)
         batches = remote_segment_batches(rp, split.segment, split.min_offset)
-        yield from _spark_batches(_grouped(batches), object_path(rp, split.segment.log), split)
+        yield from _spark_batches(_grouped(batches), object_url(rp, split.segment.log), split)
         return
     seg = _open_planned_segment(split)
     try:

@@ -30,6 +30,8 @@ never shows whether the bound held. This module answers it exactly, by reading e
   the same ``TransactionTracker``), and neither does one at or past the last stable offset,
   which no cleaning reaches until its transaction is decided. Aborted records are not
   remnants either: any cleaning that reaches them drops them whole.
+* A tiered partition (``remote.storage.enable``) is read as one log across its tiers
+  (``remote.reads.TieredLog``): the remote segments, then the local log from the tier's end.
 * A partition that cannot be read to its end (a CRC error, a segment a read-only open refuses)
   is **unproven**, with the reason; the other partitions are still read and proven, as
   ``verify`` reports each damaged partition and carries on.
@@ -55,6 +57,7 @@ from ..log.stats import live_stats
 from ..record import decode_batch
 from ..record.control import control_type_of
 from ..record.file_records import read_batches
+from ..remote.reads import TieredLog, tiered_log
 from .candidacy import candidacy_from_stats
 from .plan import ErasureDeadline, LogToClean
 from .rules import ProducerSnapshot, ProducerStateBuilder, TransactionTracker
@@ -179,17 +182,18 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     unsuperseded: dict[bytes, list[int]] = {}
     values: list[int] = []
     tombstones: list[int] = []
-    producers = _producers(log)
+    view = tiered_log(log)  # a tiered partition is read as one log across its tiers
+    producers = _producers(view)
     tracker = TransactionTracker(producers.aborted)
-    for raw in log.iter_batches():
+    for raw in view.batches_from(view.log_start_offset):
         h = raw.header
-        path = log.segment_path(h.base_offset)
+        path = view.segment_path(h.base_offset)
         if h.magic >= 2 and h.is_control:
             tracker.on_control_batch(h, control_type_of(raw, path))
             continue
         aborted = h.magic >= 2 and tracker.on_data_batch(h)
         for r in decode_batch(raw, path=path):
-            if r.offset < log.log_start_offset or r.key is None:
+            if r.offset < view.log_start_offset or r.key is None:
                 continue
             report.records_read += 1
             if key is not None and r.key == key:
@@ -220,15 +224,15 @@ def erasure_report(log: Log, now_ms: int, key: bytes | None = None) -> ErasureRe
     return report
 
 
-def _producers(log: Log) -> ProducerSnapshot:
+def _producers(view: TieredLog) -> ProducerSnapshot:
     """The aborted transactions and the last stable offset, from a first pass over the batch
     headers (the aborted ones are known only at their ABORT markers, after their batches)."""
     builder = ProducerStateBuilder()
-    for raw in log.iter_batches():
+    for raw in view.batches_from(view.log_start_offset):
         h = raw.header
         control = h.magic >= 2 and h.is_control
-        builder.observe(h, control_type_of(raw, log.segment_path(h.base_offset)) if control else None)
-    return builder.snapshot(log.log_end_offset)
+        builder.observe(h, control_type_of(raw, view.segment_path(h.base_offset)) if control else None)
+    return builder.snapshot(view.log_end_offset)
 
 
 def log_candidacy(log: Log, now_ms: int) -> LogToClean | None:

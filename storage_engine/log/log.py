@@ -298,9 +298,9 @@ class Log:
         """Every batch from ``start_offset`` (default: the log start) to the end (``LogReader.iter_batches``)."""
         return self.reader.iter_batches(start_offset)
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    def offset_for_timestamp(self, timestamp: int, *, from_offset: int | None = None) -> tuple[int, int] | None:
         """(timestamp, offset) as ListOffsets answers it (``LogReader.offset_for_timestamp``)."""
-        return self.reader.offset_for_timestamp(timestamp)
+        return self.reader.offset_for_timestamp(timestamp, from_offset=from_offset)
 
     def offset_order_error(self, expected: int, base_offset: int, where: str, *,
                            first: bool = False) -> CorruptRecordError | LogGapError | None:

@@ -185,23 +185,27 @@ class LogReader:
             yield from batches
             offset = batches[-1].header.next_offset
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(timestamp, offset) as ListOffsets answers it; -2 earliest, -1 latest, -3 max timestamp."""
+    def offset_for_timestamp(self, timestamp: int, *, from_offset: int | None = None) -> tuple[int, int] | None:
+        """(timestamp, offset) as ListOffsets answers it; -2 earliest, -1 latest, -3 max timestamp.
+        ``from_offset``: only offsets at or above it count (a tiered log's local part starts at
+        the remote tier's end; the copies below it are shadowed)."""
 
         def run() -> tuple[int, int] | None:
             if timestamp == EARLIEST_TIMESTAMP:
                 return -1, self.log.log_start_offset
             if timestamp == LATEST_TIMESTAMP:
                 return -1, self.log._leo
+            floor = max(self.log.log_start_offset, from_offset or 0)
+            segments = self.log.segments[self.log._segment_index(floor):]
             if timestamp == MAX_TIMESTAMP:
-                best = max(self.log.segments, key=lambda s: s.max_timestamp_so_far)
+                best = max(segments, key=lambda s: s.max_timestamp_so_far)
                 ts = best.max_timestamp_so_far
                 if ts < 0:
                     return None
-                return best.find_offset_by_timestamp(ts, self.log.log_start_offset)
-            for seg in self.log.segments:
+                return best.find_offset_by_timestamp(ts, floor)
+            for seg in segments:
                 if seg.largest_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, self.log.log_start_offset)
+                    found = seg.find_offset_by_timestamp(timestamp, floor)
                     if found is not None:
                         return found
             return None

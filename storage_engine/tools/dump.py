@@ -6,7 +6,8 @@ records; an invalid batch is shown with the error instead, and bytes after the l
 batch are reported (with why, when a header no batch can have stops the walk there), so a
 damaged file can be inspected rather than refused. The file is mapped, not read into memory,
 so a file larger than the memory dumps too. Temporary names
-(``.deleted``, ``.cleaned``, ``.swap``) are dumped as the file they hold.
+(``.deleted``, ``.cleaned``, ``.swap``) are dumped as the file they hold. A remote segment's
+``.log`` object is dumped the same way (:func:`dump_remote_segments`), read in ranged GETs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from ..files.nofollow import file_kind
 from ..index import OffsetIndex, TimeIndex
 from ..log.checkpoint import read_checkpoint
 from ..record import RawBatch, decode_batch, scan_batches, verify_batch
+from ..remote.partition import RemotePartition
+from ..remote.reads import object_url, remote_segment_batches
+from ..remote.version import PartitionVersion
 
 #: Renders a key, value or header value for output (None stays None).
 Encoder = Callable[[bytes | None], "str | None"]
@@ -62,7 +66,7 @@ def _dump_batches(data: mmap.mmap, path: Path, encode: Encoder) -> list[Any]:
     return out
 
 
-def _batch_entry(raw: RawBatch, path: Path, encode: Encoder) -> dict[str, Any]:
+def _batch_entry(raw: RawBatch, path: Path | str, encode: Encoder) -> dict[str, Any]:
     """One batch as ``dump`` shows it: its header, and its records or why they cannot be read."""
     h = raw.header
     entry: dict[str, Any] = {
@@ -161,3 +165,30 @@ def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
         return {"file": str(path), "entries": rows}, f"Dumping {path}\n" + "\n".join(
             f"{r['topic']} {r['partition']} {r['offset']}" for r in rows)
     raise DumpError(f"{path}: not a .log, .index, .timeindex or checkpoint file")
+
+
+def dump_remote_segments(rp: RemotePartition, version: PartitionVersion, encode: Encoder,
+                         base_offset: int | None = None) -> tuple[Any, str]:
+    """The ``.log`` objects of ``version``'s remote segments (or the one at ``base_offset``) as
+    ``dump`` shows a local file: each batch valid or with its error, and bytes after the last
+    complete batch. An object gone or short is the command's error (``RemoteStorageError``)."""
+    segments = [s for s in version.segments if base_offset is None or s.base_offset == base_offset]
+    if not segments:
+        raise DumpError(f"{rp.tp}: version {version.version} has no remote segment at base offset {base_offset} "
+                        f"(its segments start at {[s.base_offset for s in version.segments]})")
+    data, texts = [], []
+    for seg in segments:
+        url = object_url(rp, seg.log)
+        entries: list[Any] = []
+        end = 0
+        try:
+            for raw in remote_segment_batches(rp, seg, verify=False):
+                entries.append(_batch_entry(raw, url, encode))
+                end = raw.position + raw.header.size_in_bytes
+        except CorruptRecordError as exc:  # shown as for a local file: the batches before it, then why
+            entries.append({"trailingBytes": seg.size_bytes - end, "position": end, "error": str(exc)})
+        data.append({"file": url, "version": version.version, "base_offset": seg.base_offset,
+                     "end_offset": seg.end_offset, "batches": entries})
+        texts.append(f"Dumping {url} (version {version.version}, offsets {seg.base_offset}..{seg.end_offset - 1})\n"
+                     + "\n".join(_format_batch(e) for e in entries))
+    return data, "\n".join(texts)

@@ -1,4 +1,5 @@
-"""Checking a log end to end: what ``logctl verify`` and the platform's asset checks run.
+"""Checking a log end to end: what ``logctl verify`` and the platform's asset checks run. A
+tiered partition's remote tier is checked too, as one log with the local one.
 
 Reads every byte, so it is the expensive path; it reports every problem it finds instead of
 stopping at the first, and never changes anything on disk.
@@ -6,13 +7,19 @@ stopping at the first, and never changes anything on disk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogError
 from ..log.log import Log
+from ..log.reads import offset_order_error
 from ..log.segment import LogSegment
 from ..record import decode_batch, verify_batch
+from ..remote.partition import RemotePartition
+from ..remote.reads import object_url, remote_segment_batches, tiered_log
+from ..remote.store import ObjectMissingError
+from ..remote.version import PartitionVersion
 
 if TYPE_CHECKING:
     from ..logdir.manager import LogManager
@@ -34,8 +41,9 @@ class VerifyReport:
     partition: int
     log_start_offset: int | None  # None: the log could not be opened (see ``problems``)
     log_end_offset: int | None
-    segments: list[SegmentReport] = field(default_factory=list)
+    segments: list[SegmentReport] = field(default_factory=list)  # remote ones first (``file``: the object's URL)
     problems: list[str] = field(default_factory=list)
+    remote_version: int | None = None  # the remote tier's latest version read (None: not tiered)
 
     @property
     def ok(self) -> bool:
@@ -58,7 +66,95 @@ def verify_partition(manager: LogManager, topic: str, partition: int) -> VerifyR
         log = manager.get_log(topic, partition)
     except (LogError, FileNotFoundError) as exc:
         return VerifyReport(topic, partition, None, None, problems=[str(exc)])
-    return verify_log(log)
+    report = verify_log(log)
+    if log.config.remote_storage_enable:
+        verify_remote_tier(log, report)
+    return report
+
+
+def verify_remote_tier(log: Log, report: VerifyReport) -> None:
+    """The remote tier of a tiered partition, added to ``report``: its latest version parses
+    (names only objects of its own prefix), every object it names exists with the recorded
+    size, every remote batch's CRC and offsets, and the step from the tier's end to the local
+    log (no offsets in neither tier, none in both). Reads the bucket; never writes to it."""
+    tp = f"{log.topic}-{log.partition}"
+    try:
+        view = tiered_log(log)
+    except LogError as exc:
+        report.problems.append(f"{tp}: the remote tier's latest version cannot be read: {exc}")
+        return
+    version, rp = view.version, view.remote
+    if version is None or rp is None:
+        return
+    report.remote_version, report.log_start_offset = version.version, version.log_start_offset
+    unreadable = _missing_or_short(rp, version, report.problems)
+    remote: list[SegmentReport] = []
+    expected: int | None = None
+    for seg in version.segments:
+        url = object_url(rp, seg.log)
+        rep = SegmentReport(url, size_bytes=seg.size_bytes)
+        remote.append(rep)
+        if seg.log in unreadable:
+            expected = None
+            continue
+        try:
+            for raw in remote_segment_batches(rp, seg):
+                rep.batches += 1
+                rep.records += len(decode_batch(raw, path=url))
+                order = offset_order_error(expected if expected is not None else raw.header.base_offset,
+                                           raw.header.base_offset, f"{url} at position {raw.position}",
+                                           first=False, cleaned=view.may_be_cleaned(expected or 0))
+                if order:
+                    report.problems.append(str(order))
+                expected = raw.header.next_offset
+        except LogError as exc:
+            report.problems.append(str(exc))
+            expected = None
+    report.segments[:0] = remote
+    _verify_boundary(log, view.may_be_cleaned, version.end_offset, expected, report.problems)
+
+
+def _missing_or_short(rp: RemotePartition, version: PartitionVersion, problems: list[str]) -> set[str]:
+    """Objects ``version`` names that are not in the store, or not of the recorded size (one
+    HEAD each), each listed as a problem."""
+    sizes = {seg.log: seg.size_bytes for seg in version.segments}
+    bad = set()
+    for name in sorted(version.objects):
+        try:
+            size = rp.store.head(rp.name(name)).size
+        except ObjectMissingError:
+            problems.append(f"{object_url(rp, name)}: named by version {version.version} but not in the store")
+            bad.add(name)
+            continue
+        if name in sizes and size != sizes[name]:
+            problems.append(f"{object_url(rp, name)}: {size} bytes, but version {version.version} records "
+                            f"{sizes[name]}")
+            bad.add(name)
+    return bad
+
+
+def _verify_boundary(log: Log, may_be_cleaned: Callable[[int], bool], tier_end: int, expected: int | None, problems: list[str]) -> None:
+    """Offsets go on from the remote tier's last batch to its end and on into the local log."""
+    tp = f"{log.topic}-{log.partition}"
+    if expected is not None and (order := offset_order_error(expected, tier_end, f"{tp} at the remote tier's end",
+                                                             first=False, cleaned=may_be_cleaned(expected))):
+        problems.append(str(order))
+    if tier_end > log.log_end_offset:
+        problems.append(f"{tp}: the remote tier ends at offset {tier_end}, past the local log end offset "
+                        f"{log.log_end_offset}")
+    elif log.log_start_offset > tier_end:
+        problems.append(f"{tp}: offsets {tier_end} to {log.log_start_offset - 1} are in neither tier (the remote "
+                        f"tier ends at {tier_end}, the local log starts at {log.log_start_offset})")
+    elif tier_end < log.log_end_offset:
+        try:
+            first = next(iter(log.iter_batches(tier_end)), None)
+        except LogError as exc:
+            problems.append(f"{tp}: the local log cannot be read from the remote tier's end {tier_end}: {exc}")
+            return
+        if first is not None and (order := offset_order_error(
+                tier_end, first.header.base_offset, f"{log.segment_path(first.header.base_offset)} at position "
+                f"{first.position}, after the remote tier's end", first=False, cleaned=may_be_cleaned(tier_end))):
+            problems.append(str(order))
 
 
 def verify_log(log: Log) -> VerifyReport:

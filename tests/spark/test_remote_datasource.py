@@ -14,13 +14,13 @@ import pickle
 from spark_jobs.compaction import compact_partitions
 from spark_jobs.datasource import RemoteSegmentSplit, SegmentSplit, plan_splits
 from spark_jobs.datasource_options import ReadOptions
-from spark_jobs.remote_tier import remote_segment_batches
 from storage_engine.cleaner import LogCleaner
 from storage_engine.record import decode_batch
 from storage_engine.remote.access import remote_partition
 from storage_engine.remote.local_state import recall
 from storage_engine.remote.location import parse_location
 from storage_engine.remote.partition import RemotePartition
+from storage_engine.remote.reads import remote_segment_batches
 from storage_engine.remote.tiering import tier_partition
 from tests.helpers.engine import append_each, open_topic, records
 

@@ -15,6 +15,7 @@ CLOCK = bounded_int("a time in ms since the epoch", 0, MAX_TIMESTAMP_MS)
 PARTITION = bounded_int("a partition number", 0, MAX_PARTITION)
 OFFSET = bounded_int("an offset", 0, LONG_MAX)
 COUNT = bounded_int("a count", 1, INT_MAX)
+VERSION = bounded_int("a remote version number", 1, LONG_MAX)
 ENCODINGS = ("utf8", "base64")
 
 
@@ -24,6 +25,12 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 def add_encoding(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--encoding", default="utf8", choices=ENCODINGS, help=help_text)
+
+
+def add_as_of_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--as-of-version", type=VERSION, metavar="N",
+                        help="read the remote tier as version N holds it (while N is retained), not the latest "
+                             "and not the local log")
 
 
 def add_clock(parser: argparse.ArgumentParser, help_text: str) -> None:

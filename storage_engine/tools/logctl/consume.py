@@ -1,14 +1,17 @@
 """``logctl consume``: print a partition's records as JSON lines (Kafka's
-``kafka-console-consumer``), written as they are read."""
+``kafka-console-consumer``), written as they are read; a tiered partition is read as one log
+across its tiers (``remote.reads.TieredLog``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from itertools import islice
 
 from ...logdir.manager import LogManager
-from .arguments import CLOCK, COUNT, OFFSET, PARTITION, add_encoding, encoder
+from ...remote.reads import tiered_log
+from .arguments import CLOCK, COUNT, OFFSET, PARTITION, add_as_of_version, add_encoding, encoder
 from .command import Command, LogDirs
 
 
@@ -20,6 +23,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     start.add_argument("--from-timestamp", type=CLOCK,
                        help="start at the first record with a timestamp at or after this (ms since the epoch)")
     parser.add_argument("--max-records", type=COUNT, help="stop after this many records")
+    add_as_of_version(parser)
     add_encoding(parser, "how keys and values are written in the JSON lines")
 
 
@@ -27,33 +31,23 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
     log = manager.get_log(args.topic, args.partition)
     encode = encoder(args.encoding)
     log.refresh()
+    view = tiered_log(log, as_of_version=args.as_of_version)  # one log across the tiers
     if args.from_timestamp is not None:
-        found = log.offset_for_timestamp(args.from_timestamp)
+        found = view.offset_for_timestamp(args.from_timestamp)
         if found is None:
             return 0
         offset = found[1]
     else:
-        offset = log.log_start_offset if args.from_offset is None else args.from_offset
-    remaining = args.max_records
+        offset = view.log_start_offset if args.from_offset is None else args.from_offset
     out = sys.stdout
-    while remaining is None or remaining > 0:
-        if offset >= log.log_end_offset:
-            if offset > log.log_end_offset:
-                log.read_batches(offset)  # raises the out-of-range error
-            break
-        # a read stops before a corrupt batch with the records before it; the next one, starting
-        # there, raises, and the error is the command's (exit status 1) after those were printed
-        records = log.read(offset, max_records=remaining if remaining is not None else 10_000)
-        if not records:
-            break
-        for r in records:
+    # records are printed as they are read: those before a damaged batch come out, then its
+    # error is the command's (exit status 1)
+    try:
+        for r in islice(view.records_from(offset), args.max_records):
             out.write(json.dumps({"offset": r.offset, "timestamp": r.timestamp, "key": encode(r.key),
                                   "value": encode(r.value), "headers": [[k, encode(v)] for k, v in r.headers]}) + "\n")
-        offset = records[-1].offset + 1
-        if remaining is not None:
-            remaining -= len(records)
-        log.refresh()
-    out.flush()
+    finally:
+        out.flush()
     return 0
 
 

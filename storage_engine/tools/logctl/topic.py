@@ -12,6 +12,8 @@ from ...logdir.log_dir import missing_log_dir
 from ...logdir.manager import LogManager
 from ...logdir.topic_admin import check_creation
 from ...logdir.topic_store import shown_path
+from ...remote.reads import tiered_log
+from ...remote.version import PartitionVersion
 from ..usage import UsageError, bounded_int
 from .arguments import COUNT, add_json, config_pairs
 from .command import Command, LogDirs
@@ -48,14 +50,17 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
     parts = []
     for log in manager.logs(topic):
         log.refresh()
+        view = tiered_log(log)
         parts.append(
             {
                 "partition": log.partition,
                 "log_dir": str(log.log_dir.path),
-                "log_start_offset": log.log_start_offset,
+                "log_start_offset": view.log_start_offset,
                 "log_end_offset": log.log_end_offset,
                 "size_bytes": log.size_bytes,
                 "segments": max(len(log.segments), 1),  # a view without any: the open makes an empty one
+                **({"local_log_start_offset": log.log_start_offset, "remote": _remote_tier(view.version)}
+                   if config.remote_storage_enable else {}),
             }
         )
     meta = manager.metadata.topic(topic)
@@ -70,6 +75,14 @@ def _describe(manager: LogManager, topic: str) -> dict[str, Any]:
         "compaction_strategy": config.compaction_strategy,
         "compaction_strategy_header": config.compaction_strategy_header or None,
     }
+
+
+def _remote_tier(version: PartitionVersion | None) -> dict[str, Any] | None:
+    """A partition's remote tier as ``describe`` shows it (None: nothing tiered yet)."""
+    if version is None:
+        return None
+    return {"version": version.version, "log_start_offset": version.log_start_offset,
+            "end_offset": version.end_offset, "size_bytes": version.size_bytes, "segments": len(version.segments)}
 
 
 def _create(args: argparse.Namespace, manager: LogManager) -> int:
@@ -98,9 +111,20 @@ def _describe_command(args: argparse.Namespace, manager: LogManager) -> int:
         lines.append(
             f"\tTopic: {d['topic']}\tPartition: {p['partition']}\tLogStartOffset: {p['log_start_offset']}\t"
             f"LogEndOffset: {p['log_end_offset']}\tSize: {p['size_bytes']}\tSegments: {p['segments']}\tLogDir: {p['log_dir']}"
+            + _remote_columns(p)
         )
     emit(args, d, "\n".join(lines))
     return 0
+
+
+def _remote_columns(p: dict[str, Any]) -> str:
+    if "remote" not in p:
+        return ""
+    r = p["remote"]
+    tier = (f"\tRemoteVersion: {r['version']}\tRemoteLogStartOffset: {r['log_start_offset']}\t"
+            f"RemoteEndOffset: {r['end_offset']}\tRemoteSize: {r['size_bytes']}\tRemoteSegments: {r['segments']}"
+            if r is not None else "\tRemoteVersion: none")
+    return f"{tier}\tLocalLogStartOffset: {p['local_log_start_offset']}"
 
 
 def _delete(args: argparse.Namespace, manager: LogManager) -> int:

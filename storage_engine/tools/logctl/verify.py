@@ -1,4 +1,5 @@
-"""``logctl verify``: check CRCs, offsets and indexes of every partition, and name what no
+"""``logctl verify``: check CRCs, offsets and indexes of every partition (a tiered one's remote
+tier too: ``tools.verify.verify_remote_tier``), and name what no
 command reads (misnamed, stray and orphaned partition directories); exit 1 on any problem. The
 log dirs are opened read-only, so damage is reported exactly as it was found."""
 
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
     data = [
         {"topic": r.topic, "partition": r.partition, "ok": r.ok, "batches": r.batches, "records": r.records,
          "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset, "segments": len(r.segments),
-         "problems": r.problems}
+         "remote_version": r.remote_version, "problems": r.problems}
         for r in reports
     ]
     lines = []
@@ -46,7 +47,8 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
         if r.log_end_offset is None:
             lines.append(f"{r.topic}-{r.partition}: {status}: not readable as it is")
         else:
-            lines.append(f"{r.topic}-{r.partition}: {status}: {len(r.segments)} segments, {r.batches} batches, "
+            tier = f" (remote version {r.remote_version})" if r.remote_version is not None else ""
+            lines.append(f"{r.topic}-{r.partition}: {status}: {len(r.segments)} segments{tier}, {r.batches} batches, "
                          f"{r.records} records, offsets {r.log_start_offset}..{r.log_end_offset}")
         lines.extend(f"  {p}" for p in r.problems)
     lines.extend(f"{path}: holds segment files, but its name is no partition directory's (<topic>-<partition>, "
