@@ -26,11 +26,13 @@ from storage_engine.log.retention import RetentionResult, plan_retention
 from storage_engine.log.stats import log_dir_checkpoints
 from storage_engine.logdir.manager import LogManager, PartitionLocation
 from storage_engine.outcomes import FAILED, NOTHING, PLANNED
-from storage_engine.remote.access import remote_partition
+from storage_engine.remote.errors import RemoteStorageError
+from storage_engine.remote.location import RemoteLocation
 from storage_engine.remote.tier_runs import retain_tiered_partition
 
 from .distribute import run_tasks
 from .errors import SparkJobError
+from .remote_tier import executor_partition, job_location
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class RetentionItem:
     log_dir: str
     configs: Mapping[str, LogConfig]  # every topic's, resolved over every log dir (``LogManager.topic_configs``)
     broker_props: tuple[tuple[str, str], ...]
+    location: RemoteLocation | None = None  # a tiered topic's remote tier, as the driver resolved it
 
     @property
     def config(self) -> LogConfig:
@@ -104,7 +107,9 @@ def _retain_tiered(manager: LogManager, item: RetentionItem, now_ms: int, checkp
                    ) -> list[RetentionResult]:
     try:
         stats = manager.planning_stats(_location(manager, item), checkpoints)
-        rp = remote_partition(item.topic, item.partition, item.config)
+        if item.location is None:
+            raise RemoteStorageError(f"{item.topic}-{item.partition}: the job was given no remote storage location")
+        rp = executor_partition(item.location, item.topic, item.partition)
         log = None if manager.read_only else manager.get_log(item.topic, item.partition)
         return retain_tiered_partition(rp, item.config, stats, now_ms, log=log)
     except (LogError, OSError) as exc:
@@ -191,4 +196,7 @@ def _items(manager: LogManager, partitions: Sequence[tuple[str, int]] | None) ->
                 raise LogError(f"partition {tp[0]}-{tp[1]} does not exist in {manager.dir_list()}")
     for t in {t for t, _ in chosen} - set(configs):  # a topic being deleted, or one whose config is refused
         configs[t] = manager.topic_config(t)  # (raising, naming it, before any task runs)
-    return [RetentionItem(t, p, str(locations[(t, p)].log_dir.path), configs, props) for t, p in chosen]
+    tiered = any(configs[t].remote_storage_enable for t, _ in chosen)
+    location = job_location() if tiered else None  # refused here, before any task, when unset or unreachable
+    return [RetentionItem(t, p, str(locations[(t, p)].log_dir.path), configs, props,
+                          location if configs[t].remote_storage_enable else None) for t, p in chosen]
