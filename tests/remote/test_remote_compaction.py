@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage_engine.cleaner import LogCleaner
+from storage_engine.cleaner import Cleaner, LogCleaner
 from storage_engine.cleaner.remote_cleaning import clean_remote_partition
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
@@ -20,6 +21,7 @@ from storage_engine.remote.access import remote_partition
 from storage_engine.remote.local_state import recall
 from storage_engine.remote.location import ENV_REMOTE_STORAGE
 from storage_engine.remote.materialize import materialize
+from storage_engine.remote.names import data_writer
 from storage_engine.remote.tiering import tier_partition
 from tests.helpers.cleaner import NOW, marker, raw_log
 from tests.helpers.engine import append_each, open_topic, records
@@ -167,3 +169,74 @@ def test_tiered_compaction_keeps_what_untiered_compaction_keeps_many(remote_env,
                                                                      retention) -> None:
     _differential(tmp_path_factory.mktemp("diff"), remote_env[ENV_REMOTE_STORAGE], batches, per_segment, rounds,
                   segment_bytes, retention, strategy)
+
+
+# ------------------------------------------------------------------ races and readers
+
+def _tiered_log(root, n: int = 80, keys: int = 5):
+    """A tiered topic with duplicates, tiered (version 1), and its logical content before."""
+    manager = open_topic(root, segment_bytes=400, remote_storage_enable="true", cleanup_policy="compact",
+                         min_cleanable_dirty_ratio="0.01")
+    log = manager.get_log("t", 0)
+    append_each(log, records(n, keys=keys))
+    log.roll()
+    rp = remote_partition("t", 0, log.config)
+    tier_partition(log, rp, NOW, release_local=False)
+    return manager, log, rp
+
+
+class _MeetingCleaner(Cleaner):
+    """A cleaner that waits, once it has cleaned its scratch copy, until the other one has too:
+    both then upload and commit on top of the same version."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+
+    def clean(self, log, **kwargs):
+        report = super().clean(log, **kwargs)
+        self.barrier.wait(timeout=60)
+        return report
+
+
+def test_two_cleaners_of_one_partition_commit_once(remote_env, tmp_path) -> None:
+    manager, log, rp = _tiered_log(tmp_path / "logs")
+    before = tiered_records(log, rp, tmp_path / "before")
+    barrier = threading.Barrier(2)
+    reports: list = [None, None]
+
+    def run(i: int) -> None:
+        reports[i] = clean_remote_partition(rp, log.config, now_ms=NOW, force=True, scratch_dir=tmp_path / f"s{i}",
+                                            cleaner=_MeetingCleaner(barrier))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(r.status for r in reports) == ["changed", "compacted"], [r.reason for r in reports]
+    assert rp.version_numbers() == [1, 2]
+    latest = rp.latest()
+    assert latest.operation == "compact" and rp.missing_objects(latest) == []
+    after = tiered_records(log, rp, tmp_path / "after")
+    latest_per_key = {key: value for _, key, value, _, _ in before}
+    assert {key: value for _, key, value, _, _ in after} == latest_per_key and len(after) < len(before)
+    named = {name for n in rp.version_numbers() for name in rp.read_version(n).objects}
+    stored = {o.name[len(rp.prefix):] for o in rp.store.list(rp.name("data/"))}
+    orphans = stored - named
+    loser = next(r for r in reports if r.status == "changed")
+    assert orphans and len(orphans) == 3 * len(loser.uploaded_segments)
+    assert len({data_writer(name) for name in orphans}) == 1 and latest.writer not in {data_writer(n) for n in orphans}
+    manager.close()
+
+
+def test_a_reader_of_a_version_keeps_reading_it_after_the_next_commit(remote_env, tmp_path) -> None:
+    manager, log, rp = _tiered_log(tmp_path / "logs")
+    first = rp.latest()
+    held = {name: rp.read(name) for name in sorted(first.objects)}
+    report = LogCleaner(manager).compact("t", 0, now_ms=NOW)
+    assert report.status == "compacted" and rp.latest().version == 2
+    assert first.objects - rp.latest().objects  # the compaction replaced objects ...
+    assert {name: rp.read(name) for name in sorted(first.objects)} == held  # ... which still read the same
+    assert rp.missing_objects(first) == []
+    manager.close()
