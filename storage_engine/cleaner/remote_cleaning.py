@@ -112,10 +112,11 @@ def _clean_version(rp: RemotePartition, version: PartitionVersion, config: LogCo
         found = {s.base_offset: (s.inode, s.file_size) for s in log.segments}
         report = cleaner.clean(log, now_ms=now_ms, force=force)
         report.engine, report.remote_version = ENGINE, version.version
+        report.segments_before = len(version.segments)  # the scratch log's active segment is not the tier's
         if report.passes == 0:
             report.settle(SKIPPED, report.skipped)
             return RemoteCompaction(report)
-        report.segments_after = len(log.segments) - 1  # the empty active segment is not the tier's
+        report.segments_after = len(log.segments) - 1
         report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms)
         segments = log.segments[:-1]
         ends = [s.base_offset for s in log.segments[1:]]
