@@ -240,3 +240,29 @@ def test_a_reader_of_a_version_keeps_reading_it_after_the_next_commit(remote_env
     assert {name: rp.read(name) for name in sorted(first.objects)} == held  # ... which still read the same
     assert rp.missing_objects(first) == []
     manager.close()
+
+
+def test_a_transaction_whose_marker_is_still_local_waits_for_it(remote_env, tmp_path) -> None:
+    """An aborted transaction's batches are remote, its marker only in the local active segment:
+    the remote cleaner sees it open and keeps it (never removes more than the local cleaner);
+    once the marker is tiered, the next compaction equals the untiered one."""
+    aborted = encode_batch([Record(0, NOW, b"k1", b"aborted")], base_offset=0, producer_id=7, producer_epoch=0,
+                           base_sequence=0, is_transactional=True)
+    plain_batch = encode_batch([Record(1, NOW, b"k2", b"v")], base_offset=1)
+    segments = [[aborted, plain_batch], [marker(2, 7, 0, commit=False)]]
+    configs = {"segment_bytes": 10_000, "delete_retention_ms": 0}
+    with raw_log(tmp_path / "plain", segments, **configs) as plain, \
+            raw_log(tmp_path / "tiered", segments, remote_storage_enable="true", **configs) as tiered:
+        logs = (plain.get_log("t", 0), tiered.get_log("t", 0))
+        rp = remote_partition("t", 0, logs[1].config)
+        reports = [LogCleaner(m).compact("t", 0, now_ms=NOW) for m in (plain, tiered)]
+        assert reports[0].status == "compacted" and reports[1].status in ("compacted", "skipped")
+        untiered = _records(logs[0], 0)
+        first = tiered_records(logs[1], rp, tmp_path / "r1")
+        gone = (0, b"k1", b"aborted", (), NOW)
+        assert gone not in untiered and gone in first and set(untiered) <= set(first)
+        for log in logs:
+            log.roll()
+        for m in (plain, tiered):
+            LogCleaner(m).compact("t", 0, now_ms=NOW + 1)
+        assert tiered_records(logs[1], rp, tmp_path / "r2") == _records(logs[0], 0)
