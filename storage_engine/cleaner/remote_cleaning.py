@@ -195,7 +195,10 @@ def tiered_stats(stats: PartitionStats, location: str | None) -> PartitionStats:
     the one rule (``candidacy_from_stats``) over what a remote compaction cleans: the remembered
     remote version's segments, checkpoint and log start offset (``local_state``: no request),
     then the local segments from the tier's end (the shadowed local copies below it are not
-    the log's). Without a remembered version (never tiered) the local log is the whole log."""
+    the log's). Without a remembered version (never tiered) the local log is the whole log.
+    A version does not record a segment's first batch timestamp, so ``max.compaction.lag.ms``
+    judges a remote segment only while its local copy is there; the cleaning itself, on the
+    materialized segments, judges every rule from the bytes."""
     state = recall(stats.directory, location) if location is not None else None
     if state is None or not state.segments:
         return stats
