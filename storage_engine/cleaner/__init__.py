@@ -18,7 +18,8 @@ One module per idea, in three layers, so a distributed job reuses the first two 
 The lifecycle has one owner, here: :class:`LogCleaner` (``log_cleaner``, Kafka's ``LogCleaner``)
 loops over a manager's partitions (candidates, clean one, clean the due ones, the after-steps);
 :class:`PartitionCleaning` (``partition_cleaning``) holds one partition from lock to report when
-its round is recopied elsewhere, through the task API of ``split``; ``outcome`` maps each engine
+its round is recopied elsewhere, through the task API of ``split``; ``remote_cleaning`` cleans
+a partition's remote tier (a tiered topic) with the same :class:`Cleaner`; ``outcome`` maps each engine
 error to the partition's outcome, once for all of them. A distributed job (``spark_jobs``) uses
 only the names exported below.
 
@@ -80,6 +81,7 @@ from .outcome import OUTCOME_OF_ERROR, PARTITION_ERRORS, outcome_of
 from .partition_cleaning import PartitionCleaning, after_steps, finish
 from .plan import LogToClean, order_by_dirtiness
 from .recopy import discard_staged, recopy_group
+from .remote_cleaning import RemoteCompaction, clean_remote_partition, compact_remote
 from .report import CompactionReport
 from .rules import (
     AbortedTxn,
@@ -113,6 +115,7 @@ __all__ = [
     "OUTCOME_OF_ERROR",
     "PARTITION_ERRORS",
     "PartitionCleaning",
+    "RemoteCompaction",
     "ProducerStateBuilder",
     "RecordOutcome",
     "STAGING_SUFFIX",
@@ -124,6 +127,8 @@ __all__ = [
     "Winners",
     "after_steps",
     "candidacy_from_stats",
+    "clean_remote_partition",
+    "compact_remote",
     "discard_staged",
     "finish",
     "order_by_dirtiness",

@@ -112,10 +112,11 @@ def _clean_version(rp: RemotePartition, version: PartitionVersion, config: LogCo
         found = {s.base_offset: (s.inode, s.file_size) for s in log.segments}
         report = cleaner.clean(log, now_ms=now_ms, force=force)
         report.engine, report.remote_version = ENGINE, version.version
+        report.segments_before = len(version.segments)  # the scratch log's active segment is not the tier's
         if report.passes == 0:
             report.settle(SKIPPED, report.skipped)
             return RemoteCompaction(report)
-        report.segments_after = len(log.segments) - 1  # the empty active segment is not the tier's
+        report.segments_after = len(log.segments) - 1
         report.dirty_ratio_after = cleaner.dirty_ratio_now(log, now_ms)
         segments = log.segments[:-1]
         ends = [s.base_offset for s in log.segments[1:]]
@@ -194,7 +195,10 @@ def tiered_stats(stats: PartitionStats, location: str | None) -> PartitionStats:
     the one rule (``candidacy_from_stats``) over what a remote compaction cleans: the remembered
     remote version's segments, checkpoint and log start offset (``local_state``: no request),
     then the local segments from the tier's end (the shadowed local copies below it are not
-    the log's). Without a remembered version (never tiered) the local log is the whole log."""
+    the log's). Without a remembered version (never tiered) the local log is the whole log.
+    A version does not record a segment's first batch timestamp, so ``max.compaction.lag.ms``
+    judges a remote segment only while its local copy is there; the cleaning itself, on the
+    materialized segments, judges every rule from the bytes."""
     state = recall(stats.directory, location) if location is not None else None
     if state is None or not state.segments:
         return stats

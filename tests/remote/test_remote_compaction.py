@@ -3,15 +3,28 @@ version, committed as a ``compact`` version, routed by ``LogCleaner`` for a tier
 
 from __future__ import annotations
 
-from storage_engine.cleaner import LogCleaner
+import os
+import struct
+import threading
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage_engine.cleaner import Cleaner, LogCleaner
 from storage_engine.cleaner.remote_cleaning import clean_remote_partition
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.logdir.manager import LogManager
+from storage_engine.record import CompressionType, Record, encode_batch
 from storage_engine.remote.access import remote_partition
 from storage_engine.remote.local_state import recall
+from storage_engine.remote.location import ENV_REMOTE_STORAGE
 from storage_engine.remote.materialize import materialize
+from storage_engine.remote.names import data_writer
 from storage_engine.remote.tiering import tier_partition
+from tests.helpers.cleaner import NOW, marker, raw_log
 from tests.helpers.engine import append_each, open_topic, records
-
-NOW = 10**12
 
 
 def test_materialize_lays_out_a_partition_dir(remote_env, tmp_path) -> None:
@@ -47,3 +60,209 @@ def test_tiered_topic_is_compacted_on_the_remote_tier(remote_env, tmp_path) -> N
     again = clean_remote_partition(rp, log.config, now_ms=NOW, force=False, scratch_dir=tmp_path / "s2")
     assert again.status == "skipped" and again.remote_version == 2
     assert not list((tmp_path / "s2").iterdir())
+
+
+# ------------------------------------------------------------------ tiered vs untiered
+
+KEYS = [f"k{i}" for i in range(6)]
+VERSION_HEADER = "ver"
+# key, value (None: tombstone), timestamp delta, header version
+record = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.text(alphabet="xyz", max_size=6)),
+                   st.integers(-500, 500), st.integers(-3, 3))
+codec = st.sampled_from([CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
+# the first segments, written raw: batches (records, codec, transaction: None, committed or
+# aborted: then its marker follows), a few per segment
+txn_batch = st.tuples(st.lists(record, min_size=1, max_size=4), codec, st.sampled_from([None, None, "commit", "abort"]))
+# later rounds, appended: batches (records, codec), then a compaction after a clock advance
+rounds = st.lists(st.tuples(st.lists(st.tuples(st.lists(record, min_size=1, max_size=4), codec), max_size=8),
+                            st.integers(0, 3000)), min_size=1, max_size=4)
+
+
+def _headers(version: int) -> tuple:
+    return ((VERSION_HEADER, struct.pack(">q", version)),)
+
+
+def _raw_segments(batches, per_segment: int) -> list[list[bytes]]:
+    segments: list[list[bytes]] = [[]]
+    offset = 0
+    for n, (recs, kind, txn) in enumerate(batches):
+        if len(segments[-1]) >= per_segment:
+            segments.append([])
+        data = [Record(offset + i, NOW + dt, k.encode(), None if v is None else v.encode(), _headers(ver))
+                for i, (k, v, dt, ver) in enumerate(recs)]
+        pid = 100 + n if txn else -1
+        segments[-1].append(encode_batch(data, base_offset=offset, producer_id=pid, producer_epoch=0 if txn else -1,
+                                         base_sequence=0 if txn else -1, is_transactional=txn is not None,
+                                         compression=kind))
+        offset += len(recs)
+        if txn:
+            segments[-1].append(marker(offset, pid, 0, commit=txn == "commit"))
+            offset += 1
+    return segments
+
+
+def _records(log, start: int, end: int | None = None) -> list[tuple]:
+    log.refresh()
+    if log.log_end_offset <= start:
+        return []
+    out = log.read(max(start, log.log_start_offset), max_records=10**9, max_bytes=1 << 26)
+    return [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in out if end is None or r.offset < end]
+
+
+def tiered_records(log, rp, scratch) -> list[tuple]:
+    """The logical log of a tiered partition: the latest version's records, then the local
+    log's from the tier's end."""
+    version = rp.latest()
+    if version is None:
+        return _records(log, 0)
+    materialize(rp, version, scratch)
+    with LogManager([scratch], topic_configs={"t": log.config}) as m:
+        remote = _records(m.get_log("t", 0), version.log_start_offset, version.end_offset)
+    return [*remote, *_records(log, version.end_offset)]
+
+
+def _differential(tmp_path, remote_url: str, batches, per_segment: int, rounds, segment_bytes: int,
+                  retention: int, strategy: str) -> None:
+    os.environ[ENV_REMOTE_STORAGE] = f"{remote_url}-{uuid.uuid4().hex[:8]}"  # a fresh prefix per example
+    configs = {"segment_bytes": segment_bytes, "delete_retention_ms": retention, "compaction_strategy": strategy,
+               "compaction_strategy_header": VERSION_HEADER if strategy == "header" else ""}
+    segments = _raw_segments(batches, per_segment)
+    with raw_log(tmp_path / "plain", segments, **configs) as plain, \
+            raw_log(tmp_path / "tiered", segments, remote_storage_enable="true", **configs) as tiered:
+        logs = (plain.get_log("t", 0), tiered.get_log("t", 0))
+        rp = remote_partition("t", 0, logs[1].config)
+        now = NOW
+        for n, (appends, advance) in enumerate(rounds):
+            for recs, kind in appends:
+                for log in logs:
+                    log.append([ProducerRecord(k.encode(), None if v is None else v.encode(), now + dt, _headers(ver))
+                                for k, v, dt, ver in recs], now=now, compression=kind)
+            for log in logs:
+                log.roll()
+            now += advance
+            reports = [LogCleaner(m).compact("t", 0, now_ms=now) for m in (plain, tiered)]
+            assert reports[1].status in ("compacted", "skipped"), reports[1].reason
+            assert (reports[0].passes, reports[0].new_checkpoint) == (reports[1].passes, reports[1].new_checkpoint)
+            assert tiered_records(logs[1], rp, tmp_path / f"read-{n}") == _records(logs[0], 0), n
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(txn_batch, min_size=1, max_size=10), per_segment=st.integers(1, 4), rounds=rounds,
+       segment_bytes=st.integers(300, 1500), retention=st.sampled_from([0, 700, 5000]))
+def test_tiered_compaction_keeps_what_untiered_compaction_keeps(remote_env, tmp_path_factory, strategy, batches,
+                                                                per_segment, rounds, segment_bytes,
+                                                                retention) -> None:
+    """Random logs (codecs, committed and aborted transactions, tombstones, version headers),
+    compacted round after round at a rising clock, tiered and untiered: the same records."""
+    _differential(tmp_path_factory.mktemp("diff"), remote_env[ENV_REMOTE_STORAGE], batches, per_segment, rounds,
+                  segment_bytes, retention, strategy)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(txn_batch, min_size=1, max_size=30), per_segment=st.integers(1, 4), rounds=rounds,
+       segment_bytes=st.integers(300, 1500), retention=st.sampled_from([0, 700, 5000]))
+def test_tiered_compaction_keeps_what_untiered_compaction_keeps_many(remote_env, tmp_path_factory, strategy, batches,
+                                                                     per_segment, rounds, segment_bytes,
+                                                                     retention) -> None:
+    _differential(tmp_path_factory.mktemp("diff"), remote_env[ENV_REMOTE_STORAGE], batches, per_segment, rounds,
+                  segment_bytes, retention, strategy)
+
+
+# ------------------------------------------------------------------ races and readers
+
+def _tiered_log(root, n: int = 80, keys: int = 5):
+    """A tiered topic with duplicates, tiered (version 1), and its logical content before."""
+    manager = open_topic(root, segment_bytes=400, remote_storage_enable="true", cleanup_policy="compact",
+                         min_cleanable_dirty_ratio="0.01")
+    log = manager.get_log("t", 0)
+    append_each(log, records(n, keys=keys))
+    log.roll()
+    rp = remote_partition("t", 0, log.config)
+    tier_partition(log, rp, NOW, release_local=False)
+    return manager, log, rp
+
+
+class _MeetingCleaner(Cleaner):
+    """A cleaner that waits, once it has cleaned its scratch copy, until the other one has too:
+    both then upload and commit on top of the same version."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+
+    def clean(self, log, **kwargs):
+        report = super().clean(log, **kwargs)
+        self.barrier.wait(timeout=60)
+        return report
+
+
+def test_two_cleaners_of_one_partition_commit_once(remote_env, tmp_path) -> None:
+    manager, log, rp = _tiered_log(tmp_path / "logs")
+    before = tiered_records(log, rp, tmp_path / "before")
+    barrier = threading.Barrier(2)
+    reports: list = [None, None]
+
+    def run(i: int) -> None:
+        reports[i] = clean_remote_partition(rp, log.config, now_ms=NOW, force=True, scratch_dir=tmp_path / f"s{i}",
+                                            cleaner=_MeetingCleaner(barrier))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(r.status for r in reports) == ["changed", "compacted"], [r.reason for r in reports]
+    assert rp.version_numbers() == [1, 2]
+    latest = rp.latest()
+    assert latest.operation == "compact" and rp.missing_objects(latest) == []
+    after = tiered_records(log, rp, tmp_path / "after")
+    latest_per_key = {key: value for _, key, value, _, _ in before}
+    assert {key: value for _, key, value, _, _ in after} == latest_per_key and len(after) < len(before)
+    named = {name for n in rp.version_numbers() for name in rp.read_version(n).objects}
+    stored = {o.name[len(rp.prefix):] for o in rp.store.list(rp.name("data/"))}
+    orphans = stored - named
+    loser = next(r for r in reports if r.status == "changed")
+    assert orphans and len(orphans) == 3 * len(loser.uploaded_segments)
+    assert len({data_writer(name) for name in orphans}) == 1 and latest.writer not in {data_writer(n) for n in orphans}
+    manager.close()
+
+
+def test_a_reader_of_a_version_keeps_reading_it_after_the_next_commit(remote_env, tmp_path) -> None:
+    manager, log, rp = _tiered_log(tmp_path / "logs")
+    first = rp.latest()
+    held = {name: rp.read(name) for name in sorted(first.objects)}
+    report = LogCleaner(manager).compact("t", 0, now_ms=NOW)
+    assert report.status == "compacted" and rp.latest().version == 2
+    assert first.objects - rp.latest().objects  # the compaction replaced objects ...
+    assert {name: rp.read(name) for name in sorted(first.objects)} == held  # ... which still read the same
+    assert rp.missing_objects(first) == []
+    manager.close()
+
+
+def test_a_transaction_whose_marker_is_still_local_waits_for_it(remote_env, tmp_path) -> None:
+    """An aborted transaction's batches are remote, its marker only in the local active segment:
+    the remote cleaner sees it open and keeps it (never removes more than the local cleaner);
+    once the marker is tiered, the next compaction equals the untiered one."""
+    aborted = encode_batch([Record(0, NOW, b"k1", b"aborted")], base_offset=0, producer_id=7, producer_epoch=0,
+                           base_sequence=0, is_transactional=True)
+    plain_batch = encode_batch([Record(1, NOW, b"k2", b"v")], base_offset=1)
+    segments = [[aborted, plain_batch], [marker(2, 7, 0, commit=False)]]
+    configs = {"segment_bytes": 10_000, "delete_retention_ms": 0}
+    with raw_log(tmp_path / "plain", segments, **configs) as plain, \
+            raw_log(tmp_path / "tiered", segments, remote_storage_enable="true", **configs) as tiered:
+        logs = (plain.get_log("t", 0), tiered.get_log("t", 0))
+        rp = remote_partition("t", 0, logs[1].config)
+        reports = [LogCleaner(m).compact("t", 0, now_ms=NOW) for m in (plain, tiered)]
+        assert reports[0].status == "compacted" and reports[1].status in ("compacted", "skipped")
+        untiered = _records(logs[0], 0)
+        first = tiered_records(logs[1], rp, tmp_path / "r1")
+        gone = (0, b"k1", b"aborted", (), NOW)
+        assert gone not in untiered and gone in first and set(untiered) <= set(first)
+        for log in logs:
+            log.roll()
+        for m in (plain, tiered):
+            LogCleaner(m).compact("t", 0, now_ms=NOW + 1)
+        assert tiered_records(logs[1], rp, tmp_path / "r2") == _records(logs[0], 0)
