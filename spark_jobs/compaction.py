@@ -43,12 +43,13 @@ the distribution (``distribute.py``). A job moves work, not keys:
 the local engine does (``docs/object-storage.md``), and need no shared filesystem: the driver,
 where the local tier is, first tiers each (``remote.tiering.tier_partition``: every rolled
 segment below the last stable offset goes remote), then one task per partition (packed like
-whole ones) runs ``cleaner.remote_cleaning.clean_remote_partition`` on the executor: it
-downloads the latest version into the executor's own temporary directory, cleans it with the
-engine's cleaner, uploads what the cleaner wrote and commits the next version conditionally. A
-task carries only the topic, partition, config and the remote location
-(``spark_jobs.remote_tier``), never a log dir. The driver then remembers each partition's latest
-version in its local directory (``remote.local_state``), as every committer beside a local log does.
+whole ones) runs ``cleaner.remote_cleaning.compact_remote`` on the executor: it downloads the
+latest version into the executor's own temporary directory, cleans it with the engine's
+cleaner, uploads what the cleaner wrote and commits the next version conditionally, and hands
+back its report with the version it committed. A task carries only the topic, partition,
+config and the remote location (``spark_jobs.remote_tier``), never a log dir. The driver then
+ends each partition as the local engine does (``remote_cleaning.settle_tiered_compaction``:
+remember the committed version beside the local log, sweep, report what tiering released).
 
 Crash safety is the engine's: staged output that never reached the swap is removed by the next
 cleaner or writable load of the partition (``staging.remove_staging_if_idle``), and the swap
@@ -73,23 +74,23 @@ from storage_engine.cleaner import (
     KeysTask,
     LogCleaner,
     PartitionCleaning,
+    RemoteCompaction,
     SpanTask,
     recopy_spans,
     remote_staging_dir,
     scan_span_keys,
+    settle_tiered_compaction,
     split_round,
 )
 from storage_engine.cleaner.outcome import PARTITION_ERRORS
-from storage_engine.cleaner.remote_cleaning import clean_remote_partition
+from storage_engine.cleaner.remote_cleaning import compact_remote
 from storage_engine.config.topic import LogConfig
 from storage_engine.faults import crash_point
 from storage_engine.files.naming import partition_dir_name
-from storage_engine.log.retention import sweep_deleted_files
 from storage_engine.logdir.manager import LogManager
 from storage_engine.outcomes import FAILED
-from storage_engine.remote.local_state import remember
 from storage_engine.remote.location import RemoteLocation
-from storage_engine.remote.tiering import tier_partition
+from storage_engine.remote.tiering import TierResult, tier_partition
 
 from .distribute import attempt_id, contiguous_parts, each, pack, run_tasks, task_slots
 from .errors import SparkJobError
@@ -154,13 +155,14 @@ def clean_whole(cleaner: LogCleaner, task: WholeTask, now_ms: int, force: bool) 
     return report
 
 
-def clean_remote_task(task: RemoteTask, now_ms: int, force: bool) -> CompactionReport:
+def clean_remote_task(task: RemoteTask, now_ms: int, force: bool) -> RemoteCompaction:
     """One tiered partition's remote compaction by the engine, in the executor's own temporary
-    directory, with a store of the task's own (its report counts this partition's requests)."""
+    directory, with a store of the task's own (its report counts this partition's requests);
+    the version it committed goes back to the driver with the report."""
     rp = executor_partition(task.location, task.topic, task.partition, own_store=True)
-    report = clean_remote_partition(rp, task.config, now_ms=now_ms, force=force, scratch_dir=tempfile.gettempdir())
-    report.engine = "spark"
-    return report
+    out = compact_remote(rp, task.config, now_ms=now_ms, force=force, scratch_dir=tempfile.gettempdir())
+    out.report.engine = "spark"
+    return out
 
 
 def scan_keys(task: KeysTask) -> tuple[int, int, str, float]:
@@ -212,7 +214,7 @@ class CompactionJob:
         self.result = CompactionJobResult(now_ms)
         self.whole: list[WholeTask] = []
         self.remote: list[RemoteTask] = []
-        self._tier_reports: dict[tuple[str, int], dict] = {}  # local copies tiering released, by partition
+        self._tiered: dict[tuple[str, int], TierResult] = {}  # each tiered partition's tiering, for its settling
         self._location: RemoteLocation | None = None
         self.planned: list[PartitionCleaning] = []
         self._rows: dict[int, dict[int, dict]] = {}
@@ -266,8 +268,7 @@ class CompactionJob:
             report.settle(FAILED, f"tiering failed: {type(exc).__name__}: {exc}")
             self.result.outcomes.append(report)
             return
-        if tiered.local_release is not None and tiered.local_release.deleted_segments:
-            self._tier_reports[(topic, partition)] = tiered.local_release.to_dict()
+        self._tiered[(topic, partition)] = tiered
         self.remote.append(RemoteTask(topic, partition, self._location, log.config, size_bytes))
 
     def _needs_order(self, topic: str) -> bool:
@@ -298,8 +299,8 @@ class CompactionJob:
                 self.result.outcomes.extend(run_tasks(self.spark, tasks, lambda ts: clean_whole_tasks(ts, now_ms, force)))
             if self.remote:
                 tasks = pack(self.remote, lambda t: t.size_bytes, task_slots(self.spark))
-                reports = run_tasks(self.spark, tasks, each(lambda t: clean_remote_task(t, now_ms, force)))
-                self.result.outcomes.extend(self._settle_remote(reports))
+                done = run_tasks(self.spark, tasks, each(lambda t: clean_remote_task(t, now_ms, force)))
+                self.result.outcomes.extend(self._settle_remote(done))
             if self.planned:
                 self._rows = self._run_split()
         except Exception as exc:  # a task died for good (after Spark's retries)
@@ -307,18 +308,13 @@ class CompactionJob:
                                 f"(whole partitions commit as their tasks finish): {exc}") from exc
         crash_point("spark-compaction.after-tasks")
 
-    def _settle_remote(self, reports: Sequence[CompactionReport]) -> list[CompactionReport]:
-        """What the driver does for the executors' remote commits, beside each local log: remember
-        the partition's latest version (re-read from the bucket), sweep the ``.deleted`` copies
-        whose delay passed, and add what tiering released to the report."""
-        for report in reports:
-            log = self.manager.get_log(report.topic, report.partition)
-            rp = executor_partition(self._location, report.topic, report.partition)
-            if report.remote_version is not None and (latest := rp.latest()) is not None:
-                remember(log.dir, rp.store.url, latest)
-            sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
-            report.retention = self._tier_reports.get((report.topic, report.partition), report.retention)
-        return list(reports)
+    def _settle_remote(self, done: Sequence[RemoteCompaction]) -> list[CompactionReport]:
+        """Each executor's remote compaction ended beside its local log, by the engine's own
+        steps (``settle_tiered_compaction``)."""
+        url = self._location.url  # set by _tier, which made every remote task
+        return [settle_tiered_compaction(self.manager.get_log(out.report.topic, out.report.partition), url,
+                                         self._tiered[(out.report.topic, out.report.partition)], out)
+                for out in done]
 
     def _run_split(self) -> dict[int, dict[int, dict]]:
         """The split partitions' two stages; result rows by partition index and group."""

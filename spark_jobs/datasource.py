@@ -70,6 +70,7 @@ from storage_engine.record.columnar import batches_to_arrow
 from storage_engine.remote.location import RemoteLocation
 from storage_engine.remote.partition import RemotePartition
 from storage_engine.remote.reads import object_url, remote_segment_batches
+from storage_engine.remote.store import ObjectMissingError
 from storage_engine.remote.version import PartitionVersion, RemoteSegment
 
 from .datasource_options import ReadOptions, TopicPartition, option_error
@@ -155,7 +156,8 @@ _DECODE_GROUP_BYTES = 8 << 20
 
 
 class SegmentChangedError(SparkJobError):
-    """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced: re-run the query."""
+    """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced, or an object
+    of the remote version planned on was swept: re-run the query."""
 
 
 class TierGapError(SparkJobError):
@@ -204,6 +206,7 @@ class RemoteSegmentSplit(InputPartition):
     min_offset: int
     max_offset: int
     include_headers: bool
+    version: int  # the remote version planned on, which named ``segment``
 
 
 Split = SegmentSplit | RemoteSegmentSplit
@@ -387,7 +390,8 @@ def _tiered_splits(log: Log, rp: RemotePartition, location: RemoteLocation, vers
     remote_hi = min(hi, tier_end)
     for seg in version.segments:
         if seg.end_offset > lo and seg.base_offset < remote_hi:
-            yield RemoteSegmentSplit(log.topic, log.partition, location, seg, lo, remote_hi, opts.include_headers)
+            yield RemoteSegmentSplit(log.topic, log.partition, location, seg, lo, remote_hi, opts.include_headers,
+                                     version.version)
     if hi > tier_end:
         if log.log_start_offset > tier_end:
             raise TierGapError(f"{log.topic}-{log.partition}: its remote tier ends at offset {tier_end} but its local "
@@ -550,7 +554,11 @@ def read_split(split: Split) -> Iterator[pa.RecordBatch]:
     if isinstance(split, RemoteSegmentSplit):
         rp = executor_partition(split.location, split.topic, split.partition)
         batches = remote_segment_batches(rp, split.segment, split.min_offset)
-        yield from _spark_batches(_grouped(batches), object_url(rp, split.segment.log), split)
+        try:
+            yield from _spark_batches(_grouped(batches), object_url(rp, split.segment.log), split)
+        except ObjectMissingError as exc:  # swept: past logplat.remote.version.retention.ms, or deleted by hand
+            raise SegmentChangedError(f"{exc} (remote version {split.version} of {split.topic}-{split.partition}, "
+                                      "which the query was planned on); run the query again") from None
         return
     seg = _open_planned_segment(split)
     try:

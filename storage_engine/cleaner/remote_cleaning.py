@@ -23,9 +23,9 @@ A kill at any step leaves the latest version as it was (before the commit) or th
 overwritten. Crash points: ``remote-compaction.after-materialize``, ``.after-upload``,
 ``.after-commit``.
 
-The Spark job calls :func:`clean_remote_partition` from its executors, with their own scratch
-directories; ``LogCleaner`` calls it for a tiered topic after tiering (and remembers the
-committed version in the local partition directory).
+The Spark job calls :func:`compact_remote` from its executors, with their own scratch
+directories, and :func:`settle_tiered_compaction` on its driver with what they return;
+``LogCleaner`` calls both for a tiered topic after tiering (:func:`compact_tiered`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from ..remote.local_state import recall, remember
 from ..remote.materialize import materialize, parallel
 from ..remote.names import new_writer_id
 from ..remote.partition import RemotePartition, wall_clock_ms
-from ..remote.tiering import tier_partition
+from ..remote.tiering import TierResult, tier_partition
 from ..remote.version import PartitionVersion, RemoteSegment, release_horizon_ms
 from .cleaner import Cleaner
 from .report import CompactionReport
@@ -167,10 +167,10 @@ def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 def compact_tiered(log: Log, *, now_ms: int, force: bool, cleaner: Cleaner) -> CompactionReport:
     """A tiered topic's compaction from its local log dir: tier first (every rolled segment
     below the last stable offset goes remote, so the remote tier holds what a local cleaner
-    would clean), then :func:`compact_remote`, then remember the committed version beside the
-    local segments. The local segments themselves are never cleaned (the remote tier is the
-    one copy that is); the cleaner lock is held throughout, so one machine runs one cleaning of
-    the partition and its scratch directory (a staging directory) is not removed by a load."""
+    would clean), then :func:`compact_remote`, then :func:`settle_tiered_compaction`. The local
+    segments themselves are never cleaned (the remote tier is the one copy that is); the
+    cleaner lock is held throughout, so one machine runs one cleaning of the partition and its
+    scratch directory (a staging directory) is not removed by a load."""
     rp = remote_partition(log.topic, log.partition, log.config)
     before = rp.store.counters()
     scratch = remote_staging_dir(log.dir, "remote-compaction")
@@ -180,13 +180,23 @@ def compact_tiered(log: Log, *, now_ms: int, force: bool, cleaner: Cleaner) -> C
             out = compact_remote(rp, log.config, now_ms=now_ms, force=force, scratch_dir=scratch, cleaner=cleaner)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+    report = settle_tiered_compaction(log, rp.store.url, tiered, out)
+    report.requests = _since(before, rp.store.counters())
+    return report
+
+
+def settle_tiered_compaction(log: Log, location: str, tiered: TierResult, out: RemoteCompaction) -> CompactionReport:
+    """The steps beside a tiered partition's local log once its remote compaction (``out``, of
+    this process or of a Spark executor) is over: remember the committed version (every commit
+    made where the local log is, ``local_state``), sweep the local ``.deleted`` copies whose
+    ``file.delete.delay.ms`` passed, and add to the report what tiering released locally
+    (``local.retention.*``). ``LogCleaner`` and the Spark driver both end with this."""
     if out.committed is not None:
-        remember(log.dir, rp.store.url, out.committed)
+        remember(log.dir, location, out.committed)
     sweep_deleted_files(log.dir, log.config.file_delete_delay_ms)
     report = out.report
     if tiered.local_release is not None and tiered.local_release.deleted_segments:
         report.retention = tiered.local_release.to_dict()
-    report.requests = _since(before, rp.store.counters())
     return report
 
 

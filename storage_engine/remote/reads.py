@@ -55,7 +55,7 @@ def _get(rp: RemotePartition, name: str) -> bytes:
     try:
         return rp.read(name)
     except ObjectMissingError:
-        raise RemoteStorageError(f"{object_url(rp, name)}: gone from the remote tier (swept?) though the "
+        raise ObjectMissingError(f"{object_url(rp, name)}: gone from the remote tier (swept?) though the "
                                  "version read names it") from None
 
 
@@ -70,7 +70,7 @@ def _ranged_reader(rp: RemotePartition, segment: RemoteSegment):
         try:
             data = rp.read_range(segment.log, position, position + size)
         except ObjectMissingError:
-            raise RemoteStorageError(f"{url}: gone from the remote tier (swept?) though the version read "
+            raise ObjectMissingError(f"{url}: gone from the remote tier (swept?) though the version read "
                                      "names it") from None
         except RemoteStorageError:  # a range past a shortened object's end: say so, if that is why
             try:

@@ -3,10 +3,7 @@ version, committed as a ``compact`` version, routed by ``LogCleaner`` for a tier
 
 from __future__ import annotations
 
-import os
-import struct
 import threading
-import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,9 +11,7 @@ from hypothesis import strategies as st
 
 from storage_engine.cleaner import Cleaner, LogCleaner
 from storage_engine.cleaner.remote_cleaning import clean_remote_partition
-from storage_engine.log.append_validation import ProducerRecord
-from storage_engine.logdir.manager import LogManager
-from storage_engine.record import CompressionType, Record, encode_batch
+from storage_engine.record import Record, encode_batch
 from storage_engine.remote.access import remote_partition
 from storage_engine.remote.local_state import recall
 from storage_engine.remote.location import ENV_REMOTE_STORAGE
@@ -25,6 +20,7 @@ from storage_engine.remote.names import data_writer
 from storage_engine.remote.tiering import tier_partition
 from tests.helpers.cleaner import NOW, marker, raw_log
 from tests.helpers.engine import append_each, open_topic, records
+from tests.helpers.random_logs import differential, local_records, rounds, tiered_records, txn_batch
 
 
 def test_materialize_lays_out_a_partition_dir(remote_env, tmp_path) -> None:
@@ -64,88 +60,6 @@ def test_tiered_topic_is_compacted_on_the_remote_tier(remote_env, tmp_path) -> N
 
 # ------------------------------------------------------------------ tiered vs untiered
 
-KEYS = [f"k{i}" for i in range(6)]
-VERSION_HEADER = "ver"
-# key, value (None: tombstone), timestamp delta, header version
-record = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.text(alphabet="xyz", max_size=6)),
-                   st.integers(-500, 500), st.integers(-3, 3))
-codec = st.sampled_from([CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
-# the first segments, written raw: batches (records, codec, transaction: None, committed or
-# aborted: then its marker follows), a few per segment
-txn_batch = st.tuples(st.lists(record, min_size=1, max_size=4), codec, st.sampled_from([None, None, "commit", "abort"]))
-# later rounds, appended: batches (records, codec), then a compaction after a clock advance
-rounds = st.lists(st.tuples(st.lists(st.tuples(st.lists(record, min_size=1, max_size=4), codec), max_size=8),
-                            st.integers(0, 3000)), min_size=1, max_size=4)
-
-
-def _headers(version: int) -> tuple:
-    return ((VERSION_HEADER, struct.pack(">q", version)),)
-
-
-def _raw_segments(batches, per_segment: int) -> list[list[bytes]]:
-    segments: list[list[bytes]] = [[]]
-    offset = 0
-    for n, (recs, kind, txn) in enumerate(batches):
-        if len(segments[-1]) >= per_segment:
-            segments.append([])
-        data = [Record(offset + i, NOW + dt, k.encode(), None if v is None else v.encode(), _headers(ver))
-                for i, (k, v, dt, ver) in enumerate(recs)]
-        pid = 100 + n if txn else -1
-        segments[-1].append(encode_batch(data, base_offset=offset, producer_id=pid, producer_epoch=0 if txn else -1,
-                                         base_sequence=0 if txn else -1, is_transactional=txn is not None,
-                                         compression=kind))
-        offset += len(recs)
-        if txn:
-            segments[-1].append(marker(offset, pid, 0, commit=txn == "commit"))
-            offset += 1
-    return segments
-
-
-def _records(log, start: int, end: int | None = None) -> list[tuple]:
-    log.refresh()
-    if log.log_end_offset <= start:
-        return []
-    out = log.read(max(start, log.log_start_offset), max_records=10**9, max_bytes=1 << 26)
-    return [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in out if end is None or r.offset < end]
-
-
-def tiered_records(log, rp, scratch) -> list[tuple]:
-    """The logical log of a tiered partition: the latest version's records, then the local
-    log's from the tier's end."""
-    version = rp.latest()
-    if version is None:
-        return _records(log, 0)
-    materialize(rp, version, scratch)
-    with LogManager([scratch], topic_configs={"t": log.config}) as m:
-        remote = _records(m.get_log("t", 0), version.log_start_offset, version.end_offset)
-    return [*remote, *_records(log, version.end_offset)]
-
-
-def _differential(tmp_path, remote_url: str, batches, per_segment: int, rounds, segment_bytes: int,
-                  retention: int, strategy: str) -> None:
-    os.environ[ENV_REMOTE_STORAGE] = f"{remote_url}-{uuid.uuid4().hex[:8]}"  # a fresh prefix per example
-    configs = {"segment_bytes": segment_bytes, "delete_retention_ms": retention, "compaction_strategy": strategy,
-               "compaction_strategy_header": VERSION_HEADER if strategy == "header" else ""}
-    segments = _raw_segments(batches, per_segment)
-    with raw_log(tmp_path / "plain", segments, **configs) as plain, \
-            raw_log(tmp_path / "tiered", segments, remote_storage_enable="true", **configs) as tiered:
-        logs = (plain.get_log("t", 0), tiered.get_log("t", 0))
-        rp = remote_partition("t", 0, logs[1].config)
-        now = NOW
-        for n, (appends, advance) in enumerate(rounds):
-            for recs, kind in appends:
-                for log in logs:
-                    log.append([ProducerRecord(k.encode(), None if v is None else v.encode(), now + dt, _headers(ver))
-                                for k, v, dt, ver in recs], now=now, compression=kind)
-            for log in logs:
-                log.roll()
-            now += advance
-            reports = [LogCleaner(m).compact("t", 0, now_ms=now) for m in (plain, tiered)]
-            assert reports[1].status in ("compacted", "skipped"), reports[1].reason
-            assert (reports[0].passes, reports[0].new_checkpoint) == (reports[1].passes, reports[1].new_checkpoint)
-            assert tiered_records(logs[1], rp, tmp_path / f"read-{n}") == _records(logs[0], 0), n
-
-
 @pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(txn_batch, min_size=1, max_size=10), per_segment=st.integers(1, 4), rounds=rounds,
@@ -155,8 +69,8 @@ def test_tiered_compaction_keeps_what_untiered_compaction_keeps(remote_env, tmp_
                                                                 retention) -> None:
     """Random logs (codecs, committed and aborted transactions, tombstones, version headers),
     compacted round after round at a rising clock, tiered and untiered: the same records."""
-    _differential(tmp_path_factory.mktemp("diff"), remote_env[ENV_REMOTE_STORAGE], batches, per_segment, rounds,
-                  segment_bytes, retention, strategy)
+    differential(tmp_path_factory.mktemp("diff"), remote_env[ENV_REMOTE_STORAGE], batches, per_segment, rounds,
+                 segment_bytes, retention, strategy)
 
 
 @pytest.mark.slow
@@ -167,8 +81,8 @@ def test_tiered_compaction_keeps_what_untiered_compaction_keeps(remote_env, tmp_
 def test_tiered_compaction_keeps_what_untiered_compaction_keeps_many(remote_env, tmp_path_factory, strategy, batches,
                                                                      per_segment, rounds, segment_bytes,
                                                                      retention) -> None:
-    _differential(tmp_path_factory.mktemp("diff"), remote_env[ENV_REMOTE_STORAGE], batches, per_segment, rounds,
-                  segment_bytes, retention, strategy)
+    differential(tmp_path_factory.mktemp("diff"), remote_env[ENV_REMOTE_STORAGE], batches, per_segment, rounds,
+                 segment_bytes, retention, strategy)
 
 
 # ------------------------------------------------------------------ races and readers
@@ -257,7 +171,7 @@ def test_a_transaction_whose_marker_is_still_local_waits_for_it(remote_env, tmp_
         rp = remote_partition("t", 0, logs[1].config)
         reports = [LogCleaner(m).compact("t", 0, now_ms=NOW) for m in (plain, tiered)]
         assert reports[0].status == "compacted" and reports[1].status in ("compacted", "skipped")
-        untiered = _records(logs[0], 0)
+        untiered = local_records(logs[0], 0)
         first = tiered_records(logs[1], rp, tmp_path / "r1")
         gone = (0, b"k1", b"aborted", (), NOW)
         assert gone not in untiered and gone in first and set(untiered) <= set(first)
@@ -265,4 +179,4 @@ def test_a_transaction_whose_marker_is_still_local_waits_for_it(remote_env, tmp_
             log.roll()
         for m in (plain, tiered):
             LogCleaner(m).compact("t", 0, now_ms=NOW + 1)
-        assert tiered_records(logs[1], rp, tmp_path / "r2") == _records(logs[0], 0)
+        assert tiered_records(logs[1], rp, tmp_path / "r2") == local_records(logs[0], 0)

@@ -4,23 +4,29 @@ the remote tier travels in their splits and tasks (``spark_jobs.remote_tier``).
 
 The data source reads a tiered partition (a ``file://`` store: a read test, no commit race) as
 the same rows as the untiered copy of the same log; the compaction job cleans a tiered topic on
-the real S3 server (``remote_env``) to the same records as the local cleaner on an untiered copy.
+the real S3 server (``remote_env``) to the same records as the local cleaner on an untiered copy,
+and the retention job commits its remote tier's retention and releases its local copies.
 """
 
 from __future__ import annotations
 
 import pickle
 
+import pytest
+
 from spark_jobs.compaction import compact_partitions
-from spark_jobs.datasource import RemoteSegmentSplit, SegmentSplit, plan_splits
+from spark_jobs.datasource import KafkaLogReader, RemoteSegmentSplit, SegmentSplit, plan_splits
 from spark_jobs.datasource_options import ReadOptions
+from spark_jobs.retention import retention_partitions
 from storage_engine.cleaner import LogCleaner
+from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch
 from storage_engine.remote.access import remote_partition
 from storage_engine.remote.local_state import recall
 from storage_engine.remote.location import parse_location
 from storage_engine.remote.partition import RemotePartition
-from storage_engine.remote.reads import remote_segment_batches
+from storage_engine.remote.reads import object_url, remote_segment_batches
+from storage_engine.remote.tier_runs import tier_partitions
 from storage_engine.remote.tiering import tier_partition
 from tests.helpers.engine import append_each, open_topic, records
 
@@ -101,3 +107,60 @@ def test_the_compaction_job_cleans_a_tiered_topic_as_the_local_cleaner(spark, re
     plain_log = plain.get_log("t", 0)
     assert logical_records(log, rp) == [(r.offset, r.key, r.value, r.timestamp, r.headers) for raw in
                                         plain_log.iter_batches(plain_log.log_start_offset) for r in decode_batch(raw)]
+
+
+def test_the_retention_job_retains_a_tiered_topic_on_both_tiers(spark, remote_env, tmp_path) -> None:
+    """The executors (which see no remote storage settings) commit the remote tier's
+    ``retention`` version and release the local copies below it, as the local engine does."""
+    tiered = build(tmp_path / "tiered", 60, remote_storage_enable="true", retention_ms=1000)
+    log = tiered.get_log("t", 0)
+    [tier] = tier_partitions(tiered, "t", now_ms=0)  # local copies kept: not yet past local retention
+    rp = remote_partition("t", 0, log.config)
+    copies = [s.base_offset for s in log.segments if s.base_offset < tier.remote_end_offset]
+    assert tier.uploaded_segments == copies and copies
+
+    result = retention_partitions(spark, manager=tiered, now_ms=10**7)
+    remote, local = result.outcomes
+    assert (remote.status, remote.remote_version, local.status) == ("deleted", 2, "deleted"), (remote.reason,
+                                                                                              local.reason)
+    assert local.deleted_segments == copies
+    version = rp.latest()
+    assert (version.operation, version.log_start_offset, version.segments) == ("retention", tier.remote_end_offset, ())
+    assert recall(log.dir, rp.store.url).version == 2  # remembered beside the local log by the executor
+    with LogManager([tmp_path / "tiered"], read_only=True) as m:
+        again = m.get_log("t", 0)
+        assert again.log_start_offset == tier.remote_end_offset
+        assert [s.base_offset for s in again.segments][0] == tier.remote_end_offset
+
+
+def test_a_read_reads_the_version_it_planned_or_names_its_object_gone(spark, remote_env, tmp_path) -> None:
+    """Planned on version N, a read reads N's objects after a compaction committed N+1; once
+    one of them is deleted (the sweep, long after), its task fails with one line naming it."""
+    tiered = build(tmp_path / "tiered", 80, cleanup_policy="compact", **TIERED)
+    log = tiered.get_log("t", 0)
+    rp = remote_partition("t", 0, log.config)
+    tier_partition(log, rp, NOW)
+    reader = KafkaLogReader(ReadOptions.parse({"path": str(tmp_path / "tiered"), "includeHeaders": "true"}))
+    splits = reader.partitions()
+    planned = rp.latest()
+    assert isinstance(splits[0], RemoteSegmentSplit) and splits[0].version == planned.version
+
+    def read() -> list[tuple]:
+        return spark.sparkContext.parallelize(splits, len(splits)).flatMap(
+            lambda split: [tuple(row.values()) for batch in reader.read(split) for row in batch.to_pylist()]).collect()
+
+    before = read()
+    assert LogCleaner(tiered).compact("t", 0, now_ms=NOW).status == "compacted"
+    assert rp.latest().version == planned.version + 1 and splits[0].segment.log not in rp.latest().objects
+    assert read() == before  # version N's objects, though N+1 no longer names them
+
+    gone = object_url(rp, splits[0].segment.log)
+    rp.store.delete(rp.name(splits[0].segment.log))
+    with pytest.raises(Exception) as failed:
+        read()
+    message = str(failed.value)
+    [line] = [ln for ln in message.splitlines() if gone in ln]
+    assert line == (f"spark_jobs.datasource.SegmentChangedError: {gone}: gone from the remote tier (swept?) though the "
+                    f"version read names it (remote version {planned.version} of t-0, which the query was planned "
+                    "on); run the query again")
+    assert "obstore" not in message and "NotFoundError" not in message

@@ -20,7 +20,7 @@ from storage_engine.remote.access import remote_partition
 from tests.helpers.cleaner import NOW
 from tests.helpers.crash import crash_env
 from tests.helpers.engine import append_each, open_topic, records
-from tests.remote.test_remote_compaction import tiered_records
+from tests.helpers.random_logs import tiered_records
 
 JOB = textwrap.dedent("""
     import sys
