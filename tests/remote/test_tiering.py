@@ -40,3 +40,15 @@ def test_plan_refuses_a_gap_and_stops_at_the_last_stable_offset() -> None:
     with pytest.raises(TieringGapError, match="in neither tier"):
         plan_tiering("t", 0, [20, 30], log_start_offset=20, log_end_offset=35, last_stable_offset=35,
                      remote_end=10)
+
+
+def test_an_empty_tier_is_tiered_on_from_the_log_start() -> None:
+    """A tier that retention or delete-records emptied ends where the log starts, which may be
+    inside a local segment, or (a kill before the local log start moved) past the local one."""
+    for local_start in (22, 0):
+        plan = plan_tiering("t", 0, [0, 10, 20, 30, 40], log_start_offset=local_start, log_end_offset=45,
+                            last_stable_offset=45, remote_end=22, remote_empty=True)
+        assert plan.uploads == ((20, 30), (30, 40)) and plan.remote_end == 22
+    with pytest.raises(TieringGapError, match="inside local segment 20"):  # a tier holding offsets must meet
+        plan_tiering("t", 0, [0, 10, 20, 30, 40], log_start_offset=22, log_end_offset=45, last_stable_offset=45,
+                     remote_end=22)
