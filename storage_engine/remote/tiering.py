@@ -206,7 +206,7 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
     """Copy ``log``'s tierable segments to ``rp``, commit, then apply local retention (see the
     module docstring). Raises ``VersionConflictError`` if another writer committed first (nothing
     this call uploaded is named then) and :class:`TieringGapError` when the tiers do not meet."""
-    started = time.monotonic()
+    started, before = time.monotonic(), rp.store.counters()
     result = TierResult(log.topic, log.partition, NOTHING)
     version = rp.latest()
     writer = new_writer_id()
@@ -263,7 +263,7 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
                                                         remote_log_start=version.log_start_offset)
             if result.local_release.deleted_segments:
                 result.status = TIERED
-    result.requests = rp.store.counters()
+    result.requests = rp.store.counters_since(before)
     result.duration_s = time.monotonic() - started
     return result
 

@@ -109,3 +109,12 @@ def test_logctl_sweep_rows_and_refusals(remote_env, tmp_path, monkeypatch, capsy
     assert orphan not in t.names()
     code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--topic", "plain")
     assert code == 1 and out == "" and "remote.storage.enable=false" in err and err.count("\n") == 1
+
+
+def test_a_sweeps_request_counts_are_its_own(remote_env, tmp_path) -> None:
+    """A run over many partitions shares one store: each row counts its partition's requests
+    (pins, versions and data listed, a GET per version), not the run's so far."""
+    t = tiered(tmp_path / "logs")
+    first = sweep_partition(t.rp, t.config, now_ms_wall=wall_clock_ms())
+    second = sweep_partition(t.rp, t.config, now_ms_wall=wall_clock_ms())
+    assert first.requests == second.requests and first.requests["requests_list"] == 3
