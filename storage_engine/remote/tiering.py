@@ -188,16 +188,15 @@ def _open_segments(log: Log, plan: TierPlan) -> list[_OpenSegment]:
 
 
 def _upload(rp: RemotePartition, writer: str, seg: _OpenSegment) -> RemoteSegment:
-    names = {}
+    names, size = {}, 0
     for kind in ("index", "timeindex", "log"):  # the log last: its object completes the segment
         name = data_name(seg.base, writer, kind)
         fd = seg.fds[kind]
         if fd is None:
             rp.store.put_new(rp.name(name), b"")
         else:
-            rp.store.put_fd(rp.name(name), fd)
+            size = rp.store.put_fd(rp.name(name), fd)  # the log's: the bytes uploaded, not a second stat
         names[kind] = name
-    size = os.fstat(seg.fds["log"]).st_size  # type: ignore[arg-type]
     return RemoteSegment(seg.base, seg.end, size, seg.max_timestamp, seg.mtime_ms, names["log"], names["index"],
                          names["timeindex"])
 
