@@ -98,7 +98,7 @@ def compact_remote(rp: RemotePartition, config: LogConfig, *, now_ms: int, force
             out = _clean_version(rp, version, config, work, now_ms=now_ms, force=force, cleaner=cleaner)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    out.report.requests = _since(before, rp.store.counters())
+    out.report.requests = rp.store.counters_since(before)
     out.report.duration_s = time.monotonic() - started
     return out
 
@@ -159,11 +159,6 @@ def _upload(rp: RemotePartition, writer: str, seg: LogSegment, end: int) -> Remo
                              time_index_path=str(time_index_path))
 
 
-def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    """The counters' growth: this run's requests and bytes (the store is shared by a process)."""
-    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
-
-
 def compact_tiered(log: Log, *, now_ms: int, force: bool, cleaner: Cleaner) -> CompactionReport:
     """A tiered topic's compaction from its local log dir: tier first (every rolled segment
     below the last stable offset goes remote, so the remote tier holds what a local cleaner
@@ -181,7 +176,7 @@ def compact_tiered(log: Log, *, now_ms: int, force: bool, cleaner: Cleaner) -> C
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     report = settle_tiered_compaction(log, rp.store.url, tiered, out)
-    report.requests = _since(before, rp.store.counters())
+    report.requests = rp.store.counters_since(before)
     return report
 
 

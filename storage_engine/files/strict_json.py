@@ -8,6 +8,7 @@ its objects through :func:`unique_fields`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -23,3 +24,14 @@ def unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise DuplicateFieldError(f"field {name!r} appears more than once")
         out[name] = value
     return out
+
+
+def loads_strict(data: bytes | str) -> Any:
+    """``data`` (UTF-8 when bytes) parsed with :func:`unique_fields`; a one-line ``ValueError``
+    for anything else: bad UTF-8, bad JSON, a field named twice, or nesting deeper than
+    Python's decoder recurses (its ``RecursionError`` is no ``ValueError``, and would otherwise
+    reach the user as a traceback)."""
+    try:
+        return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data, object_pairs_hook=unique_fields)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None

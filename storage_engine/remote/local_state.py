@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..files.durable import atomic_write
 from ..files.nofollow import open_nofollow
-from ..files.strict_json import DuplicateFieldError, unique_fields
+from ..files.strict_json import loads_strict
 from .version import PartitionVersion
 
 STATE_FILE = "remote-log-metadata.json"
@@ -75,7 +75,7 @@ def recall(partition_dir: Path, location: str) -> RemoteTierState | None:
     with os.fdopen(fd, "rb") as f:
         data = f.read(1 << 26)
     try:
-        obj = json.loads(data, object_pairs_hook=unique_fields)
+        obj = loads_strict(data)
         segments = tuple(tuple(int(x) for x in s) for s in obj["segments"])
         if any(len(s) != 5 for s in segments):
             return None
@@ -83,6 +83,6 @@ def recall(partition_dir: Path, location: str) -> RemoteTierState | None:
                                 int(obj["log_start_offset"]), int(obj["end_offset"]),
                                 None if obj["cleaner_checkpoint"] is None else int(obj["cleaner_checkpoint"]),
                                 segments)  # type: ignore[arg-type]
-    except (ValueError, KeyError, TypeError, DuplicateFieldError):
+    except (ValueError, KeyError, TypeError):
         return None
     return state if state.location == location else None

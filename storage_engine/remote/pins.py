@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..files.strict_json import DuplicateFieldError, unique_fields
+from ..files.strict_json import loads_strict
 from .errors import RemoteMetadataError
 from .names import PINS, pin_name, pin_of_name
 from .partition import RemotePartition
@@ -64,8 +64,8 @@ def read_pins(rp: RemotePartition) -> list[Pin]:
 
 def _decode(data: bytes, number: int, relative: str, where: str) -> Pin:
     try:
-        obj = json.loads(data.decode("utf-8"), object_pairs_hook=unique_fields)
-    except (UnicodeDecodeError, ValueError, DuplicateFieldError) as exc:
+        obj = loads_strict(data)
+    except ValueError as exc:
         raise RemoteMetadataError(f"{where}: not a pin object: {exc}") from exc
     if not isinstance(obj, dict) or set(obj) != {"version", "writer", "expires_ms"} or not all(
             isinstance(obj[k], int) and not isinstance(obj[k], bool) for k in ("version", "expires_ms")) or not (

@@ -128,7 +128,7 @@ def restore(rp: RemotePartition, config: LogConfig, version_number: int, *,
     module docstring). ``partition_dir``: the local partition directory, when there is one, to
     remember the new version in. Raises :class:`RestoreRefusedError` (nothing written) and
     ``VersionConflictError`` (another writer committed first: nothing a reader sees changed)."""
-    started = time.monotonic()
+    started, before = time.monotonic(), rp.store.counters()
     latest, target = check_restorable(read_history(rp), version_number, config, rp.tp, wall_clock_ms())
     plan = plan_restore(latest, target)
     writer = new_writer_id()
@@ -151,4 +151,4 @@ def restore(rp: RemotePartition, config: LogConfig, version_number: int, *,
         remember(partition_dir, rp.store.url, committed)
     return RestoreResult(rp.topic, rp.partition, target.version, committed.version, latest.version,
                          [s.base_offset for s in plan.tail], committed.log_start_offset, committed.end_offset,
-                         warnings, rp.store.counters(), time.monotonic() - started)
+                         warnings, rp.store.counters_since(before), time.monotonic() - started)

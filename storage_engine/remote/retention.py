@@ -83,44 +83,50 @@ def apply_remote_retention(rp: RemotePartition, config: LogConfig, now_ms: int, 
     if not plan.deletions:
         return _result(rp, latest, plan, NOTHING, since)
     assert plan.new_log_start_offset is not None, "a plan that drops segments moves the log start"
-    committed = _commit(rp, latest, plan, config, "retention", plan.new_log_start_offset, partition_dir,
+    committed = _commit(rp, latest, plan, config, "retention", partition_dir,
                         {"segments": list(plan.deleted_bases), "bytes": plan.bytes_to_free,
-                         "reasons": sorted({d.reason for d in plan.deletions})})
+                         "reasons": sorted({d.reason for d in plan.deletions})},
+                        log_start_offset=plan.new_log_start_offset)
     return _result(rp, committed, plan, DELETED, since)
 
 
 def delete_records_remote(rp: RemotePartition, config: LogConfig, before_offset: int, *,
                           partition_dir: Path | None = None) -> RemoteRetentionResult:
     """Kafka's ``DeleteRecords`` on the remote tier: a ``delete-records`` version whose log start
-    offset is ``before_offset`` (at most the tier's end: above it the local log start carries
-    it), without the remote segments wholly below it (the log-start pass of the one rule).
-    Nothing when the remote log already starts there; the caller checked the offset against the
-    high watermark."""
+    offset is ``before_offset``, without the remote segments wholly below it (the log-start pass
+    of the one rule). Past the tier's end the tier empties and its end moves to
+    ``before_offset`` too: the version is where the partition's log start offset is read, and
+    an emptied tier ending below it would leave the offsets between in neither tier once the
+    local log start moves (tiering then starts at the local segment holding it). Nothing when
+    the remote log already starts there; the caller checked the offset against the high
+    watermark."""
     since = time.monotonic(), rp.store.counters()  # the run's clock and requests start here
     latest = rp.latest()
     if latest is None:
         return _result(rp, None, None, NOTHING, since, NO_REMOTE_TIER)
-    target = min(before_offset, latest.end_offset)
-    if target <= latest.log_start_offset:
+    if before_offset <= latest.log_start_offset:
         return _result(rp, latest, None, NOTHING, since,
                        f"the remote log already starts at {latest.log_start_offset}")
-    moved = replace(latest, log_start_offset=target)  # a planning input only: never committed as such
+    # a planning input only, never committed as such: the segments wholly below the new start go
+    moved = replace(latest, log_start_offset=min(before_offset, latest.end_offset))
     plan = plan_remote_retention(moved, replace(config, cleanup_policy=("compact",)), wall_clock_ms())
-    committed = _commit(rp, latest, plan, config, "delete-records", target, partition_dir,
+    committed = _commit(rp, latest, plan, config, "delete-records", partition_dir,
                         {"before_offset": before_offset, "segments": list(plan.deleted_bases),
-                         "bytes": plan.bytes_to_free})
+                         "bytes": plan.bytes_to_free},
+                        log_start_offset=before_offset, end_offset=max(latest.end_offset, before_offset))
     result = _result(rp, committed, plan, DELETED, since)
-    result.new_log_start_offset = target
+    result.new_log_start_offset = before_offset
     return result
 
 
 def _commit(rp: RemotePartition, latest: PartitionVersion, plan: RetentionPlan, config: LogConfig, operation: str,
-            log_start: int, partition_dir: Path | None, summary: dict[str, Any]) -> PartitionVersion:
+            partition_dir: Path | None, summary: dict[str, Any], **changes: int) -> PartitionVersion:
+    """Commit ``latest`` without the segments ``plan`` drops, with ``changes`` (the log start
+    offset; delete-records past the tier's end: the end too)."""
     dropped = set(plan.deleted_bases)
     nxt = latest.successor(writer=new_writer_id(), operation=operation, committed_ms=wall_clock_ms(),
                            release_horizon_ms=release_horizon_ms(config), summary=summary,
-                           segments=tuple(s for s in latest.segments if s.base_offset not in dropped),
-                           log_start_offset=log_start)
+                           segments=tuple(s for s in latest.segments if s.base_offset not in dropped), **changes)
     crash_point("remote-retention.before-commit")
     committed = rp.commit(nxt)
     crash_point("remote-retention.after-commit")

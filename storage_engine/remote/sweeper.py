@@ -143,13 +143,13 @@ def sweep_partition(rp: RemotePartition, config: LogConfig, *, now_ms_wall: int,
                     orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS, dry_run: bool = False) -> SweepResult:
     """Plan and (unless ``dry_run``) make ``rp``'s deletions (see the module docstring).
     ``now_ms_wall``: the wall clock the ages are judged by (object stores stamp wall clock)."""
-    started = time.monotonic()
+    started, before = time.monotonic(), rp.store.counters()
     result = SweepResult(rp.topic, rp.partition, NOTHING, dry_run=dry_run)
     try:
         history = read_history(rp)
     except RemoteStorageError as exc:
         result.status, result.reason = FAILED, f"nothing deleted: {exc}"
-        return _finish(result, rp, started)
+        return _finish(result, rp, started, before)
     plan = plan_sweep(history, now_ms_wall=now_ms_wall, retention_ms=config.logplat_remote_version_retention_ms,
                       delete_delay_ms=config.file_delete_delay_ms, orphan_min_age_ms=orphan_min_age_ms)
     result.remote_version = history.latest.version if history.latest else None
@@ -157,7 +157,7 @@ def sweep_partition(rp: RemotePartition, config: LogConfig, *, now_ms_wall: int,
     if dry_run:
         result.deleted = list(plan.deletions)
         result.status = PLANNED if plan.deletions else NOTHING
-        return _finish(result, rp, started)
+        return _finish(result, rp, started, before)
     for i, deletion in enumerate(plan.deletions):
         if (time.monotonic() - started) * 1000 > DECISION_VALID_MS:
             result.reason = (f"stopped after {i} of {len(plan.deletions)} deletions: the plan is older than "
@@ -172,10 +172,10 @@ def sweep_partition(rp: RemotePartition, config: LogConfig, *, now_ms_wall: int,
         crash_point(f"sweep.after-delete-{i}")
     if result.deleted and result.status != FAILED:
         result.status = DELETED
-    return _finish(result, rp, started)
+    return _finish(result, rp, started, before)
 
 
-def _finish(result: SweepResult, rp: RemotePartition, started: float) -> SweepResult:
-    result.requests = rp.store.counters()
+def _finish(result: SweepResult, rp: RemotePartition, started: float, before: dict[str, int]) -> SweepResult:
+    result.requests = rp.store.counters_since(before)  # this partition's share of a store a run shares
     result.duration_s = time.monotonic() - started
     return result

@@ -63,16 +63,21 @@ class TierPlan:
 
 
 def plan_tiering(topic: str, partition: int, bases: Sequence[int], *, log_start_offset: int, log_end_offset: int,
-                 last_stable_offset: int, remote_end: int | None) -> TierPlan:
+                 last_stable_offset: int, remote_end: int | None, remote_empty: bool = False) -> TierPlan:
     """The segments to copy: every rolled segment (never the active, the last of ``bases``) that
     ends at or below the last stable offset and starts at the remote tier's end (the local log
-    start when nothing is remote yet). Raises :class:`TieringGapError` when the tiers cannot meet."""
+    start when nothing is remote yet). A tier that holds no segment (``remote_empty``: retention
+    or delete-records took them all) has nothing to meet: tiering starts at the segment holding
+    the log start, which is at or past that tier's end (delete-records may have moved both into
+    a local segment). Raises :class:`TieringGapError` when the tiers cannot meet."""
     ends = [*bases[1:], log_end_offset]
+    if remote_end is not None and remote_end > log_end_offset:
+        raise TieringGapError(f"{topic}-{partition}: the remote tier ends at offset {remote_end}, past the local "
+                              f"log end offset {log_end_offset}")
+    if remote_end is not None and remote_empty:
+        log_start_offset, remote_end = max(log_start_offset, remote_end), None
     start = log_start_offset if remote_end is None else remote_end
     if remote_end is not None:
-        if remote_end > log_end_offset:
-            raise TieringGapError(f"{topic}-{partition}: the remote tier ends at offset {remote_end}, past the local "
-                                  f"log end offset {log_end_offset}")
         if remote_end < log_start_offset and (not bases or bases[0] > remote_end):
             raise TieringGapError(f"{topic}-{partition}: the remote tier ends at offset {remote_end} but the local "
                                   f"log starts at {log_start_offset}: offsets in between are in neither tier")
@@ -183,16 +188,15 @@ def _open_segments(log: Log, plan: TierPlan) -> list[_OpenSegment]:
 
 
 def _upload(rp: RemotePartition, writer: str, seg: _OpenSegment) -> RemoteSegment:
-    names = {}
+    names, size = {}, 0
     for kind in ("index", "timeindex", "log"):  # the log last: its object completes the segment
         name = data_name(seg.base, writer, kind)
         fd = seg.fds[kind]
         if fd is None:
             rp.store.put_new(rp.name(name), b"")
         else:
-            rp.store.put_fd(rp.name(name), fd)
+            size = rp.store.put_fd(rp.name(name), fd)  # the log's: the bytes uploaded, not a second stat
         names[kind] = name
-    size = os.fstat(seg.fds["log"]).st_size  # type: ignore[arg-type]
     return RemoteSegment(seg.base, seg.end, size, seg.max_timestamp, seg.mtime_ms, names["log"], names["index"],
                          names["timeindex"])
 
@@ -201,7 +205,7 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
     """Copy ``log``'s tierable segments to ``rp``, commit, then apply local retention (see the
     module docstring). Raises ``VersionConflictError`` if another writer committed first (nothing
     this call uploaded is named then) and :class:`TieringGapError` when the tiers do not meet."""
-    started = time.monotonic()
+    started, before = time.monotonic(), rp.store.counters()
     result = TierResult(log.topic, log.partition, NOTHING)
     version = rp.latest()
     writer = new_writer_id()
@@ -210,7 +214,8 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
         plan = plan_tiering(log.topic, log.partition, [s.base_offset for s in log.segments],
                             log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset,
                             last_stable_offset=log.last_stable_offset_locked(),
-                            remote_end=version.end_offset if version else None)
+                            remote_end=version.end_offset if version else None,
+                            remote_empty=version is not None and not version.segments)
         opened = _open_segments(log, plan)
         checkpoint = log.log_dir.cleaner_offsets.get((log.topic, log.partition))
         log_start = log.log_start_offset
@@ -257,7 +262,7 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
                                                         remote_log_start=version.log_start_offset)
             if result.local_release.deleted_segments:
                 result.status = TIERED
-    result.requests = rp.store.counters()
+    result.requests = rp.store.counters_since(before)
     result.duration_s = time.monotonic() - started
     return result
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config.topic import LogConfig
-from ..files.strict_json import DuplicateFieldError, unique_fields
+from ..files.strict_json import loads_strict
 from .errors import RemoteMetadataError
 from .names import check_data_name
 
@@ -159,8 +159,8 @@ def _fields(obj: object, spec: dict[str, Any], where: str) -> dict[str, Any]:
 def decode_version(data: bytes, *, topic: str, partition: int, version: int, where: str) -> PartitionVersion:
     """The version in ``data``, which must be version ``version`` of ``topic``-``partition``."""
     try:
-        obj = json.loads(data.decode("utf-8"), object_pairs_hook=unique_fields)
-    except (UnicodeDecodeError, ValueError, DuplicateFieldError) as exc:
+        obj = loads_strict(data)
+    except ValueError as exc:
         raise RemoteMetadataError(f"{where}: not a version object: {exc}") from exc
     v = _fields(obj, _VERSION_FIELDS, where)
     if v["format"] != FORMAT or v["operation"] not in OPERATIONS:

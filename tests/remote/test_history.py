@@ -93,3 +93,6 @@ def test_restore_refuses_what_it_cannot_do_and_writes_nothing(remote_env, tmp_pa
     code, out, err = run_logctl(t.root, monkeypatch, capsys, "restore", "t", "--partition", "0", "--version", "1")
     assert code == 1 and out == "" and err.count("\n") == 1 and "would lose or repeat offsets" in err
     assert t.names() == before
+    code, out, err = run_logctl(t.root, monkeypatch, capsys, "restore", "t", "--partition", "0", "--version",
+                                str(2**31))  # a version number is no count: --as-of-version takes any
+    assert code == 1 and "has no version 2147483648" in err and t.names() == before

@@ -90,9 +90,10 @@ def test_delete_records_moves_the_remote_log_start_and_drops_the_segments_below(
     assert [s.base_offset for s in after.segments] == [s.base_offset for s in before.segments[1:]]
     assert result.new_log_start_offset == inside and result.deleted_segments == [before.segments[0].base_offset]
     assert delete_records_remote(rp, log.config, inside).status == "nothing"  # already there
-    # past the tier's end: the remote tier empties and starts at its end; the local log carries the rest
+    # past the tier's end: the remote tier empties, and it starts and ends where the log now starts
     beyond = delete_records_remote(rp, log.config, log.log_end_offset)
     emptied = rp.latest()
-    assert beyond.status == "deleted" and emptied.segments == () and emptied.log_start_offset == emptied.end_offset
+    assert beyond.status == "deleted" and emptied.segments == ()
+    assert emptied.log_start_offset == emptied.end_offset == beyond.new_log_start_offset == log.log_end_offset
     log.delete_records(log.log_end_offset - 1)
     manager.close()

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from storage_engine.remote.names import data_name, new_writer_id, version_name
+import pytest
+
+from storage_engine.remote.names import data_name, new_writer_id, pin_name, version_name
 from storage_engine.remote.partition import ORPHAN_MIN_AGE_MS, wall_clock_ms
 from storage_engine.remote.pins import pin, unpin
 from storage_engine.remote.sweeper import sweep_partition
@@ -64,15 +66,20 @@ def test_orphans_go_past_the_floor_a_lost_race_included(remote_env, tmp_path) ->
     assert stray in t.names() and t.rp.missing_objects(v1) == []
 
 
-def test_a_version_that_does_not_parse_stops_every_deletion(remote_env, tmp_path) -> None:
+NESTED = b"[" * 100_000  # deeper than Python's JSON decoder recurses
+
+
+@pytest.mark.parametrize(("name", "body"), [
+    (version_name(3), b"{not json"), (version_name(3), NESTED), (pin_name(1, "0123456789abcdef"), NESTED)])
+def test_a_version_or_pin_that_does_not_parse_stops_every_deletion(remote_env, tmp_path, name, body) -> None:
     t = tiered(tmp_path / "logs", file_delete_delay_ms=0, logplat_remote_version_retention_ms=0)
     t.retention()
     t.rp.store.put_new(t.rp.name(data_name(0, new_writer_id(), "log")), b"orphan")
-    t.rp.store.put_new(t.rp.name(version_name(3)), b"{not json")
+    t.rp.store.put_new(t.rp.name(name), body)
     everything = t.names()
     result = sweep_partition(t.rp, t.config, now_ms_wall=wall_clock_ms() + 10 * ORPHAN_MIN_AGE_MS, orphan_min_age_ms=0)
-    assert result.status == "failed" and "nothing deleted" in result.reason and "00000000000000000003.json" in result.reason
-    assert t.names() == everything
+    assert result.status == "failed" and "nothing deleted" in result.reason and name in result.reason
+    assert "\n" not in result.reason and t.names() == everything
 
 
 def test_a_reader_holding_a_version_reads_it_all_while_the_next_commits_and_the_sweep_runs(remote_env,
@@ -102,3 +109,12 @@ def test_logctl_sweep_rows_and_refusals(remote_env, tmp_path, monkeypatch, capsy
     assert orphan not in t.names()
     code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--topic", "plain")
     assert code == 1 and out == "" and "remote.storage.enable=false" in err and err.count("\n") == 1
+
+
+def test_a_sweeps_request_counts_are_its_own(remote_env, tmp_path) -> None:
+    """A run over many partitions shares one store: each row counts its partition's requests
+    (pins, versions and data listed, a GET per version), not the run's so far."""
+    t = tiered(tmp_path / "logs")
+    first = sweep_partition(t.rp, t.config, now_ms_wall=wall_clock_ms())
+    second = sweep_partition(t.rp, t.config, now_ms_wall=wall_clock_ms())
+    assert first.requests == second.requests and first.requests["requests_list"] == 3

@@ -138,3 +138,39 @@ def test_delete_records_beyond_the_high_watermark_changes_neither_tier(remote_en
     code, _, err = run_logctl(root, monkeypatch, capsys, "delete-records", "t", "--partition", "0",
                               "--before-offset", "1000")
     assert code == 1 and "larger than the high watermark" in err and latest().version == 1
+
+
+def test_delete_records_past_the_tier_end_starts_the_log_there_and_tiering_goes_on(
+        remote_env, tmp_path, monkeypatch, capsys):
+    """A delete-records past the remote tier's end, past a whole local segment above it: the
+    log starts at the new low watermark (not at the emptied tier's end, where offsets would be
+    in neither tier), the next tiering starts there, and no restore brings back the tier that
+    ended below it (its next offsets are gone from the local log)."""
+    root = tmp_path / "logs"
+    build(root, partitions=1)
+    assert run_logctl(root, monkeypatch, capsys, "tier", "--now-ms", "0")[0] == 0  # nothing released
+    with LogManager([root]) as m:
+        log = m.get_log("t", 0)
+        append_each(log, records(12, start=30))
+        above = [s.base_offset for s in log.segments if s.base_offset >= latest().end_offset]
+    target = above[1] + 1  # the first local segment above the tier's end goes whole
+    code, out, err = run_logctl(root, monkeypatch, capsys, "delete-records", "t", "--partition", "0",
+                                "--before-offset", str(target))
+    assert code == 0, err
+    emptied = latest()
+    assert emptied.segments == () and emptied.log_start_offset == emptied.end_offset == target
+    code, out, err = run_logctl(root, monkeypatch, capsys, "consume", "t", "--partition", "0")
+    assert code == 0, err
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == list(range(target, 42))
+    code, out, err = run_logctl(root, monkeypatch, capsys, "verify")
+    assert code == 0 and " OK" in out, out + err
+    code, out, err = run_logctl(root, monkeypatch, capsys, "tier", "--json", "--now-ms", "0")
+    assert code == 0, err
+    row = json.loads(out)["partitions"][0]
+    assert row["status"] == "tiered" and row["uploaded_segments"][0] == above[1]
+    tiered = latest()
+    assert tiered.log_start_offset == target and tiered.segments[0].base_offset == above[1]
+    code, out, err = run_logctl(root, monkeypatch, capsys, "consume", "t", "--partition", "0")
+    assert code == 0 and [json.loads(line)["offset"] for line in out.splitlines()] == list(range(target, 42))
+    code, _, err = run_logctl(root, monkeypatch, capsys, "restore", "t", "--partition", "0", "--version", "1")
+    assert code == 1 and "would lose or repeat offsets" in err and latest().version == tiered.version

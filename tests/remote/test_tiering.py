@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage_engine.remote.access import remote_partition
-from storage_engine.remote.local_state import recall
+from storage_engine.remote.local_state import STATE_FILE, recall
 from storage_engine.remote.tiering import TieringGapError, plan_tiering, tier_partition
 from tests.helpers.engine import append_each, open_topic, records
 
@@ -40,3 +40,23 @@ def test_plan_refuses_a_gap_and_stops_at_the_last_stable_offset() -> None:
     with pytest.raises(TieringGapError, match="in neither tier"):
         plan_tiering("t", 0, [20, 30], log_start_offset=20, log_end_offset=35, last_stable_offset=35,
                      remote_end=10)
+
+
+def test_an_empty_tier_is_tiered_on_from_the_log_start() -> None:
+    """A tier that retention or delete-records emptied ends where the log starts, which may be
+    inside a local segment, or (a kill before the local log start moved) past the local one."""
+    for local_start in (22, 0):
+        plan = plan_tiering("t", 0, [0, 10, 20, 30, 40], log_start_offset=local_start, log_end_offset=45,
+                            last_stable_offset=45, remote_end=22, remote_empty=True)
+        assert plan.uploads == ((20, 30), (30, 40)) and plan.remote_end == 22
+    with pytest.raises(TieringGapError, match="inside local segment 20"):  # a tier holding offsets must meet
+        plan_tiering("t", 0, [0, 10, 20, 30, 40], log_start_offset=22, log_end_offset=45, last_stable_offset=45,
+                     remote_end=22)
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[" * 100_000, b'{"location": 1}'])
+def test_a_remembered_state_that_does_not_parse_is_unknown(tmp_path, body) -> None:
+    """The sensors' cache of the latest version: a file that does not parse exactly is no state
+    (the tier is then unknown until the next commit), never an error of the tick."""
+    (tmp_path / STATE_FILE).write_bytes(body)
+    assert recall(tmp_path, "s3://b/p") is None

@@ -11,7 +11,7 @@ from ...logdir.locations import locate
 from ...logdir.manager import LogManager
 from ...remote.access import remote_partition
 from ...remote.restore import restore
-from .arguments import COUNT, PARTITION, add_json
+from .arguments import PARTITION, VERSION, add_json
 from .command import Command
 from .output import emit
 
@@ -19,7 +19,7 @@ from .output import emit
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", help="a topic with remote.storage.enable=true")
     parser.add_argument("--partition", type=PARTITION, required=True, help="the partition to restore")
-    parser.add_argument("--version", type=COUNT, required=True, help="the version whose content becomes the latest")
+    parser.add_argument("--version", type=VERSION, required=True, help="the version whose content becomes the latest")
     add_json(parser)
 
 

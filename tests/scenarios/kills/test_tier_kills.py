@@ -19,6 +19,7 @@ import pytest
 from storage_engine.logdir.manager import LogManager
 from storage_engine.remote.access import open_store
 from storage_engine.remote.partition import RemotePartition
+from storage_engine.remote.reads import tiered_log
 from storage_engine.remote.tier_runs import retain_tiered, tier_partitions
 from storage_engine.tools.verify import verify_partition
 from tests.helpers.crash import crash_env
@@ -79,3 +80,38 @@ def test_a_kill_at_each_step_leaves_both_tiers_consistent_and_a_rerun_completes(
         assert m.get_log("t", 0).log_start_offset == end
         assert final.log_start_offset == (end if run == "retention" else 0)
         assert final.version == (2 if run == "retention" else 1)
+
+
+@pytest.mark.parametrize("point", ["remote-retention.before-commit", "remote-retention.after-commit"])
+def test_a_kill_in_delete_records_past_the_tier_end_leaves_the_log_readable_and_a_rerun_completes(
+        remote_env, tmp_path, point):
+    """``logctl delete-records`` past the remote tier's end, past a whole local segment above it,
+    killed before or after its remote commit (the local log start not moved yet): the latest
+    version is complete, the partition reads from the log start the versions say, without a
+    gap, and the command run again completes both tiers."""
+    bases = build(tmp_path)
+    with LogManager([tmp_path]) as m:
+        tier_partitions(m, "t", now_ms=0)  # nothing released: the records are young at clock 0
+        append_each(m.get_log("t", 0), records(12, start=30))
+        above = [s.base_offset for s in m.get_log("t", 0).segments if s.base_offset >= bases[-1]]
+    target = above[1] + 1
+    argv = [sys.executable, "-m", "storage_engine.tools.logctl", "--log-dirs", str(tmp_path), "delete-records", "t",
+            "--partition", "0", "--before-offset", str(target)]
+    proc = subprocess.run(argv, env=crash_env(point), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, (point, proc.returncode, proc.stderr)
+    rp = RemotePartition(open_store(), "t", 0)
+    latest = rp.latest()
+    assert rp.missing_objects(latest) == []
+    start = target if point.endswith("after-commit") else 0
+    with LogManager([tmp_path]) as m:
+        view = tiered_log(m.get_log("t", 0))
+        assert view.log_start_offset == start
+        assert [r.offset for r in view.records_from(start)] == list(range(start, 42)), point
+    rerun = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    final = rp.latest()
+    assert final.log_start_offset == final.end_offset == target and rp.missing_objects(final) == []
+    with LogManager([tmp_path]) as m:
+        assert m.get_log("t", 0).log_start_offset == target and verify_partition(m, "t", 0).ok
+        (tiered,) = tier_partitions(m, "t", now_ms=0)
+        assert tiered.status == "tiered" and tiered.remote_log_start_offset == target, tiered
