@@ -51,7 +51,7 @@ from ..remote.errors import VersionConflictError
 from ..remote.local_state import recall, remember
 from ..remote.materialize import materialize, parallel
 from ..remote.names import new_writer_id
-from ..remote.partition import RemotePartition, wall_clock_ms
+from ..remote.partition import RemotePartition, close_files, open_segment_files, wall_clock_ms
 from ..remote.tiering import TierResult, tier_partition
 from ..remote.version import PartitionVersion, RemoteSegment, release_horizon_ms
 from .cleaner import Cleaner
@@ -152,11 +152,12 @@ def _clean_version(rp: RemotePartition, version: PartitionVersion, config: LogCo
 
 
 def _upload(rp: RemotePartition, writer: str, seg: LogSegment, end: int) -> RemoteSegment:
-    index_path, time_index_path = seg.index_paths()[:2]
-    return rp.upload_segment(writer, base_offset=seg.base_offset, end_offset=end,
-                             max_timestamp=seg.max_timestamp_so_far, mtime_ms=seg.last_modified_ms,
-                             log_path=str(seg.log_path), index_path=str(index_path),
-                             time_index_path=str(time_index_path))
+    files = open_segment_files(seg)
+    try:
+        return rp.upload_segment(writer, base_offset=seg.base_offset, end_offset=end,
+                                 max_timestamp=seg.max_timestamp_so_far, mtime_ms=seg.last_modified_ms, files=files)
+    finally:
+        close_files(files)
 
 
 def compact_tiered(log: Log, *, now_ms: int, force: bool, cleaner: Cleaner) -> CompactionReport:

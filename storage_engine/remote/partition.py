@@ -9,12 +9,19 @@ uploaded before the version that names them, so every committed version is compl
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from ..files.nofollow import open_nofollow
 from .errors import RemoteMetadataError, RemoteStorageError, VersionConflictError
 from .names import VERSIONS, data_name, partition_prefix, version_name, version_of_name
 from .store import ObjectExistsError, ObjectMissingError, ObjectStore
 from .version import PartitionVersion, RemoteSegment, decode_version
+
+if TYPE_CHECKING:
+    from ..log.segment import LogSegment
 
 #: The orphan sweep never deletes an unnamed object younger than this: an upload of a writer
 #: that has not committed yet may still be named by its commit.
@@ -25,6 +32,31 @@ MAX_UPLOAD_AGE_MS = ORPHAN_MIN_AGE_MS // 2
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+def open_segment_files(seg: LogSegment) -> dict[str, int | None]:
+    """Descriptors of a segment's ``.log`` and indexes for :meth:`RemotePartition.upload_segment`
+    (None: an index file that is not there), opened without following a symlink. An open
+    descriptor keeps reading the bytes it opened even if the file is renamed or replaced later,
+    so a caller may open them under the partition lock and upload after releasing it."""
+    index_path, time_index_path = seg.index_paths()[:2]
+    files: dict[str, int | None] = {"log": open_nofollow(seg.log_path, os.O_RDONLY)}
+    try:
+        for kind, path in (("index", index_path), ("timeindex", time_index_path)):
+            try:
+                files[kind] = open_nofollow(path, os.O_RDONLY)
+            except FileNotFoundError:
+                files[kind] = None
+    except BaseException:
+        close_files(files)
+        raise
+    return files
+
+
+def close_files(files: Mapping[str, int | None]) -> None:
+    for fd in files.values():
+        if fd is not None:
+            os.close(fd)
 
 
 class RemotePartition:
@@ -96,18 +128,23 @@ class RemotePartition:
 
     # ------------------------------------------------------------------ objects
 
-    def upload(self, offset: int, writer: str, kind: str, path: str) -> tuple[str, int]:
-        """Upload a local file as this partition's new ``data/`` object; its name and size."""
-        name = data_name(offset, writer, kind)
-        return name, self.store.put_file(self.name(name), path)
-
     def upload_segment(self, writer: str, *, base_offset: int, end_offset: int, max_timestamp: int, mtime_ms: int,
-                       log_path: str, index_path: str, time_index_path: str) -> RemoteSegment:
-        """Upload one segment's three files as new objects (indexes first, the log last)."""
-        index, _ = self.upload(base_offset, writer, "index", index_path)
-        time_index, _ = self.upload(base_offset, writer, "timeindex", time_index_path)
-        log, size = self.upload(base_offset, writer, "log", log_path)
-        return RemoteSegment(base_offset, end_offset, size, max_timestamp, mtime_ms, log, index, time_index)
+                       files: Mapping[str, int | None]) -> RemoteSegment:
+        """Upload one segment's files, open at ``files`` (``log``, ``index``, ``timeindex`` ->
+        descriptor; None for an index the segment lacks, uploaded empty), as new objects: the
+        indexes first, the log last (its object completes the segment). The size recorded is
+        the bytes uploaded. Tiering and remote compaction both upload through here."""
+        names: dict[str, str] = {}
+        size = 0
+        for kind in ("index", "timeindex", "log"):
+            names[kind] = data_name(base_offset, writer, kind)
+            fd = files.get(kind)
+            if fd is None:
+                self.store.put_new(self.name(names[kind]), b"")
+            else:
+                size = self.store.put_fd(self.name(names[kind]), fd)
+        return RemoteSegment(base_offset, end_offset, size, max_timestamp, mtime_ms, names["log"], names["index"],
+                             names["timeindex"])
 
     def read(self, name: str) -> bytes:
         return self.store.get(self.name(name))

@@ -36,8 +36,8 @@ from ..log.stats import PartitionStats
 from ..outcomes import NOTHING, TIERED
 from .local_state import remember
 from .names import data_name, new_writer_id
-from .partition import RemotePartition, wall_clock_ms
-from .version import RemoteSegment, empty_version, release_horizon_ms
+from .partition import RemotePartition, close_files, open_segment_files, wall_clock_ms
+from .version import empty_version, release_horizon_ms
 
 if TYPE_CHECKING:
     from ..log.log import Log
@@ -158,12 +158,7 @@ class _OpenSegment:
     end: int
     max_timestamp: int
     mtime_ms: int
-    fds: dict[str, int | None]  # kind -> descriptor (None: the index file is absent)
-
-    def close(self) -> None:
-        for fd in self.fds.values():
-            if fd is not None:
-                os.close(fd)
+    files: dict[str, int | None]  # kind -> descriptor (``open_segment_files``)
 
 
 def _open_segments(log: Log, plan: TierPlan) -> list[_OpenSegment]:
@@ -172,33 +167,13 @@ def _open_segments(log: Log, plan: TierPlan) -> list[_OpenSegment]:
     try:
         for base, end in plan.uploads:
             seg = by_base[base]
-            index_path, time_index_path, _ = seg.index_paths()
-            fds: dict[str, int | None] = {"log": open_nofollow(seg.log_path, os.O_RDONLY)}
-            for kind, path in (("index", index_path), ("timeindex", time_index_path)):
-                try:
-                    fds[kind] = open_nofollow(path, os.O_RDONLY)
-                except FileNotFoundError:
-                    fds[kind] = None
-            out.append(_OpenSegment(base, end, seg.max_timestamp_so_far, seg.last_modified_ms, fds))
+            out.append(_OpenSegment(base, end, seg.max_timestamp_so_far, seg.last_modified_ms,
+                                    open_segment_files(seg)))
     except BaseException:
         for s in out:
-            s.close()
+            close_files(s.files)
         raise
     return out
-
-
-def _upload(rp: RemotePartition, writer: str, seg: _OpenSegment) -> RemoteSegment:
-    names, size = {}, 0
-    for kind in ("index", "timeindex", "log"):  # the log last: its object completes the segment
-        name = data_name(seg.base, writer, kind)
-        fd = seg.fds[kind]
-        if fd is None:
-            rp.store.put_new(rp.name(name), b"")
-        else:
-            size = rp.store.put_fd(rp.name(name), fd)  # the log's: the bytes uploaded, not a second stat
-        names[kind] = name
-    return RemoteSegment(seg.base, seg.end, size, seg.max_timestamp, seg.mtime_ms, names["log"], names["index"],
-                         names["timeindex"])
 
 
 def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local: bool = True) -> TierResult:
@@ -225,7 +200,9 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
             uploads_since = wall_clock_ms()
             segments = []
             for seg in opened:
-                segments.append(_upload(rp, writer, seg))
+                segments.append(rp.upload_segment(writer, base_offset=seg.base, end_offset=seg.end,
+                                                  max_timestamp=seg.max_timestamp, mtime_ms=seg.mtime_ms,
+                                                  files=seg.files))
                 result.uploaded_bytes += segments[-1].size_bytes
             snapshot = None
             if snapshot_fd is not None:
@@ -250,7 +227,7 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
             result.status, result.uploaded_segments = TIERED, [s.base_offset for s in segments]
     finally:
         for seg in opened:
-            seg.close()
+            close_files(seg.files)
         if snapshot_fd is not None:
             os.close(snapshot_fd)
     if version is not None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from storage_engine.remote.names import data_name, new_writer_id, pin_name, version_name
-from storage_engine.remote.partition import ORPHAN_MIN_AGE_MS, wall_clock_ms
+from storage_engine.remote.partition import ORPHAN_MIN_AGE_MS, close_files, open_segment_files, wall_clock_ms
 from storage_engine.remote.pins import pin, unpin
 from storage_engine.remote.sweeper import sweep_partition
 from tests.helpers.cli import run_logctl
@@ -52,10 +52,12 @@ def test_orphans_go_past_the_floor_a_lost_race_included(remote_env, tmp_path) ->
     t = tiered(tmp_path / "logs")
     v1 = t.rp.latest()
     seg = t.manager.get_log("t", 0).segments[-1]
-    index, time_index, _ = seg.index_paths()
-    loser = t.rp.upload_segment(new_writer_id(), base_offset=v1.end_offset, end_offset=v1.end_offset + 1,
-                                max_timestamp=0, mtime_ms=0, log_path=str(seg.log_path), index_path=str(index),
-                                time_index_path=str(time_index))  # uploaded, never committed: the race's loser
+    files = open_segment_files(seg)
+    try:  # uploaded, never committed: the race's loser
+        loser = t.rp.upload_segment(new_writer_id(), base_offset=v1.end_offset, end_offset=v1.end_offset + 1,
+                                    max_timestamp=0, mtime_ms=0, files=files)
+    finally:
+        close_files(files)
     stray = "data/not-ours.bin"
     t.rp.store.put_new(t.rp.name(stray), b"x")
     now = wall_clock_ms()

@@ -4,6 +4,7 @@ conditional commit, and configuration errors before anything is written."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -17,8 +18,12 @@ from storage_engine.remote.version import decode_version, empty_version
 def _one_segment_version(rp: RemotePartition, tmp_path, writer: str):
     f = tmp_path / "seg"
     f.write_bytes(b"x" * 64)
-    seg = rp.upload_segment(writer, base_offset=0, end_offset=10, max_timestamp=5, mtime_ms=1,
-                            log_path=str(f), index_path=str(f), time_index_path=str(f))
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        seg = rp.upload_segment(writer, base_offset=0, end_offset=10, max_timestamp=5, mtime_ms=1,
+                                files={"log": fd, "index": fd, "timeindex": None})
+    finally:
+        os.close(fd)
     return empty_version(rp.topic, rp.partition, 0).successor(writer=writer, operation="tier", committed_ms=1,
                                                                release_horizon_ms=0, summary={}, end_offset=10,
                                                                segments=(seg,))
