@@ -49,7 +49,7 @@ def _tier_one(manager: LogManager, store: ObjectStore, topic: str, partition: in
     """One partition's tiering; an engine error is its outcome (``outcome_of``), not the run's."""
     log = manager.get_log(topic, partition)
     try:
-        return tier_partition(log, remote_partition(topic, partition, log.config, store), now_ms)
+        return tier_partition(log, remote_partition(topic, partition, log.config, store, directory=log.dir), now_ms)
     except PARTITION_ERRORS as exc:
         status, reason = outcome_of(exc)
         return TierResult(topic, partition, status, reason)

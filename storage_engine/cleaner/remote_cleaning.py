@@ -167,7 +167,7 @@ def compact_tiered(log: Log, *, now_ms: int, force: bool, cleaner: Cleaner) -> C
     segments themselves are never cleaned (the remote tier is the one copy that is); the
     cleaner lock is held throughout, so one machine runs one cleaning of the partition and its
     scratch directory (a staging directory) is not removed by a load."""
-    rp = remote_partition(log.topic, log.partition, log.config)
+    rp = remote_partition(log.topic, log.partition, log.config, directory=log.dir)
     before = rp.store.counters()
     scratch = remote_staging_dir(log.dir, "remote-compaction")
     with CleanerLock(log.dir):

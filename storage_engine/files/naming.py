@@ -23,6 +23,9 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 
+#: The local copy of a tiered partition's latest remote version (``remote.local_state``).
+REMOTE_LOG_METADATA_FILE = "remote-log-metadata.json"
+
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"

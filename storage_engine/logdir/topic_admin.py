@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 
 from ..config.broker import MAX_PARTITIONS_KEY, max_partitions_per_topic, topic_log_config
 from ..config.topic import LogConfig, check_config_key, creation_overrides
-from ..errors import InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
+from ..errors import ConfigError, InvalidPartitionsError, InvalidTopicError, LogError, TopicExistsError
 from ..faults import crash_point
 from ..files.durable import fsync_dir
 from ..files.naming import (
+    REMOTE_LOG_METADATA_FILE,
     check_not_metadata_log,
     collides,
     delete_dir_name,
@@ -164,7 +165,9 @@ class TopicAdmin:
                     check_config_key(key)
                 merged.pop(key, None)
             merged.update({k: str(v) for k, v in set_configs.items()})
-            topic_log_config(self._manager.broker_props, merged)
+            config = topic_log_config(self._manager.broker_props, merged)
+            if not config.remote_storage_enable:
+                self._check_no_remote_tier(name)
             new = replace(meta, configs=merged)
             made: list[Path] = []
             try:
@@ -176,6 +179,16 @@ class TopicAdmin:
                 raise
         self._manager.reload_configs(name)
         return new
+
+    def _check_no_remote_tier(self, name: str) -> None:
+        """Refuse ``remote.storage.enable=false`` for a topic whose partitions have a remote tier
+        (its remembered version is beside their segments): its older records would vanish from
+        every read. Kafka refuses it too unless the remote data is deleted with it."""
+        for loc in self._manager.partition_locations({name}).values():
+            if (loc.path / REMOTE_LOG_METADATA_FILE).exists():
+                raise ConfigError("remote.storage.enable", "false",
+                                  f"partition {name}-{loc.partition} has a remote tier, whose records reads would no "
+                                  "longer see; it cannot be disabled while the tier holds data")
 
     def add_partitions(self, name: str, count: int) -> TopicMetadata:
         """Raise the topic's partition count to ``count`` (Kafka's ``createPartitions``,

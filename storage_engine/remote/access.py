@@ -4,9 +4,11 @@ once per process, and the refusal of a tiered topic when no location is configur
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from ..config.topic import LogConfig
 from .errors import RemoteStorageError
+from .local_state import check_location
 from .location import ENV_REMOTE_STORAGE, RemoteLocation, location_from_env
 from .partition import RemotePartition
 from .store import ObjectStore
@@ -29,10 +31,14 @@ def open_store(location: RemoteLocation | None = None) -> ObjectStore:
         return store
 
 
-def remote_partition(topic: str, partition: int, config: LogConfig,
-                     store: ObjectStore | None = None) -> RemotePartition:
+def remote_partition(topic: str, partition: int, config: LogConfig, store: ObjectStore | None = None, *,
+                     directory: Path | None = None) -> RemotePartition:
     """``topic``-``partition``'s remote tier; refused unless the topic has
-    ``remote.storage.enable=true``."""
+    ``remote.storage.enable=true``, and, given the partition's local ``directory``, unless its
+    tier is remembered at this location (``local_state.check_location``)."""
     if not config.remote_storage_enable:
         raise RemoteStorageError(f"topic {topic} has remote.storage.enable=false: it has no remote tier")
-    return RemotePartition(store or open_store(), topic, partition)
+    rp = RemotePartition(store or open_store(), topic, partition)
+    if directory is not None:
+        check_location(directory, rp.store.url)
+    return rp

@@ -15,15 +15,18 @@ the next commit of this platform refreshes it.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..files.durable import atomic_write
+from ..files.naming import REMOTE_LOG_METADATA_FILE
 from ..files.nofollow import open_nofollow
 from ..files.strict_json import loads_strict
+from .errors import RemoteStorageError
 from .version import PartitionVersion
 
-STATE_FILE = "remote-log-metadata.json"
+STATE_FILE = REMOTE_LOG_METADATA_FILE
 
 
 @dataclass(frozen=True)
@@ -63,14 +66,11 @@ def remember(partition_dir: Path, location: str, version: PartitionVersion) -> N
     atomic_write(Path(partition_dir) / STATE_FILE, json.dumps(body, separators=(",", ":")).encode())
 
 
-def recall(partition_dir: Path, location: str) -> RemoteTierState | None:
-    """The remembered state for ``location``, or None: no file, another location's, or a file
-    that does not parse exactly (then the sensors treat the tier as unknown until a commit)."""
-    import os
-
+def _read_state(partition_dir: Path) -> RemoteTierState | None:
+    """The remembered state, whatever its location; None when absent or not exactly parseable."""
     try:
         fd = open_nofollow(Path(partition_dir) / STATE_FILE, os.O_RDONLY)
-    except (FileNotFoundError, OSError):
+    except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
         data = f.read(1 << 26)
@@ -79,10 +79,27 @@ def recall(partition_dir: Path, location: str) -> RemoteTierState | None:
         segments = tuple(tuple(int(x) for x in s) for s in obj["segments"])
         if any(len(s) != 5 for s in segments):
             return None
-        state = RemoteTierState(str(obj["location"]), int(obj["version"]), int(obj["committed_ms"]),
-                                int(obj["log_start_offset"]), int(obj["end_offset"]),
-                                None if obj["cleaner_checkpoint"] is None else int(obj["cleaner_checkpoint"]),
-                                segments)  # type: ignore[arg-type]
+        return RemoteTierState(str(obj["location"]), int(obj["version"]), int(obj["committed_ms"]),
+                               int(obj["log_start_offset"]), int(obj["end_offset"]),
+                               None if obj["cleaner_checkpoint"] is None else int(obj["cleaner_checkpoint"]),
+                               segments)  # type: ignore[arg-type]
     except (ValueError, KeyError, TypeError):
         return None
-    return state if state.location == location else None
+
+
+def recall(partition_dir: Path, location: str) -> RemoteTierState | None:
+    """The remembered state for ``location``, or None: no file, another location's, or a file
+    that does not parse exactly (then the sensors treat the tier as unknown until a commit)."""
+    state = _read_state(partition_dir)
+    return state if state is not None and state.location == location else None
+
+
+def check_location(partition_dir: Path, location: str) -> None:
+    """Refuse to work on ``location`` for a partition whose tier is remembered elsewhere: a
+    changed ``LOGPLAT_REMOTE_STORAGE`` would otherwise start a second, empty tier and hide
+    every record of the first (its local copies may be released already)."""
+    state = _read_state(partition_dir)
+    if state is not None and state.location != location:
+        raise RemoteStorageError(
+            f"{Path(partition_dir).name} is tiered at {state.location} (remote version {state.version}), but "
+            f"LOGPLAT_REMOTE_STORAGE names {location}: set it back; nothing was done")

@@ -290,7 +290,7 @@ def tiered_log(local: Log, *, as_of_version: int | None = None) -> TieredLog:
             raise RemoteStorageError(f"topic {local.topic} has remote.storage.enable=false: it has no remote "
                                      "versions to read")
         return TieredLog(local.topic, local.partition, local, None, None, config.compact)
-    rp = remote_partition(local.topic, local.partition, config)
+    rp = remote_partition(local.topic, local.partition, config, directory=local.dir)
     if as_of_version is not None:
         return TieredLog(local.topic, local.partition, None, rp, rp.read_version(as_of_version), config.compact)
     return TieredLog(local.topic, local.partition, local, rp, rp.latest(), config.compact)

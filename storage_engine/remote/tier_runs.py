@@ -51,7 +51,7 @@ def tier_partitions(manager: LogManager, topic: str | None = None, *, now_ms: in
     store = open_store() if facts else None
     results = []
     for f in facts:
-        rp = remote_partition(f.stats.topic, f.stats.partition, f.config, store)
+        rp = remote_partition(f.stats.topic, f.stats.partition, f.config, store, directory=f.stats.directory)
         before = rp.store.counters()
         try:
             result = tier_partition(manager.get_log(f.stats.topic, f.stats.partition), rp, now_ms)
@@ -69,7 +69,7 @@ def retain_tiered(manager: LogManager, topic: str | None = None, *, now_ms: int,
     store = open_store() if facts else None
     out: list[RetentionResult] = []
     for f in facts:
-        rp = remote_partition(f.stats.topic, f.stats.partition, f.config, store)
+        rp = remote_partition(f.stats.topic, f.stats.partition, f.config, store, directory=f.stats.directory)
         log = None if dry_run else manager.get_log(f.stats.topic, f.stats.partition)
         out.extend(retain_tiered_partition(rp, f.config, f.stats, now_ms, log=log))
     return out

@@ -34,7 +34,7 @@ from ..files.nofollow import open_nofollow
 from ..log.retention import RetentionPlan, RetentionResult, apply_retention, plan_retention
 from ..log.stats import PartitionStats
 from ..outcomes import NOTHING, TIERED
-from .local_state import remember
+from .local_state import check_location, remember
 from .names import data_name, new_writer_id
 from .partition import RemotePartition, close_files, open_segment_files, wall_clock_ms
 from .version import empty_version, release_horizon_ms
@@ -181,6 +181,7 @@ def tier_partition(log: Log, rp: RemotePartition, now_ms: int, *, release_local:
     module docstring). Raises ``VersionConflictError`` if another writer committed first (nothing
     this call uploaded is named then) and :class:`TieringGapError` when the tiers do not meet."""
     started, before = time.monotonic(), rp.store.counters()
+    check_location(log.dir, rp.store.url)  # never start a second tier beside a remembered one
     result = TierResult(log.topic, log.partition, NOTHING)
     version = rp.latest()
     writer = new_writer_id()

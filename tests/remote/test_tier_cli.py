@@ -174,3 +174,16 @@ def test_delete_records_past_the_tier_end_starts_the_log_there_and_tiering_goes_
     assert code == 0 and [json.loads(line)["offset"] for line in out.splitlines()] == list(range(target, 42))
     code, _, err = run_logctl(root, monkeypatch, capsys, "restore", "t", "--partition", "0", "--version", "1")
     assert code == 1 and "would lose or repeat offsets" in err and latest().version == tiered.version
+
+
+def test_remote_storage_cannot_be_disabled_while_a_partition_has_a_remote_tier(remote_env, logctl) -> None:
+    """Turning ``remote.storage.enable`` off would hide the remote records from every read."""
+    assert logctl("topic", "create", "tt", "--partitions", "1", "--config", "remote.storage.enable=true",
+                  "--config", "segment.bytes=200")[0] == 0
+    lines = "\n".join(f'{{"key": "k{i}", "value": "v{i}"}}' for i in range(20))
+    assert logctl("produce", "tt", "--partition", "0", "--batch-size", "1", stdin=lines)[0] == 0
+    assert logctl("tier")[0] == 0
+    code, out, err = logctl("topic", "alter", "tt", "--config", "remote.storage.enable=false")
+    assert code == 1 and "has a remote tier" in err and len(err.strip().splitlines()) == 1
+    code, out, _ = logctl("topic", "describe", "tt", "--json")
+    assert code == 0 and json.loads(out)["configs"]["remote.storage.enable"] == "true"

@@ -60,3 +60,21 @@ def test_a_remembered_state_that_does_not_parse_is_unknown(tmp_path, body) -> No
     (the tier is then unknown until the next commit), never an error of the tick."""
     (tmp_path / STATE_FILE).write_bytes(body)
     assert recall(tmp_path, "s3://b/p") is None
+
+
+def test_a_changed_location_is_refused_before_a_second_tier_starts(remote_env, tmp_path, monkeypatch) -> None:
+    """A partition tiered at one location refuses another: tiering there would start a second,
+    empty tier and hide the first's records, whose local copies may be gone."""
+    manager = open_topic(tmp_path / "logs", segment_bytes=300, remote_storage_enable="true")
+    log = manager.get_log("t", 0)
+    append_each(log, records(30))
+    tier_partition(log, remote_partition("t", 0, log.config), now_ms=10**6)
+    monkeypatch.setenv("LOGPLAT_REMOTE_STORAGE", remote_env["LOGPLAT_REMOTE_STORAGE"] + "-elsewhere")
+    from storage_engine.remote.access import open_store
+    from storage_engine.remote.errors import RemoteStorageError
+    from storage_engine.remote.partition import RemotePartition
+
+    elsewhere = RemotePartition(open_store(), "t", 0)
+    with pytest.raises(RemoteStorageError, match="is tiered at .* set it back"):
+        tier_partition(log, elsewhere, now_ms=10**6)
+    assert elsewhere.latest() is None and elsewhere.store.list(elsewhere.prefix) == []

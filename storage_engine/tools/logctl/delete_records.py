@@ -45,7 +45,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
     text = ""
     if log.config.remote_storage_enable:
         log.check_delete_records(args.before_offset)
-        remote = delete_records_remote(remote_partition(args.topic, args.partition, log.config), log.config,
+        remote = delete_records_remote(remote_partition(args.topic, args.partition, log.config, directory=log.dir), log.config,
                                        args.before_offset, partition_dir=log.dir)
         data |= {"remote_version": remote.remote_version, "remote_log_start_offset": remote.remote_log_start_offset,
                  "requests": remote.requests}
