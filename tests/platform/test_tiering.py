@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from platform_assets.logic.tiering import logical_stats, tiering_need
+from platform_assets.logic.tiering import tiering_need
 from platform_assets.tools.workload import TopicWorkload, produce
 from storage_engine.config.topic import LogConfig
 from storage_engine.log.append_validation import ProducerRecord
@@ -20,6 +20,7 @@ from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType
 from storage_engine.remote.access import open_store
 from storage_engine.remote.local_state import RemoteTierState
+from storage_engine.remote.stats import TierFacts, tiered_stats
 from storage_engine.remote.partition import RemotePartition
 from tests.helpers.platform import COMPACTED, definitions_for, state_tick, tick
 
@@ -120,8 +121,9 @@ def test_a_run_without_a_remote_location_is_refused_in_one_line(logs, instance, 
     assert not instance.fetch_materializations(dg.AssetKey(["logs", "ledger"]), limit=1).records
 
 
-def _tier_state(end: int, version: int = 3) -> RemoteTierState:
-    return RemoteTierState("s3://b/p", version, 0, 10, end, 40, ((10, 50, 1000, 5, 5), (50, end, 2000, 7, 7)))
+def _tier_state(end: int, version: int = 3) -> TierFacts:
+    state = RemoteTierState("s3://b/p", version, 0, 10, end, 40, ((10, 50, 1000, 5, 5), (50, end, 2000, 7, 7)))
+    return TierFacts.remembered("t", 0, state)
 
 
 def _local(bases: list[int]) -> PartitionStats:
@@ -142,7 +144,10 @@ def test_tierable_segments_are_the_rolled_ones_past_the_remembered_end():
 
 
 def test_a_tiered_partition_is_judged_on_its_remote_tier_then_the_local_log_above_it():
-    stats = logical_stats(_local([50, 80, 120]), _tier_state(80))
+    stats = tiered_stats(_local([50, 80, 120]), _tier_state(80))
     assert [s.base_offset for s in stats.segments] == [10, 50, 80, 120]
     assert stats.log_start_offset == 10 and stats.cleaner_checkpoint == 40
     assert [s.size_bytes for s in stats.segments[:2]] == [1000, 2000]
+    # a local log that does not reach the tier's end is judged as it is (tiering reports the gap)
+    short = _local([20, 60])
+    assert tiered_stats(short, _tier_state(80)) is short
