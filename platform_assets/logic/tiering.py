@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from storage_engine.config.topic import LogConfig
@@ -81,6 +81,14 @@ def remote_location_url() -> str | None:
     malformed: the key under which ``local_state`` remembers versions."""
     value = os.environ.get(ENV_REMOTE_STORAGE)
     return _location_url(value) if value else None
+
+
+def remote_tier_in_use(configs: Iterable[LogConfig]) -> bool:
+    """Whether tiering can happen here: a remote location is configured, or a topic is tiered
+    (whose runs then say what is missing). Where it can, ``tiering_sensor`` and the remote sweep
+    exist, over every topic: one altered to ``remote.storage.enable=true`` is tiered and swept
+    without a reload."""
+    return remote_location_url() is not None or any(c.remote_storage_enable for c in configs)
 
 
 def remembered_tier(local: PartitionStats, config: LogConfig) -> TierFacts | None:
