@@ -153,11 +153,14 @@ def records_counted(outcomes: Iterable[CheckOutcome]) -> dict[int, int]:
 def cleanup_metadata(result: PartitionCleanup, records: int | None = None) -> dict[str, Any]:
     """One partition's materialization: the state after (under the plain names, so the plots
     show the log as it is), the state before (``*_before``), and what the cleaning did;
-    ``records``: the records the run counted in the partition (``records_counted``), if it did."""
+    ``records``: the records the run counted in the partition (``records_counted``), if it did.
+    A tiered partition's also carry its remote tier after the run and what each job reported of
+    it (``remote_report_metadata``: the version committed, its requests by type)."""
     values = identity_metadata(result.before.topic, result.partition)
     values.update(state_metadata(result.after, log_end_offset=result.leo_after))
     values.update(state_metadata(result.before, log_end_offset=result.leo_before, suffix="_before"))
     values.update(location_metadata(result.after))
+    values.update(remote_tier_metadata(result.after))  # a tiered partition's tier after the run
     values.update(_some({
         "status": result.status,
         "reason": result.reason,
