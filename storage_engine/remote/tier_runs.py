@@ -119,8 +119,8 @@ def _planned(rp: RemotePartition, latest: PartitionVersion, config: LogConfig, s
 def sweep_tiered(manager: LogManager, topic: str | None = None, *, now_ms_wall: int,
                  orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS, dry_run: bool = False) -> list[SweepResult]:
     """The sweep (``sweeper.sweep_partition``) of every partition of every tiered topic (of
-    ``topic``, refused unless tiered), each result with its own requests on the one store the
-    run opens. ``now_ms_wall``: the wall clock the ages are judged by (object stores stamp
+    ``topic``, refused unless tiered), on the one store the run opens (each result counts its
+    own requests). ``now_ms_wall``: the wall clock the ages are judged by (object stores stamp
     wall clock); ``orphan_min_age_ms``: the orphan floor (``ORPHAN_MIN_AGE_MS``)."""
     results = []
     store: ObjectStore | None = None
@@ -130,11 +130,9 @@ def sweep_tiered(manager: LogManager, topic: str | None = None, *, now_ms_wall: 
             continue
         for p in manager.partitions(name):
             rp = remote_partition(name, p, config, store)  # a named topic that is not tiered: refused here
-            store, before = rp.store, rp.store.counters()
-            result = sweep_partition(rp, config, now_ms_wall=now_ms_wall, orphan_min_age_ms=orphan_min_age_ms,
-                                     dry_run=dry_run)
-            result.requests = store.counters_since(before)
-            results.append(result)
+            store = rp.store
+            results.append(sweep_partition(rp, config, now_ms_wall=now_ms_wall, orphan_min_age_ms=orphan_min_age_ms,
+                                           dry_run=dry_run))
     return results
 
 
