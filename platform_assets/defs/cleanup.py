@@ -36,6 +36,7 @@ from spark_jobs.retention import retention_partitions
 from storage_engine.config.values import MAX_TIMESTAMP_MS, between
 from storage_engine.errors import ConfigError, LogError, NeedsRecoveryError
 from storage_engine.outcomes import COMPACTED, FAILED
+from storage_engine.remote.retention import RemoteRetentionResult
 
 from ..logic.catalog import Topic
 from ..logic.check_outcomes import HEALTH_CHECK, LATEST_VALUES, TOPIC_HEALTH, CheckOutcome, evaluate_checks
@@ -175,8 +176,11 @@ def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[i
         log.info(f"retention job over {len(needs_retention)} partition(s) of {topic.name} "
                  f"took {retention.duration_s:.2f} s")
         seconds += retention.duration_s
-        for outcome in retention.outcomes:
-            cleanups[outcome.partition].retention = outcome
+        for outcome in retention.outcomes:  # a tiered partition's: its remote tier's, then its local copies'
+            if isinstance(outcome, RemoteRetentionResult):
+                cleanups[outcome.partition].remote_retention = outcome
+            else:
+                cleanups[outcome.partition].retention = outcome
     return seconds
 
 

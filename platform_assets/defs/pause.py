@@ -60,8 +60,9 @@ def resume_cleaning_op(context: dg.OpExecutionContext) -> None:
 
 
 @dg.job(name="pause_cleaning", tags={"logplat/trigger": "manual"},
-        description="Pause cleaning: compaction_sensor, retention_sensor and every sweep__<topic> request no run "
-        "until resume_cleaning (log_state_sensor and deleted_files_sensor go on). Needs a reason in the config.")
+        description="Pause cleaning: compaction_sensor, retention_sensor, tiering_sensor, every sweep__<topic> and "
+        "remote_sweep_schedule request no run (and sweep_remote_objects deletes nothing) until resume_cleaning "
+        "(log_state_sensor and deleted_files_sensor go on). Needs a reason in the config.")
 def pause_cleaning() -> None:
     pause_cleaning_op()
 

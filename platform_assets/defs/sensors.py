@@ -76,7 +76,7 @@ from ..logic.run_tags import MAX_REASON, SENSOR_NAME_TAG
 from ..logic.runs_in_flight import RANGE_END_TAG, RANGE_START_TAG, BusyLogs, logs_covered
 from ..logic.settings import PlatformSettings
 from ..logic.state_cache import STATE_CACHE
-from ..logic.tiering import remote_location_url
+from ..logic.tiering import remote_tier_in_use
 from ..logic.units import size_text
 from .assets import cleanup_run_config, report_materialization
 from .checks import evaluations, latest_materializations, log_asset_key, record_sensor_results, verdict_metadata
@@ -488,10 +488,7 @@ def build_sensors(catalog: Catalog, jobs: Mapping[str, dg.UnresolvedAssetJobDefi
             "log start offset), most bytes first; consecutive partitions of a topic share a run.",
             tuple(topics), due_for_retention, retention_token, _retention_reason,
         ), jobs, settings))
-    if topics and (remote_location_url() is not None or any(t.config.remote_storage_enable for t in topics)):
-        # only where tiering can happen (a remote location, or a tiered topic whose runs then say
-        # what is missing); over every topic: one altered to remote.storage.enable=true is tiered
-        # without a reload
+    if topics and remote_tier_in_use(t.config for t in topics):
         sensors.append(_build_run_sensor(_RunSensorSpec(
             "tiering_sensor", "tier", "tiering-sensor",
             "Requests tiering of the tiered topics' partitions (remote.storage.enable) with rolled segments past the "

@@ -39,8 +39,9 @@ from storage_engine.config.topic import LogConfig
 from storage_engine.log.retention import RetentionPlan, plan_retention
 from storage_engine.log.stats import PartitionStats
 from storage_engine.logdir.manager import LogManager
+from storage_engine.remote.stats import plan_tiered_retention, tiered_stats
 
-from .tiering import TierNeed, logical_stats, remembered_tier, tiering_need
+from .tiering import TierNeed, remembered_tier, tiering_need
 
 TopicPartition = tuple[str, int]
 
@@ -126,14 +127,22 @@ class PartitionState:
 
 def state_of(stats: PartitionStats, config: LogConfig, *, now_ms: int) -> PartitionState:
     """The state of one partition from its stats, with the engine's verdicts. A tiered
-    partition's dirty ratio and retention plan are judged on the whole log, its remembered remote
-    tier followed by the local log above it (``tiering.logical_stats``); its state names the
-    remembered version, so a commit on the remote tier alone is a new state."""
+    partition's dirty ratio and retention plan are the engine's planners' of a tiered partition
+    (``storage_engine.remote.stats``) over its remembered remote version and the local log above
+    it, what ``logctl compact --dry-run`` and ``logctl retention --dry-run`` say: the dirty
+    ratio of the whole log (``tiered_stats``), and the remote tier's retention plan
+    (``plan_tiered_retention``; its local copies are the tiering need's). Without a remembered
+    version a tiered partition has no retention plan (``logctl`` plans none either: nothing is
+    tiered yet). Its state names the remembered version, so a commit on the remote tier alone
+    is a new state."""
     active = stats.segments[-1].base_offset if stats.segments else None
-    tier = remembered_tier(stats.directory, config)
-    planning = stats if tier is None else logical_stats(stats, tier)
+    tier = remembered_tier(stats, config)
+    planning = tiered_stats(stats, tier)
     candidacy = candidacy_from_stats(planning, config, now_ms) if config.compact else None
-    plan = plan_retention(planning, config, now_ms)
+    if not config.remote_storage_enable:
+        plan: RetentionPlan | None = plan_retention(planning, config, now_ms)
+    else:
+        plan = None if tier is None else plan_tiered_retention(stats, tier, config, now_ms).remote
     state_hash = short_hash(str(stats.directory), [(s.base_offset, s.mtime_ms) for s in stats.segments if not s.is_active],
                             stats.fingerprint(), active, stats.log_start_offset, stats.cleaner_checkpoint,
                             config_token(config),  # a config change is a new state: a failure keyed on it is cleared

@@ -18,11 +18,13 @@ every name, for the asset descriptions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
+
+from storage_engine.outcomes import FAILED
 
 from .check_outcomes import OFFSETS_INCREASE, CheckOutcome
 from .log_state import PartitionState
@@ -30,6 +32,7 @@ from .partition_keys import partition_key
 from .units import megabytes
 
 if TYPE_CHECKING:
+    from storage_engine.remote.sweeper import SweepResult
     from storage_engine.remote.tiering import TierResult
 
     from .partition_cleanup import PartitionCleanup
@@ -150,11 +153,14 @@ def records_counted(outcomes: Iterable[CheckOutcome]) -> dict[int, int]:
 def cleanup_metadata(result: PartitionCleanup, records: int | None = None) -> dict[str, Any]:
     """One partition's materialization: the state after (under the plain names, so the plots
     show the log as it is), the state before (``*_before``), and what the cleaning did;
-    ``records``: the records the run counted in the partition (``records_counted``), if it did."""
+    ``records``: the records the run counted in the partition (``records_counted``), if it did.
+    A tiered partition's also carry its remote tier after the run and what each job reported of
+    it (``remote_report_metadata``: the version committed, its requests by type)."""
     values = identity_metadata(result.before.topic, result.partition)
     values.update(state_metadata(result.after, log_end_offset=result.leo_after))
     values.update(state_metadata(result.before, log_end_offset=result.leo_before, suffix="_before"))
     values.update(location_metadata(result.after))
+    values.update(remote_tier_metadata(result.after))  # a tiered partition's tier after the run
     values.update(_some({
         "status": result.status,
         "reason": result.reason,
@@ -222,6 +228,45 @@ def tier_metadata(state: PartitionState, result: TierResult, requests: Mapping[s
     return values
 
 
+def _counted(prefix: str, names: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name in names:
+        key = f"{prefix}{name.replace('-', '_')}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def sweep_metadata(result: SweepResult) -> dict[str, Any]:
+    """What the remote sweep (``storage_engine.remote.sweeper``) did to one partition's objects:
+    the objects deleted (or, in a dry run, that would be) by the rule that let each go, what
+    stayed by why, and the partition's own requests."""
+    values = {**identity_metadata(result.topic, result.partition), **_some({
+        "status": str(result.status),
+        "reason": result.reason,
+        "remote_version": result.remote_version,
+        "dry_run": result.dry_run,
+        "objects_deleted": len(result.deleted),
+        **_counted("deleted_", (d.reason for d in result.deleted)),
+        **{f"kept_{why}": n for why, n in sorted(result.kept.items())},
+        "duration_s": round(result.duration_s, 6),
+    })}
+    values.update(request_metadata(result.requests))
+    return values
+
+
+def sweep_run_metadata(results: Sequence[SweepResult]) -> dict[str, Any]:
+    """A remote sweep run's totals over its partitions, for the run's own record."""
+    deleted = [d for r in results for d in r.deleted]
+    requests: dict[str, int] = {}
+    for r in results:
+        for k, v in r.requests.items():
+            requests[k] = requests.get(k, 0) + v
+    return {"partitions": len(results), "objects_deleted": len(deleted),
+            **_counted("deleted_", (d.reason for d in deleted)),
+            "partitions_failed": sum(1 for r in results if r.status == FAILED),
+            **request_metadata(requests)}
+
+
 def deleted_files_metadata(topic: str, partition: int, sizes: Iterable[int]) -> dict[str, Any]:
     """What ``deleted_files_sensor`` records of one partition: the ``.deleted`` files it removed."""
     sizes = list(sizes)
@@ -286,6 +331,12 @@ GLOSSARY: dict[str, str] = {
                     "requests_delete, requests_head)",
     "mb_uploaded": "bytes this run sent to the object store, in MB (mb_downloaded: received)",
     "mb_freed": "bytes those files held, in MB",
+    "objects_deleted": "objects the remote sweep deleted from the partition's remote tier (dry_run: would delete)",
+    "deleted_released": "of those, objects a version released, no retained version names, past file.delete.delay.ms "
+                        "(likewise deleted_orphan: named by no version, past the orphan floor; deleted_version: "
+                        "version objects no longer retained; deleted_expired_pin: pins whose holder died)",
+    "kept_retained": "objects a retained version names (likewise kept_waiting: released, within file.delete.delay.ms; "
+                     "kept_young_orphans: named by no version, younger than the floor; kept_unrecognized: not ours)",
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from storage_engine.cleaner import CompactionReport
 from storage_engine.log.retention import RetentionResult
 from storage_engine.outcomes import BY_IMPORTANCE, COMPACTED, DELETED, NOTHING
+from storage_engine.remote.retention import RemoteRetentionResult
 
 from .log_state import PartitionState, short_hash
 from .partition_keys import partition_key
@@ -28,6 +29,12 @@ class PartitionCleanup:
     leo_after: int = 0
     compaction: CompactionReport | None = None
     retention: RetentionResult | None = None
+    #: a tiered partition's retention of its remote tier (``retention`` is then its local copies')
+    remote_retention: RemoteRetentionResult | None = None
+
+    @property
+    def _retentions(self) -> list[RetentionResult]:
+        return [o for o in (self.remote_retention, self.retention) if o is not None]
 
     @property
     def key(self) -> str:
@@ -37,21 +44,21 @@ class PartitionCleanup:
     def status(self) -> str:
         """The most telling of what the jobs reported: a failure or a change under the job first,
         then what was done (a compaction, a retention deletion), then why nothing was."""
-        statuses = {o.status for o in (self.compaction, self.retention) if o is not None}
+        statuses = {o.status for o in (self.compaction, *self._retentions) if o is not None}
         if self._retention_done.get("deleted_segments"):
             statuses.add(DELETED)
         return str(next((s for s in BY_IMPORTANCE if s in statuses), NOTHING))
 
     @property
     def reason(self) -> str | None:
-        for outcome in (self.compaction, self.retention):
+        for outcome in (self.compaction, *self._retentions):
             if outcome is not None and outcome.reason:
                 return outcome.reason
         return None
 
     def reports(self) -> list[dict[str, Any]]:
         """What the jobs reported, as dicts (a tiered partition's carry its ``remote_version``)."""
-        return [o.to_dict() for o in (self.compaction, self.retention) if o is not None]
+        return [o.to_dict() for o in (self.compaction, *self._retentions) if o is not None]
 
     def _report(self) -> dict[str, Any]:
         return self.compaction.to_dict() if self.compaction is not None else {}
@@ -66,9 +73,11 @@ class PartitionCleanup:
 
     @property
     def _retention_done(self) -> dict[str, Any]:
-        """What retention did: the retention job's outcome, or the compaction's ``retention``."""
-        if self.retention is not None:
-            return {"deleted_segments": self.retention.deleted_segments, "bytes_freed": self.retention.bytes_freed}
+        """What retention did: the retention job's outcomes (a tiered partition's remote tier's and
+        local copies'), or the compaction's ``retention``."""
+        if self._retentions:
+            return {"deleted_segments": [b for o in self._retentions for b in o.deleted_segments],
+                    "bytes_freed": sum(o.bytes_freed for o in self._retentions)}
         return self._report().get("retention") or {}
 
     @property
@@ -87,18 +96,17 @@ class PartitionCleanup:
     @property
     def retention_rules(self) -> str | None:
         """Which retention rules deleted this run's segments, with counts (``retention.ms: 3``)."""
-        if self.retention is None or not self.retention.deleted_segments:
-            return None
-        deleted = set(self.retention.deleted_segments)
-        plan = self.retention.plan
-        rules = Counter(d.reason for d in (plan.deletions if plan is not None else ()) if d.base_offset in deleted)
-        return ", ".join(f"{rule}: {n}" for rule, n in sorted(rules.items()))
+        rules: Counter[str] = Counter()
+        for outcome in self._retentions:
+            deleted, plan = set(outcome.deleted_segments), outcome.plan
+            rules.update(d.reason for d in (plan.deletions if plan is not None else ()) if d.base_offset in deleted)
+        return ", ".join(f"{rule}: {n}" for rule, n in sorted(rules.items())) or None
 
     @property
     def segments_deleted(self) -> int:
         """Segments gone: merged by a compaction (whose before/after count includes the retention
         it applies), else deleted by retention."""
-        by_job = len(self.retention.deleted_segments) if self.retention is not None else 0
+        by_job = sum(len(o.deleted_segments) for o in self._retentions)
         if self.compaction is None:
             return by_job
         report = self._report()
@@ -111,7 +119,8 @@ class PartitionCleanup:
         """This partition's own seconds in the jobs (a range run's partitions share the jobs'
         wall time, which the run records once: ``spark_job_seconds``)."""
         own = self.compaction.duration_s if self.compaction is not None else 0.0
-        return own + (self.retention.duration_s if self.retention is not None else 0.0)
+        # a tiered partition's two retention outcomes each carry the partition's whole time
+        return own + max((o.duration_s for o in self._retentions), default=0.0)
 
     @property
     def data_version(self) -> str:

@@ -3,16 +3,18 @@
 A sensor judges thousands of partitions per tick, so it never asks the bucket: it reads the
 partition's local stats and the copy of its latest remote version that every commit leaves in
 the partition directory (``storage_engine.remote.local_state.recall``, Kafka's cached remote log
-metadata). From those two alone:
+metadata). From those two alone, through the engine's own planners of a tiered partition
+(``storage_engine.remote.stats``, which ``logctl compact --dry-run`` and ``logctl retention
+--dry-run`` use too, so the platform and ``logctl`` say the same of it):
 
-* :func:`logical_stats`: the partition as one log, the remembered remote segments followed by
-  the local segments from the tier's end, with the version's log start offset and cleaner
-  checkpoint: the stats the dirty ratio and the retention plan of a tiered partition are
-  computed from (the remote tier is where it is compacted and retained);
+* :func:`remembered_tier`: the remembered version as the engine's planning facts (``TierFacts``),
+  from which ``log_state`` takes the dirty ratio (``tiered_stats``) and the retention plans
+  (``plan_tiered_retention``) of the whole log;
 * :func:`tiering_need`: the work a tiering run (``remote.tiering.tier_partition``) would find:
   rolled local segments that end past the remembered tier's end (Kafka's ``RemoteLogManager``
   copies those; the last stable offset, unknown to cheap stats, is checked by the run itself),
-  and local copies past ``local.retention.*`` (``plan_local_release``, the engine's own rule).
+  and local copies past ``local.retention.*`` or below the remote log start (``plan_local_release``,
+  the engine's own rule, as ``tier_partition`` applies it).
   Its ``token`` names that state (remembered version, local segment bases, copies to release):
   the run key, so the same work is never requested twice and new work always gets a new key.
 
@@ -24,15 +26,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
-from storage_engine.log.stats import PartitionStats, SegmentStat
-from storage_engine.remote.local_state import RemoteTierState, recall
+from storage_engine.log.stats import PartitionStats
 from storage_engine.remote.location import ENV_REMOTE_STORAGE, parse_location
+from storage_engine.remote.stats import TierFacts, remembered_facts
 from storage_engine.remote.tiering import plan_local_release
 
 #: The request types a run's metadata always counts (``ObjectStore.counters``), zero included.
@@ -82,30 +83,24 @@ def remote_location_url() -> str | None:
     return _location_url(value) if value else None
 
 
-def remembered_tier(directory: Path | str, config: LogConfig) -> RemoteTierState | None:
+def remote_tier_in_use(configs: Iterable[LogConfig]) -> bool:
+    """Whether tiering can happen here: a remote location is configured, or a topic is tiered
+    (whose runs then say what is missing). Where it can, ``tiering_sensor`` and the remote sweep
+    exist, over every topic: one altered to ``remote.storage.enable=true`` is tiered and swept
+    without a reload."""
+    return remote_location_url() is not None or any(c.remote_storage_enable for c in configs)
+
+
+def remembered_tier(local: PartitionStats, config: LogConfig) -> TierFacts | None:
     """The remembered latest remote version of a partition of a tiered topic at the configured
-    location; None for an untiered topic, an unset location or nothing remembered."""
+    location (``remote.stats.remembered_facts``); None for an untiered topic, an unset location
+    or nothing remembered."""
     if not config.remote_storage_enable:
         return None
-    url = remote_location_url()
-    return None if url is None else recall(Path(directory), url)
+    return remembered_facts(local, remote_location_url())
 
 
-def logical_stats(local: PartitionStats, tier: RemoteTierState) -> PartitionStats:
-    """The partition as one log: the tier's segments (their remembered sizes, mtimes and largest
-    timestamps), then the local segments from the tier's end (the shadowed copies below it are
-    not counted twice), with the version's log start offset and cleaner checkpoint. A local log
-    that does not reach the tier's end (no segment at or past it) is left as it is: the next
-    tiering run reports the gap."""
-    above = [s for s in local.segments if s.base_offset >= tier.end_offset]
-    if not above:
-        return local
-    remote = [SegmentStat.of(base, size, mtime, False, max_ts) for base, _end, size, max_ts, mtime in tier.segments]
-    return replace(local, segments=[*remote, *above], log_start_offset=tier.log_start_offset,
-                   cleaner_checkpoint=tier.cleaner_checkpoint)
-
-
-def tiering_need(local: PartitionStats, config: LogConfig, tier: RemoteTierState | None, *,
+def tiering_need(local: PartitionStats, config: LogConfig, tier: TierFacts | None, *,
                  now_ms: int, state_hash: str) -> TierNeed:
     """What tiering would do (see the module docstring); ``state_hash`` names the local log's
     state and goes into the token with the remembered version."""
@@ -118,7 +113,8 @@ def tiering_need(local: PartitionStats, config: LogConfig, tier: RemoteTierState
                      if end > start)
     releasable: tuple[int, ...] = ()
     if tier is not None:
-        releasable = tuple(d.base_offset for d in plan_local_release(local, config, tier.end_offset, now_ms).deletions)
+        releasable = tuple(d.base_offset for d in plan_local_release(
+            local, config, tier.end_offset, now_ms, remote_log_start=tier.log_start_offset).deletions)
     version = None if tier is None else tier.version
     return TierNeed(version, None if tier is None else tier.end_offset, tierable, releasable,
                     short_hash(version, state_hash, [b for b, _, _ in tierable], releasable))

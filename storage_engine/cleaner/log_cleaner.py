@@ -6,7 +6,8 @@ compaction step of the local engine, and of the Spark job's whole partitions, go
 A topic with ``remote.storage.enable`` is compacted on its remote tier only
 (``remote_cleaning.compact_tiered``: tier, then clean the latest remote version with the same
 cleaner), and its candidacy is judged over the remote version's stats and the local segments
-past the tier's end (``remote_cleaning.tiered_stats``), by the same rule.
+past the tier's end (``remote.stats.tiered_stats``, what the platform's sensors judge too),
+by the same rule.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from ..config.topic import LogConfig
 from ..errors import LogError
 from ..outcomes import SKIPPED
 from ..remote.location import location_from_env
+from ..remote.stats import remembered_facts, tiered_stats
 from .candidacy import candidacy_from_stats
 from .cleaner import Cleaner, reset_out_of_range_checkpoint
 from .outcome import PARTITION_ERRORS, outcome_of
 from .partition_cleaning import after_steps, finish
 from .plan import LogToClean
-from .remote_cleaning import compact_tiered, tiered_stats
+from .remote_cleaning import compact_tiered
 from .report import CompactionReport
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ class LogCleaner:
             stats = facts.stats
             if facts.config.remote_storage_enable:
                 location = location or _remote_url()
-                stats = tiered_stats(stats, location)
+                stats = tiered_stats(stats, remembered_facts(stats, location))
             if (ltc := candidacy_from_stats(stats, facts.config, now_ms)) is not None:
                 out.append(ltc)
         return sorted(out, key=lambda c: -c.cleanable_ratio)

@@ -43,12 +43,11 @@ from ..config.topic import LogConfig
 from ..faults import crash_point
 from ..log.retention import sweep_deleted_files
 from ..log.segment import LogSegment
-from ..log.stats import PartitionStats, SegmentStat
 from ..logdir.manager import LogManager
 from ..outcomes import CHANGED, SKIPPED
 from ..remote.access import remote_partition
 from ..remote.errors import VersionConflictError
-from ..remote.local_state import recall, remember
+from ..remote.local_state import remember
 from ..remote.materialize import materialize, parallel
 from ..remote.names import new_writer_id
 from ..remote.partition import RemotePartition, close_files, open_segment_files, wall_clock_ms
@@ -194,21 +193,3 @@ def settle_tiered_compaction(log: Log, location: str, tiered: TierResult, out: R
     if tiered.local_release is not None and tiered.local_release.deleted_segments:
         report.retention = tiered.local_release.to_dict()
     return report
-
-
-def tiered_stats(stats: PartitionStats, location: str | None) -> PartitionStats:
-    """The planning stats of a tiered partition's logical log, so its candidacy is decided by
-    the one rule (``candidacy_from_stats``) over what a remote compaction cleans: the remembered
-    remote version's segments, checkpoint and log start offset (``local_state``: no request),
-    then the local segments from the tier's end (the shadowed local copies below it are not
-    the log's). Without a remembered version (never tiered) the local log is the whole log.
-    A version does not record a segment's first batch timestamp, so ``max.compaction.lag.ms``
-    judges a remote segment only while its local copy is there; the cleaning itself, on the
-    materialized segments, judges every rule from the bytes."""
-    state = recall(stats.directory, location) if location is not None else None
-    if state is None or not state.segments:
-        return stats
-    remote = [SegmentStat.of(base, size, mtime, False, max_ts) for base, _end, size, max_ts, mtime in state.segments]
-    local = [s for s in stats.segments if s.base_offset >= state.end_offset]
-    return replace(stats, segments=[*remote, *local], log_start_offset=state.log_start_offset,
-                   cleaner_checkpoint=state.cleaner_checkpoint)

@@ -3,7 +3,7 @@
 start offset, never a deletion of objects (the sweeper deletes released objects later).
 
 The decision is the engine's one rule, :func:`~..log.retention.plan_retention`, applied to the
-version's segments as :class:`~..log.stats.SegmentStat` (:func:`plan_remote_retention`):
+version's segments as :class:`~..log.stats.SegmentStat` (:func:`.stats.plan_tier_retention`):
 ``retention.ms``, ``retention.bytes`` and the log start offset judge the whole logical log, so
 the local bytes above the tier's end follow the remote segments as one more segment that no
 pass may take (Kafka's ``RLMExpirationTask`` counts them in the size too). Local copies go by
@@ -24,12 +24,12 @@ from typing import Any
 
 from ..config.topic import LogConfig
 from ..faults import crash_point
-from ..log.retention import RetentionPlan, RetentionResult, plan_retention
-from ..log.stats import PartitionStats, SegmentStat
+from ..log.retention import RetentionPlan, RetentionResult
 from ..outcomes import DELETED, NOTHING
 from .local_state import remember
 from .names import new_writer_id
 from .partition import RemotePartition, wall_clock_ms
+from .stats import TierFacts, plan_tier_retention
 from .version import PartitionVersion, release_horizon_ms
 
 NO_REMOTE_TIER = "the partition has no remote tier yet"
@@ -53,21 +53,10 @@ class RemoteRetentionResult(RetentionResult):
 
 def plan_remote_retention(version: PartitionVersion, config: LogConfig, now_ms: int, *,
                           local_bytes_above_end: int = 0) -> RetentionPlan:
-    """The retention plan of ``version``'s segments (see the module docstring): the segments to
-    drop, oldest first, and the new log start offset (the tier's end when every segment goes:
-    the local log holds the rest). Reads nothing but its arguments."""
-    segments = [SegmentStat.of(s.base_offset, s.size_bytes, s.mtime_ms, False, s.max_timestamp)
-                for s in version.segments]
-    # the local log above the tier's end: counted by retention.bytes, never expired nor taken
-    tail = SegmentStat.of(version.end_offset, local_bytes_above_end, now_ms, True, now_ms)
-    stats = PartitionStats(version.topic, version.partition, Path(f"{version.topic}-{version.partition}"),
-                           [*segments, tail], version.log_start_offset)
-    plan = plan_retention(stats, config, now_ms)
-    deletions = tuple(d for d in plan.deletions if d.base_offset < version.end_offset)
-    left = [s.base_offset for s in version.segments[len(deletions):]]
-    new_start = max(version.log_start_offset, left[0] if left else version.end_offset) if deletions else None
-    return replace(plan, deletions=deletions, new_log_start_offset=new_start, roll_first=False,
-                   next_expiry_ms=plan.next_expiry_ms if left else None)
+    """The retention plan of ``version``'s segments (``stats.plan_tier_retention``, the one
+    planner of a remote tier, which the sensors call on the version a partition remembers)."""
+    return plan_tier_retention(TierFacts.of_version(version), config, now_ms,
+                               local_bytes_above_end=local_bytes_above_end)
 
 
 def apply_remote_retention(rp: RemotePartition, config: LogConfig, now_ms: int, *, local_bytes_above_end: int = 0,

@@ -24,6 +24,7 @@ acted on for :data:`DECISION_VALID_MS` at most (restore's margin rests on it).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +138,19 @@ class SweepResult:
                 "deleted": [d.to_dict() for d in self.deleted], "kept": self.kept,
                 "unrecognized": self.unrecognized, "requests": self.requests,
                 "duration_s": round(self.duration_s, 3)}
+
+    def summary(self) -> str:
+        """One line: what went (or would go) and why, what stayed and why (``logctl sweep``, the
+        platform's sweep run log)."""
+        tp = f"{self.topic}-{self.partition}"
+        if self.status == FAILED and not self.deleted:
+            return f"{tp}: failed: {self.reason}"
+        reasons = Counter(d.reason for d in self.deleted)
+        verb = "would delete" if self.dry_run else "deleted"
+        did = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "nothing"
+        kept = ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in self.kept.items())
+        return (f"{tp}: {verb} {len(self.deleted)} object(s) ({did}); kept: {kept}"
+                + (f"; {self.reason}" if self.reason else ""))
 
 
 def sweep_partition(rp: RemotePartition, config: LogConfig, *, now_ms_wall: int,

@@ -1,7 +1,7 @@
-"""Runs over the tiered partitions of a log manager: tiering and retention, one partition at a
-time, each partition's failure its own row (Kafka's ``RemoteLogManager`` runs a task per
-partition). ``logctl``, the Spark retention job and the platform call these; the decisions stay
-in :mod:`.tiering` and :mod:`.retention`.
+"""Runs over the tiered partitions of a log manager: tiering, retention and the sweep of their
+objects, one partition at a time, each partition's failure its own row (Kafka's
+``RemoteLogManager`` runs a task per partition). ``logctl``, the Spark retention job and the
+platform call these; the decisions stay in :mod:`.tiering`, :mod:`.stats` and :mod:`.sweeper`.
 
 A run opens the store once, before it changes anything (``access.open_store``): an unset or
 unreachable location is one error and nothing written. A partition whose tiers do not meet
@@ -19,9 +19,12 @@ from ..log.stats import PartitionStats
 from ..outcomes import CHANGED, FAILED, NOTHING, PLANNED
 from .access import open_store, remote_partition
 from .errors import RemoteMetadataError
-from .partition import RemotePartition
-from .retention import NO_REMOTE_TIER, RemoteRetentionResult, apply_remote_retention, plan_remote_retention
-from .tiering import TieringGapError, TierResult, plan_local_release, release_local_copies, tier_partition
+from .partition import ORPHAN_MIN_AGE_MS, RemotePartition
+from .retention import NO_REMOTE_TIER, RemoteRetentionResult, apply_remote_retention
+from .stats import TierFacts, local_bytes_above, plan_tiered_retention
+from .store import ObjectStore
+from .sweeper import SweepResult, sweep_partition
+from .tiering import TieringGapError, TierResult, release_local_copies, tier_partition
 from .version import PartitionVersion
 
 if TYPE_CHECKING:
@@ -88,11 +91,11 @@ def retain_tiered_partition(rp: RemotePartition, config: LogConfig, stats: Parti
     if latest is None:
         return [RemoteRetentionResult(rp.topic, rp.partition, NOTHING, NO_REMOTE_TIER),
                 RetentionResult(rp.topic, rp.partition, NOTHING, NO_REMOTE_TIER)]
-    above = sum(s.size_bytes for s in stats.segments if s.base_offset >= latest.end_offset)
     if log is None:
-        return _planned(rp, latest, config, stats, now_ms, above)
+        return _planned(rp, latest, config, stats, now_ms)
     try:
-        remote = apply_remote_retention(rp, config, now_ms, local_bytes_above_end=above, partition_dir=log.dir)
+        remote = apply_remote_retention(rp, config, now_ms, local_bytes_above_end=local_bytes_above(
+            stats, latest.end_offset), partition_dir=log.dir)
     except LogChangedError as exc:
         return [RemoteRetentionResult(rp.topic, rp.partition, CHANGED, str(exc), remote_version=latest.version)]
     start = latest.log_start_offset if remote.remote_log_start_offset is None else remote.remote_log_start_offset
@@ -104,15 +107,33 @@ def retain_tiered_partition(rp: RemotePartition, config: LogConfig, stats: Parti
     return [remote, local]
 
 
-def _planned(rp: RemotePartition, latest: PartitionVersion, config: LogConfig, stats: PartitionStats, now_ms: int,
-             above: int) -> list[RetentionResult]:
-    plan = plan_remote_retention(latest, config, now_ms, local_bytes_above_end=above)
-    remote = RemoteRetentionResult(rp.topic, rp.partition, PLANNED if plan.deletions else NOTHING, None, plan,
-                                   remote_version=latest.version, remote_log_start_offset=latest.log_start_offset,
-                                   remote_end_offset=latest.end_offset)
-    local_plan = plan_local_release(stats, config, latest.end_offset, now_ms,
-                                    remote_log_start=plan.new_log_start_offset or latest.log_start_offset)
-    return [remote, RetentionResult.of(local_plan, PLANNED if local_plan.deletions else NOTHING)]
+def _planned(rp: RemotePartition, latest: PartitionVersion, config: LogConfig, stats: PartitionStats,
+             now_ms: int) -> list[RetentionResult]:
+    plans = plan_tiered_retention(stats, TierFacts.of_version(latest), config, now_ms)
+    remote = RemoteRetentionResult(rp.topic, rp.partition, PLANNED if plans.remote.deletions else NOTHING, None,
+                                   plans.remote, remote_version=latest.version,
+                                   remote_log_start_offset=latest.log_start_offset, remote_end_offset=latest.end_offset)
+    return [remote, RetentionResult.of(plans.local, PLANNED if plans.local.deletions else NOTHING)]
+
+
+def sweep_tiered(manager: LogManager, topic: str | None = None, *, now_ms_wall: int,
+                 orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS, dry_run: bool = False) -> list[SweepResult]:
+    """The sweep (``sweeper.sweep_partition``) of every partition of every tiered topic (of
+    ``topic``, refused unless tiered), on the one store the run opens (each result counts its
+    own requests). ``now_ms_wall``: the wall clock the ages are judged by (object stores stamp
+    wall clock); ``orphan_min_age_ms``: the orphan floor (``ORPHAN_MIN_AGE_MS``)."""
+    results = []
+    store: ObjectStore | None = None
+    for name in [topic] if topic is not None else manager.topics():
+        config = manager.topic_config(name)
+        if not config.remote_storage_enable and topic is None:
+            continue
+        for p in manager.partitions(name):
+            rp = remote_partition(name, p, config, store)  # a named topic that is not tiered: refused here
+            store = rp.store
+            results.append(sweep_partition(rp, config, now_ms_wall=now_ms_wall, orphan_min_age_ms=orphan_min_age_ms,
+                                           dry_run=dry_run))
+    return results
 
 
 def _status(exc: Exception) -> str:

@@ -5,13 +5,15 @@ left alone."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from platform_assets.logic.tiering import logical_stats, tiering_need
+from platform_assets.logic.tiering import tiering_need
+from platform_assets.logic.units import megabytes
 from platform_assets.tools.workload import TopicWorkload, produce
 from storage_engine.config.topic import LogConfig
 from storage_engine.log.append_validation import ProducerRecord
@@ -21,7 +23,10 @@ from storage_engine.record import CompressionType
 from storage_engine.remote.access import open_store
 from storage_engine.remote.local_state import RemoteTierState
 from storage_engine.remote.partition import RemotePartition
-from tests.helpers.platform import COMPACTED, definitions_for, state_tick, tick
+from storage_engine.remote.stats import TierFacts, tiered_stats
+from storage_engine.remote.tier_runs import tier_partitions
+from tests.helpers.cli import run_logctl
+from tests.helpers.platform import COMPACTED, definitions_for, resources_with_test_session, state_tick, tick
 
 NOW = int(time.time() * 1000)
 #: A tiered compacted topic: partition 0 spans several 4 KB segments, partition 1 only its active one.
@@ -120,8 +125,9 @@ def test_a_run_without_a_remote_location_is_refused_in_one_line(logs, instance, 
     assert not instance.fetch_materializations(dg.AssetKey(["logs", "ledger"]), limit=1).records
 
 
-def _tier_state(end: int, version: int = 3) -> RemoteTierState:
-    return RemoteTierState("s3://b/p", version, 0, 10, end, 40, ((10, 50, 1000, 5, 5), (50, end, 2000, 7, 7)))
+def _tier_state(end: int, version: int = 3) -> TierFacts:
+    state = RemoteTierState("s3://b/p", version, 0, 10, end, 40, ((10, 50, 1000, 5, 5), (50, end, 2000, 7, 7)))
+    return TierFacts.remembered("t", 0, state)
 
 
 def _local(bases: list[int]) -> PartitionStats:
@@ -142,7 +148,97 @@ def test_tierable_segments_are_the_rolled_ones_past_the_remembered_end():
 
 
 def test_a_tiered_partition_is_judged_on_its_remote_tier_then_the_local_log_above_it():
-    stats = logical_stats(_local([50, 80, 120]), _tier_state(80))
+    stats = tiered_stats(_local([50, 80, 120]), _tier_state(80))
     assert [s.base_offset for s in stats.segments] == [10, 50, 80, 120]
     assert stats.log_start_offset == 10 and stats.cleaner_checkpoint == 40
     assert [s.size_bytes for s in stats.segments[:2]] == [1000, 2000]
+    # a local log that does not reach the tier's end is judged as it is (tiering reports the gap)
+    short = _local([20, 60])
+    assert tiered_stats(short, _tier_state(80)) is short
+
+
+# --------------------------------------------------------------------------- cleaning runs and logctl
+
+HOUR_MS = 3_600_000
+#: tiered, compact,delete, records from 3 h ago to now: both a dirty ratio and remote segments past retention.ms
+AGED = TopicWorkload(
+    "audit", 1, {"cleanup.policy": "compact,delete", "segment.bytes": "4096", "remote.storage.enable": "true",
+                 "retention.ms": str(HOUR_MS)},
+    records=300, keys=30, value_bytes=40, compression=CompressionType.NONE, batch_records=10, age_ms=3 * HOUR_MS,
+)
+#: tiered, delete only: a retention run (the Spark retention job's tiered path)
+EXPIRING = TopicWorkload(
+    "clicks.tiered", 1, {"cleanup.policy": "delete", "segment.bytes": "4096", "remote.storage.enable": "true",
+                         "retention.ms": str(HOUR_MS)},
+    records=300, keys=1000, value_bytes=40, compression=CompressionType.NONE, batch_records=10, age_ms=3 * HOUR_MS,
+)
+
+
+@pytest.fixture
+def tiered_logs(tmp_path, remote_env):
+    """Each topic produced and tiered once by the engine, so every partition remembers a version."""
+    root = tmp_path / "logs"
+    with LogManager([root]) as manager:
+        produce(manager, [TIERED, AGED, EXPIRING], now_ms=NOW)
+        tiered = tier_partitions(manager, now_ms=NOW)
+    assert all(r.version == 1 for r in tiered if r.uploaded_segments), [r.reason for r in tiered]
+    return root
+
+
+def _materialize(root: Path, instance, topic: str, partition: str) -> dict:
+    defs, settings = definitions_for(root)
+    state_tick(defs, settings, instance)
+    asset = next(a for a in defs.assets if a.key == dg.AssetKey(["logs", topic]))
+    result = dg.materialize([asset], instance=instance, partition_key=partition,
+                            resources=resources_with_test_session(settings))
+    assert result.success
+    return _latest_materialization(instance, topic, partition)
+
+
+def test_a_compaction_run_of_a_tiered_topic_records_its_version_and_requests(tiered_logs, instance, spark):
+    meta = _materialize(tiered_logs, instance, "ledger", "0")
+    latest = RemotePartition(open_store(), "ledger", 0).latest()
+    assert latest is not None and latest.operation == "compact" and latest.version == 2
+    assert meta["status"] == "compacted" and meta["remote_version"] == latest.version
+    assert meta["remote_end_offset"] == latest.end_offset and meta["log_start_offset"] == latest.log_start_offset
+    # the remote compaction's own requests by type: it read the version and its segments, uploaded what it wrote
+    assert meta["requests_get"] > 0 and meta["requests_put"] > 0 and meta["requests_list"] > 0
+    assert meta["mb_uploaded"] > 0 and meta["mb_downloaded"] > 0
+
+
+def test_a_retention_run_of_a_tiered_topic_records_the_retention_version(tiered_logs, instance, spark):
+    before = RemotePartition(open_store(), "clicks.tiered", 0).latest()
+    meta = _materialize(tiered_logs, instance, "clicks.tiered", "0")
+    latest = RemotePartition(open_store(), "clicks.tiered", 0).latest()
+    assert before is not None and latest is not None and latest.operation == "retention"
+    dropped = len(before.segments) - len(latest.segments)
+    assert meta["status"] == "deleted" and meta["remote_version"] == latest.version == before.version + 1
+    assert meta["segments_deleted"] >= dropped > 0 and "retention.ms" in meta["retention_rules"]
+    assert meta["remote_log_start_offset"] == latest.log_start_offset > 0
+    assert meta["requests_put"] == 1 and meta["requests_get"] >= 1  # one commit; the latest version read
+
+
+def test_the_platform_shows_a_tiered_partition_as_logctl_does(tiered_logs, instance, monkeypatch, capsys):
+    defs, settings = definitions_for(tiered_logs)
+    observed = {e.asset_key.path[1]: {k: v.value for k, v in e.metadata.items()}
+                for e in state_tick(defs, settings, instance).asset_events or ()
+                if isinstance(e, dg.AssetObservation) and e.partition == "0"}["audit"]
+    args = ("--topic", "audit", "--now-ms", str(NOW), "--dry-run", "--json")
+    code, out, _ = run_logctl(tiered_logs, monkeypatch, capsys, "compact", *args)
+    (candidacy,) = json.loads(out)["partitions"]
+    code2, out2, _ = run_logctl(tiered_logs, monkeypatch, capsys, "retention", *args)
+    remote, local = json.loads(out2)["partitions"]
+    code3, out3, _ = run_logctl(tiered_logs, monkeypatch, capsys, "topic", "describe", "audit", "--json")
+    (described,) = json.loads(out3)["partitions"]
+    assert code == code2 == code3 == 0 and (remote["tier"], local["tier"]) == ("remote", "local")
+    # the dirty ratio and its verdict over the whole log (the remote tier, then the local log above it)
+    assert observed["dirty_ratio"] == candidacy["dirty_ratio"] and observed["compaction_due"] == candidacy["due"]
+    assert observed["why"] == candidacy["why"] and observed["cleaner_checkpoint"] == candidacy["first_dirty_offset"]
+    # retention: the remote tier's plan (its local copies are tiering's)
+    assert remote["segments_to_delete"] and observed["deletable_segments"] == len(remote["segments_to_delete"])
+    assert observed["deletable_mb"] == megabytes(remote["bytes_to_free"])
+    # the log's offsets and remote tier, as describe shows them
+    assert observed["log_start_offset"] == described["log_start_offset"] == candidacy["log_start_offset"]
+    assert observed["remote_version"] == described["remote"]["version"] == remote["remote_version"]
+    assert observed["remote_end_offset"] == described["remote"]["end_offset"]
+    assert observed["remote_segments"] == described["remote"]["segments"]
