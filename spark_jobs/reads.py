@@ -44,9 +44,13 @@ from storage_engine.config.topic import LogConfig
 from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch
+from storage_engine.remote.access import open_store
+from storage_engine.remote.location import RemoteLocation
+from storage_engine.remote.reads import tiered_log
 from storage_engine.tools.verify import VerifyReport, verify_partition
 
 from .distribute import each, pack, run_tasks, task_slots
+from .remote_tier import job_location
 
 INDEX_SUFFIXES = (".index", ".timeindex")
 
@@ -139,6 +143,7 @@ class FactsTask:
     # checks judge each key's winner by the same rule
     broker_props: Mapping[str, str]
     configs: Mapping[str, LogConfig]  # every topic's, resolved over every log dir (``LogManager.topic_configs``)
+    location: RemoteLocation | None = None  # a tiered topic's remote tier, as the driver resolved it
 
 
 def record_hash(key: bytes, value: bytes) -> int:
@@ -158,14 +163,16 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
         rule = version_rule(log.config.compaction_strategy, log.config.compaction_strategy_header)
         winners = Winners(rule) if rule is not None else None
         exempt = task.cleaned_end - 1 if rule is not None else -1
-        start = log.log_start_offset
-        try:
-            for raw in log.iter_batches(start):
+        store = open_store(task.location) if task.location is not None else None
+        try:  # a tiered partition is read across its tiers, as a consumer reads it
+            view = tiered_log(log, store=store)
+            start = view.log_start_offset
+            for raw in view.batches_from(start):
                 if raw.header.base_offset >= task.ending:
                     break
                 if raw.header.magic >= 2 and raw.header.is_control:
                     continue
-                for r in decode_batch(raw, path=log.segment_path(raw.header.base_offset)):
+                for r in decode_batch(raw, path=view.segment_path(raw.header.base_offset)):
                     if r.key is None or r.offset < start or r.offset >= task.ending:
                         continue
                     if r.offset < task.cleaned_end and r.offset != exempt:
@@ -176,7 +183,8 @@ def read_key_facts(task: FactsTask) -> tuple[int, KeyFacts]:
                     latest[r.key] = (r.offset, record_hash(r.key, r.value) if live else 0, live)
         except LogError as exc:  # the cleaning and the verification name it; the other partitions go on
             error = str(exc)
-        verification = _verification(verify_partition(manager, task.topic, task.partition)) if task.verify else None
+        verification = (_verification(verify_partition(manager, task.topic, task.partition, store))
+                        if task.verify else None)
     entries = sorted(latest.values())
     repeated = [n for n in in_cleaned.values() if n > 1]
     return task.partition, KeyFacts(array("q", (e[0] for e in entries)), array("Q", (e[1] for e in entries)),
@@ -195,8 +203,9 @@ def key_facts(spark, log_dirs: Sequence[str], topic: str, ending: Mapping[int, i
     with LogManager(list(log_dirs), dict(broker_props), read_only=True) as manager:
         stats = {s.partition: s for s in manager.partition_stats(topic, {(topic, p) for p in ending})}
         configs = manager.topic_configs()
+    location = job_location() if configs[topic].remote_storage_enable else None
     tasks = [FactsTask(str(Path(s.directory).parent), topic, p, int(ending[p]), int((cleaned_end or {}).get(p, 0)),
-                       s.size_bytes, verify, dict(broker_props), configs) for p, s in sorted(stats.items())]
+                       s.size_bytes, verify, dict(broker_props), configs, location) for p, s in sorted(stats.items())]
     packed = pack(tasks, lambda t: t.size_bytes, task_slots(spark))
     return dict(run_tasks(spark, packed, each(read_key_facts)))
 

@@ -36,7 +36,7 @@ from ..record.file_records import read_batches_by
 from .access import remote_partition
 from .errors import RemoteStorageError
 from .partition import RemotePartition
-from .store import ObjectMissingError
+from .store import ObjectMissingError, ObjectStore
 from .version import PartitionVersion, RemoteSegment
 
 if TYPE_CHECKING:
@@ -280,17 +280,19 @@ class TieredLog:
         return self.local.offset_for_timestamp(timestamp, from_offset=local_from)
 
 
-def tiered_log(local: Log, *, as_of_version: int | None = None) -> TieredLog:
+def tiered_log(local: Log, *, as_of_version: int | None = None, store: ObjectStore | None = None) -> TieredLog:
     """The read view of ``local``'s partition: across the tiers when its topic has
     ``remote.storage.enable`` (the latest version, or ``as_of_version`` alone), else the local
-    log. Raises ``RemoteStorageError`` for a version that cannot be read."""
+    log. ``store``: the remote tier's (default: ``LOGPLAT_REMOTE_STORAGE``'s; a Spark task
+    passes the one its driver resolved). Raises ``RemoteStorageError`` for a version that
+    cannot be read."""
     config = local.config
     if not config.remote_storage_enable:
         if as_of_version is not None:
             raise RemoteStorageError(f"topic {local.topic} has remote.storage.enable=false: it has no remote "
                                      "versions to read")
         return TieredLog(local.topic, local.partition, local, None, None, config.compact)
-    rp = remote_partition(local.topic, local.partition, config, directory=local.dir)
+    rp = remote_partition(local.topic, local.partition, config, store, directory=local.dir)
     if as_of_version is not None:
         return TieredLog(local.topic, local.partition, None, rp, rp.read_version(as_of_version), config.compact)
     return TieredLog(local.topic, local.partition, local, rp, rp.latest(), config.compact)

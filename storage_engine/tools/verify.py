@@ -18,7 +18,7 @@ from ..log.segment import LogSegment
 from ..record import decode_batch, verify_batch
 from ..remote.partition import RemotePartition
 from ..remote.reads import object_url, remote_segment_batches, tiered_log
-from ..remote.store import ObjectMissingError
+from ..remote.store import ObjectMissingError, ObjectStore
 from ..remote.version import PartitionVersion
 
 if TYPE_CHECKING:
@@ -58,28 +58,30 @@ class VerifyReport:
         return sum(s.records for s in self.segments)
 
 
-def verify_partition(manager: LogManager, topic: str, partition: int) -> VerifyReport:
+def verify_partition(manager: LogManager, topic: str, partition: int, store: ObjectStore | None = None
+                     ) -> VerifyReport:
     """``verify_log`` of one partition; a log that a read-only open refuses (an interrupted swap,
     overlapping segments) is reported with that refusal as its problem, so one damaged
-    partition does not hide the others. So is a directory gone (its topic deleted meanwhile)."""
+    partition does not hide the others. So is a directory gone (its topic deleted meanwhile).
+    A tiered partition's remote tier is verified too, in ``store`` (default: the environment's)."""
     try:
         log = manager.get_log(topic, partition)
     except (LogError, FileNotFoundError) as exc:
         return VerifyReport(topic, partition, None, None, problems=[str(exc)])
     report = verify_log(log)
     if log.config.remote_storage_enable:
-        verify_remote_tier(log, report)
+        verify_remote_tier(log, report, store)
     return report
 
 
-def verify_remote_tier(log: Log, report: VerifyReport) -> None:
+def verify_remote_tier(log: Log, report: VerifyReport, store: ObjectStore | None = None) -> None:
     """The remote tier of a tiered partition, added to ``report``: its latest version parses
     (names only objects of its own prefix), every object it names exists with the recorded
     size, every remote batch's CRC and offsets, and the step from the tier's end to the local
     log (no offsets in neither tier, none in both). Reads the bucket; never writes to it."""
     tp = f"{log.topic}-{log.partition}"
     try:
-        view = tiered_log(log)
+        view = tiered_log(log, store=store)
     except LogError as exc:
         report.problems.append(f"{tp}: the remote tier's latest version cannot be read: {exc}")
         return

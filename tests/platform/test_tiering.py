@@ -186,12 +186,17 @@ def tiered_logs(tmp_path, remote_env):
 
 
 def _materialize(root: Path, instance, topic: str, partition: str) -> dict:
+    """The topic's cleaning run of ``partition`` with its checks, as a sensor launches it; the
+    checks must pass (they read the partition across its tiers)."""
     defs, settings = definitions_for(root)
     state_tick(defs, settings, instance)
     asset = next(a for a in defs.assets if a.key == dg.AssetKey(["logs", topic]))
-    result = dg.materialize([asset], instance=instance, partition_key=partition,
+    checks = [c for c in defs.asset_checks if any(k.asset_key == asset.key for k in c.check_keys)]
+    result = dg.materialize([asset, *checks], instance=instance, partition_key=partition,
                             resources=resources_with_test_session(settings))
     assert result.success
+    failed = {e.check_name: e.metadata for e in result.get_asset_check_evaluations() if not e.passed}
+    assert not failed, failed
     return _latest_materialization(instance, topic, partition)
 
 
