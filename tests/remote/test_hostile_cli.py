@@ -95,3 +95,18 @@ def test_a_location_the_client_cannot_use_is_refused_before_any_request(
     for args in (["versions", "t", "--partition", "0"], ["tier"], ["compact", "--now-ms", str(NOW)]):
         err = refused(root, monkeypatch, capsys, rp, *args)
         assert named in err and "secret" not in err.replace("AWS_SECRET_ACCESS_KEY", ""), err
+
+
+def test_compact_of_every_topic_refuses_an_unreachable_store_before_cleaning_any(
+        remote_env, tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    build(root)
+    rp = tier(root, monkeypatch, capsys)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")  # nothing listens there
+    err = refused(root, monkeypatch, capsys, rp, "compact", "--now-ms", str(NOW))  # u was cleaned, t failed
+    assert "not reachable" in err and "Connection refused" in err, err
+    monkeypatch.delenv("LOGPLAT_REMOTE_STORAGE")
+    assert "LOGPLAT_REMOTE_STORAGE is not set" in refused(root, monkeypatch, capsys, rp, "compact", "--now-ms",
+                                                          str(NOW))
+    code, out, err = run_logctl(root, monkeypatch, capsys, "compact", "--dry-run", "--now-ms", str(NOW))
+    assert code == 0 and "u-0: due" in out, err  # a dry run sends no request
