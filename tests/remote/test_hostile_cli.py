@@ -110,3 +110,14 @@ def test_compact_of_every_topic_refuses_an_unreachable_store_before_cleaning_any
                                                           str(NOW))
     code, out, err = run_logctl(root, monkeypatch, capsys, "compact", "--dry-run", "--now-ms", str(NOW))
     assert code == 0 and "u-0: due" in out, err  # a dry run sends no request
+
+
+def test_compaction_refuses_a_segment_object_cut_short(remote_env, tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    build(root)
+    rp = tier(root, monkeypatch, capsys)
+    segment = rp.latest().segments[1]
+    overwrite(rp, segment.log, rp.read(segment.log)[:segment.size_bytes // 2])
+    err = refused(root, monkeypatch, capsys, rp, "compact", "--topic", "t", "--partition", "0", "--now-ms", str(NOW))
+    assert segment.log in err and f"the version records {segment.size_bytes}" in err, err  # it committed the loss
+    assert rp.version_numbers() == [1]
