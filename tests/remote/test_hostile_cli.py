@@ -121,3 +121,13 @@ def test_compaction_refuses_a_segment_object_cut_short(remote_env, tmp_path, mon
     err = refused(root, monkeypatch, capsys, rp, "compact", "--topic", "t", "--partition", "0", "--now-ms", str(NOW))
     assert segment.log in err and f"the version records {segment.size_bytes}" in err, err  # it committed the loss
     assert rp.version_numbers() == [1]
+
+
+def test_a_topic_of_the_longest_legal_name_is_compacted_in_its_bucket(remote_env, tmp_path, monkeypatch, capsys):
+    root, topic = tmp_path / "logs", "z" * 249
+    build(root, topic)
+    rp = tier(root, monkeypatch, capsys, topic)
+    code, out, err = run_logctl(root, monkeypatch, capsys, "compact", "--topic", topic, "--partition", "0",
+                                "--now-ms", str(NOW))  # its scratch directory's name was too long
+    assert code == 0 and "remote version 2 committed" in out, err
+    assert rp.latest().operation == "compact"
