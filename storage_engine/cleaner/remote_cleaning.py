@@ -92,7 +92,7 @@ def compact_remote(rp: RemotePartition, config: LogConfig, *, now_ms: int, force
         out = RemoteCompaction(report)
     else:
         Path(scratch_dir).mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f"remote-clean-{rp.tp}-", dir=scratch_dir))
+        work = Path(tempfile.mkdtemp(prefix="remote-clean-", dir=scratch_dir))  # a 249-character topic fits NAME_MAX
         try:
             out = _clean_version(rp, version, config, work, now_ms=now_ms, force=force, cleaner=cleaner)
         finally:

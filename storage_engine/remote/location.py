@@ -23,6 +23,8 @@ from .errors import RemoteStorageError
 ENV_REMOTE_STORAGE = "LOGPLAT_REMOTE_STORAGE"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX_PART = re.compile(r"[A-Za-z0-9._=-]+")
+#: what a request header (the signature's credential, the Host) can carry: printable ASCII, no space
+_HEADER_TEXT = re.compile(r"[!-~]+")
 #: how long one request may take before it counts as unreachable (the default retries for minutes)
 REQUEST_TIMEOUT_S = 30
 CONNECT_TIMEOUT_S = 5
@@ -102,13 +104,24 @@ def parse_location(url: str, env: Mapping[str, str] | None = None) -> RemoteLoca
     key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
     if not key or not secret:
         raise RemoteStorageError(f"{where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the bucket")
-    return RemoteLocation("s3", parts.netloc, prefix, endpoint, env.get("AWS_REGION") or "us-east-1", key, secret)
+    region = env.get("AWS_REGION") or "us-east-1"
+    for name, value in (("AWS_ACCESS_KEY_ID", key), ("AWS_SECRET_ACCESS_KEY", secret), ("AWS_REGION", region)):
+        if not _HEADER_TEXT.fullmatch(value):  # never echoed: it may be a secret
+            raise RemoteStorageError(f"{name} holds a character other than printable ASCII (a space, a newline, "
+                                     "a control character): it cannot be sent in a request signature")
+    return RemoteLocation("s3", parts.netloc, prefix, endpoint, region, key, secret)
 
 
 def _check_endpoint(endpoint: str) -> None:
     parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
-        raise RemoteStorageError(f"AWS_ENDPOINT_URL={endpoint!r}: an endpoint is http(s)://host[:port]")
+    try:
+        port = parts.port  # out of 0..65535: ValueError
+    except ValueError:
+        port = 0
+    if (parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query
+            or parts.fragment or parts.username is not None or port == 0 or not _HEADER_TEXT.fullmatch(endpoint)):
+        raise RemoteStorageError(f"AWS_ENDPOINT_URL={endpoint!r}: an endpoint is http(s)://host[:port], "
+                                 "the port 1-65535, with no credentials, path or query")
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
         raise RemoteStorageError(f"AWS_ENDPOINT_URL={endpoint!r}: plain http is allowed only for a loopback "
                                  "endpoint (127.0.0.1, ::1, localhost); use https")

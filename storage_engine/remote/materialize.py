@@ -96,9 +96,10 @@ def materialize(rp: RemotePartition, version: PartitionVersion, scratch_dir: Pat
     part.mkdir()
     jobs: list[Callable[[], None]] = []
     for seg in version.segments:
-        for name, suffix, mtime in ((seg.log, LOG_SUFFIX, seg.mtime_ms), (seg.index, INDEX_SUFFIX, None),
-                                    (seg.time_index, TIME_INDEX_SUFFIX, None)):
-            jobs.append(_download(rp, name, segment_file(part, seg.base_offset, suffix), mtime))
+        jobs.append(_download(rp, seg.log, segment_file(part, seg.base_offset, LOG_SUFFIX), seg.mtime_ms,
+                              size=seg.size_bytes))
+        for name, suffix in ((seg.index, INDEX_SUFFIX), (seg.time_index, TIME_INDEX_SUFFIX)):
+            jobs.append(_download(rp, name, segment_file(part, seg.base_offset, suffix), None))
     if version.producer_snapshot is not None:
         offset = snapshot_offset(version.producer_snapshot)
         if offset <= version.end_offset:  # a snapshot past the tier's end describes offsets it lacks
@@ -113,7 +114,15 @@ def materialize(rp: RemotePartition, version: PartitionVersion, scratch_dir: Pat
     return part
 
 
-def _download(rp: RemotePartition, name: str, path: Path, mtime_ms: int | None) -> Callable[[], None]:
+def _download(rp: RemotePartition, name: str, path: Path, mtime_ms: int | None, *,
+              size: int | None = None) -> Callable[[], None]:
+    """A job fetching ``name`` into ``path``. ``size``: what the version records for it (a
+    ``.log``'s); an object of another size (cut short, or replaced) is refused, since the
+    cleaner would read a shortened segment as one that simply ends there and commit the loss."""
     def job() -> None:
-        _write_new(path, rp.read(name), mtime_ms)
+        data = rp.read(name)
+        if size is not None and len(data) != size:
+            raise RemoteStorageError(f"{rp.store.url}/{rp.name(name)}: {len(data)} bytes, but the version "
+                                     f"records {size}")
+        _write_new(path, data, mtime_ms)
     return job

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -18,6 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import RemoteStorageError
+
+#: the reason in the debug text of an ``object_store`` error, as ``Os { ..., message: "Connection refused" }``
+_OS_REASON = re.compile(r'message: "([^"\n]{1,200})"')
 
 
 class ObjectExistsError(RemoteStorageError):
@@ -36,8 +40,14 @@ class ObjectInfo:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).split("\n", 1)[0].strip()
-    return text[:300] if text else type(exc).__name__
+    """The first line of a client error, with the operating system's reason when its debug text
+    (the lines after the first) holds one: "error sending request" alone does not say that the
+    connection was refused or the name did not resolve."""
+    full = str(exc)
+    text = full.split("\n", 1)[0].strip()[:300] or type(exc).__name__
+    if (cause := _OS_REASON.search(full)) is not None and cause.group(1) not in text:
+        text += f" ({cause.group(1)})"
+    return text
 
 
 class ObjectStore:
@@ -78,6 +88,10 @@ class ObjectStore:
             raise ObjectExistsError(f"{what}: precondition failed") from exc
         except (ox.BaseError, OSError) as exc:
             raise RemoteStorageError(f"{what} in {self.url}: {_one_line(exc)}") from exc
+        except BaseException as exc:  # a Rust panic in the client (pyo3's PanicException is no Exception)
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise RemoteStorageError(f"{what} in {self.url}: the S3 client failed: {_one_line(exc)}") from None
 
     def check_reachable(self) -> None:
         """One LIST of the prefix: proves the endpoint, bucket and credentials before any write."""

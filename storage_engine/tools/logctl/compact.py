@@ -9,6 +9,7 @@ import argparse
 from ...cleaner import LogCleaner
 from ...log.segment import now_ms
 from ...logdir.manager import LogManager
+from ...remote.access import open_store
 from ..usage import UsageError
 from .arguments import COUNT, PARTITION, add_clock, add_json
 from .command import Command, writable_unless_dry_run
@@ -52,6 +53,9 @@ def check_compact(args: argparse.Namespace, manager: LogManager) -> None:
         raise UsageError(f"--max-passes must be at least 1, got {args.max_passes}")
     if args.partition is not None:  # a named partition must be there and compacted, dry run or not
         LogCleaner(manager).compacted_partitions([(args.topic, args.partition)])
+    if not args.dry_run and any(c.compact and c.remote_storage_enable for c in manager.topic_configs(
+            None if args.topic is None else [args.topic]).values()):
+        open_store()  # a tiered topic is cleaned in its bucket: unset or unreachable, nothing is cleaned
 
 
 def _run(args: argparse.Namespace, manager: LogManager) -> int:
