@@ -95,6 +95,8 @@ def parse_location(url: str, env: Mapping[str, str] | None = None) -> RemoteLoca
     if parts.query or parts.fragment:
         raise RemoteStorageError(f"{where}: a location has no query or fragment")
     prefix = parts.path.strip("/")
+    if prefix and not all(p for p in prefix.split("/")) or parts.path.startswith("//"):
+        raise RemoteStorageError(f"{where}: the prefix {parts.path!r} has an empty part ('//')")
     if prefix and not all(_PREFIX_PART.fullmatch(p) and p not in (".", "..") for p in prefix.split("/")):
         raise RemoteStorageError(f"{where}: the prefix {prefix!r} may hold only letters, digits and . _ = - "
                                  "between single slashes")

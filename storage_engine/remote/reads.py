@@ -34,7 +34,7 @@ from ..log.segment_time import first_record_at
 from ..record import RawBatch, Record, decode_batch, verify_batch
 from ..record.file_records import read_batches_by
 from .access import remote_partition
-from .errors import RemoteStorageError
+from .errors import RemoteMetadataError, RemoteStorageError
 from .partition import RemotePartition
 from .store import ObjectMissingError, ObjectStore
 from .version import PartitionVersion, RemoteSegment
@@ -295,7 +295,12 @@ def tiered_log(local: Log, *, as_of_version: int | None = None, store: ObjectSto
     rp = remote_partition(local.topic, local.partition, config, store, directory=local.dir)
     if as_of_version is not None:
         return TieredLog(local.topic, local.partition, None, rp, rp.read_version(as_of_version), config.compact)
-    return TieredLog(local.topic, local.partition, local, rp, rp.latest(), config.compact)
+    latest = rp.latest()
+    if latest is not None and latest.end_offset > local.log_end_offset:
+        raise RemoteMetadataError(
+            f"{local.tp}: the remote tier's version {latest.version} ends at offset {latest.end_offset}, past the "
+            f"local log end offset {local.log_end_offset}: the tiers do not fit together (run logctl verify)")
+    return TieredLog(local.topic, local.partition, local, rp, latest, config.compact)
 
 
 def remote_tiered_log(rp: RemotePartition, version: PartitionVersion, *, compact: bool) -> TieredLog:

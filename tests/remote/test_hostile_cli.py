@@ -6,6 +6,7 @@ nothing written: no new version, no new object, the log dirs as they were."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import obstore
 import pytest
@@ -131,3 +132,30 @@ def test_a_topic_of_the_longest_legal_name_is_compacted_in_its_bucket(remote_env
                                 "--now-ms", str(NOW))  # its scratch directory's name was too long
     assert code == 0 and "remote version 2 committed" in out, err
     assert rp.latest().operation == "compact"
+
+
+def test_a_version_ending_past_the_local_log_is_refused_not_read_short(remote_env, tmp_path, monkeypatch, capsys):
+    """A forged latest version that ends past the local log end would hide the local records
+    from a read: reads refuse it (and verify names it) instead of returning less."""
+    root = tmp_path / "logs"
+    build(root)
+    rp = tier(root, monkeypatch, capsys)
+    latest = rp.latest()
+    forged = latest.successor(writer=latest.writer, operation="tier", committed_ms=latest.committed_ms,
+                              release_horizon_ms=0, summary={}, end_offset=10**6,
+                              segments=(*latest.segments[:-1],
+                                        replace(latest.segments[-1], end_offset=10**6)))
+    rp.store.put_new(rp.name(version_name(forged.version)), forged.encode())
+    assert "past the local log end offset" in refused(root, monkeypatch, capsys, rp, "consume", "t", "--partition", "0")
+    code, out, _ = run_logctl(root, monkeypatch, capsys, "verify", "--topic", "t")
+    assert code == 1 and "past the local log end offset" in out
+
+
+def test_a_location_with_an_empty_prefix_part_is_refused() -> None:
+    from storage_engine.remote.errors import RemoteStorageError
+    from storage_engine.remote.location import parse_location
+
+    env = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    for url in ("s3://bucket//x", "s3://bucket/x//y"):
+        with pytest.raises(RemoteStorageError, match="empty part"):
+            parse_location(url, env)
