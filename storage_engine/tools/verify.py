@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogError
+from ..files.naming import OFFSET_DIGITS
 from ..log.log import Log
 from ..log.reads import offset_order_error
 from ..log.segment import LogSegment
@@ -33,6 +34,7 @@ class SegmentReport:
     size_bytes: int = 0
     index_entries: int = 0
     time_index_entries: int = 0
+    shadowed: bool = False  # a local copy wholly below the remote tier's end: verified, not the log's records
 
 
 @dataclass
@@ -51,11 +53,11 @@ class VerifyReport:
 
     @property
     def batches(self) -> int:
-        return sum(s.batches for s in self.segments)
+        return sum(s.batches for s in self.segments if not s.shadowed)
 
     @property
     def records(self) -> int:
-        return sum(s.records for s in self.segments)
+        return sum(s.records for s in self.segments if not s.shadowed)
 
 
 def verify_partition(manager: LogManager, topic: str, partition: int, store: ObjectStore | None = None
@@ -89,6 +91,10 @@ def verify_remote_tier(log: Log, report: VerifyReport, store: ObjectStore | None
     if version is None or rp is None:
         return
     report.remote_version, report.log_start_offset = version.version, version.log_start_offset
+    local = report.segments  # verify_log's, one per local segment, named <base offset>.log
+    ends = [int(r.file[:OFFSET_DIGITS]) for r in local[1:]] + [report.log_end_offset or log.log_end_offset]
+    for rep, end in zip(local, ends, strict=True):  # the local copies the tier shadows
+        rep.shadowed = end <= version.end_offset
     unreadable = _missing_or_short(rp, version, report.problems)
     remote: list[SegmentReport] = []
     expected: int | None = None

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from storage_engine.logdir.manager import LogManager
 from storage_engine.remote.access import open_store
 from storage_engine.remote.names import new_writer_id, version_name
 from storage_engine.remote.partition import RemotePartition, wall_clock_ms
@@ -88,6 +89,16 @@ def test_describe_shows_the_remote_tier(logctl) -> None:
     text = logctl("topic", "describe", "t")[1]
     assert f"RemoteVersion: 1\tRemoteLogStartOffset: 0\tRemoteEndOffset: {v.end_offset}\t" in text
     assert "Remote" not in logctl("topic", "describe", "u")[1]
+
+
+def test_verify_counts_the_logs_records_not_the_shadowed_local_copies(logctl, root) -> None:
+    """Local copies below the tier's end are verified but are not the log's records: the count
+    (what the checks record as ``dagster/row_count``) is the untiered copy's."""
+    with LogManager([root], read_only=True) as manager:
+        local = manager.get_log("t", 0)
+        assert local.log_start_offset < _rp().latest().end_offset  # some copies are still shadowed
+    tiered, untiered = (json.loads(logctl("verify", "--topic", t, "--json")[1]) for t in ("t", "u"))
+    assert tiered["partitions"][0]["records"] == untiered["partitions"][0]["records"] == N
 
 
 def test_verify_checks_the_remote_tier(logctl) -> None:
