@@ -17,6 +17,8 @@ from storage_engine.remote.local_state import recall
 from storage_engine.remote.location import ENV_REMOTE_STORAGE
 from storage_engine.remote.materialize import materialize
 from storage_engine.remote.names import data_writer
+from storage_engine.remote.partition import wall_clock_ms
+from storage_engine.remote.sweeper import sweep_partition
 from storage_engine.remote.tiering import tier_partition
 from tests.helpers.cleaner import NOW, marker, raw_log
 from tests.helpers.engine import append_each, open_topic, records
@@ -141,6 +143,12 @@ def test_two_cleaners_of_one_partition_commit_once(remote_env, tmp_path) -> None
     loser = next(r for r in reports if r.status == "changed")
     assert orphans and len(orphans) == 3 * len(loser.uploaded_segments)
     assert len({data_writer(name) for name in orphans}) == 1 and latest.writer not in {data_writer(n) for n in orphans}
+    # the sweep keeps the loser's uploads while they are younger than the floor, then deletes them
+    young = sweep_partition(rp, log.config, now_ms_wall=wall_clock_ms())
+    assert not young.deleted and orphans <= {o.name[len(rp.prefix):] for o in rp.store.list(rp.name("data/"))}
+    swept = sweep_partition(rp, log.config, now_ms_wall=wall_clock_ms(), orphan_min_age_ms=0)
+    assert {d.name for d in swept.deleted} == orphans and rp.missing_objects(rp.latest()) == []
+    assert {key: value for _, key, value, _, _ in tiered_records(log, rp, tmp_path / "swept")} == latest_per_key
     manager.close()
 
 
