@@ -50,8 +50,8 @@ SWEEP_CONFIG_SCHEMA = {
     "dry_run": dg.Field(bool, default_value=False, description="Plan and record what would go; delete nothing."),
     "orphan_min_age_ms": dg.Field(
         dg.IntSource, default_value=ORPHAN_MIN_AGE_MS,
-        description="Delete an object no version names only when older than this (the orphan floor: a writer "
-        "never commits uploads older than half of it)."),
+        description="Delete an object no version names only when older than this (the orphan floor, at least "
+        f"{ORPHAN_MIN_AGE_MS}: a writer never commits uploads older than half of it)."),
 }
 
 

@@ -18,8 +18,8 @@ from ..log.retention import RetentionResult, sweep_deleted_files
 from ..log.stats import PartitionStats
 from ..outcomes import CHANGED, FAILED, NOTHING, PLANNED
 from .access import open_store, remote_partition
-from .errors import RemoteMetadataError
-from .partition import ORPHAN_MIN_AGE_MS, RemotePartition
+from .errors import RemoteMetadataError, RemoteStorageError
+from .partition import MAX_UPLOAD_AGE_MS, ORPHAN_MIN_AGE_MS, RemotePartition
 from .retention import NO_REMOTE_TIER, RemoteRetentionResult, apply_remote_retention
 from .stats import TierFacts, local_bytes_above, plan_tiered_retention
 from .store import ObjectStore
@@ -121,7 +121,14 @@ def sweep_tiered(manager: LogManager, topic: str | None = None, *, now_ms_wall: 
     """The sweep (``sweeper.sweep_partition``) of every partition of every tiered topic (of
     ``topic``, refused unless tiered), on the one store the run opens (each result counts its
     own requests). ``now_ms_wall``: the wall clock the ages are judged by (object stores stamp
-    wall clock); ``orphan_min_age_ms``: the orphan floor (``ORPHAN_MIN_AGE_MS``)."""
+    wall clock); ``orphan_min_age_ms``: the orphan floor, never below ``ORPHAN_MIN_AGE_MS``:
+    a writer commits uploads up to ``MAX_UPLOAD_AGE_MS`` old, so a younger unnamed object may
+    still be committed (only ``sweep_partition`` itself takes any floor, for a bucket no writer
+    uses)."""
+    if orphan_min_age_ms < ORPHAN_MIN_AGE_MS:
+        raise RemoteStorageError(
+            f"an orphan floor of {orphan_min_age_ms} ms is below {ORPHAN_MIN_AGE_MS} ms: a writer may still commit "
+            f"uploads up to {MAX_UPLOAD_AGE_MS} ms old, so a younger object no version names is not an orphan yet")
     results = []
     store: ObjectStore | None = None
     for name in [topic] if topic is not None else manager.topics():

@@ -73,7 +73,7 @@ def test_a_version_nested_too_deeply_is_refused_in_one_line(remote_env, tmp_path
     rp.store.put_new(rp.name(version_name(2)), body)  # a forged latest version
     for args in (["consume", "t", "--partition", "0"], ["versions", "t", "--partition", "0"],
                  ["topic", "describe", "t"], ["compact", "--topic", "t", "--partition", "0", "--now-ms", str(NOW)],
-                 ["tier", "--topic", "t"], ["sweep", "--orphan-min-age-ms", "0"],
+                 ["tier", "--topic", "t"], ["sweep"],
                  ["restore", "t", "--partition", "0", "--version", "1"]):
         assert "nested too deeply" in refused(root, monkeypatch, capsys, rp, *args), args
 

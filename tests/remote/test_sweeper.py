@@ -96,19 +96,26 @@ def test_a_reader_holding_a_version_reads_it_all_while_the_next_commits_and_the_
 
 
 def test_logctl_sweep_rows_and_refusals(remote_env, tmp_path, monkeypatch, capsys) -> None:
-    t = tiered(tmp_path / "logs")
+    """``logctl sweep`` keeps a young unnamed upload (a writer may still commit it), deletes what a
+    version released once the delay has passed, and refuses a floor below ``ORPHAN_MIN_AGE_MS``."""
+    t = tiered(tmp_path / "logs", file_delete_delay_ms=0, logplat_remote_version_retention_ms=0)
+    v1 = t.rp.latest()
+    released = _released(v1, t.retention())
     orphan = data_name(0, new_writer_id(), "log")
     t.rp.store.put_new(t.rp.name(orphan), b"o")
     t.manager.admin.create_topic("plain", 1, {})
     t.manager.close()
-    code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--dry-run", "--orphan-min-age-ms", "0")
-    assert code == 0 and out.startswith("t-0: would delete 1 object(s) (1 orphan)"), (out, err)
-    assert orphan in t.names()
-    code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--orphan-min-age-ms", "0", "--json")
+    code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--dry-run")
+    assert code == 0 and out.startswith(f"t-0: would delete {len(released) + 1} object(s) ({len(released)} released, "
+                                        "1 version)") and "1 young orphans" in out, (out, err)
+    assert orphan in t.names() and released <= t.names()
+    code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--json")
     rows = json.loads(out)["partitions"]
-    assert code == 0 and [(r["topic"], r["status"], r["deleted"]) for r in rows] == [
-        ("t", "deleted", [{"name": orphan, "reason": "orphan"}])]
-    assert orphan not in t.names()
+    assert code == 0 and [(r["topic"], r["status"]) for r in rows] == [("t", "deleted")]
+    assert {d["name"] for d in rows[0]["deleted"] if d["reason"] == "released"} == released
+    assert orphan in t.names() and not released & t.names()
+    code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--orphan-min-age-ms", "0")
+    assert code == 1 and out == "" and str(ORPHAN_MIN_AGE_MS) in err and err.count("\n") == 1
     code, out, err = run_logctl(t.root, monkeypatch, capsys, "sweep", "--topic", "plain")
     assert code == 1 and out == "" and "remote.storage.enable=false" in err and err.count("\n") == 1
 

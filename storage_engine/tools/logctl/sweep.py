@@ -18,9 +18,10 @@ from .output import emit, exit_status, pass_over_unreadable
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", help="this tiered topic's partitions only (default: every tiered topic's)")
-    parser.add_argument("--orphan-min-age-ms", type=bounded_int("an age in ms", 0, LONG_MAX),
+    parser.add_argument("--orphan-min-age-ms", type=bounded_int("an age in ms", ORPHAN_MIN_AGE_MS, LONG_MAX),
                         default=ORPHAN_MIN_AGE_MS,
-                        help=f"delete objects no version names only when older than this (default {ORPHAN_MIN_AGE_MS})")
+                        help="delete objects no version names only when older than this (default and least "
+                        f"{ORPHAN_MIN_AGE_MS}: twice the age of the oldest uploads a writer still commits)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be deleted, delete nothing")
     add_json(parser)
 
