@@ -69,7 +69,7 @@ from storage_engine.record import RawBatch, verify_batch
 from storage_engine.record.columnar import batches_to_arrow
 from storage_engine.remote.location import RemoteLocation
 from storage_engine.remote.partition import RemotePartition
-from storage_engine.remote.reads import object_url, remote_segment_batches
+from storage_engine.remote.reads import check_tiers_meet, object_url, remote_segment_batches
 from storage_engine.remote.store import ObjectMissingError
 from storage_engine.remote.version import PartitionVersion, RemoteSegment
 
@@ -88,7 +88,6 @@ __all__ = [
     "SegmentSplit",
     "RemoteSegmentSplit",
     "SegmentChangedError",
-    "TierGapError",
     "plan_splits",
     "read_split",
 ]
@@ -158,10 +157,6 @@ _DECODE_GROUP_BYTES = 8 << 20
 class SegmentChangedError(SparkJobError):
     """A planned segment file is gone (past ``file.delete.delay.ms``) or was replaced, or an object
     of the remote version planned on was swept: re-run the query."""
-
-
-class TierGapError(SparkJobError):
-    """A tiered partition's local log starts above its remote tier's end: offsets in between are in neither."""
 
 
 # ---------------------------------------------------------------------- planning (driver)
@@ -383,6 +378,7 @@ def _tiered_splits(log: Log, rp: RemotePartition, location: RemoteLocation, vers
     segment of ``version`` holding offsets of the range, then the local log from the tier's end
     (local segments below it are shadowed copies). The partition's log start offset is the
     version's; its log end offset the local log's."""
+    check_tiers_meet(log, version)  # as every reader of two tiers does, before planning a split
     tp = (log.topic, log.partition)
     lo, hi = opts.offset_range(tp, version.log_start_offset, log.log_end_offset,
                                lambda ts: tiered_offset_for_timestamp(log, rp, version, ts))
@@ -393,9 +389,6 @@ def _tiered_splits(log: Log, rp: RemotePartition, location: RemoteLocation, vers
             yield RemoteSegmentSplit(log.topic, log.partition, location, seg, lo, remote_hi, opts.include_headers,
                                      version.version)
     if hi > tier_end:
-        if log.log_start_offset > tier_end:
-            raise TierGapError(f"{log.topic}-{log.partition}: its remote tier ends at offset {tier_end} but its local "
-                               f"log starts at {log.log_start_offset}: offsets in between are in neither tier")
         yield from _log_splits(log, max(lo, tier_end), hi, opts)
 
 

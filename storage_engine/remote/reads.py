@@ -296,11 +296,24 @@ def tiered_log(local: Log, *, as_of_version: int | None = None, store: ObjectSto
     if as_of_version is not None:
         return TieredLog(local.topic, local.partition, None, rp, rp.read_version(as_of_version), config.compact)
     latest = rp.latest()
-    if latest is not None and latest.end_offset > local.log_end_offset:
-        raise RemoteMetadataError(
-            f"{local.tp}: the remote tier's version {latest.version} ends at offset {latest.end_offset}, past the "
-            f"local log end offset {local.log_end_offset}: the tiers do not fit together (run logctl verify)")
+    if latest is not None:
+        check_tiers_meet(local, latest)
     return TieredLog(local.topic, local.partition, local, rp, latest, config.compact)
+
+
+def check_tiers_meet(local: Log, version: PartitionVersion) -> None:
+    """Refuse a remote version and a local log that do not make one log: the tier ending past
+    the local log end (a read would skip the local records), or the local log starting past the
+    tier's end (offsets in neither tier). Every reader of a partition's two tiers (``consume``,
+    ``verify``, the checks, the data source's plan) asks this before reading."""
+    if version.end_offset > local.log_end_offset:
+        raise RemoteMetadataError(
+            f"{local.tp}: the remote tier's version {version.version} ends at offset {version.end_offset}, past the "
+            f"local log end offset {local.log_end_offset}: the tiers do not fit together (run logctl verify)")
+    if local.log_start_offset > version.end_offset:
+        raise LogGapError(f"{local.tp}: offsets {version.end_offset} to {local.log_start_offset - 1} are in neither "
+                          f"tier (the remote tier ends at {version.end_offset}, the local log starts at "
+                          f"{local.log_start_offset})")
 
 
 def remote_tiered_log(rp: RemotePartition, version: PartitionVersion, *, compact: bool) -> TieredLog:

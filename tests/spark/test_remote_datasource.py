@@ -11,6 +11,7 @@ and the retention job commits its remote tier's retention and releases its local
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import pytest
 
@@ -19,6 +20,7 @@ from spark_jobs.datasource import KafkaLogReader, RemoteSegmentSplit, SegmentSpl
 from spark_jobs.datasource_options import ReadOptions
 from spark_jobs.retention import retention_partitions
 from storage_engine.cleaner import LogCleaner
+from storage_engine.errors import LogError
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import decode_batch
 from storage_engine.remote.access import remote_partition
@@ -164,3 +166,20 @@ def test_a_read_reads_the_version_it_planned_or_names_its_object_gone(spark, rem
                     f"version read names it (remote version {planned.version} of t-0, which the query was planned "
                     "on); run the query again")
     assert "obstore" not in message and "NotFoundError" not in message
+
+
+def test_a_plan_refuses_a_version_ending_past_the_local_log(remote_env, tmp_path) -> None:
+    """As consume, verify and the checks do: a read never returns less because a (forged)
+    version ends past the local log end; the plan refuses, naming both offsets."""
+    tiered = build(tmp_path / "tiered", 80, **TIERED)
+    log = tiered.get_log("t", 0)
+    rp = remote_partition("t", 0, log.config)
+    tier_partition(log, rp, NOW)
+    latest = rp.latest()
+    past = log.log_end_offset + 100
+    forged = latest.successor(writer=latest.writer, operation="tier", committed_ms=latest.committed_ms,
+                              release_horizon_ms=0, summary={}, end_offset=past,
+                              segments=(*latest.segments[:-1], replace(latest.segments[-1], end_offset=past)))
+    rp.commit(forged)
+    with pytest.raises(LogError, match=f"ends at offset {past}, past the local log end offset {log.log_end_offset}"):
+        plan_splits(ReadOptions.parse({"path": str(tmp_path / "tiered")}))
