@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import LogChangedError
 from ..log.retention import RetentionResult, sweep_deleted_files
 from ..log.stats import PartitionStats
+from ..logdir.locations import locate
 from ..outcomes import CHANGED, FAILED, NOTHING, PLANNED
 from .access import open_store, remote_partition
 from .errors import RemoteMetadataError, RemoteStorageError
@@ -136,7 +137,9 @@ def sweep_tiered(manager: LogManager, topic: str | None = None, *, now_ms_wall: 
         if not config.remote_storage_enable and topic is None:
             continue
         for p in manager.partitions(name):
-            rp = remote_partition(name, p, config, store)  # a named topic that is not tiered: refused here
+            loc = locate(manager.log_dirs, name, p)
+            # a named topic that is not tiered, or a partition tiered at another location: refused here
+            rp = remote_partition(name, p, config, store, directory=loc.path if loc is not None else None)
             store = rp.store
             results.append(sweep_partition(rp, config, now_ms_wall=now_ms_wall, orphan_min_age_ms=orphan_min_age_ms,
                                            dry_run=dry_run))

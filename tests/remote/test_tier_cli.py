@@ -187,3 +187,19 @@ def test_remote_storage_cannot_be_disabled_while_a_partition_has_a_remote_tier(r
     assert code == 1 and "has a remote tier" in err and len(err.strip().splitlines()) == 1
     code, out, _ = logctl("topic", "describe", "tt", "--json")
     assert code == 0 and json.loads(out)["configs"]["remote.storage.enable"] == "true"
+
+
+def test_every_command_refuses_a_partition_tiered_at_another_location(remote_env, logctl, monkeypatch) -> None:
+    """With LOGPLAT_REMOTE_STORAGE changed, no command starts a second tier, restores into it,
+    lists it or sweeps it: each names the remembered location in one line."""
+    assert logctl("topic", "create", "tt", "--partitions", "1", "--config", "remote.storage.enable=true",
+                  "--config", "segment.bytes=200")[0] == 0
+    lines = "\n".join(f'{{"key": "k{i}", "value": "v{i}"}}' for i in range(20))
+    assert logctl("produce", "tt", "--partition", "0", "--batch-size", "1", stdin=lines)[0] == 0
+    assert logctl("tier")[0] == 0
+    monkeypatch.setenv("LOGPLAT_REMOTE_STORAGE", remote_env["LOGPLAT_REMOTE_STORAGE"] + "-moved")
+    for args in (["tier", "--topic", "tt"], ["versions", "tt", "--partition", "0"], ["sweep", "--topic", "tt"],
+                 ["restore", "tt", "--partition", "0", "--version", "1"], ["consume", "tt", "--partition", "0"],
+                 ["retention", "--topic", "tt"], ["delete-records", "tt", "--partition", "0", "--before-offset", "1"]):
+        code, out, err = logctl(*args)
+        assert code == 1 and "is tiered at" in err, (args, out, err)

@@ -34,8 +34,8 @@ def checked_partition(manager: LogManager, topic: str, partition: int) -> LogCon
 
 def _run(args: argparse.Namespace, manager: LogManager) -> int:
     config = checked_partition(manager, args.topic, args.partition)
-    rp = remote_partition(args.topic, args.partition, config)
     loc = locate(manager.log_dirs, args.topic, args.partition)
+    rp = remote_partition(args.topic, args.partition, config, directory=loc.path if loc is not None else None)
     result = restore(rp, config, args.version, partition_dir=loc.path if loc is not None else None)
     tail = (f"; the newer tail from offset {result.appended_segments[0]} kept"
             if result.appended_segments else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ...logdir.locations import locate
 from ...logdir.manager import LogManager
 from ...remote.access import remote_partition
 from ...remote.history import VersionRow, read_history, version_rows
@@ -30,7 +31,8 @@ def _state(row: VersionRow) -> str:
 
 def _run(args: argparse.Namespace, manager: LogManager) -> int:
     config = checked_partition(manager, args.topic, args.partition)
-    rp = remote_partition(args.topic, args.partition, config)
+    loc = locate(manager.log_dirs, args.topic, args.partition)
+    rp = remote_partition(args.topic, args.partition, config, directory=loc.path if loc is not None else None)
     rows = version_rows(read_history(rp), now_ms_wall=wall_clock_ms(),
                         retention_ms=config.logplat_remote_version_retention_ms)
     lines = [f"{'version':>8} {'committed_ms':>14} {'operation':<14} {'segments':>8} {'bytes':>12} "
