@@ -4,28 +4,28 @@ objects, one partition at a time, each partition's failure its own row (Kafka's
 platform call these; the decisions stay in :mod:`.tiering`, :mod:`.stats` and :mod:`.sweeper`.
 
 A run opens the store once, before it changes anything (``access.open_store``): an unset or
-unreachable location is one error and nothing written. A partition whose tiers do not meet
-(``TieringGapError``), whose version does not parse (``RemoteMetadataError``) or that another
-writer committed first (``VersionConflictError``: ``changed``) is reported and the run goes on.
+unreachable location is one error and nothing written. A partition's own problem (tiers that
+do not meet, a version that does not parse, a request that failed, its files) is its row,
+``failed``, or ``changed`` when another writer committed first, and the run goes on.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import LogChangedError
+from ..errors import LogChangedError, LogError
 from ..log.retention import RetentionResult, sweep_deleted_files
 from ..log.stats import PartitionStats
 from ..logdir.locations import locate
 from ..outcomes import CHANGED, FAILED, NOTHING, PLANNED
 from .access import open_store, remote_partition
-from .errors import RemoteMetadataError, RemoteStorageError
+from .errors import RemoteStorageError
 from .partition import MAX_UPLOAD_AGE_MS, ORPHAN_MIN_AGE_MS, RemotePartition
 from .retention import NO_REMOTE_TIER, RemoteRetentionResult, apply_remote_retention
 from .stats import TierFacts, local_bytes_above, plan_tiered_retention
 from .store import ObjectStore
 from .sweeper import SweepResult, sweep_partition
-from .tiering import TieringGapError, TierResult, release_local_copies, tier_partition
+from .tiering import TierResult, release_local_copies, tier_partition
 from .version import PartitionVersion
 
 if TYPE_CHECKING:
@@ -34,7 +34,10 @@ if TYPE_CHECKING:
     from ..logdir.manager import LogManager, PartitionFacts
 
 #: what one partition's run reports and the run goes on past
-_PARTITION_ERRORS = (TieringGapError, RemoteMetadataError, LogChangedError)
+#: A partition's own problems: its row says so (``changed`` for a lost race, else ``failed``) and
+#: the run goes on with the others, as Kafka's cleaner thread goes on past one partition. A
+#: location that does not answer at all is refused before the loop (``open_store``).
+_PARTITION_ERRORS = (LogError, OSError)
 
 
 def has_tiered_topic(manager: LogManager, topic: str | None = None) -> bool:
@@ -87,8 +90,8 @@ def retain_tiered_partition(rp: RemotePartition, config: LogConfig, stats: Parti
     remote one first."""
     try:
         latest = rp.latest()
-    except RemoteMetadataError as exc:
-        return [RemoteRetentionResult(rp.topic, rp.partition, FAILED, str(exc))]
+    except _PARTITION_ERRORS as exc:
+        return [RemoteRetentionResult(rp.topic, rp.partition, _status(exc), str(exc))]
     if latest is None:
         return [RemoteRetentionResult(rp.topic, rp.partition, NOTHING, NO_REMOTE_TIER),
                 RetentionResult(rp.topic, rp.partition, NOTHING, NO_REMOTE_TIER)]
@@ -97,13 +100,13 @@ def retain_tiered_partition(rp: RemotePartition, config: LogConfig, stats: Parti
     try:
         remote = apply_remote_retention(rp, config, now_ms, local_bytes_above_end=local_bytes_above(
             stats, latest.end_offset), partition_dir=log.dir)
-    except LogChangedError as exc:
-        return [RemoteRetentionResult(rp.topic, rp.partition, CHANGED, str(exc), remote_version=latest.version)]
+    except _PARTITION_ERRORS as exc:
+        return [RemoteRetentionResult(rp.topic, rp.partition, _status(exc), str(exc), remote_version=latest.version)]
     start = latest.log_start_offset if remote.remote_log_start_offset is None else remote.remote_log_start_offset
     try:
         local = release_local_copies(log, latest.end_offset, now_ms, remote_log_start=start)
-    except LogChangedError as exc:
-        local = RetentionResult(rp.topic, rp.partition, CHANGED, str(exc))
+    except _PARTITION_ERRORS as exc:
+        local = RetentionResult(rp.topic, rp.partition, _status(exc), str(exc))
     sweep_deleted_files(log.dir, config.file_delete_delay_ms)
     return [remote, local]
 
