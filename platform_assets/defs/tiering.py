@@ -4,10 +4,10 @@ A tiered topic (``remote.storage.enable``) is an asset like any other; ``tiering
 (``sensors.py``) asks for these runs from the cheap stats (``logic/tiering.py``), through the
 topic's cleanup job, so they share its run queue limit and concurrency pool: a tiering run never
 overlaps a compaction or retention run of the same topic. Each partition goes through the
-engine's tiering (``storage_engine.remote.tiering.tier_partition``: copy the rolled segments
-below the last stable offset, commit the next remote version, remember it locally, release the
-local copies past ``local.retention.*``), one partition at a time on the run's one object store,
-so the store's request counters read around each call are that partition's own.
+engine's tiering (``storage_engine.remote.tier_runs.tier_one``, what ``logctl tier`` runs for
+each partition: copy the rolled segments below the last stable offset, commit the next remote
+version, remember it locally, release the local copies past ``local.retention.*``), one
+partition at a time on the run's one object store, each with its own request counts.
 
 Every partition is materialized with the log after the run, the version it committed (or the
 latest, when there was nothing to copy), what it copied and released, and its requests by type
@@ -25,12 +25,10 @@ from typing import Any
 
 import dagster as dg
 
-from storage_engine.cleaner.outcome import PARTITION_ERRORS, outcome_of
-from storage_engine.logdir.manager import LogManager
 from storage_engine.outcomes import FAILED
-from storage_engine.remote.access import open_store, remote_partition
-from storage_engine.remote.store import ObjectStore
-from storage_engine.remote.tiering import TierResult, tier_partition
+from storage_engine.remote.access import open_store
+from storage_engine.remote.tier_runs import tier_one
+from storage_engine.remote.tiering import TierResult
 
 from ..logic.catalog import Topic
 from ..logic.cleaning_failures import error_class
@@ -38,21 +36,11 @@ from ..logic.log_state import short_hash
 from ..logic.metadata import tier_metadata
 from ..logic.partition_keys import partition_key
 from ..logic.run_tags import start_tags
-from ..logic.tiering import run_requests
+from ..logic.tiering import every_request_type
 from .checks import log_asset_key
 from .cleanup import observe_partitions, recover_then_observe, run_partitions, tag_failed
 from .errors import cleaning_failure, run_refusals_first
 from .resources import LogStoreResource
-
-
-def _tier_one(manager: LogManager, store: ObjectStore, topic: str, partition: int, now_ms: int) -> TierResult:
-    """One partition's tiering; an engine error is its outcome (``outcome_of``), not the run's."""
-    log = manager.get_log(topic, partition)
-    try:
-        return tier_partition(log, remote_partition(topic, partition, log.config, store, directory=log.dir), now_ms)
-    except PARTITION_ERRORS as exc:
-        status, reason = outcome_of(exc)
-        return TierResult(topic, partition, status, reason)
 
 
 @run_refusals_first
@@ -72,9 +60,8 @@ def tier_partitions(context: dg.AssetExecutionContext, topic: Topic, now_ms: int
     requests: dict[int, dict[str, int]] = {}
     with log_store.manager(read_only=False) as manager:
         for p in partitions:
-            before = store.counters()
-            results[p] = _tier_one(manager, store, topic.name, p, now_ms)
-            requests[p] = run_requests(before, store.counters())
+            results[p] = tier_one(manager, topic.name, p, now_ms=now_ms, store=store)
+            requests[p] = every_request_type(results[p].requests)
             context.log.info(f"{topic.name}-{p}: {results[p].status}, version {results[p].version}, "
                              f"{len(results[p].uploaded_segments)} segment(s) copied, {requests[p]}")
     after = observe_partitions(log_store, topic.name, partitions, now_ms)

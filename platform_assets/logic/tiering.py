@@ -18,8 +18,8 @@ metadata). From those two alone, through the engine's own planners of a tiered p
   Its ``token`` names that state (remembered version, local segment bases, copies to release):
   the run key, so the same work is never requested twice and new work always gets a new key.
 
-:func:`run_requests` turns an object store's request counters, read before and after a
-partition's tiering, into that partition's own counts for its materialization.
+:func:`every_request_type` completes a partition's own request counts (``TierResult.requests``)
+with the types it did not use, for its materialization.
 """
 
 from __future__ import annotations
@@ -120,8 +120,7 @@ def tiering_need(local: PartitionStats, config: LogConfig, tier: TierFacts | Non
                     short_hash(version, state_hash, [b for b, _, _ in tierable], releasable))
 
 
-def run_requests(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
-    """The requests and bytes between two readings of ``ObjectStore.counters()``, every type of
-    :data:`REQUEST_TYPES` included (zero is a count, not a missing value)."""
-    keys = {*(f"requests_{t.lower()}" for t in REQUEST_TYPES), *before, *after}
-    return {k: after.get(k, 0) - before.get(k, 0) for k in sorted(keys)}
+def every_request_type(counts: Mapping[str, int]) -> dict[str, int]:
+    """``counts`` (``ObjectStore.counters_since``) with every type of :data:`REQUEST_TYPES`
+    (zero is a count, not a missing value)."""
+    return {f"requests_{t.lower()}": 0 for t in REQUEST_TYPES} | dict(counts)

@@ -56,17 +56,23 @@ def tier_partitions(manager: LogManager, topic: str | None = None, *, now_ms: in
     copies (``tiering.tier_partition``); one result each, request counts its own."""
     facts = tiered_facts(manager, topic)
     store = open_store() if facts else None
-    results = []
-    for f in facts:
-        rp = remote_partition(f.stats.topic, f.stats.partition, f.config, store, directory=f.stats.directory)
-        before = rp.store.counters()
-        try:
-            result = tier_partition(manager.get_log(f.stats.topic, f.stats.partition), rp, now_ms)
-        except _PARTITION_ERRORS as exc:
-            result = TierResult(f.stats.topic, f.stats.partition, _status(exc), str(exc))
-        result.requests = rp.store.counters_since(before)
-        results.append(result)
-    return results
+    return [tier_one(manager, f.stats.topic, f.stats.partition, now_ms=now_ms, store=store) for f in facts]
+
+
+def tier_one(manager: LogManager, topic: str, partition: int, *, now_ms: int, store: ObjectStore | None) -> TierResult:
+    """One partition's tiering (``tiering.tier_partition``), its requests its own even on a store
+    shared by the run; its own error is its result (``failed``, or ``changed`` for a lost race).
+    A partition tiered at another location is refused (``access.remote_partition``): that is the
+    run's configuration, not the partition's problem."""
+    log = manager.get_log(topic, partition)
+    rp = remote_partition(topic, partition, log.config, store, directory=log.dir)
+    before = rp.store.counters()
+    try:
+        result = tier_partition(log, rp, now_ms)
+    except _PARTITION_ERRORS as exc:
+        result = TierResult(topic, partition, _status(exc), str(exc))
+    result.requests = rp.store.counters_since(before)
+    return result
 
 
 def retain_tiered(manager: LogManager, topic: str | None = None, *, now_ms: int,
