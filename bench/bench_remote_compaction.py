@@ -7,7 +7,7 @@ once and copied: one copy is an ordinary compacted topic, the other has
 loopback. In the same run:
 
 * **local**: ``LogCleaner.compact`` of the plain copy (the local cleaner);
-* **remote**: the tiered copy is tiered first (not timed), then ``clean_remote_partition``
+* **remote**: the tiered copy is tiered first (not timed), then ``compact_remote``
   (materialize, clean, upload, commit) is timed, from a scratch directory.
 
 It prints both times and their ratio beside the goal (at most 1.5x local), the remote run's
@@ -39,7 +39,7 @@ from bench_compaction import NOW, generate  # noqa: E402
 
 from platform_assets.tools.object_store_server import seaweedfs  # noqa: E402
 from storage_engine.cleaner import LogCleaner  # noqa: E402
-from storage_engine.cleaner.remote_cleaning import clean_remote_partition  # noqa: E402
+from storage_engine.cleaner.remote_cleaning import compact_remote  # noqa: E402
 from storage_engine.logdir.manager import LogManager  # noqa: E402
 from storage_engine.remote import materialize as materialize_module  # noqa: E402
 from storage_engine.remote.access import remote_partition  # noqa: E402
@@ -78,7 +78,7 @@ def run(size_mb: int, base: Path, scratch: Path) -> dict:
             tier_s = time.perf_counter() - t0
             config = log.config
         t0 = time.perf_counter()
-        remote = clean_remote_partition(rp, config, now_ms=NOW, force=True, scratch_dir=scratch)
+        remote = compact_remote(rp, config, now_ms=NOW, force=True, scratch_dir=scratch).report
         remote_s = time.perf_counter() - t0
         t0 = time.perf_counter()  # where the time beyond cleaning goes: the download alone, again
         materialize_module.materialize(rp, rp.read_version(1), scratch / "download-only")

@@ -81,7 +81,7 @@ from .outcome import OUTCOME_OF_ERROR, PARTITION_ERRORS, outcome_of
 from .partition_cleaning import PartitionCleaning, after_steps, finish
 from .plan import LogToClean, order_by_dirtiness
 from .recopy import discard_staged, recopy_group
-from .remote_cleaning import RemoteCompaction, clean_remote_partition, compact_remote, settle_tiered_compaction
+from .remote_cleaning import RemoteCompaction, compact_remote, settle_tiered_compaction
 from .report import CompactionReport
 from .rules import (
     AbortedTxn,
@@ -127,7 +127,6 @@ __all__ = [
     "Winners",
     "after_steps",
     "candidacy_from_stats",
-    "clean_remote_partition",
     "compact_remote",
     "settle_tiered_compaction",
     "discard_staged",

@@ -71,17 +71,12 @@ class RemoteCompaction:
     committed: PartitionVersion | None = None
 
 
-def clean_remote_partition(rp: RemotePartition, config: LogConfig, *, now_ms: int, force: bool,
-                           scratch_dir: Path | str, cleaner: Cleaner | None = None) -> CompactionReport:
-    """Compact ``rp``'s latest version (see the module docstring), working in a fresh directory
-    inside ``scratch_dir`` that is removed afterwards; the report's ``remote_version`` is the
-    version committed, else the version found."""
-    return compact_remote(rp, config, now_ms=now_ms, force=force, scratch_dir=scratch_dir, cleaner=cleaner).report
-
-
 def compact_remote(rp: RemotePartition, config: LogConfig, *, now_ms: int, force: bool, scratch_dir: Path | str,
                    cleaner: Cleaner | None = None) -> RemoteCompaction:
-    """:func:`clean_remote_partition`, with the committed version for a caller that records it."""
+    """Compact ``rp``'s latest version (see the module docstring), working in a fresh directory
+    inside ``scratch_dir`` that is removed afterwards; the report's ``remote_version`` is the
+    version committed, else the version found, and ``committed`` the version itself. It needs no
+    local log dir: a Spark executor calls it with its own temporary directory."""
     started = time.monotonic()
     before = rp.store.counters()
     cleaner = cleaner or Cleaner()

@@ -24,7 +24,6 @@ from .errors import RemoteMetadataError
 DATA = "data/"
 VERSIONS = "versions/"
 PINS = "pins/"
-DATA_KINDS = ("log", "index", "timeindex", "snapshot")
 _DATA_NAME = re.compile(r"data/(\d{20})-([0-9a-f]{16})\.(log|index|timeindex|snapshot)")
 _VERSION_NAME = re.compile(r"versions/(\d{20})\.json")
 _PIN_NAME = re.compile(r"pins/(\d{20})-([0-9a-f]{16})\.json")

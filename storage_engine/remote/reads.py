@@ -314,13 +314,3 @@ def check_tiers_meet(local: Log, version: PartitionVersion) -> None:
         raise LogGapError(f"{local.tp}: offsets {version.end_offset} to {local.log_start_offset - 1} are in neither "
                           f"tier (the remote tier ends at {version.end_offset}, the local log starts at "
                           f"{local.log_start_offset})")
-
-
-def remote_tiered_log(rp: RemotePartition, version: PartitionVersion, *, compact: bool) -> TieredLog:
-    """The view of one version's remote tier alone, without a local log (an executor's, or a
-    tool reading the bucket)."""
-    return TieredLog(rp.topic, rp.partition, None, rp, version, compact)
-
-
-__all__ = ["READ_CHUNK", "TieredLog", "object_url", "remote_offset_for_timestamp",
-           "remote_segment_batches", "remote_tiered_log", "tiered_log"]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage_engine.cleaner import Cleaner, LogCleaner
-from storage_engine.cleaner.remote_cleaning import clean_remote_partition
+from storage_engine.cleaner.remote_cleaning import compact_remote
 from storage_engine.record import Record, encode_batch
 from storage_engine.remote.access import remote_partition
 from storage_engine.remote.local_state import recall
@@ -55,7 +55,7 @@ def test_tiered_topic_is_compacted_on_the_remote_tier(remote_env, tmp_path) -> N
     assert recall(log.dir, rp.store.url).version == 2
     assert version.cleaner_checkpoint == version.end_offset
     assert report.requests["requests_put"] >= 1
-    again = clean_remote_partition(rp, log.config, now_ms=NOW, force=False, scratch_dir=tmp_path / "s2")
+    again = compact_remote(rp, log.config, now_ms=NOW, force=False, scratch_dir=tmp_path / "s2").report
     assert again.status == "skipped" and again.remote_version == 2
     assert not list((tmp_path / "s2").iterdir())
 
@@ -122,8 +122,8 @@ def test_two_cleaners_of_one_partition_commit_once(remote_env, tmp_path) -> None
     reports: list = [None, None]
 
     def run(i: int) -> None:
-        reports[i] = clean_remote_partition(rp, log.config, now_ms=NOW, force=True, scratch_dir=tmp_path / f"s{i}",
-                                            cleaner=_MeetingCleaner(barrier))
+        reports[i] = compact_remote(rp, log.config, now_ms=NOW, force=True, scratch_dir=tmp_path / f"s{i}",
+                                    cleaner=_MeetingCleaner(barrier)).report
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
     for t in threads:
