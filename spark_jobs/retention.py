@@ -9,6 +9,11 @@ engine's planning stats (``LogManager.planning_stats``), computes its
 between that plan and the apply is reported ``changed`` and left alone (the next run plans
 afresh). Deletion itself is the engine's
 crash-safe protocol: log start offset checkpoint first, then ``.deleted`` renames.
+
+A tiered topic's partition is retained on both tiers by the engine's
+``remote.tier_runs.retain_tiered_partition`` (a ``retention`` version of the remote tier, then the
+local copies), with the remote location the driver resolved carried by the task
+(``RetentionItem.location``): the executor needs the log dirs, not the remote settings.
 """
 
 from __future__ import annotations

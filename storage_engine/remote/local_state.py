@@ -3,7 +3,8 @@
 Sensors judge thousands of partitions per tick from cheap stats (``log/stats.py``); a GET per
 tiered partition per tick would not be cheap. Kafka's brokers likewise keep the remote log
 metadata they consumed in a local cache. Every commit this platform makes (tiering, compaction,
-retention, delete-records, restore; the Spark jobs' commits are remembered by their driver)
+retention, delete-records, restore; the Spark compaction job's by its driver, the retention
+job's by its executors, which open the log dirs)
 writes the committed version's planning facts to ``remote-log-metadata.json`` beside the
 segments (:func:`remember`), atomically; :func:`recall` reads it back as strictly as any input.
 

@@ -7,7 +7,7 @@ Under the location's prefix every partition owns ``<topic>-<partition>/``:
   The offset is the segment's base offset (a producer snapshot's: its offset); the writer id
   (16 hex digits, new for every tiering, cleaning or restore) makes two writers' objects
   distinct, so an upload never replaces what a reader may be using;
-* ``pins/<version, 20 digits>-<writer id>.json``: a version held for a read or a restore.
+* ``pins/<version, 20 digits>-<writer id>.json``: a version held for a restore.
 
 Every name read back from a version is checked against these patterns, exactly as a name from
 the command line is (:func:`check_data_name`): a version naming anything else is refused.

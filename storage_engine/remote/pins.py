@@ -1,4 +1,4 @@
-"""Pins: a version held for a restore (or a long read), so the sweep keeps its objects.
+"""Pins: a version held for a restore, so the sweep keeps its objects.
 
 A pin is the object ``pins/<version>-<writer>.json`` holding the version, the writer and when
 the pin expires (wall clock). The sweep lists ``pins/`` BEFORE ``versions/``: a pin removed

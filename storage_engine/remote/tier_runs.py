@@ -1,7 +1,7 @@
 """Runs over the tiered partitions of a log manager: tiering, retention and the sweep of their
 objects, one partition at a time, each partition's failure its own row (Kafka's
 ``RemoteLogManager`` runs a task per partition). ``logctl``, the Spark retention job and the
-platform call these; the decisions stay in :mod:`.tiering`, :mod:`.stats` and :mod:`.sweeper`.
+platform (its tiering run and the sweep) call these; the decisions stay in :mod:`.tiering`, :mod:`.stats` and :mod:`.sweeper`.
 
 A run opens the store once, before it changes anything (``access.open_store``): an unset or
 unreachable location is one error and nothing written. A partition's own problem (tiers that
