@@ -3,11 +3,17 @@ is the one before (killed before its commit) or the compacted one (after), compl
 (every object it names is stored), and a re-run completes the compaction.
 
 The compaction runs in a subprocess that SIGKILLs itself at the crash point
-(``tests.helpers.crash.crash_env``), with the test's remote storage in its environment.
+(``tests.helpers.crash.crash_env``), with the test's remote storage in its environment: the local
+engine's ``LogCleaner``, or the Spark job, whose executor (a Python worker, killed in the task:
+the job fails) or driver (killed after the tasks committed, before it remembers their versions)
+dies.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -30,16 +36,29 @@ JOB = textwrap.dedent("""
         LogCleaner(m).compact("t", 0, now_ms=int(sys.argv[2]))
 """)
 
-#: (crash point, the version that is latest after the kill)
+SPARK_JOB = textwrap.dedent("""
+    import sys
+    from spark_jobs.runtime.session import build_spark_session
+    from spark_jobs.compaction import compact_partitions
+    spark = build_spark_session("local[1]", conf={"spark.driver.memory": "512m"})
+    compact_partitions(spark, [sys.argv[1]], [("t", 0)], now_ms=int(sys.argv[2]), force=False)
+    spark.stop()
+""")
+
+#: (job, crash point, the version that is latest after the kill, the job's exit status)
 POINTS = [
-    ("remote-compaction.after-materialize", 1),
-    ("remote-compaction.after-upload", 1),
-    ("remote-compaction.after-commit", 2),
+    (JOB, "remote-compaction.after-materialize", 1, -9),
+    (JOB, "remote-compaction.after-upload", 1, -9),
+    (JOB, "remote-compaction.after-commit", 2, -9),
+    pytest.param(SPARK_JOB, "remote-compaction.after-upload", 1, 1, marks=pytest.mark.slow, id="spark-executor-upload"),
+    pytest.param(SPARK_JOB, "remote-compaction.after-commit", 2, 1, marks=pytest.mark.slow, id="spark-executor-commit"),
+    pytest.param(SPARK_JOB, "spark-compaction.after-tasks", 2, -9, marks=pytest.mark.slow, id="spark-driver-settle"),
 ]
 
 
-@pytest.mark.parametrize(("point", "latest"), POINTS)
-def test_a_kill_leaves_a_complete_version_and_a_rerun_completes(remote_env, tmp_path, point, latest) -> None:
+@pytest.mark.parametrize(("job", "point", "latest", "status"), POINTS)
+def test_a_kill_leaves_a_complete_version_and_a_rerun_completes(remote_env, tmp_path, job, point, latest,
+                                                                status) -> None:
     root = tmp_path / "logs"
     with open_topic(root, segment_bytes=400, remote_storage_enable="true", cleanup_policy="compact",
                     min_cleanable_dirty_ratio="0.01") as manager:
@@ -48,9 +67,15 @@ def test_a_kill_leaves_a_complete_version_and_a_rerun_completes(remote_env, tmp_
         log.roll()
         rp = remote_partition("t", 0, log.config)
         expected_keys = {r.key: r.value for r in records(80, keys=5)}
-    proc = subprocess.run([sys.executable, "-c", JOB, str(root), str(NOW)], env=crash_env(point, remote_env),
-                          capture_output=True, timeout=120)
-    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    env = {**crash_env(point, remote_env), "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, "-c", job, str(root), str(NOW)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=240)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # Spark's JVM, should it outlive its driver
+    assert proc.returncode == status, err.decode()[-2000:]
     version = rp.latest()
     assert version.version == latest and rp.missing_objects(version) == []
     with LogManager([root]) as m:
