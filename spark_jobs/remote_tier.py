@@ -15,9 +15,8 @@ JVM started reaches no worker at all.
 from __future__ import annotations
 
 from storage_engine.log.log import Log
-from storage_engine.remote.access import open_store
-from storage_engine.remote.errors import RemoteStorageError
-from storage_engine.remote.location import ENV_REMOTE_STORAGE, RemoteLocation, location_from_env, parse_location
+from storage_engine.remote.access import configured_location, open_store
+from storage_engine.remote.location import RemoteLocation, parse_location
 from storage_engine.remote.partition import RemotePartition
 from storage_engine.remote.reads import TieredLog
 from storage_engine.remote.version import PartitionVersion
@@ -30,10 +29,7 @@ def job_location(url: str | None = None) -> RemoteLocation:
     ``$LOGPLAT_REMOTE_STORAGE``, with the S3 endpoint and credentials of this process's
     environment; opened once here, so a wrong endpoint or key fails on the driver, before any
     task starts."""
-    location = parse_location(url) if url else location_from_env()
-    if location is None:
-        raise RemoteStorageError(f"{ENV_REMOTE_STORAGE} is not set: a tiered topic's objects cannot be found "
-                                 "(s3://bucket/prefix, with AWS_ENDPOINT_URL and the AWS credentials)")
+    location = parse_location(url) if url else configured_location()
     open_store(location)
     return location
 

@@ -17,13 +17,19 @@ _stores: dict[RemoteLocation, ObjectStore] = {}
 _lock = threading.Lock()
 
 
-def open_store(location: RemoteLocation | None = None) -> ObjectStore:
-    """The store at ``location`` (default: ``LOGPLAT_REMOTE_STORAGE``), opened (and proved
-    reachable) once per process and location."""
-    location = location or location_from_env()
+def configured_location() -> RemoteLocation:
+    """The location ``LOGPLAT_REMOTE_STORAGE`` names; refused in one line when it is unset."""
+    location = location_from_env()
     if location is None:
         raise RemoteStorageError(f"{ENV_REMOTE_STORAGE} is not set: the remote tier needs a location "
                                  "(s3://bucket/prefix, with AWS_ENDPOINT_URL and the AWS credentials)")
+    return location
+
+
+def open_store(location: RemoteLocation | None = None) -> ObjectStore:
+    """The store at ``location`` (default: :func:`configured_location`), opened (and proved
+    reachable) once per process and location."""
+    location = location or configured_location()
     with _lock:
         store = _stores.get(location)
         if store is None:
