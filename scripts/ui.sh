@@ -21,7 +21,14 @@ fi
 python -m platform_assets.tools.preflight
 python -m platform_assets.tools.instance_setup "$DAGSTER_HOME"
 ui=(dagster dev -w "$ROOT/workspace.yaml" -h 127.0.0.1 -p "${PORT:-3000}" "$@")
-if [ -n "${LOGPLAT_SPARK_MASTER:-}" ]; then
-    exec "${ui[@]}"
+# The main job's tiered topic keeps its versions in an embedded S3 server's data under DAGSTER_HOME:
+# unless LOGPLAT_REMOTE_STORAGE names a bucket, the UI runs beside that server again
+# (platform_assets/tools/object_store_server.py), so its runs and checks reach the remote tier.
+s3=()
+if [ -z "${LOGPLAT_REMOTE_STORAGE:-}" ] && [ -d "$DAGSTER_HOME/seaweedfs" ]; then
+    s3=(python -m platform_assets.tools.object_store_server "$DAGSTER_HOME/seaweedfs" --)
 fi
-exec python -m spark_jobs.runtime.connect_server --port 0 --log "$DAGSTER_HOME/spark-connect.log" -- "${ui[@]}"
+if [ -n "${LOGPLAT_SPARK_MASTER:-}" ]; then
+    exec "${s3[@]}" "${ui[@]}"
+fi
+exec "${s3[@]}" python -m spark_jobs.runtime.connect_server --port 0 --log "$DAGSTER_HOME/spark-connect.log" -- "${ui[@]}"

@@ -110,3 +110,41 @@ def seaweedfs(data_dir: Path, bucket: str = "logplat") -> Iterator[SeaweedFS]:
         yield server
     finally:
         server.stop()
+
+
+USAGE = "usage: python -m platform_assets.tools.object_store_server DATA_DIR -- COMMAND [ARG ...]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``COMMAND`` with an embedded SeaweedFS over ``DATA_DIR`` and its environment
+    (``SeaweedFS.env``), as the main job runs its platform: ``scripts/ui.sh`` wraps the UI in it
+    for the main job's tiered topic, whose versions live in ``$DAGSTER_HOME/seaweedfs``. The server
+    stops when the command ends; SIGINT and SIGTERM are passed on to the command."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 3 or args[1] != "--":
+        print(f"error: {USAGE}", file=sys.stderr)
+        return 1
+    data_dir, command = Path(args[0]), args[2:]
+    if shutil.which(command[0]) is None:  # before a server is started for nothing
+        print(f"error: command not found: {command[0]}", file=sys.stderr)
+        return 1
+    try:
+        server = start_seaweedfs(data_dir)
+    except ObjectStoreServerError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    try:
+        env = server.env()
+        print(f"SeaweedFS (S3) on {server.endpoint}, its data in {data_dir}; {command[0]} runs with "
+              f"LOGPLAT_REMOTE_STORAGE={env['LOGPLAT_REMOTE_STORAGE']}", flush=True)
+        child = subprocess.Popen(command, env={**os.environ, **env})
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda sig, _frame: child.send_signal(sig))
+        status = child.wait()
+        return 128 - status if status < 0 else status  # killed by a signal: the shell's convention
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
