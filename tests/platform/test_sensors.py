@@ -51,12 +51,6 @@ def logs(tmp_path):
     return root
 
 
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
 def discover(defs, settings, instance, cursor=None) -> StateTick:
     """One state-sensor tick with its partition requests applied, as the daemon would."""
     return state_tick(defs, settings, instance, cursor)

@@ -39,12 +39,6 @@ SENSOR = "tiering_sensor"
 
 
 @pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
-@pytest.fixture
 def logs(tmp_path, remote_env):
     root = tmp_path / "logs"
     with LogManager([root]) as manager:

@@ -35,12 +35,6 @@ RUN_CONFIG: dict = {}  # the defaults: the orphan floor of the engine (an unname
 
 
 @pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
-@pytest.fixture
 def logs(tmp_path, remote_env):
     """A tiered partition compacted on its remote tier (version 2 releases version 1's
     segments), and an orphan upload beside its objects."""
