@@ -27,6 +27,7 @@ from ..record import CompressionType, RawBatch, Record
 from .append_validation import ProducerRecord
 from .appender import UNDO_FAILED_NEXT, AppendInfo, LogAppender
 from .dir_state import LogDirState
+from .isolation import FetchIsolation
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .partition_lock import PartitionLock
 from .producer_state import ProducerStateManager
@@ -229,6 +230,13 @@ class Log:
         transaction, else the high watermark. Tiering copies nothing at or above it."""
         return self._producer_state_locked().first_unstable_offset(self.high_watermark)
 
+    def last_stable_offset(self) -> int:
+        """``last_stable_offset_locked`` for readers, who hold no lock: it is taken only to bring
+        producer state up to the log end (what another process appended included)."""
+        with self.lock.hold():
+            self.refresh()
+            return self.last_stable_offset_locked()
+
     @property
     def high_watermark(self) -> int:
         """Single replica: everything appended is committed."""
@@ -285,10 +293,12 @@ class Log:
         max_records: int | None = None,
         max_bytes: int = 1 << 20,
         include_control: bool = False,
+        isolation_level: str | FetchIsolation = FetchIsolation.READ_UNCOMMITTED,
     ) -> list[Record]:
-        """Records at or after ``start_offset`` (``LogReader.read``)."""
+        """Records at or after ``start_offset`` as a consumer of ``isolation_level`` reads them
+        (``LogReader.read``)."""
         return self.reader.read(start_offset, max_records=max_records, max_bytes=max_bytes,
-                                include_control=include_control)
+                                include_control=include_control, isolation_level=isolation_level)
 
     def read_batches(self, start_offset: int, *, max_bytes: int = 1 << 20, max_batches: int | None = None) -> list[RawBatch]:
         """Whole batches from the one holding ``start_offset`` (``LogReader.read_batches``)."""

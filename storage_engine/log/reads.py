@@ -11,10 +11,12 @@ its reads through it; the log owns the segments, the lock and the loading these 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
 from ..record import RawBatch, Record, decode_batch
+from .isolation import FetchIsolation, committed_batches, fetch_isolation
 
 if TYPE_CHECKING:
     from .log import Log
@@ -138,20 +140,26 @@ class LogReader:
         max_records: int | None = None,
         max_bytes: int = 1 << 20,
         include_control: bool = False,
+        isolation_level: str | FetchIsolation = FetchIsolation.READ_UNCOMMITTED,
     ) -> list[Record]:
-        """Records at or after ``start_offset``, limited by count and (batch-granular) bytes."""
+        """Records at or after ``start_offset``, limited by count and (batch-granular) bytes.
+        ``read_committed`` reads below the last stable offset and leaves out aborted
+        transactions (``isolation.py``)."""
+        committed = fetch_isolation(isolation_level) is FetchIsolation.READ_COMMITTED
+        end = self.log.last_stable_offset() if committed else None  # None: the log end, as it grows
         out: list[Record] = []
         offset = start_offset
         while max_records is None or len(out) < max_records:
-            if offset >= self.log.log_end_offset and offset != start_offset:
+            if offset >= (self.log.log_end_offset if end is None else end) and offset != start_offset:
                 break
             try:
-                batches = self.read_batches(offset, max_bytes=max_bytes)
+                chunk = self.read_batches(offset, max_bytes=max_bytes)
+                batches = chunk if end is None or not chunk else self._committed(chunk, end)
             except (LogGapError, CorruptRecordError):
                 if out:  # return what comes before the problem; the next read starts there and raises
                     return out
                 raise
-            if not batches:
+            if not chunk:
                 break
             for raw in batches:
                 if raw.header.is_control and not include_control:
@@ -167,10 +175,21 @@ class LogReader:
                         out.append(rec)
                         if max_records is not None and len(out) >= max_records:
                             return out
-            offset = batches[-1].header.next_offset
-            if max_records is None:
-                break
+            offset = chunk[-1].header.next_offset
+            if max_records is None and (out or end is None):
+                break  # one chunk; read_committed reads on past chunks it left out whole
         return out
+
+    def _committed(self, chunk: list[RawBatch], stable_end: int) -> list[RawBatch]:
+        """What ``read_committed`` keeps of ``chunk``: its batches below ``stable_end`` (the last
+        stable offset), less aborted transactions, whose markers may lie after the chunk."""
+        chunk_end = chunk[-1].header.next_offset
+
+        def run() -> list[RawBatch]:
+            after = self.batches_from(chunk_end) if chunk_end < self.log.log_end_offset else iter(())
+            return list(committed_batches(chain(chunk, after), min(stable_end, chunk_end), self.log.segment_path))
+
+        return self._with_retries(run)
 
     def iter_batches(self, start_offset: int | None = None) -> Iterator[RawBatch]:
         """Every batch from ``start_offset`` (default: the log start) to the end, for scans and dumps."""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogGapError, OffsetOutOfRangeError
 from ..index import OffsetIndex, TimeIndex
+from ..log.isolation import FetchIsolation, committed_batches, fetch_isolation
 from ..log.reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, offset_order_error
 from ..log.segment_time import first_record_at
 from ..record import RawBatch, Record, decode_batch, verify_batch
@@ -240,10 +241,20 @@ class TieredLog:
                 crossing = False
             yield raw
 
-    def records_from(self, offset: int, *, include_control: bool = False) -> Iterator[Record]:
-        """Records at or after ``offset`` to the log end offset, decoded (CRC checked) as read:
-        those before a damaged batch come out before its error."""
-        for raw in self.batches_from(offset):
+    def last_stable_offset(self) -> int:
+        """The local log's (tiering copies nothing at or above it, so the remote tier alone,
+        an ``--as-of-version`` read, is stable to its end)."""
+        return self.local.last_stable_offset() if self.local is not None else self.log_end_offset
+
+    def records_from(self, offset: int, *, include_control: bool = False,
+                     isolation_level: str | FetchIsolation = FetchIsolation.READ_UNCOMMITTED) -> Iterator[Record]:
+        """Records at or after ``offset`` to the log end offset (``read_committed``: to the last
+        stable offset, aborted transactions left out), decoded (CRC checked) as read: those
+        before a damaged batch come out before its error."""
+        batches = self.batches_from(offset)
+        if fetch_isolation(isolation_level) is FetchIsolation.READ_COMMITTED:
+            batches = committed_batches(batches, self.last_stable_offset(), self.segment_path)
+        for raw in batches:
             if raw.header.is_control and not include_control:
                 continue
             for record in decode_batch(raw, path=self.segment_path(raw.header.base_offset)):

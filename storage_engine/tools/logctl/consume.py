@@ -1,5 +1,5 @@
 """``logctl consume``: print a partition's records as JSON lines (Kafka's
-``kafka-console-consumer``), written as they are read; a tiered partition is read as one log
+``kafka-console-consumer``, ``--isolation-level`` included), written as they are read; a tiered partition is read as one log
 across its tiers (``remote.reads.TieredLog``)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import json
 import sys
 from itertools import islice
 
+from ...log.isolation import FetchIsolation
 from ...logdir.manager import LogManager
 from ...remote.reads import tiered_log
 from .arguments import CLOCK, COUNT, OFFSET, PARTITION, add_as_of_version, add_encoding, encoder
@@ -23,6 +24,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     start.add_argument("--from-timestamp", type=CLOCK,
                        help="start at the first record with a timestamp at or after this (ms since the epoch)")
     parser.add_argument("--max-records", type=COUNT, help="stop after this many records")
+    parser.add_argument("--isolation-level", choices=[i.value for i in FetchIsolation],
+                        default=FetchIsolation.READ_UNCOMMITTED.value,
+                        help="read_committed: stop at the last stable offset and leave out aborted "
+                             "transactions, as Kafka's consumer does (default: read_uncommitted)")
     add_as_of_version(parser)
     add_encoding(parser, "how keys and values are written in the JSON lines")
 
@@ -43,7 +48,7 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
     # records are printed as they are read: those before a damaged batch come out, then its
     # error is the command's (exit status 1)
     try:
-        for r in islice(view.records_from(offset), args.max_records):
+        for r in islice(view.records_from(offset, isolation_level=args.isolation_level), args.max_records):
             out.write(json.dumps({"offset": r.offset, "timestamp": r.timestamp, "key": encode(r.key),
                                   "value": encode(r.value), "headers": [[k, encode(v)] for k, v in r.headers]}) + "\n")
     finally:
