@@ -59,6 +59,15 @@ class InvalidRecordError(LogError):
     """A record is well formed but not acceptable here (for example a null key on a compacted topic)."""
 
 
+class InvalidTimestampError(InvalidRecordError):
+    """A record's timestamp is outside ``message.timestamp.before.max.ms`` /
+    ``message.timestamp.after.max.ms`` of the clock (Kafka's ``InvalidTimestampException``)."""
+
+
+class LogDirsCordonedError(LogError):
+    """Every log dir is in ``cordoned.log.dirs`` (KIP-1066): a new partition has nowhere to go."""
+
+
 class RecordTooLargeError(LogError):
     """A batch exceeds ``max.message.bytes`` or ``segment.bytes``."""
 
@@ -66,11 +75,12 @@ class RecordTooLargeError(LogError):
 class ConfigError(LogError):
     """A configuration value is outside what Kafka allows; nothing was changed."""
 
-    def __init__(self, key: str, value: object, allowed: str) -> None:
+    def __init__(self, key: str, value: object, allowed: str, *, message: str | None = None) -> None:
+        """``message``: Kafka's whole text where it is not "Invalid value ... for configuration"."""
         self.key = key
         self.value = value
         self.allowed = allowed
-        super().__init__(f"Invalid value {shown_value(value)} for configuration {key}: {allowed}")
+        super().__init__(message or f"Invalid value {shown_value(value)} for configuration {key}: {allowed}")
 
 
 class UnknownConfigError(LogError):

@@ -33,6 +33,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG  # not re-ex
 from spark_jobs import reads
 from spark_jobs.compaction import compact_partitions
 from spark_jobs.retention import retention_partitions
+from storage_engine.config.topic import LogConfig
 from storage_engine.config.values import MAX_TIMESTAMP_MS, between
 from storage_engine.errors import ConfigError, LogError, NeedsRecoveryError
 from storage_engine.outcomes import COMPACTED, FAILED
@@ -155,6 +156,16 @@ def recover_then_observe(context: dg.AssetExecutionContext, log_store: LogStoreR
     return observe_partitions(log_store, topic, partitions, now_ms)
 
 
+def retention_job_needed(config: LogConfig, deletable_segments: int) -> bool:
+    """Whether a partition's run calls the retention job: always for ``delete`` alone; for
+    ``compact,delete`` never (the compaction job applies retention); for ``compact`` alone and
+    for the empty policy (KIP-1161, kept forever) only for segments below a ``delete-records``
+    log start offset, the one retention they have."""
+    if config.delete:
+        return not config.compact
+    return deletable_segments > 0
+
+
 def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[int, PartitionCleanup],
               config: CleanupConfig, now_ms: int, log) -> float:
     """The Spark job(s) the topic's cleanup.policy calls for, outcomes stored per partition;
@@ -168,9 +179,8 @@ def _run_jobs(spark, topic: Topic, log_store: LogStoreResource, cleanups: dict[i
         seconds += result.duration_s
         for outcome in result.outcomes:
             cleanups[outcome.partition].compaction = outcome
-    # compact-only logs can still have segments below their log start offset (delete-records)
     needs_retention = [tp for tp in tps
-                       if not topic.compact or (not topic.delete and cleanups[tp[1]].before.deletable_segments)]
+                       if retention_job_needed(topic.config, cleanups[tp[1]].before.deletable_segments)]
     if needs_retention:
         retention = retention_partitions(spark, dirs, needs_retention, now_ms=now_ms, broker_props=props)
         log.info(f"retention job over {len(needs_retention)} partition(s) of {topic.name} "

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 def require_compacted(topic: str, config: LogConfig) -> None:
     """Refuse a topic whose ``cleanup.policy`` does not include ``compact``."""
     if not config.compact:
-        raise LogError(f"topic {topic} has cleanup.policy={','.join(config.cleanup_policy)}: "
-                       "only compacted topics are cleaned")
+        policy = ("is empty (KIP-1161: kept forever)" if config.keep_forever
+                  else f"is {','.join(config.cleanup_policy)}")
+        raise LogError(f"topic {topic}'s cleanup.policy {policy}: only compacted topics are cleaned")
 
 
 class LogCleaner:

@@ -1,6 +1,6 @@
 """A broker's settings: its ``log.*`` keys as the topic configs' defaults (Kafka's
 ``KafkaConfig`` names, units and precedence), and the broker-level limits the engine reads
-(partitions per topic, the retention check interval)."""
+(partitions per topic, the retention check interval, the cordoned log dirs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .topic import TOPIC_CONFIGS, LogConfig, check_segment_index_bytes, check_together, validate_topic_overrides
-from .values import LONG_MAX, MS_PER_HOUR, MS_PER_MINUTE, Validator, at_least, parse_value
+from .values import LONG_MAX, MS_PER_HOUR, MS_PER_MINUTE, Validator, at_least, no_empty_items, parse_value
 
 
 @dataclass(frozen=True)
@@ -184,3 +184,23 @@ def retention_check_interval_ms(broker_props: Mapping[str, object] | None = None
     if raw is None:
         return DEFAULT_RETENTION_CHECK_INTERVAL_MS
     return parse_value("LONG", RETENTION_CHECK_INTERVAL_KEY, raw, at_least(1))
+
+
+CORDONED_LOG_DIRS_KEY = "cordoned.log.dirs"
+#: ``cordoned.log.dirs=*``: every log dir
+ALL_LOG_DIRS = "*"
+
+
+def cordoned_log_dir_entries(broker_props: Mapping[str, object] | None = None) -> tuple[str, ...]:
+    """KIP-1066's ``cordoned.log.dirs`` (a LIST, default empty): the log dirs that get no new
+    partitions, or ``*`` for all of them, refused in a 4.4 broker's words when an entry is empty
+    or ``*`` comes with others. That each entry is a log dir is checked where the log dirs are
+    known (``logdir.placement.check_cordoned_log_dirs``)."""
+    raw = (broker_props or {}).get(CORDONED_LOG_DIRS_KEY)
+    if raw is None:
+        return ()
+    entries: tuple[str, ...] = parse_value("LIST", CORDONED_LOG_DIRS_KEY, raw, no_empty_items)
+    if ALL_LOG_DIRS in entries and len(entries) > 1:
+        raise ConfigError(CORDONED_LOG_DIRS_KEY, raw, "", message=(
+            f"When {CORDONED_LOG_DIRS_KEY} is set to {ALL_LOG_DIRS}, it must not contain other values"))
+    return entries

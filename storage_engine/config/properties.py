@@ -14,9 +14,11 @@ from ..errors import LogError, ServerPropertiesError
 from ..files.nofollow import file_kind
 from .broker import (
     BROKER_MAPPINGS,
+    CORDONED_LOG_DIRS_KEY,
     MAX_PARTITIONS_KEY,
     RETENTION_CHECK_INTERVAL_KEY,
     build_log_config,
+    cordoned_log_dir_entries,
     max_partitions_per_topic,
     retention_check_interval_ms,
 )
@@ -42,7 +44,8 @@ IGNORED_BROKER_KEYS = frozenset({
 })
 # the broker keys the engine reads
 ENGINE_BROKER_KEYS = frozenset({source.key for mapping in BROKER_MAPPINGS for source in mapping.sources}
-                               | set(CLEANER_KEYS) | {MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY})
+                               | set(CLEANER_KEYS) | {MAX_PARTITIONS_KEY, RETENTION_CHECK_INTERVAL_KEY,
+                                                           CORDONED_LOG_DIRS_KEY})
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _WHITESPACE = " \t\f"
 #: a key: up to the first unescaped ``=``, ``:`` or whitespace (Java's ``Properties.load``)
@@ -118,6 +121,7 @@ def read_server_properties(path: str, variable: str) -> dict[str, str]:
         build_cleaner_config(props)
         max_partitions_per_topic(props)
         retention_check_interval_ms(props)
+        cordoned_log_dir_entries(props)
     except LogError as exc:
         raise ServerPropertiesError(f"{where}: {exc}") from None
     for key in props:

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ConfigError, UnknownConfigError
 from ..files.naming import METADATA_LOG_TOPIC
 from ..limits import TIME_INDEX_ENTRY_SIZE
-from .values import LONG_MAX, Validator, at_least, between, each_one_of, one_of, parse_value
+from .values import LONG_MAX, MS_PER_HOUR, Validator, at_least, between, each_one_of, one_of, parse_value
 
 
 def _gzip_level(key: str, raw: object, value: Any) -> None:
@@ -73,7 +73,9 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
         ConfigSpec("flush.ms", "LONG", LONG_MAX, at_least(0), "fsync every N ms"),
         ConfigSpec("max.message.bytes", "INT", 1048588, at_least(0), "largest batch accepted"),
         ConfigSpec("preallocate", "BOOLEAN", False, None, "preallocate segment files"),
-        ConfigSpec("cleanup.policy", "LIST", ("delete",), each_one_of(*CLEANUP_POLICIES), ""),
+        # KIP-1161 (Kafka 4.1+): the empty list is a policy too, keep forever (``LogConfig.keep_forever``)
+        ConfigSpec("cleanup.policy", "LIST", ("delete",), each_one_of(*CLEANUP_POLICIES),
+                   "delete, compact, both, or empty: keep forever"),
         ConfigSpec("delete.retention.ms", "LONG", 86400000, at_least(0), "tombstone lifetime"),
         ConfigSpec("min.compaction.lag.ms", "LONG", 0, at_least(0), "never compact younger"),
         ConfigSpec("max.compaction.lag.ms", "LONG", LONG_MAX, at_least(1), "compact by then"),
@@ -84,8 +86,12 @@ TOPIC_CONFIGS: dict[str, ConfigSpec] = {
         ConfigSpec("compaction.strategy.header", "STRING", "", _header_name,
                    "header holding the version (8-byte big-endian long)"),
         ConfigSpec("message.timestamp.type", "STRING", "CreateTime", one_of(*TIMESTAMP_TYPES)),
-        ConfigSpec("message.timestamp.before.max.ms", "LONG", LONG_MAX, at_least(0)),
-        ConfigSpec("message.timestamp.after.max.ms", "LONG", LONG_MAX, at_least(0)),
+        # KIP-937: Kafka 4 refuses a record more than an hour ahead of the broker's clock (here
+        # ``now_ms``); one far in the future would hold time retention back (``log.retention``)
+        ConfigSpec("message.timestamp.before.max.ms", "LONG", LONG_MAX, at_least(0),
+                   "refuse a CreateTime this much older than now"),
+        ConfigSpec("message.timestamp.after.max.ms", "LONG", MS_PER_HOUR, at_least(0),
+                   "refuse a CreateTime this much ahead of now"),
         ConfigSpec("compression.type", "STRING", "producer", one_of(*COMPRESSION_TYPES)),
         ConfigSpec("compression.gzip.level", "INT", -1, _gzip_level),
         ConfigSpec("compression.lz4.level", "INT", 9, between(1, 17)),
@@ -183,7 +189,7 @@ class LogConfig:
     compaction_strategy_header: str = ""
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = MS_PER_HOUR
     compression_type: str = "producer"
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
@@ -213,6 +219,13 @@ class LogConfig:
     @cached_property
     def delete(self) -> bool:
         return any(p.lower() == "delete" for p in self.cleanup_policy)
+
+    @property
+    def keep_forever(self) -> bool:
+        """KIP-1161's empty ``cleanup.policy``: neither retention nor compaction ever removes a
+        record (a 4.4 broker keeps such a topic's expired segments); only records below a
+        ``delete-records`` log start offset leave, as they do under every policy."""
+        return not self.compact and not self.delete
 
     @cached_property
     def max_segment_ms(self) -> int:

@@ -147,8 +147,16 @@ def one_of(*choices: str) -> Validator:
     return check
 
 
+def no_empty_items(key: str, raw: object, value: Any) -> None:
+    """Kafka 4's ``ConfigDef.ValidList``: a list may be empty (KIP-1161's empty
+    ``cleanup.policy``), an item of it may not (``compact,`` is a typo, not two policies)."""
+    if any(item == "" for item in value):
+        raise ConfigError(key, raw, "", message=f"Configuration '{key}' values must not be empty.")
+
+
 def each_one_of(*choices: str) -> Validator:
     def check(key: str, raw: object, value: Any) -> None:
+        no_empty_items(key, raw, value)
         for item in value:
             if item not in choices:
                 raise ConfigError(key, raw, f"String must be one of: {', '.join(choices)}")

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config.topic import LogConfig
-from ..errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from ..limits import LONG_MAX
+from ..errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordTooLargeError
+from ..limits import LONG_MAX, LONG_MIN
 from ..record import (
     CompressionType,
     Record,
@@ -67,23 +67,31 @@ def _compression_level(config: LogConfig, codec: CompressionType) -> int | None:
     return None
 
 
+def timestamp_out_of_range(timestamp: int, offset: int, now_ms: int, config: LogConfig) -> str | None:
+    """Why a ``CreateTime`` record timestamp is refused, in Kafka's ``LogValidator`` words, or
+    None: more than ``message.timestamp.before.max.ms`` before ``now_ms`` or more than
+    ``message.timestamp.after.max.ms`` (KIP-937: an hour by default) after it. ``offset`` is the
+    record's offset in the batch as the producer sent it, as the broker names it. The bounds
+    stop at a long's range where Java's sum wraps (``docs/decisions.md``)."""
+    if config.message_timestamp_type != "CreateTime" or timestamp < 0:
+        return None
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    if now_ms - timestamp <= before and timestamp - now_ms <= after:
+        return None
+    lower, upper = max(now_ms - before, LONG_MIN), min(now_ms + after, LONG_MAX)
+    return (f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+            f"The timestamp should be within [{lower}, {upper}]")
+
+
 def _check_record(record: ProducerRecord | Record, index: int, config: LogConfig, tp: str, now_ms: int) -> None:
     if config.compact and record.key is None:
         raise InvalidRecordError(
             f"Compacted topic cannot accept message without key in topic partition {tp} (record {index})."
         )
-    ts = record.timestamp
-    if config.message_timestamp_type == "CreateTime" and ts is not None and ts >= 0:
-        if now_ms - ts > config.message_timestamp_before_max_ms:
-            raise InvalidRecordError(
-                f"Timestamp {ts} of record {index} is more than message.timestamp.before.max.ms="
-                f"{config.message_timestamp_before_max_ms} before now ({now_ms}) in {tp}"
-            )
-        if ts - now_ms > config.message_timestamp_after_max_ms:
-            raise InvalidRecordError(
-                f"Timestamp {ts} of record {index} is more than message.timestamp.after.max.ms="
-                f"{config.message_timestamp_after_max_ms} after now ({now_ms}) in {tp}"
-            )
+    if record.timestamp is not None:
+        offset = record.offset if isinstance(record, Record) else index
+        if (why := timestamp_out_of_range(record.timestamp, offset, now_ms, config)) is not None:
+            raise InvalidTimestampError(f"{why} in topic partition {tp}")
 
 
 def _check_size(size: int, config: LogConfig, tp: str) -> None:
@@ -143,7 +151,10 @@ def build_batch(
     return batch
 
 
-def _can_skip_record_checks(header, codec: CompressionType, config: LogConfig) -> bool:
+def _can_skip_record_checks(header, codec: CompressionType, config: LogConfig, now_ms: int) -> bool:
+    """No rule needs a record of this batch: with no ``message.timestamp.before.max.ms`` bound,
+    the batch's max timestamp within ``message.timestamp.after.max.ms`` bounds every record's
+    (KIP-937's default hour kept this path the common one)."""
     return (
         header.magic == 2
         and codec == header.attributes & 0x07
@@ -151,7 +162,7 @@ def _can_skip_record_checks(header, codec: CompressionType, config: LogConfig) -
         and not config.compact
         and config.message_timestamp_type == "CreateTime"
         and config.message_timestamp_before_max_ms == LONG_MAX
-        and config.message_timestamp_after_max_ms == LONG_MAX
+        and header.max_timestamp - now_ms <= config.message_timestamp_after_max_ms
     )
 
 
@@ -182,7 +193,7 @@ def validate_producer_batch(data: bytes, *, base_offset: int, config: LogConfig,
         )
     _check_size(header.size_in_bytes, config, tp)
     codec = target_compression(config, header.attributes & 0x07)
-    if _can_skip_record_checks(header, codec, config):
+    if _can_skip_record_checks(header, codec, config, now_ms):
         # The fast path for the common case: the CRC is verified, and no rule needs to look at a
         # record (no key check, no timestamp bounds, no recompression). Kafka also walks the
         # records here to validate their structure; a batch a buggy producer built with a valid

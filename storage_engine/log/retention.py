@@ -8,8 +8,9 @@ The rules are Kafka's ``UnifiedLog.deleteOldSegments`` (spec section 3, seeds 00
   segment goes when ``now - largest timestamp > retention.ms``, the largest timestamp being
   the max record timestamp, or the file mtime when records carry none);
 * each pass stops at the first segment that does not qualify: segments are never skipped;
-* ``cleanup.policy=compact`` applies only the log-start-offset pass; ``delete`` and
-  ``compact,delete`` apply all three; ``-1`` disables a limit;
+* ``cleanup.policy=compact`` applies only the log-start-offset pass, as does the empty policy
+  (KIP-1161: keep forever, ``RetentionPlan.kept_forever``); ``delete`` and ``compact,delete``
+  apply all three; ``-1`` disables a limit;
 * the active segment may go too: the log first rolls a new empty active segment, and a last
   segment that is empty is never deleted.
 
@@ -71,7 +72,7 @@ class RetentionPlan:
     roll_first: bool  # every segment goes, the active one included
     warnings: tuple[str, ...] = ()
     next_expiry_ms: int | None = None  # when retention.ms next deletes a segment, the files unchanged
-
+    kept_forever: bool = False  # the empty cleanup.policy: retention.ms and retention.bytes never apply
 
     @property
     def bytes_to_free(self) -> int:
@@ -96,6 +97,7 @@ class RetentionPlan:
             "bytes_to_free": self.bytes_to_free,
             "roll_first": self.roll_first,
             "warnings": list(self.warnings),
+            "kept_forever": self.kept_forever,
         }
 
 
@@ -168,7 +170,7 @@ def plan_retention(stats: PartitionStats, config: LogConfig, now_ms: int) -> Ret
     else:
         new_lso = None
     return RetentionPlan(stats.topic, stats.partition, now_ms, tuple(deletions), lso,
-                         new_lso, roll_first, tuple(warnings), next_expiry)
+                         new_lso, roll_first, tuple(warnings), next_expiry, config.keep_forever)
 
 
 @dataclass

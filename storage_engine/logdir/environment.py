@@ -7,7 +7,8 @@ preflight). The Spark jobs' variables are read and checked in ``spark_jobs.runti
 * ``LOGPLAT_LOG_DIRS``: the log dirs, comma-separated (default ``./data/logs``), each one the
   engine opens (``log_dir.check_log_dirs``: none twice, none nested, no partition directory);
 * ``LOGPLAT_SERVER_PROPERTIES``: a broker ``server.properties`` whose ``log.*`` keys set the
-  topic defaults (``config.properties``).
+  topic defaults (``config.properties``); its ``cordoned.log.dirs`` must name log dirs of
+  these (``placement.check_cordoned_log_dirs``).
 
 It sits in ``logdir/`` because checking the log dirs is the manager's rule, which the
 configuration layer below may not import.
@@ -23,6 +24,7 @@ from pathlib import Path
 from ..config.properties import read_server_properties
 from ..errors import EnvironmentValueError, LogError
 from .log_dir import check_log_dirs
+from .placement import check_cordoned_log_dirs
 
 LOG_DIRS_ENV = "LOGPLAT_LOG_DIRS"
 SERVER_PROPERTIES_ENV = "LOGPLAT_SERVER_PROPERTIES"
@@ -40,7 +42,9 @@ class EngineEnvironment:
 def engine_environment(log_dirs: str | None = None) -> EngineEnvironment:
     """The log dirs (``log_dirs``, a ``--log-dirs`` value, else ``$LOGPLAT_LOG_DIRS``) and the
     broker properties, each checked as the engine checks them."""
-    return EngineEnvironment(tuple(log_dirs_from_env(log_dirs)), broker_props_from_env())
+    environment = EngineEnvironment(tuple(log_dirs_from_env(log_dirs)), broker_props_from_env())
+    check_cordoned_log_dirs(environment.log_dirs, environment.broker_props)
+    return environment
 
 
 def log_dirs_from_env(value: str | None = None) -> list[Path]:

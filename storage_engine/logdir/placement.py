@@ -2,7 +2,9 @@
 say where a topic was placed.
 
 A new partition goes to the log dir holding the fewest partitions, as Kafka's
-``LogManager.nextLogDirs`` picks (``log.dirs``). Broker replica and rack assignment is not here:
+``LogManager.nextLogDirs`` picks (``log.dirs``), never to one in ``cordoned.log.dirs``
+(KIP-1066: the partitions already there keep working; with every log dir cordoned a new
+partition is refused, in a 4.4 broker's words, before anything is written). Broker replica and rack assignment is not here:
 this platform has no brokers. Kafka keeps a partition's log dir in the controller's metadata
 (``directory.id``, KIP-858); here a topic's metadata records the ids of the log dirs it was
 placed over (``TopicMetadata.placed_over``), and each other log dir holding its partitions a
@@ -14,12 +16,13 @@ given every log dir refuses to make a partition directory that may already be in
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import LogDirsNotGivenError, LogError, UnknownTopicOrPartitionError
+from ..config.broker import ALL_LOG_DIRS, CORDONED_LOG_DIRS_KEY, cordoned_log_dir_entries
+from ..errors import ConfigError, LogDirsCordonedError, LogDirsNotGivenError, LogError, UnknownTopicOrPartitionError
 from ..files.naming import parse_partition_dir, partition_dir_name
 from .dir_id import DIR_ID_FILE
 from .locations import PartitionLocation, Topics, partitions_placed_in, topic_set
@@ -40,6 +43,36 @@ class _Listing:
     marks: dict[LogDir, set[str]]
 
 
+#: a 4.4 broker's refusal of a new partition when every log dir is cordoned (``CreateTopics``'
+#: ``INVALID_REPLICATION_FACTOR``)
+ALL_CORDONED = ("Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their "
+                "log directories cordoned.")
+
+
+def cordoned_among(log_dirs: Sequence[Path], broker_props: Mapping[str, object]) -> set[Path]:
+    """Which of ``log_dirs`` (resolved, as the manager holds them) ``cordoned.log.dirs`` names:
+    all for ``*``, else those an entry resolves to. An entry naming no log dir given is checked
+    where every log dir is known (``check_cordoned_log_dirs``): a Spark task opens one."""
+    entries = cordoned_log_dir_entries(broker_props)
+    if ALL_LOG_DIRS in entries:
+        return set(log_dirs)
+    named = {Path(e).resolve() for e in entries}
+    return {d for d in log_dirs if d in named}
+
+
+def check_cordoned_log_dirs(log_dirs: Sequence[Path], broker_props: Mapping[str, object]) -> None:
+    """Refuse a ``cordoned.log.dirs`` entry that is none of the log dirs, in a 4.4 broker's words
+    (``KafkaConfig.validateCordonedLogDirs``). Entries and log dirs are compared resolved, where
+    the broker compares the strings (``docs/decisions.md``)."""
+    entries = cordoned_log_dir_entries(broker_props)
+    given = {Path(d).resolve() for d in log_dirs}
+    missing = [e for e in entries if e != ALL_LOG_DIRS and Path(e).resolve() not in given]
+    if missing:
+        raise ConfigError(CORDONED_LOG_DIRS_KEY, broker_props[CORDONED_LOG_DIRS_KEY], "", message=(
+            f"All entries in {CORDONED_LOG_DIRS_KEY} must be present in log.dirs or log.dir. "
+            f"Missing entries : {', '.join(missing)}"))
+
+
 def choose_log_dir(partition_counts: Mapping[str, int]) -> str:
     """The log dir holding the fewest partitions; ties go to the earliest in the given order."""
     if not partition_counts:
@@ -58,6 +91,14 @@ class Placement:
 
     def __init__(self, manager: LogManager) -> None:
         self._manager = manager
+        self.cordoned = cordoned_among([d.path for d in manager.log_dirs], manager.broker_props)
+
+    def check_placeable(self) -> None:
+        """Refuse a new partition when every log dir is cordoned (``cordoned.log.dirs``), in a
+        4.4 broker's words, naming the log dirs."""
+        if all(d.path in self.cordoned for d in self.log_dirs):
+            raise LogDirsCordonedError(f"{ALL_CORDONED} ({CORDONED_LOG_DIRS_KEY} covers every log dir: "
+                                       f"{self._manager.dir_list()})")
 
     @property
     def log_dirs(self) -> list[LogDir]:
@@ -171,11 +212,13 @@ class Placement:
             marked.add(name)
 
     def create_partition_dir(self, topic: str, partition: int, home: LogDir) -> tuple[PartitionLocation, list[Path]]:
-        """Make a partition's directory in the least loaded log dir; the topic's metadata is in
-        ``home``, and any other log dir chosen records that (``topic_store.mark_placed``).
-        Returns the location and what was made, in order (a refused change removes it)."""
+        """Make a partition's directory in the least loaded log dir not cordoned; the topic's
+        metadata is in ``home``, and any other log dir chosen records that
+        (``topic_store.mark_placed``). Returns the location and what was made, in order (a
+        refused change removes it)."""
+        self.check_placeable()
         counts = {str(d.path): sum(1 for name in os.listdir(d.path) if parse_partition_dir(name))
-                  if d.path.is_dir() else 0 for d in self.log_dirs}
+                  if d.path.is_dir() else 0 for d in self.log_dirs if d.path not in self.cordoned}
         chosen = choose_log_dir(counts)
         log_dir = next(d for d in self.log_dirs if str(d.path) == chosen)
         made: list[Path] = []

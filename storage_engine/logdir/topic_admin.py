@@ -106,6 +106,7 @@ class TopicAdmin:
         """Validate everything, write the metadata file (the commit point), then the partition dirs."""
         self._require_writable()
         overrides = check_creation(name, partitions, configs or {}, self._manager.broker_props)
+        self._manager.placement.check_placeable()  # before the metadata: nothing is written
         with self._manager.metadata.lock():
             found = self._manager.metadata.find(name)
             if found is not None and found[1].deleting:

@@ -59,7 +59,7 @@ def test_roll_and_close_take_snapshots_that_the_next_open_loads(tmp_path):
 def test_a_marker_with_a_new_epoch_leaves_the_producer_without_a_last_data_batch(tmp_path):
     with open_topic(tmp_path) as m:
         log = m.get_log("t", 0)
-        log.append_batch(data_batch(0, [("k", "v")], pid=3, epoch=0, seq=0, transactional=True), now=NOW)
+        log.append_batch(data_batch(0, [("k", "v")], ts=NOW, pid=3, epoch=0, seq=0, transactional=True), now=NOW)
         assert log.last_records_of_active_producers() == {3: (0, 0)}
     raw = marker(1, 3, 1, commit=False, ts=NOW)
     part = tmp_path / "t-0"

@@ -99,6 +99,25 @@ def test_log_start_offset_retention_after_delete_records_even_when_compacted(tmp
         assert log.log_start_offset == bases[1] + 1  # never moves backwards to a segment base
 
 
+def test_an_empty_policy_keeps_every_segment_past_its_limits_but_not_below_the_log_start(tmp_path):
+    # KIP-1161: cleanup.policy= keeps forever (a 4.4 broker: tests/live_kafka/test_kafka4_semantics.py)
+    with open_topic(tmp_path, cleanup_policy="", retention_ms=1, retention_bytes=1) as m:
+        log = m.get_log("t", 0)
+        bases = build(log, [(3, 1, 10), (3, 1, 10), (3, 1, 10)])
+        p = plan(m)
+        assert p.deletions == () and p.kept_forever and p.to_dict()["kept_forever"]
+        assert m.retention.apply([p], now_ms=NOW) == []
+        log.delete_records(bases[1])  # delete-records moves the log start under every policy
+        assert plan(m).deleted_bases == (bases[0],)
+
+
+def test_logctl_retention_says_an_empty_policy_keeps_forever(tmp_path, monkeypatch, capsys):
+    open_topic(tmp_path, cleanup_policy="", retention_ms=1).close()
+    assert logctl(["--log-dirs", str(tmp_path), "retention", "--now-ms", str(NOW)]) == 0
+    assert capsys.readouterr().out.strip() == ("t-0: nothing to delete (cleanup.policy is empty: its records are "
+                                               "kept forever (KIP-1161))")
+
+
 def test_compact_delete_applies_time_and_size_too(tmp_path):
     with open_topic(tmp_path, cleanup_policy="compact,delete", retention_ms=10) as m:
         bases = build(m.get_log("t", 0), [(1, NOW - 100, 10), (1, NOW, 10)])

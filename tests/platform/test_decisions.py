@@ -8,6 +8,7 @@ from dataclasses import replace
 import dagster as dg
 import pytest
 
+from platform_assets.defs.cleanup import retention_job_needed
 from platform_assets.defs.schedules import cron_for_interval_ms
 from platform_assets.defs.sensors import busy_logs
 from platform_assets.logic.catalog import safe_name
@@ -18,15 +19,25 @@ from platform_assets.logic.check_outcomes import (
     OFFSETS_INCREASE,
     evaluate_checks,
 )
-from platform_assets.logic.log_state import PartitionState, config_token, deadline_urgent, due_for_compaction
+from platform_assets.logic.log_state import (
+    PartitionState,
+    config_token,
+    deadline_urgent,
+    due_for_compaction,
+    due_for_retention,
+    state_of,
+)
 from platform_assets.logic.observation_cursor import ObservationCursor
 from platform_assets.logic.partition_keys import KeyUpdate, partition_number, plan_key_update
 from platform_assets.logic.settings import PlatformSettings
 from spark_jobs.reads import Digest, Duplicates, Verification, split_problems
 from storage_engine.cleaner.plan import ErasureDeadline, LogToClean, max_compaction_delay_ms
-from storage_engine.config.broker import retention_check_interval_ms
+from storage_engine.config.broker import build_log_config, retention_check_interval_ms
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import ConfigError
+from storage_engine.log.append_validation import ProducerRecord
+from storage_engine.log.stats import live_stats
+from tests.helpers.engine import open_topic
 
 
 def _apply(existing: list[str], update: KeyUpdate) -> list[str]:
@@ -246,3 +257,23 @@ def test_a_partitions_state_depends_on_the_configs_set_not_on_the_engines_fields
     assert config_token(LogConfig()) == []
     changed = replace(LogConfig(), retention_ms=1, cleanup_policy=("compact",))
     assert config_token(changed) == [("cleanup.policy", "('compact',)"), ("retention.ms", "1")]
+
+
+@pytest.mark.parametrize(("policy", "without", "with_deletable"), [
+    ("delete", True, True), ("compact,delete", False, False), ("compact", False, True),
+    ("", False, True),  # KIP-1161: kept forever, but a delete-records log start offset still frees segments
+])
+def test_a_run_calls_the_retention_job_as_the_policy_says(policy, without, with_deletable):
+    config = build_log_config(topic_overrides={"cleanup.policy": policy})
+    assert (retention_job_needed(config, 0), retention_job_needed(config, 2)) == (without, with_deletable)
+
+
+def test_a_kept_forever_partition_never_needs_cleaning(tmp_path):
+    """The sensors' verdicts on an empty cleanup.policy past its retention.ms and retention.bytes."""
+    with open_topic(tmp_path, cleanup_policy="", retention_ms=1, retention_bytes=1, segment_bytes=200) as m:
+        log = m.get_log("t", 0)
+        for i in range(5):
+            log.append([ProducerRecord(b"k%d" % i, b"x" * 50, 1)], now=1)
+        state = state_of(live_stats(log), log.config, now_ms=10**9)
+    assert len(log.segments) > 2 and state.deletable_segments == 0
+    assert not state.needs_cleaning and due_for_retention([state]) == [] and due_for_compaction([state]) == []

@@ -304,7 +304,7 @@ def _idle(log) -> None:
 def _retention_expiry(log) -> None:
     append_each(log, records(3, keys=3, ts=T0), now=T0)
     log.roll(T0)
-    append_each(log, records(1, start=3, ts=T0 + DAY_MS), now=T0)
+    append_each(log, records(1, start=3, ts=T0 + DAY_MS), now=T0 + DAY_MS)  # within message.timestamp.after.max.ms
 
 
 def _min_lag(log) -> None:

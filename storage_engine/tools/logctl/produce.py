@@ -36,7 +36,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="the record batches' compression codec")
     add_encoding(parser, "how keys and values are written in the JSON lines")
     parser.add_argument("--batch-size", type=COUNT, default=PRODUCE_BATCH_RECORDS, help="records per record batch")
-    add_clock(parser, "clock for default timestamps (default: wall clock)")
+    add_clock(parser, "the broker clock: default timestamps, and the bounds of message.timestamp.before.max.ms "
+                      "and message.timestamp.after.max.ms (default: wall clock)")
     add_json(parser)
 
 

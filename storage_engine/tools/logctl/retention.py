@@ -17,6 +17,9 @@ from .command import Command, writable_unless_dry_run
 from .engines import add_engine_option, chosen_engine
 from .output import emit, exit_status, not_given, pass_over_unreadable
 
+#: why a topic with the empty cleanup.policy never has anything to delete
+KEPT_FOREVER = "cleanup.policy is empty: its records are kept forever (KIP-1161)"
+
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", help="this topic's partitions only (default: every topic's)")
@@ -70,7 +73,8 @@ def _run(args: argparse.Namespace, manager: LogManager) -> int:
             lines.append(f"{where}: {verb} {len(segs)} segment(s), {d['bytes_to_free']} bytes: "
                          f"{reasons}; log start offset -> {lso}" + _version(d))
         else:
-            lines.append(f"{where}: nothing to delete" + (f" ({d['reason']})" if d.get("status") == NOTHING and d["reason"] else ""))
+            why = d["reason"] if d.get("status") == NOTHING and d["reason"] else (KEPT_FOREVER if d.get("kept_forever") else None)
+            lines.append(f"{where}: nothing to delete" + (f" ({why})" if why else ""))
         if d.get("status") in (CHANGED, FAILED):
             lines.append(f"  not applied ({d['status']}): {d['reason']}")
         lines.extend(f"  warning: {w}" for w in d["warnings"])
