@@ -7,8 +7,9 @@ One module per idea, in three layers, so a distributed job reuses the first two 
    ``record_decisions`` (the per-record hot loops of map building and recopying) and
    ``batch_filter`` (:class:`BatchFilter`: one batch in, the bytes to write out, Kafka's
    ``MemoryRecords.filterTo``). Batch bytes themselves are written by the record layer
-   (``storage_engine.record.rewrite``): retained records are copied as bytes; only stamping a
-   delete horizon rewrites a record, and then only its timestamp delta.
+   (``storage_engine.record.rewrite``): retained records are copied as bytes; a rebuilt batch's
+   base timestamp is Kafka's (the first survivor's, or the delete horizon), and only a record
+   whose delta against it changes is rewritten, and then only its timestamp delta.
 2. **Plan** (pure, ``plan``): the cleanable range, the dirty ratio, grouping (``LogToClean``).
 3. **I/O**: ``inputs`` (the segments a pass reads), ``dirty_scan`` (map building's walk),
    ``recopy`` (one group into a staged segment), ``cleaner`` (:class:`Cleaner`: a partition's
@@ -60,9 +61,6 @@ Where this differs from Kafka, and why:
   as an empty header if nothing in it survives: Kafka keeps it when its next offset is the
   round's upper bound. Keeping it always means the swap's last segment always ends where the
   replaced range ended, which is what the loader needs to find every replaced segment.
-* A rebuilt batch keeps its original ``baseTimestamp`` (or its delete horizon) instead of the
-  first surviving record's timestamp, so the surviving records' timestamp deltas stay valid
-  and their bytes are copied unchanged; every record's timestamp reads the same.
 * When the offset map is full, keys already in it are still updated; the pass stops at the
   first *new* key that does not fit (Kafka stops at the first record once full).
 * A magic 0/1 compressed wrapper that loses records is rewritten as uncompressed messages

@@ -98,6 +98,9 @@ def _check_level(codec: CompressionType, level: int | None) -> None:
         raise ValueError(f"Invalid {codec.kafka_name} compression level {level}: allowed {lo}..{hi}")
 
 
+_GZIP_OS_BYTE = 9  # RFC 1952: ID1 ID2 CM FLG MTIME(4) XFL OS
+
+
 def compress(codec: CompressionType | int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
     """Compress ``data`` into the stream Kafka writes for ``codec`` (``NONE`` returns it as bytes).
 
@@ -109,9 +112,13 @@ def compress(codec: CompressionType | int, data: bytes | bytearray | memoryview,
     if codec is CompressionType.NONE:
         return bytes(data)
     if codec is CompressionType.GZIP:
-        # wbits 31: a gzip member with mtime 0 and no name, deterministic like the JDK's header.
+        # wbits 31: a gzip member with mtime 0 and no name, deterministic like the JDK's header;
+        # its OS byte is the JDK's too (255, "unknown", since JDK 16), not zlib's 3 (Unix), so a
+        # batch Kafka's cleaner and ours rebuild compresses to the same bytes.
         c = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)
-        return c.compress(data) + c.flush()
+        member = bytearray(c.compress(data) + c.flush())
+        member[_GZIP_OS_BYTE] = 0xFF
+        return bytes(member)
     if codec is CompressionType.SNAPPY:
         view = memoryview(data)
         parts = [_XERIAL_HEADER]
@@ -131,8 +138,12 @@ def compress(codec: CompressionType | int, data: bytes | bytearray | memoryview,
             content_checksum=False,
             store_size=False,
         )
-    # ZSTD
-    return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
+    # ZSTD, framed as Kafka's ZstdOutputStream writes it: the size not pledged (no content size
+    # in the frame header, the window of an unknown size), the data flushed as blocks, then the
+    # end of the frame as an empty last block; so Kafka's cleaner and ours write the same bytes.
+    stream = zstandard.ZstdCompressor(level=3 if level is None else level).compressobj()
+    return (stream.compress(data) + stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+            + stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
 
 
 def decompress(codec: CompressionType | int, data: bytes | bytearray | memoryview, *, legacy_lz4: bool = False) -> bytes:

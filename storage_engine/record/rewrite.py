@@ -67,19 +67,30 @@ def rebuild_v2_batch(header: BatchHeader, buf: bytes, spans: list[tuple[int, int
     """The byte side of Kafka's ``filterTo`` for one v2 batch: the records of ``buf`` (the batch's
     records, decompressed) at ``spans`` (``(start, end, timestamp delta)`` of each survivor) under
     a new header with the batch's offsets, epoch and producer fields, compressed with its codec.
-    With ``horizon_ms`` the delete horizon is stamped: it becomes the base timestamp and each
-    record's delta is rewritten against it. Returns the bytes and the batch's max timestamp."""
+    Returns the bytes and the batch's max timestamp.
+
+    The base timestamp is what Kafka's ``MemoryRecordsBuilder`` gives the rebuilt batch: the
+    delete horizon when ``horizon_ms`` stamps one or the batch has one, else the first survivor's timestamp (its
+    ``LOG_APPEND_TIME``, the original max timestamp, for such a batch); each record's delta is
+    rewritten against it only where it changes, so a batch that keeps its first record copies
+    every record's bytes as they are.
+    """
     base_ts = header.base_timestamp
+    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    attributes = header.attributes
     if horizon_ms is not None:
-        parts = [restamp_record(buf[s:e], base_ts + d - horizon_ms) for s, e, d in spans]
         new_base_ts, attributes = horizon_ms, header.attributes | ATTR_DELETE_HORIZON
+    elif header.has_delete_horizon:  # stamped by an earlier pass: the horizon stays the base
+        new_base_ts = base_ts
+    elif log_append:
+        new_base_ts = header.max_timestamp
     else:
-        parts = [buf[s:e] for s, e, _ in spans]
-        new_base_ts, attributes = base_ts, header.attributes
-    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
-        max_ts = header.max_timestamp
-    else:
-        max_ts = base_ts + max(d for _, _, d in spans)
+        new_base_ts = base_ts + spans[0][2]
+    parts = []
+    for s, e, d in spans:
+        delta = (header.max_timestamp if log_append else base_ts + d) - new_base_ts
+        parts.append(buf[s:e] if delta == d else restamp_record(buf[s:e], delta))
+    max_ts = header.max_timestamp if log_append else base_ts + max(d for _, _, d in spans)
     payload = b"".join(parts)
     codec = header.attributes & 0x07
     if codec:

@@ -7,9 +7,11 @@ dependencies with Maven into a cache (``$LOGPLAT_KAFKA_CACHE``, default
 metadata log apart in a work folder of ours, and stops it cleanly (SIGTERM: the broker writes
 ``.kafka_cleanshutdown``) or kills it.
 
-The broker's own log is ``server.log``; the cleaner's statistics (``kafka.log.LogCleaner``, and
-``org.apache.kafka.storage.internals.log.LogCleaner`` since 4.x) go to ``log-cleaner.log``, as
-in Kafka's own ``config/log4j2.yaml``. Both are in the work folder.
+The broker's own log is ``server.log``; the cleaner's steps (``kafka.log.LogCleaner``, and
+``org.apache.kafka.storage.internals.log.LogCleaner`` and ``Cleaner`` since 4.x) and its
+statistics (``LogCleaner$CleanerThread``: a ``$`` name is no child of ``LogCleaner`` in log4j's
+dotted hierarchy, so it is named on its own) go to ``log-cleaner.log``, as in Kafka's own
+``config/log4j2.yaml``. Both are in the work folder.
 
 :class:`KafkaUnavailable` means Java or Maven is missing or Maven Central cannot be reached: the
 tests skip with its message. Any other failure (the broker exits, never serves) is an error.
@@ -70,6 +72,10 @@ logger.cleaner3.name = org.apache.kafka.storage.internals.log.Cleaner
 logger.cleaner3.level = INFO
 logger.cleaner3.additivity = false
 logger.cleaner3.appenderRef.cleaner.ref = cleaner
+logger.cleaner4.name = org.apache.kafka.storage.internals.log.LogCleaner$CleanerThread
+logger.cleaner4.level = INFO
+logger.cleaner4.additivity = false
+logger.cleaner4.appenderRef.cleaner.ref = cleaner
 """
 
 

@@ -1,0 +1,174 @@
+"""Benchmark: our cleaner against Kafka 4.4's LogCleaner, the same log, the same run.
+
+The log is written once by our engine (``bench_compaction.generate``: 128 MB segments of
+uncompressed 1,000-odd-record batches, 16-byte keys, ``--value-size`` values, keys drawn from
+``--live-fraction`` of the records, or every key distinct with ``--live-fraction 1``), copied,
+and installed under a stopped broker's partition (``tests/helpers/kafka_broker.install_partition``:
+a cleanly shut down log, no recovery). The broker restarts with one cleaner thread
+(``log.cleaner.threads=1``) and cleans it; its figures come from its own statistics in
+``log-cleaner.log`` (``LogCleaner$CleanerThread``: elapsed, bytes, messages, the indexing /
+cleaning split, "Buffer utilization"), and its wall time from the log's own timestamps
+("Beginning cleaning of log" to the statistics). Ours cleans the copy in this process, single
+threaded: :class:`~storage_engine.cleaner.Cleaner`'s wall time and its stats (map building =
+Kafka's indexing, recopy = its cleaning).
+
+Memory per key: Kafka's dedupe buffer (``log.cleaner.dedupe.buffer.size``, 128 MiB default)
+holds 24-byte entries (16-byte MD5 + 8-byte offset, its ``SkimpyOffsetMap``) up to the load
+factor; ours charges :func:`~storage_engine.cleaner.offset_map.entry_cost` a key.
+
+Usage: ``python bench/bench_kafka_cleaner.py [--size-mb 200] [--value-size 100]
+[--live-fraction 0.01] [--dir DIR] [--keep]``. Needs Java and Maven (Kafka's jars are fetched
+once into a cache). Prints one line per figure; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_compaction import MB, NOW, SEGMENT_BYTES, generate  # noqa: E402
+
+from storage_engine.cleaner import LogCleaner  # noqa: E402
+from storage_engine.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, entry_cost  # noqa: E402
+from storage_engine.logdir.manager import LogManager  # noqa: E402
+from tests.helpers.kafka_broker import KafkaBroker, install_partition, kafka_distribution  # noqa: E402
+
+GOAL = 1.5  # ours within 1.5x Kafka's time
+DEDUPE_BUFFER = 128 * MB  # log.cleaner.dedupe.buffer.size, Kafka's default
+LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor, Kafka's default
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES), "min.compaction.lag.ms": "0",
+                 "min.cleanable.dirty.ratio": "0.01"}
+_STAMP = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
+
+
+class FullJitBroker(KafkaBroker):
+    """The tests' broker without ``-XX:TieredStopAtLevel=1``: that flag (C1 only) starts the JVM
+    faster for the tests but slows the cleaner's loops; Kafka is measured with its full JIT."""
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [a for a in super()._java(main, *args) if a != "-XX:TieredStopAtLevel=1"]
+
+
+@dataclass
+class KafkaStats:
+    """Kafka's cleaner statistics block for one log (``LogCleaner.recordStats``)."""
+
+    elapsed_s: float  # "processed in N seconds"
+    wall_s: float  # "Beginning cleaning of log" to the statistics, from the log's timestamps
+    mb_read: float
+    index_s: float
+    clean_s: float
+    buffer_utilization: float
+    messages_read: int
+    messages_written: int
+
+
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def parse_kafka_stats(text: str, log: str) -> KafkaStats | None:
+    """The statistics of the first cleaning of ``log`` in ``log-cleaner.log``'s text, if done."""
+    begin = re.search(_STAMP + rf" INFO Cleaner 0: Beginning cleaning of log {re.escape(log)} ", text)
+    block = re.search(
+        _STAMP + r" INFO \[kafka-log-cleaner-thread-0\]: \n\tLog cleaner thread 0 cleaned log "
+        + re.escape(log) + r" .*?\n"
+        r"\t([\d.]+) MB of log processed in ([\d.]+) seconds.*?\n"
+        r"\tIndexed [\d.]+ MB in ([\d.]+) seconds.*?\n"
+        r"\tBuffer utilization: ([\d.]+)%\n"
+        r"\tCleaned [\d.]+ MB in ([\d.]+) seconds.*?\n"
+        r"\tStart size: [\d.]+ MB \(([\d,]+) messages\)\n"
+        r"\tEnd size: [\d.]+ MB \(([\d,]+) messages\)", text)
+    if begin is None or block is None:
+        return None
+    stamp, mb, elapsed, index_s, util, clean_s, start_n, end_n = block.groups()
+    return KafkaStats(float(elapsed), _stamp(stamp) - _stamp(begin.group(1)), float(mb), float(index_s),
+                      float(clean_s), float(util) / 100, int(start_n.replace(",", "")), int(end_n.replace(",", "")))
+
+
+def clean_with_kafka(work: Path, source: Path, timeout_s: float) -> KafkaStats:
+    """Create the topic, install our log under the stopped broker, restart, wait for the stats."""
+    broker = FullJitBroker(work / "kafka", kafka_distribution(), overrides={"log.cleaner.threads": "1"})
+    try:
+        broker.start()
+        broker.create_topic("t", TOPIC_CONFIGS)
+        broker.stop()
+        install_partition(broker, "t", 0, source)
+        broker.start()
+        deadline = time.monotonic() + timeout_s
+        while (stats := parse_kafka_stats(broker.cleaner_log.read_text(), "t-0")) is None:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"Kafka's cleaner did not report t-0 within {timeout_s} s")
+            time.sleep(0.2)
+        return stats
+    finally:
+        broker.stop()
+        broker.kill()
+
+
+def clean_ours(root: Path) -> tuple[float, object]:
+    with LogManager([root]) as manager:
+        log = manager.get_log("t", 0)
+        cleaner = LogCleaner(manager).cleaner
+        start = time.perf_counter()
+        report = cleaner.clean(log, now_ms=NOW, force=True)
+        return time.perf_counter() - start, report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mb", type=int, default=200)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--live-fraction", type=float, default=0.01)
+    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--timeout", type=float, default=600)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-kafka-cleaner-", dir=args.dir))
+    try:
+        ours_root, kafka_source = work / "ours", work / "source"
+        info = generate(ours_root, args.size_mb * MB, args.value_size, args.live_fraction)
+        shutil.copytree(ours_root, kafka_source)
+        ours_s, report = clean_ours(ours_root)
+        kafka = clean_with_kafka(work, kafka_source, args.timeout)
+        stats = report.stats
+        mb = info["bytes"] / MB
+        keys = info["keys"]
+        print(f"log: {mb:.0f} MB, {info['records']:,} records, {keys:,} keys, {info['segments']} segments, "
+              f"{args.value_size}-byte values")
+        print(f"kafka: {kafka.elapsed_s:.1f} s by its stats ({kafka.mb_read / max(kafka.elapsed_s, 1e-9):.1f} MB/s), "
+              f"{kafka.wall_s:.2f} s from its log's timestamps; indexing {kafka.index_s:.1f} s, "
+              f"cleaning {kafka.clean_s:.1f} s; {kafka.messages_read:,} -> {kafka.messages_written:,} messages")
+        print(f"ours: {ours_s:.2f} s ({mb / ours_s:.1f} MB/s, {info['records'] / ours_s / 1e3:.0f}k records/s); "
+              f"map building {stats.index_seconds:.2f} s, recopy {stats.clean_seconds:.2f} s, "
+              f"header scan {stats.scan_seconds:.2f} s, swap {stats.swap_seconds:.2f} s; "
+              f"{stats.records_read:,} -> {stats.records_written:,} records")
+        print(f"ratio: ours / Kafka = {ours_s / kafka.wall_s:.2f}x the time (goal: <= {GOAL}x Kafka's time, "
+              f"{'met' if ours_s <= GOAL * kafka.wall_s else 'not met'})")
+        slots = DEDUPE_BUFFER // KAFKA_BYTES_PER_ENTRY
+        print(f"kafka memory: {KAFKA_BYTES_PER_ENTRY} B/key, dedupe buffer {DEDUPE_BUFFER // MB} MiB = {slots:,} slots "
+              f"({int(slots * LOAD_FACTOR):,} keys at load factor {LOAD_FACTOR}); buffer utilization "
+              f"{kafka.buffer_utilization:.1%} ({keys:,} keys / {slots:,} slots = {keys / slots:.1%})")
+        print(f"ours memory: {entry_cost(16)} B/key (16-byte keys), {entry_cost(16) / KAFKA_BYTES_PER_ENTRY:.1f}x "
+              f"Kafka's; the same {DEDUPE_BUFFER // MB} MiB holds {int(DEDUPE_BUFFER * LOAD_FACTOR) // entry_cost(16):,} "
+              f"keys; passes {report.passes}")
+    finally:
+        if args.keep:
+            print(f"kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
