@@ -9,6 +9,7 @@ generation counter, and retry when a segment they were about to use was swapped 
 from __future__ import annotations
 
 import bisect
+import contextlib
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
@@ -413,6 +414,13 @@ class Log:
             self.log_dir.recovery_points.update({(self.topic, self.partition): self.recovery_point})
         if current:
             self._snapshot_producers()
+            # Kafka's LogSegment.close: the active segment's largest timestamp as its time index's
+            # final entry. A broker loading the folder after a clean shutdown takes a segment's
+            # largest timestamp from there alone (ListOffsets MAX_TIMESTAMP, time retention).
+            # As in Kafka, a time index that refuses it (damaged, or a full disk) does not stop
+            # the close: the entry is what a later load would otherwise read from the batches.
+            with contextlib.suppress(LogError, OSError):
+                self.active_segment.append_final_time_index_entry()
         # Kafka trims every index on close (the next writer re-extends the active one).
         for seg in self.segments:
             seg.close(trim_indexes=current)

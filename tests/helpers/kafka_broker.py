@@ -332,6 +332,17 @@ class KafkaBroker:
 
         return KafkaProducer(bootstrap_servers=self.bootstrap, **config)
 
+    def offsets(self, topic: str, partition: int = 0) -> tuple[int, int]:
+        """(log start offset, high watermark) as ListOffsets answers them (earliest, latest)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        tp = TopicPartition(topic, partition)
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)
+        try:
+            return consumer.beginning_offsets([tp])[tp], consumer.end_offsets([tp])[tp]
+        finally:
+            consumer.close()
+
     def consume(self, topic: str, partition: int = 0, *, isolation_level: str = "read_uncommitted",
                 timeout_s: float = 30) -> list:
         """Every record of ``topic-partition`` a real consumer fetches, from the log start to the

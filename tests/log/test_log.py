@@ -94,6 +94,26 @@ def test_active_index_preallocated_then_trimmed_on_roll_and_close(tmp_path):
     assert os.path.getsize(path) == 8 * 2  # trimmed on close: 3 appends, first never indexed
 
 
+def test_close_writes_the_active_segments_largest_timestamp_as_its_final_time_index_entry(tmp_path):
+    """Kafka's ``LogSegment.close``: a broker loading the folder after a clean shutdown reads a
+    segment's largest timestamp from its time index alone (ListOffsets MAX_TIMESTAMP); without
+    the entry it answered with an older segment's record."""
+    from storage_engine.index.time_index import TimeIndex
+
+    with open_topic(tmp_path / "one") as m:  # index.interval.bytes 4096: no entry while appending
+        log = m.get_log("t", 0)
+        log.append(records(3, ts=5_000))
+        log.append([ProducerRecord(b"late", b"v", 9_000), ProducerRecord(b"early", b"v", 1_000)])
+        path = log.active_segment.time_index.path
+        assert log.active_segment.time_index.entries == 0
+    index = TimeIndex(path, 0)
+    assert index.entries == 1 and index.last_entry().timestamp == 9_000
+    assert index.last_entry().offset in (3, 4)  # in the batch holding it, where a lookup reads from
+    with open_topic(tmp_path / "empty") as m:
+        m.get_log("t", 0)
+    assert os.path.getsize(tmp_path / "empty" / "t-0" / "00000000000000000000.timeindex") == 0  # nothing to index
+
+
 def test_roll_when_the_offset_index_is_full(tmp_path):
     with open_topic(tmp_path, index_interval_bytes=1, segment_index_bytes=24) as m:
         log = m.get_log("t", 0)

@@ -381,7 +381,7 @@ def test_a_produce_whose_undo_fails_too_stops_the_writer_and_leaves_the_dir_to_r
     monkeypatch.setattr(os, "ftruncate", real_ftruncate)
     (small_fs / "filler").unlink()
     with pytest.raises(UndoFailedError, match="an earlier write here failed and undoing it failed too"):
-        log.append(records(1, start=10, value_size=100), now=1000)
+        log.append(records(1, start=12, value_size=100), now=1000)
     manager.close()
     assert not (root / ".kafka_cleanshutdown").exists()
 
@@ -404,6 +404,7 @@ def test_a_roll_whose_undo_fails_too_stops_the_writer(tmp_path, monkeypatch):
     part = root / "t-0"
     with LogManager([root]) as manager:
         log = manager.get_log("t", 0)
+        log.append(records(2, start=10, value_size=100), now=1000)  # past the close's final entry: the roll writes one
         real_pwrite = os.pwrite
 
         def failing_pwrite(fd: int, data: bytes, offset: int) -> int:
@@ -423,8 +424,8 @@ def test_a_roll_whose_undo_fails_too_stops_the_writer(tmp_path, monkeypatch):
         assert refused.value.__notes__ == ["undoing the roll failed too: [Errno 5] Input/output error: "
                                            f"'{part / '00000000000000000000.timeindex'}'"]
         with pytest.raises(UndoFailedError, match=r"an earlier write here failed and undoing its roll failed too"):
-            log.append(records(1, start=10, value_size=100), now=1000)
-    assert offsets(root) == list(range(10))
+            log.append(records(1, start=12, value_size=100), now=1000)
+    assert offsets(root) == list(range(12))
 
 
 def test_a_topic_create_refused_after_its_metadata_leaves_nothing_behind(tmp_path):
@@ -460,6 +461,7 @@ def test_a_roll_whose_new_segment_cannot_be_removed_stops_the_writer(tmp_path, m
     time_index = root / "t-0" / "00000000000000000000.timeindex"
     with LogManager([root]) as manager:
         log = manager.get_log("t", 0)
+        log.append(records(2, start=10, value_size=100), now=1000)  # past the close's final entry: the roll writes one
         before = time_index.read_bytes()
 
         real_fsync = os.fsync
@@ -484,9 +486,9 @@ def test_a_roll_whose_new_segment_cannot_be_removed_stops_the_writer(tmp_path, m
         assert refused.value.__notes__[0].startswith("undoing the roll failed too: [Errno 5]")
         assert len(time_index.read_bytes().rstrip(b"\0")) > len(before.rstrip(b"\0"))  # the final entry stays
         with pytest.raises(UndoFailedError, match="undoing its roll failed too"):
-            log.append(records(1, start=10, value_size=100), now=1000)
+            log.append(records(1, start=12, value_size=100), now=1000)
     assert logctl(root, "verify").returncode == 0  # recovered at the next open, nothing understated
-    assert offsets(root) == list(range(10))
+    assert offsets(root) == list(range(12))
 
 
 def test_recovery_on_a_full_disk_names_the_index_it_could_not_write(small_fs):
@@ -497,6 +499,8 @@ def test_recovery_on_a_full_disk_names_the_index_it_could_not_write(small_fs):
     create(root)
     assert logctl(root, "produce", "t", "--partition", "0", stdin=lines(10)).returncode == 0
     (root / ".kafka_cleanshutdown").unlink()
+    for index in (root / "t-0").glob("*index"):  # lost with the crash: recovery writes them anew
+        index.unlink()
     _fill(small_fs / "filler")
     result = logctl(root, "produce", "t", "--partition", "0", stdin=lines(1, start=10))
     assert_one_line_error(result, "No space left on device", str(root / "t-0" / "00000000000000000000."))
