@@ -256,9 +256,10 @@ def _verify_txn_index(seg: LogSegment, derived: list[AbortedTxn], aborts: set[tu
     this file alone, so an entry missing is aborted records served as committed. The cleaner
     keeps the entry of an ABORT marker it keeps after removing the transaction's batches (as
     Kafka's does), which no batch makes any more: an entry whose marker is in the segment is
-    fine. An entry's last stable offset may be lower than the batches now say (compaction can
-    remove the first batch of a transaction that was open then): a lower one only makes a
-    broker look further for aborted transactions."""
+    fine. An entry's first offset and last stable offset may be lower than the batches now say:
+    a cleaning up to the active segment removes the first batches of a transaction that goes on
+    past it, or of another producer's transaction that was open then (seen on a live broker's
+    cleaned log); lower ones only make a broker filter and look further back."""
     txn_index = seg.txn_index
     try:
         txn_index.forget()
@@ -273,7 +274,7 @@ def _verify_txn_index(seg: LogSegment, derived: list[AbortedTxn], aborts: set[tu
         if have is None:
             problems.append(f"{txn_index.path}: no entry for the transaction of producer {want.producer_id} aborted at "
                             f"offset {want.last_offset}: a broker serves its records to read_committed consumers")
-        elif have.first_offset != want.first_offset or have.last_stable_offset > want.last_stable_offset:
+        elif have.first_offset > want.first_offset or have.last_stable_offset > want.last_stable_offset:
             problems.append(f"{txn_index.path}: the entry for the transaction of producer {want.producer_id} aborted at "
                             f"offset {want.last_offset} says first offset {have.first_offset} and last stable offset "
                             f"{have.last_stable_offset}; the batches say {want.first_offset} and {want.last_stable_offset}")
