@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from storage_engine.errors import LogError
+from storage_engine.errors import LogError, NotRegularFileError
 from storage_engine.files.naming import segment_file
 from storage_engine.index import AbortedTxn, CorruptTxnIndexError, TransactionIndex
 from storage_engine.log.checkpoint import RECOVERY_POINT_CHECKPOINT, write_checkpoint
@@ -188,5 +188,26 @@ def test_the_cleaned_segment_keeps_the_entries_of_the_markers_it_keeps(tmp_path)
         # active producer's last batch), which this pass removes again, so its entry stays
         assert log.segments[0].txn_index.entries == [AbortedTxn(1, 4, 5, 6)]
         assert verify_log(log).ok, verify_log(log).problems
+    finally:
+        m.close()
+
+
+def test_a_marker_whose_entry_cannot_be_written_is_undone(tmp_path):
+    """The marker and its entry go in together: an entry refused (here the index's name is taken
+    by a directory) takes the marker back out, so no ABORT stands in the log without its entry."""
+    m = open_topic(tmp_path)
+    try:
+        log = m.get_log("t", 0)
+        w = TxnWriter(log)
+        w.data(1, ("a", "1"))
+        assert log.segments[0].txn_index.entries == []  # read before the name is taken
+        blocker = segment_file(tmp_path / "t-0", 0, ".txnindex")
+        blocker.mkdir()
+        with pytest.raises(NotRegularFileError):
+            w.abort(1)
+        blocker.rmdir()
+        assert log.log_end_offset == 1 and [h.is_control for h in (b.header for b in log.iter_batches())] == [False]
+        w.abort(1)
+        assert log.segments[0].txn_index.entries == [AbortedTxn(1, 0, 1, 2)]
     finally:
         m.close()
