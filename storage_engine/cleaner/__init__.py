@@ -55,8 +55,12 @@ Where this differs from Kafka, and why:
 
 * One swap replaces *all* groups of a pass at once (Kafka swaps group by group), so a kill
   leaves the whole pass done or undone.
-* Aborted transactions come from scanning the log's ABORT markers (there is no ``.txnindex``):
-  a marker aborts its producer's transactional batches since that producer's previous marker.
+* Aborted transactions come from scanning the log's ABORT markers, not from the ``.txnindex``
+  files Kafka reads (``collectAbortedTransactions``): a marker aborts its producer's
+  transactional batches since that producer's previous marker, and a directory whose
+  transaction indexes are missing (written before the engine wrote them, or damaged) is still
+  cleaned right. The entries are the ones the appender writes (``log.aborted_txns``), and the
+  cleaned segment's ``.txnindex`` gets those of the markers kept, as Kafka's does.
 * The last batch of the round (the last batch of the last recopied segment) is always kept,
   as an empty header if nothing in it survives: Kafka keeps it when its next offset is the
   round's upper bound. Keeping it always means the swap's last segment always ends where the

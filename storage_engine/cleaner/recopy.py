@@ -40,13 +40,17 @@ def recopy_group(
 ) -> LogSegment:
     """Filter a group of segments into one replacement segment in ``directory`` with the first
     input's base offset and the last input's mtime, flushed, under the staging suffix (see
-    ``Cleaner._swap``). Deletes its output if anything fails; a write refused for want of room
+    ``Cleaner._swap``). Its ``.txnindex`` holds the aborted transactions whose ABORT marker the
+    filter kept because it dropped batches of theirs in this pass (Kafka's
+    ``CleanedTransactionMetadata`` re-appends those to the cleaned segment's index; a marker
+    kept only for its delete horizon gets no entry, as in Kafka). Deletes its output if anything fails; a write refused for want of room
     (``WRITE_REFUSED``) is a :class:`CompactionWriteError` naming partition ``tp`` and the file,
     as produce names them."""
     base = group[0].base_offset
     for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         segment_file(directory, base, sfx + STAGING_SUFFIX).unlink(missing_ok=True)
     cleaned = LogSegment(directory, base, config, file_suffix=STAGING_SUFFIX, create=True)
+    retained_before = len(bfilter.tracker.retained_aborted)
     try:
         for seg in group:
             bfilter.path = str(seg.path)  # what an error about one of its batches names
@@ -73,6 +77,8 @@ def recopy_group(
             if out:
                 cleaned.append(largest, max_ts, offset_of_max, b"".join(out))
                 throttle(out_bytes)
+        for txn in bfilter.tracker.retained_aborted[retained_before:]:
+            cleaned.txn_index.append(txn)
         cleaned.on_become_inactive()
         cleaned.flush()
         cleaned.set_last_modified(group[-1].mtime_ms)

@@ -12,17 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
+from ..index import AbortedTxn
+from ..log.aborted_txns import AbortedTxnTracker
 from ..record.control import ControlRecordType
 from ..record.records import BatchHeader
-
-
-@dataclass(frozen=True)
-class AbortedTxn:
-    """An aborted transaction: its producer, first data offset and the ABORT marker's offset."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
 
 
 @dataclass(frozen=True)
@@ -57,12 +50,15 @@ class ProducerStateBuilder:
     producer's previous marker; a COMMIT marker (type 1) commits them. Transactional batches
     with no marker yet form an open transaction, and the first offset of the oldest one is the
     last stable offset: the cleaner never goes beyond it. An empty control batch (a
-    marker whose transaction compaction already removed) changes nothing, as in Kafka.
+    marker whose transaction compaction already removed) changes nothing, as in Kafka. The
+    aborted transactions are the ``.txnindex`` entries the appender wrote for them
+    (``AbortedTxnTracker``, the one rule), so the cleaner re-appends them as they were.
     """
 
     def __init__(self) -> None:
         self._aborted: list[AbortedTxn] = []
-        self._open: dict[int, int] = {}
+        self._txns = AbortedTxnTracker()
+        self._open = self._txns.ongoing
         self._last_data: dict[int, int] = {}
         self._epoch: dict[int, int] = {}
 
@@ -70,19 +66,14 @@ class ProducerStateBuilder:
         pid = header.producer_id
         if header.magic < 2 or pid < 0:
             return
-        if header.is_control:
-            if control_type is None:
-                return
-            self._epoch[pid] = header.producer_epoch
-            if control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                first = self._open.pop(pid, None)
-                if first is not None and control_type == ControlRecordType.ABORT:
-                    self._aborted.append(AbortedTxn(pid, first, header.last_offset))
+        if header.is_control and control_type is None:
             return
         self._epoch[pid] = header.producer_epoch
-        self._last_data[pid] = header.last_offset
-        if header.is_transactional and pid not in self._open:
-            self._open[pid] = header.base_offset
+        if not header.is_control:
+            self._last_data[pid] = header.last_offset
+        aborted = self._txns.observe(header, control_type)
+        if aborted is not None:
+            self._aborted.append(aborted)
 
     def snapshot(self, log_end_offset: int) -> ProducerSnapshot:
         last = {pid: LastRecord(self._last_data.get(pid), epoch) for pid, epoch in self._epoch.items()}
@@ -119,7 +110,7 @@ class TransactionTracker:
             heapq.heappush(self._pending, (txn.first_offset, n, txn))
         self._aborted_ongoing: dict[int, list] = {}  # pid -> [txn, last observed batch offset or None]
         self._committed_ongoing: set[int] = set()
-        self.retained_aborted: list[AbortedTxn] = []  # ABORT markers kept (Kafka's cleaned .txnindex)
+        self.retained_aborted: list[AbortedTxn] = []  # ABORT markers kept: the cleaned .txnindex
 
     def _consume_up_to(self, offset: int) -> None:
         pending = self._pending

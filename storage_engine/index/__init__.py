@@ -1,4 +1,5 @@
-"""Kafka's sparse segment indexes: ``.index`` (offset -> position) and ``.timeindex`` (time -> offset).
+"""Kafka's segment indexes: the sparse ``.index`` (offset -> position) and ``.timeindex``
+(time -> offset), and the ``.txnindex`` of aborted transactions (``txn_index``, its own rules).
 
 Byte format (Kafka's ``OffsetIndex``, ``TimeIndex``, ``TransactionIndex``), big-endian, fixed-size entries:
 
@@ -36,8 +37,13 @@ from .abstract import (
 )
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
+from .txn_index import AbortedTxn, CorruptTxnIndexError, TransactionIndex, TxnIndexMark
 
 __all__ = [
+    "AbortedTxn",
+    "CorruptTxnIndexError",
+    "TransactionIndex",
+    "TxnIndexMark",
     "AbstractIndex",
     "DEFAULT_MAX_INDEX_SIZE",
     "IndexMark",

@@ -24,6 +24,7 @@ from ..record import (
     set_base_offset,
     verify_batch,
 )
+from ..record.control import CONTROL_KEY, END_TXN_MARKER_VALUE, ControlRecordType
 
 _BASE_OFFSET = struct.Struct(">q")
 
@@ -149,6 +150,21 @@ def build_batch(
     batch = _encode(encoded, base_offset, config, target_compression(config, compression), now_ms)
     _check_size(len(batch.data), config, tp)
     return batch
+
+
+def build_end_txn_marker(producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int,
+                         base_offset: int, config: LogConfig, now_ms: int) -> ValidatedBatch:
+    """A transaction's COMMIT or ABORT marker as Kafka's coordinator has the leader append it
+    (``MemoryRecords.withEndTransactionMarker``: one control record, key ``version 0 | type``,
+    value ``version 0 | coordinator epoch``, timestamp now, a transactional control batch of
+    the producer's id and epoch, no sequence)."""
+    if producer_id < 0 or producer_epoch < 0:
+        raise InvalidRecordError(f"an end transaction marker needs a producer id and epoch, got {producer_id} and "
+                                 f"{producer_epoch}")
+    control_type = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    record = Record(base_offset, now_ms, CONTROL_KEY.pack(0, control_type), END_TXN_MARKER_VALUE.pack(0, coordinator_epoch))
+    return _encode([record], base_offset, config, CompressionType.NONE, now_ms, producer_id=producer_id,
+                   producer_epoch=producer_epoch, is_transactional=True, is_control=True)
 
 
 def _can_skip_record_checks(header, codec: CompressionType, config: LogConfig, now_ms: int) -> bool:

@@ -17,8 +17,16 @@ from ..errors import AppendFailedError, LogError, OffsetOverflowError, UndoFaile
 from ..faults import crash_point
 from ..files.naming import segment_file
 from ..limits import LONG_MAX
-from ..record import CompressionType
-from .append_validation import ProducerRecord, ValidatedBatch, build_batch, validate_producer_batch
+from ..record import CompressionType, scan_batches
+from ..record.control import ControlRecordType
+from .aborted_txns import AbortedTxnTracker
+from .append_validation import (
+    ProducerRecord,
+    ValidatedBatch,
+    build_batch,
+    build_end_txn_marker,
+    validate_producer_batch,
+)
 from .segment import AppendMark, LogSegment, now_ms
 
 if TYPE_CHECKING:
@@ -166,6 +174,42 @@ class LogAppender:
             batch = validate_producer_batch(data, base_offset=log._leo, config=log.config, now_ms=now, tp=log.tp)
             self._check_offsets_fit(batch.last_offset + 1)
             return self._append_validated(batch, now)
+
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
+                              coordinator_epoch: int = 0, now: int | None = None) -> AppendInfo:
+        """End the producer's transaction with a COMMIT or ABORT marker, as Kafka's transaction
+        coordinator does through the leader (``WriteTxnMarkers``, append origin COORDINATOR:
+        the one writer allowed control batches). An ABORT that ends a non-empty transaction
+        also appends its entry to the active segment's ``.txnindex``, after the marker and with
+        the last stable offset just after it (``UnifiedLog.append``: ``segment.updateTxnIndex``
+        with ``producerStateManager.lastStableOffset(completedTxn)``, ``aborted_txns``). The
+        call is flushed before it returns, and a failure undoes both (``_undo``). A kill
+        between the two leaves the marker without its entry, past the recovery point: the
+        recovery after that kill rebuilds the index, and ``verify`` names the gap until then."""
+        log = self.log
+        now = now_ms() if now is None else now
+        log._require_producible()
+        with log.lock.hold():
+            log._sync_locked()
+            self._check_offsets_fit(log._leo + 1)
+            batch = build_end_txn_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                                         base_offset=log._leo, config=log.config, now_ms=now)
+            producers = log._producer_state_locked()
+            open_txns = AbortedTxnTracker({pid: e.current_txn_first_offset for pid, e in producers.producers.items()
+                                           if e.current_txn_first_offset >= 0})
+            header = next(iter(scan_batches(bytes(batch.data)))).header
+            entry = open_txns.observe(header, ControlRecordType.COMMIT if commit else ControlRecordType.ABORT)
+            mark = self._tail_mark()
+            try:
+                info = self._append_validated(batch, now)
+                if entry is not None:
+                    crash_point("append.before-txn-index")
+                    log.active_segment.txn_index.append(entry)
+                self.flush_locked(now)
+            except BaseException as exc:
+                self._undo(mark, exc)
+                raise
+            return info
 
     def _check_offsets_fit(self, next_offset: int) -> None:
         """Refuse, before anything is written, an append after which the log end offset would

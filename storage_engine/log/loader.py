@@ -14,9 +14,14 @@ looks; any temporary file it finds was left by a process that died. In order:
    non-swap file whose base offset lies in ``[min swap base, max swap next offset)`` is
    deleted (the segments the swap replaces), then the ``.swap`` suffixes are dropped.
 4. Index files without a ``.log`` are deleted (orphans); a read-only view (``verify``) names them.
-5. A segment whose ``.index`` or ``.timeindex`` is missing or fails its sanity check is
-   recovered, which rebuilds both from the ``.log`` (Kafka only rebuilds on a missing offset
-   index; rebuilding the time index too keeps timestamp lookups and retention right).
+5. A segment whose ``.index`` or ``.timeindex`` is missing or fails its sanity check, or whose
+   ``.txnindex`` is damaged, is recovered, which rebuilds all three from the ``.log`` (Kafka
+   only rebuilds on a missing offset index or a corrupt transaction index; rebuilding the time
+   index too keeps timestamp lookups and retention right). A missing ``.txnindex`` is no
+   reason: it means "no aborted transaction here", to Kafka and to us. A recovery rebuilds the
+   transaction index from the transactions open at the segment's base offset, which the
+   producer snapshots and the batches before it give (``transactions_open_at``, Kafka's
+   ``LogLoader.recoverSegment``).
 6. Segments wholly below the checkpointed log start offset are deleted: retention commits a
    deletion by writing that checkpoint first, so these are deletions a crash interrupted, or
    what ``delete-records`` left for the next retention (a read-only view just leaves them out).
@@ -76,6 +81,8 @@ from ..files.naming import (
     offset_from_file_name,
 )
 from ..record import verify_batch
+from .aborted_txns import AbortedTxnTracker
+from .producer_state import transactions_open_at
 from .segment import LogSegment
 from .segment_recovery import index_problem, read_end, tail_state, valid_prefix
 from .staging import remove_staging_if_idle
@@ -448,12 +455,17 @@ class LogLoader:
         for name in self._orphaned_index_files():
             os.unlink(self.dir / name)
             self.actions.append(f"removed orphaned index file {name}")
-        segments = []
+        segments: list[LogSegment] = []
+        carried: AbortedTxnTracker | None = None  # the open transactions after the segment just recovered
         for base in self._live_bases():
             seg = LogSegment(self.dir, base, self.config)
             problem = index_problem(seg)
-            if problem:
-                truncated = seg.recover()
+            if not problem:
+                carried = None
+            else:
+                transactions = carried or transactions_open_at(self.dir, [*segments, seg], len(segments))
+                truncated = seg.recover(transactions)
+                carried = transactions
                 self.actions.append(f"rebuilt indexes of {seg.log_path.name} ({problem})")
                 if truncated:
                     self.actions.append(f"truncated {truncated} invalid bytes from {seg.log_path.name}")
@@ -490,9 +502,10 @@ class LogLoader:
             return segments
         if self.had_clean_shutdown:
             self.actions.append(start.why)
+        transactions = transactions_open_at(self.dir, segments, start.index)
         for i in range(start.index, len(segments)):
             seg = segments[i]
-            truncated = seg.recover()
+            truncated = seg.recover(transactions)
             if truncated:
                 self.actions.append(
                     f"recovered {seg.log_path.name}: truncated {truncated} bytes of torn or corrupt batches"

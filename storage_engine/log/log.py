@@ -273,6 +273,12 @@ class Log:
         """Append one producer-built batch (``LogAppender.append_batch``)."""
         return self.appender.append_batch(data, now=now)
 
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
+                              coordinator_epoch: int = 0, now: int | None = None) -> AppendInfo:
+        """End a producer's transaction (``LogAppender.append_end_txn_marker``)."""
+        return self.appender.append_end_txn_marker(producer_id, producer_epoch, commit=commit,
+                                                   coordinator_epoch=coordinator_epoch, now=now)
+
     def roll(self, now: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (``LogAppender.roll``)."""
         return self.appender.roll(now)

@@ -17,14 +17,16 @@ producer stays in the state (and its last batch header in the log) for good.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..limits import INT_MAX
 from ..record import RawBatch
 from ..record.control import EndTransactionMarker, read_end_txn_marker
 from ..record.records import BatchHeader
+from .aborted_txns import AbortedTxnTracker
 from .producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
@@ -33,6 +35,9 @@ from .producer_snapshot import (
     read_snapshot,
     write_snapshot,
 )
+
+if TYPE_CHECKING:
+    from .segment import LogSegment
 
 _MAX_SEQUENCE = INT_MAX
 
@@ -170,3 +175,19 @@ class ProducerStateManager:
         its current epoch has only markers; epoch)."""
         return {pid: (e.last_offset if e.last_offset >= 0 else None, e.producer_epoch)
                 for pid, e in self.producers.items()}
+
+
+def transactions_open_at(directory: Path, segments: Sequence[LogSegment], i: int) -> AbortedTxnTracker:
+    """The transactions open at the base offset of ``segments[i]``, which rebuilding or checking
+    its ``.txnindex`` starts from (Kafka's ``LogLoader.recoverSegment`` rebuilds producer state
+    up to there): the latest producer snapshot at or below that offset (read only: nothing is
+    removed here), then the batches of the segments before it from the snapshot on."""
+    base = segments[i].base_offset
+    producers = ProducerStateManager(directory)
+    producers.load(log_start_offset=segments[0].base_offset, recovery_point=base, log_end_offset=base,
+                   segment_bases=[s.base_offset for s in segments], writable=False)
+    start = producers.map_end_offset
+    earlier = [s for s, after in zip(segments[:i], segments[1:i + 1], strict=True) if after.base_offset > start]
+    producers.replay((raw for s in earlier for raw in s.batches()), base, str(directory))
+    return AbortedTxnTracker({pid: e.current_txn_first_offset for pid, e in producers.producers.items()
+                              if e.current_txn_first_offset >= 0})

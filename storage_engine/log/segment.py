@@ -1,9 +1,12 @@
-"""One log segment: a ``.log`` file and its sparse ``.index`` and ``.timeindex``.
+"""One log segment: a ``.log`` file, its sparse ``.index`` and ``.timeindex``, and its
+``.txnindex`` of aborted transactions.
 
 Mirrors Kafka's ``LogSegment``: appends go to the end of the ``.log`` and add an index entry
 once more than ``index.interval.bytes`` were written since the last one; reads translate an
 offset to a file position through the offset index and then scan batch headers forward;
-``recover()`` rebuilds both indexes from the file and truncates a torn or corrupt tail.
+``recover()`` rebuilds the indexes from the file and truncates a torn or corrupt tail. The
+transaction index is apart from the pair (Kafka's too): it takes an entry per aborted
+transaction, not per ``index.interval.bytes``, and is created by its first entry.
 
 The ``.log`` file descriptor is opened when the segment object is created, so a segment that
 another process renames or deletes afterwards stays readable through it (POSIX keeps the
@@ -29,12 +32,13 @@ from ..config.topic import LogConfig
 from ..errors import LogChangedError, LogError
 from ..files.naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
 from ..files.nofollow import open_nofollow
-from ..index import IndexMark
+from ..index import IndexMark, TransactionIndex, TxnIndexMark
 from ..limits import INT_MAX, LONG_MAX
 from ..record import RawBatch
 from ..record.file_records import read_batches
+from .aborted_txns import AbortedTxnTracker
 from .segment_indexes import SegmentIndexes
-from .segment_recovery import IndexRebuild, read_end, valid_prefix
+from .segment_recovery import IndexRebuild, TxnIndexRebuild, read_end, valid_prefix
 from .segment_time import first_record_at, largest_timestamp, segment_ms_roll_at
 
 _READ_CHUNK = 1 << 20
@@ -63,6 +67,7 @@ class AppendMark:
     bytes_since_last_index_entry: int | None
     offset_index: IndexMark
     time_index: IndexMark
+    txn_index: TxnIndexMark
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,8 @@ class LogSegment:
         self.indexes = SegmentIndexes.open(self.dir, base_offset, file_suffix, config.segment_index_bytes,
                                            writable=writable)
         self.offset_index, self.time_index = self.indexes.both  # the pair's members, as callers name them
+        self.txn_index = TransactionIndex(segment_file(self.dir, base_offset, TXN_INDEX_SUFFIX + file_suffix),
+                                          base_offset, writable=writable)
         self._indexes_checked = False
         self._max_ts: tuple[int, int] | None = None  # (max timestamp so far, offset of it)
         self.indexes_forgotten = False  # see ``forget_indexes``
@@ -325,30 +332,44 @@ class LogSegment:
         """Where the segment stands before a produce call, so ``rollback`` can undo the call."""
         self.check_indexes()
         return AppendMark(self._size, self._max_ts, self._rolling_based_timestamp, self._bytes_since_last_index_entry,
-                          *self.indexes.mark())
+                          *self.indexes.mark(), self.txn_index.mark())
 
     def rollback(self, mark: AppendMark) -> None:
         """Undo every append since ``mark``: the ``.log`` cut back to its old length (a torn batch
-        included) and both indexes as they were. Shrinking needs no free space, so this works on
+        included) and the indexes as they were. Shrinking needs no free space, so this works on
         the full disk that made the append fail."""
         os.ftruncate(self._fd, mark.size)
         self._size = mark.size
         self.indexes.rollback(mark.offset_index, mark.time_index)
+        self.txn_index.rollback(mark.txn_index)
         self._max_ts = mark.max_ts
         self._rolling_based_timestamp = mark.rolling_based_timestamp
         self._bytes_since_last_index_entry = mark.bytes_since_last_index_entry
 
-    def recover(self) -> int:
-        """Revalidate every batch, rebuild both indexes, truncate at the end of the valid prefix
-        (``segment_recovery.valid_prefix``): a torn write, a batch failing its CRC or structure
-        checks and everything after either are cut, as Kafka's ``LogSegment.recover`` does.
-        Returns the number of bytes truncated. An index that fills before the segment ends takes
-        no more entries (``SegmentIndexes.have_room``; the time index keeps its reserved slot for
-        the last entry): a segment written under a larger ``segment.index.bytes`` or a smaller
-        ``index.interval.bytes`` than its topic has now still recovers."""
+    def recover(self, transactions: AbortedTxnTracker | None = None) -> int:
+        """Revalidate every batch, rebuild the three indexes, truncate at the end of the valid
+        prefix (``segment_recovery.valid_prefix``): a torn write, a batch failing its CRC or
+        structure checks and everything after either are cut, as Kafka's ``LogSegment.recover``
+        does. Returns the number of bytes truncated. An index that fills before the segment ends
+        takes no more entries (``SegmentIndexes.have_room``; the time index keeps its reserved
+        slot for the last entry): a segment written under a larger ``segment.index.bytes`` or a
+        smaller ``index.interval.bytes`` than its topic has now still recovers.
+
+        ``transactions``: the transactions open at the segment's base offset (the loader
+        rebuilds them from producer state, as Kafka's ``LogLoader.recoverSegment`` does; none
+        when not given); it follows the segment's batches, so it is then the state at the next
+        segment's base."""
         self.indexes.reset()
+        self.txn_index.reset()
         rebuild = IndexRebuild(self.indexes, self.base_offset, self.config.index_interval_bytes)
-        valid_bytes = valid_prefix(self, rebuild).size
+        txn_rebuild = TxnIndexRebuild(self.txn_index, AbortedTxnTracker() if transactions is None else transactions,
+                                      str(self.log_path))
+
+        def visit(raw: RawBatch) -> None:
+            rebuild(raw)
+            txn_rebuild(raw)
+
+        valid_bytes = valid_prefix(self, visit).size
         truncated = self.file_size - valid_bytes
         if truncated:
             os.ftruncate(self._fd, valid_bytes)
@@ -374,6 +395,7 @@ class LogSegment:
         """Remove the batch holding ``offset`` and everything after it; returns bytes removed."""
         first = self.translate_offset(offset)
         self.indexes.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.indexes.resize(self.config.segment_index_bytes)
         if first is None:
             return 0
@@ -413,6 +435,7 @@ class LogSegment:
     def flush(self) -> None:
         os.fsync(self._fd)
         self.indexes.flush()
+        self.txn_index.flush()
 
     def close(self, trim_indexes: bool = True) -> None:
         """Close the files; trimming is skipped when another process may have appended since."""
@@ -448,6 +471,7 @@ class LogSegment:
         self.file_suffix = new_suffix
         self.log_path = segment_file(self.dir, self.base_offset, LOG_SUFFIX + new_suffix)
         self.indexes.rename(self.dir, self.base_offset, new_suffix)
+        self.txn_index.rename_to(segment_file(self.dir, self.base_offset, TXN_INDEX_SUFFIX + new_suffix))
 
     def delete_files(self) -> None:
         for path in self.existing_files():

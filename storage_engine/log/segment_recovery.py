@@ -5,9 +5,11 @@ it, and the checks by which the loader (``LogLoader``) decides that a segment ne
 ``LogSegment.readNextOffset``, from the last index entry on). ``valid_prefix`` is the one rule
 for where its valid batches end from position 0: recovery cuts there (``LogSegment.recover``,
 which rebuilds both indexes on the way with an ``IndexRebuild``), and a read-only view reads
-only up to there. ``index_problem`` and ``tail_state`` are the loader's reasons to recover a
-segment: an index missing or failing its sanity check, or an active segment whose unindexed
-tail is torn or invalid.
+only up to there; ``TxnIndexRebuild`` refills the ``.txnindex`` on the same walk.
+``index_problem`` and ``tail_state`` are the loader's reasons to recover a segment: an index
+missing or failing its sanity check (a transaction index only when damaged: Kafka reads a
+missing one as "no aborted transaction"), or an active segment whose unindexed tail is torn or
+invalid.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptIndexError, CorruptRecordError
+from ..index import TransactionIndex
 from ..limits import INT_MAX
 from ..record import RawBatch, verify_batch
+from ..record.control import control_type_of
+from .aborted_txns import AbortedTxnTracker
 from .segment_indexes import SegmentIndexes
 
 if TYPE_CHECKING:
@@ -128,10 +133,27 @@ class IndexRebuild:
             self._last_entry_position = raw.position
 
 
+class TxnIndexRebuild:
+    """Recovery's other visitor: the ``.txnindex`` refilled with the entries the batches make
+    (``AbortedTxnTracker``, Kafka's ``LogSegment.updateProducerState`` during ``recover``)."""
+
+    def __init__(self, txn_index: TransactionIndex, transactions: AbortedTxnTracker, path: str) -> None:
+        self.txn_index = txn_index
+        self.transactions = transactions
+        self.path = path
+
+    def __call__(self, raw: RawBatch) -> None:
+        header = raw.header
+        control_type = control_type_of(raw, self.path) if header.is_control and header.magic >= 2 else None
+        entry = self.transactions.observe(header, control_type)
+        if entry is not None:
+            self.txn_index.append(entry)
+
+
 def index_problem(seg: LogSegment) -> str | None:
     """Why the loader rebuilds the segment's indexes (its step 5), naming the index file first
-    (as ``verify``'s problems name their file), or None when both are present and pass their
-    sanity check."""
+    (as ``verify``'s problems name their file), or None when both sparse indexes are present
+    and pass their sanity check and the transaction index, if any, parses."""
     for index in (seg.offset_index, seg.time_index):
         if not index.path.exists():
             return f"{index.path}: missing"
@@ -139,6 +161,10 @@ def index_problem(seg: LogSegment) -> str | None:
             index.sanity_check()
         except CorruptIndexError as exc:
             return f"{index.path}: {str(exc).rstrip('.')}"
+    try:
+        seg.txn_index.sanity_check()
+    except CorruptIndexError as exc:
+        return str(exc)
     return None
 
 

@@ -11,12 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import CorruptRecordError, LogError
+from ..errors import CorruptIndexError, CorruptRecordError, LogError
 from ..files.naming import OFFSET_DIGITS
+from ..index import AbortedTxn
+from ..log.aborted_txns import AbortedTxnTracker
 from ..log.log import Log
+from ..log.producer_state import transactions_open_at
 from ..log.reads import offset_order_error
 from ..log.segment import LogSegment
 from ..record import decode_batch, verify_batch
+from ..record.control import ControlRecordType, control_type_of
 from ..remote.partition import RemotePartition
 from ..remote.reads import object_url, remote_segment_batches, tiered_log
 from ..remote.store import ObjectMissingError, ObjectStore
@@ -34,6 +38,7 @@ class SegmentReport:
     size_bytes: int = 0
     index_entries: int = 0
     time_index_entries: int = 0
+    txn_index_entries: int = 0
     shadowed: bool = False  # a local copy wholly below the remote tier's end: verified, not the log's records
 
 
@@ -167,16 +172,17 @@ def _verify_boundary(log: Log, may_be_cleaned: Callable[[int], bool], tier_end: 
 
 def verify_log(log: Log) -> VerifyReport:
     """CRCs, record structure, offsets strictly increasing and without gaps no cleaner explains
-    (``Log.offset_order_error``), both indexes agreeing with the log, and whatever a writable
-    open would change (``Log.pending_repairs``)."""
+    (``Log.offset_order_error``), the three indexes agreeing with the log, and whatever a
+    writable open would change (``Log.pending_repairs``)."""
     log.refresh()
     report = VerifyReport(log.topic, log.partition, log.log_start_offset, log.log_end_offset)
     report.problems.extend(log.pending_repairs)
     previous_next = None
     segments = log.segments
+    transactions = transactions_open_at(log.dir, segments, 0) if segments else AbortedTxnTracker()
     for i, seg in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        seg_report, previous_next = _verify_segment(log, seg, next_base, previous_next, report.problems)
+        seg_report, previous_next = _verify_segment(log, seg, next_base, previous_next, transactions, report.problems)
         report.segments.append(seg_report)
     if previous_next is not None:  # offsets lost at the end, before the log end offset (``LogReader.batches_from``)
         order = log.offset_order_error(previous_next, log.log_end_offset, f"{log.dir} after its last batch")
@@ -186,12 +192,15 @@ def verify_log(log: Log) -> VerifyReport:
 
 
 def _verify_segment(
-    log: Log, seg: LogSegment, next_base: int | None, previous_next: int | None, problems: list[str]
+    log: Log, seg: LogSegment, next_base: int | None, previous_next: int | None, transactions: AbortedTxnTracker,
+    problems: list[str]
 ) -> tuple[SegmentReport, int | None]:
     path = str(seg.log_path)
     size = seg.refresh_size()
     rep = SegmentReport(seg.log_path.name, size_bytes=size)
     starts: dict[int, tuple[int, int]] = {}  # position -> (base offset, last offset)
+    derived: list[AbortedTxn] = []  # the .txnindex entries the batches make
+    aborts: set[tuple[int, int]] = set()  # (producer id, offset) of every ABORT marker
     end = 0
     last_offset = None
     max_ts = -1
@@ -216,6 +225,12 @@ def _verify_segment(
                     problems.append(f"{path}: record offsets not increasing inside the batch at position {raw.position}")
                     break
                 prev = r.offset
+            control_type = control_type_of(raw, path) if header.is_control and header.magic >= 2 else None
+            if control_type == ControlRecordType.ABORT:
+                aborts.add((header.producer_id, header.last_offset))
+            entry = transactions.observe(header, control_type)
+            if entry is not None:
+                derived.append(entry)
             starts[raw.position] = (header.base_offset, header.last_offset)
             previous_next = header.next_offset
             last_offset = header.last_offset
@@ -230,7 +245,44 @@ def _verify_segment(
         _verify_indexes(seg, starts, last_offset, max_ts, next_base is None, rep, problems)
     except LogError as exc:
         problems.append(f"{path}: index unreadable: {exc}")
+    _verify_txn_index(seg, derived, aborts, rep, problems)
     return rep, previous_next
+
+
+def _verify_txn_index(seg: LogSegment, derived: list[AbortedTxn], aborts: set[tuple[int, int]],
+                      rep: SegmentReport, problems: list[str]) -> None:
+    """The ``.txnindex`` against the entries the segment's batches make (``AbortedTxnTracker``,
+    the rule the appender and recovery follow). A broker serves ``read_committed`` fetches from
+    this file alone, so an entry missing is aborted records served as committed. The cleaner
+    keeps the entry of an ABORT marker it keeps after removing the transaction's batches (as
+    Kafka's does), which no batch makes any more: an entry whose marker is in the segment is
+    fine. An entry's first offset and last stable offset may be lower than the batches now say:
+    a cleaning up to the active segment removes the first batches of a transaction that goes on
+    past it, or of another producer's transaction that was open then (seen on a live broker's
+    cleaned log); lower ones only make a broker filter and look further back."""
+    txn_index = seg.txn_index
+    try:
+        txn_index.forget()
+        entries = txn_index.entries
+    except CorruptIndexError as exc:
+        problems.append(f"{exc} (a writable open rebuilds it)")
+        return
+    rep.txn_index_entries = len(entries)
+    by_marker = {(e.producer_id, e.last_offset): e for e in entries}
+    for want in derived:
+        have = by_marker.get((want.producer_id, want.last_offset))
+        if have is None:
+            problems.append(f"{txn_index.path}: no entry for the transaction of producer {want.producer_id} aborted at "
+                            f"offset {want.last_offset}: a broker serves its records to read_committed consumers")
+        elif have.first_offset > want.first_offset or have.last_stable_offset > want.last_stable_offset:
+            problems.append(f"{txn_index.path}: the entry for the transaction of producer {want.producer_id} aborted at "
+                            f"offset {want.last_offset} says first offset {have.first_offset} and last stable offset "
+                            f"{have.last_stable_offset}; the batches say {want.first_offset} and {want.last_stable_offset}")
+    made = {(e.producer_id, e.last_offset) for e in derived}
+    for key, entry in by_marker.items():
+        if key not in made and key not in aborts:
+            problems.append(f"{txn_index.path}: an entry for producer {entry.producer_id} at offset {entry.last_offset}, "
+                            f"where the segment has no ABORT marker of that producer")
 
 
 def _verify_indexes(

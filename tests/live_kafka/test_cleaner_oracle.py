@@ -134,6 +134,7 @@ def assert_same_as_kafka(kafka_dir: Path, our_dir: Path, case: Case) -> None:
     kafka_cp = read_checkpoint(kafka_dir.parent / CLEANER_OFFSET_CHECKPOINT)[(case.topic, 0)]
     our_cp = read_checkpoint(our_dir.parent / CLEANER_OFFSET_CHECKPOINT)[(case.topic, 0)]
     assert our_cp == kafka_cp
+    assert txn_indexes(our_dir) == txn_indexes(kafka_dir), case.topic  # the cleaned segments' aborted transactions
     for kafka_file, our_file in zip(theirs, ours, strict=True):
         kafka_bytes, our_bytes = kafka_file.read_bytes(), our_file.read_bytes()
         if our_bytes == kafka_bytes:
@@ -142,6 +143,10 @@ def assert_same_as_kafka(kafka_dir: Path, our_dir: Path, case: Case) -> None:
         assert (last.header.records_count == 0 and last.header.last_offset + 1 == our_cp
                 and our_bytes[:last.position] == kafka_bytes), (case.topic, our_file.name, first_difference(
                     batches(kafka_file), batches(our_file)))
+
+
+def txn_indexes(partition_dir: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(partition_dir.glob("*.txnindex"))}
 
 
 def batches(segment: Path) -> list:

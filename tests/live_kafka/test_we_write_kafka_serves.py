@@ -15,8 +15,8 @@ checkpoints and a clean-shutdown marker with the broker's epoch). On restart the
 * take a real producer's records at our log end offset and on, and, for the compacted topic,
   clean on top of our output with its own ``LogCleaner`` to the latest value per key.
 
-Under read_uncommitted only: read_committed needs the ``.txnindex`` files our engine does not
-write yet, and is checked where they are written.
+Under read_uncommitted only: read_committed, served from our ``.txnindex`` files, is checked in
+``test_txn_index_served.py``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from storage_engine.log.checkpoint import (
 )
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType, decode_batch
-from tests.helpers.cleaner import data_batch, marker
+from tests.helpers.cleaner import data_batch
 from tests.helpers.crash import crash_env
 from tests.helpers.engine import records
 from tests.helpers.kafka_broker import KafkaBroker, install_partition
@@ -112,13 +112,10 @@ def build_append_time(root: Path, topic: str, now: int, configs: dict[str, str])
 
 
 def _append_marker(root: Path, topic: str, pid: int, *, commit: bool, ts: int) -> None:
-    """The transaction coordinator's marker at the log end: our engine refuses control batches
-    from clients, as Kafka does, so it goes onto the stopped log as the leader would write it."""
+    """The transaction coordinator's marker at the log end (``Log.append_end_txn_marker``, the
+    leader's path for it: clients may not write control batches), with its ``.txnindex`` entry."""
     with LogManager([root]) as m:
-        log = m.get_log(topic, 0)
-        end, path = log.log_end_offset, log.active_segment.log_path
-    with open(path, "ab") as f:
-        f.write(marker(end, pid, 0, commit=commit, ts=ts))
+        m.get_log(topic, 0).append_end_txn_marker(pid, 0, commit=commit, now=ts)
 
 
 def build_transactions(root: Path, topic: str, now: int, configs: dict[str, str]) -> None:

@@ -72,7 +72,7 @@ def assert_same_dirs(a: Path, b: Path) -> None:
         names_b = sorted(n for n in os.listdir(b / part) if n[:1].isdigit())
         assert names_a == names_b, part
         for n in names_a:
-            if n.endswith((".log", ".index", ".timeindex")):
+            if n.endswith((".log", ".index", ".timeindex", ".txnindex")):
                 assert filecmp.cmp(a / part / n, b / part / n, shallow=False), f"{part}/{n} differs"
     for cp in ("cleaner-offset-checkpoint", "log-start-offset-checkpoint"):
         assert checkpoint_of(a / cp) == checkpoint_of(b / cp), cp
@@ -163,6 +163,7 @@ def test_transactions_and_producer_state_follow_the_local_cleaner(spark, tmp_pat
     assert got["aborted_records_removed"] == 2 and got["markers_removed"] == 0  # markers stay until their horizon
     assert {f: got[f] for f in REPORT_FIELDS} == {f: expected[("t", 0)][f] for f in REPORT_FIELDS}
     assert_same_dirs(tmp_path / "local", tmp_path / "spark")
+    assert list((tmp_path / "spark" / "t-0").glob("*.txnindex"))  # the kept ABORT marker's entry, as the local cleaner's
     kept = {"offset": [(5, b"b", b"2"), (8, b"a", b"3"), (9, b"c", None), (10, b"z", b"1")],
             # c@2 outlives the later tombstone c@9, which stays as the newest record mapped
             "timestamp": [(2, b"c", b"1"), (4, b"a", b"2"), (5, b"b", b"2"), (9, b"c", None), (10, b"z", b"1")]}
