@@ -16,8 +16,8 @@ from storage_engine.errors import (
 )
 from storage_engine.files.naming import segment_file
 from storage_engine.index import AbortedTxn, CorruptTxnIndexError, TransactionIndex
-from storage_engine.log.checkpoint import RECOVERY_POINT_CHECKPOINT, write_checkpoint
 from storage_engine.log import appender
+from storage_engine.log.checkpoint import RECOVERY_POINT_CHECKPOINT, write_checkpoint
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import Record, encode_batch
 from storage_engine.tools.verify import verify_log
