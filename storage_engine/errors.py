@@ -213,3 +213,13 @@ class LogDirsNotGivenError(LogError):
 
 class LogGapError(LogError):
     """Offsets missing between two segments of a log that is not compacted (a lost segment)."""
+
+
+class InvalidProducerEpochError(InvalidRecordError):
+    """A producer's batch or transaction marker carries an epoch below the last one the partition
+    saw for it (Kafka's ``InvalidProducerEpochException``, ``ProducerAppendInfo.checkProducerEpoch``)."""
+
+
+class TransactionCoordinatorFencedError(InvalidRecordError):
+    """A transaction marker from a coordinator epoch below the producer's current one: a zombie
+    coordinator (Kafka's ``TransactionCoordinatorFencedException``)."""

@@ -58,7 +58,6 @@ class ProducerStateBuilder:
     def __init__(self) -> None:
         self._aborted: list[AbortedTxn] = []
         self._txns = AbortedTxnTracker()
-        self._open = self._txns.ongoing
         self._last_data: dict[int, int] = {}
         self._epoch: dict[int, int] = {}
 
@@ -77,8 +76,9 @@ class ProducerStateBuilder:
 
     def snapshot(self, log_end_offset: int) -> ProducerSnapshot:
         last = {pid: LastRecord(self._last_data.get(pid), epoch) for pid, epoch in self._epoch.items()}
-        lso = min(self._open.values()) if self._open else log_end_offset
-        return ProducerSnapshot(list(self._aborted), last, dict(self._open), min(lso, log_end_offset))
+        open_txns = dict(self._txns.ongoing)
+        lso = min(open_txns.values(), default=log_end_offset)
+        return ProducerSnapshot(list(self._aborted), last, open_txns, min(lso, log_end_offset))
 
 
 def is_last_batch_of_active_producer(header: BatchHeader, last_records: dict[int, LastRecord]) -> bool:

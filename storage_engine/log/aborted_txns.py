@@ -1,5 +1,6 @@
 """Which transactions a segment's ``.txnindex`` lists, and with what last stable offset: the
-one rule for the appender, recovery, ``verify`` and the cleaner's header scan.
+one rule for the appender, recovery, ``verify``, the cleaner's header scan and the
+``read_committed`` filter (``isolation.py``).
 
 Kafka derives the entries from producer state as batches are appended or replayed
 (``ProducerAppendInfo.append`` and ``appendEndTxnMarker``, ``ProducerStateManager.lastStableOffset``,
@@ -14,6 +15,7 @@ cleaner removed) adds nothing, and an emptied control batch (no record left) cha
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from ..index import AbortedTxn
 from ..record.control import ControlRecordType
@@ -25,7 +27,12 @@ class AbortedTxnTracker:
     ``observe`` returns the ``.txnindex`` entry a batch adds, if any."""
 
     def __init__(self, ongoing: Mapping[int, int] | None = None) -> None:
-        self.ongoing: dict[int, int] = dict(ongoing or {})
+        self._ongoing: dict[int, int] = dict(ongoing or {})
+
+    @property
+    def ongoing(self) -> Mapping[int, int]:
+        """The open transactions, read-only: only ``observe`` and ``end`` change them."""
+        return MappingProxyType(self._ongoing)
 
     def observe(self, header: BatchHeader, control_type: int | None) -> AbortedTxn | None:
         """``control_type``: the control record type of a control batch (None when emptied)."""
@@ -33,12 +40,17 @@ class AbortedTxnTracker:
         if header.magic < 2 or pid < 0:
             return None
         if not header.is_control:
-            if header.is_transactional and pid not in self.ongoing:
-                self.ongoing[pid] = header.base_offset
+            if header.is_transactional and pid not in self._ongoing:
+                self._ongoing[pid] = header.base_offset
             return None
+        return self.end(pid, header.last_offset, control_type)
+
+    def end(self, producer_id: int, marker_offset: int, control_type: int | None) -> AbortedTxn | None:
+        """A control record of type ``control_type`` at ``marker_offset`` for ``producer_id``: a
+        COMMIT or ABORT closes the producer's open transaction; the entry when it aborted one."""
         if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             return None
-        first = self.ongoing.pop(pid, None)
+        first = self._ongoing.pop(producer_id, None)
         if first is None or control_type != ControlRecordType.ABORT:
             return None
-        return AbortedTxn(pid, first, header.last_offset, min(self.ongoing.values(), default=header.last_offset + 1))
+        return AbortedTxn(producer_id, first, marker_offset, min(self._ongoing.values(), default=marker_offset + 1))

@@ -17,7 +17,7 @@ from ..errors import AppendFailedError, LogError, OffsetOverflowError, UndoFaile
 from ..faults import crash_point
 from ..files.naming import segment_file
 from ..limits import LONG_MAX
-from ..record import CompressionType, scan_batches
+from ..record import CompressionType
 from ..record.control import ControlRecordType
 from .aborted_txns import AbortedTxnTracker
 from .append_validation import (
@@ -179,29 +179,32 @@ class LogAppender:
                               coordinator_epoch: int = 0, now: int | None = None) -> AppendInfo:
         """End the producer's transaction with a COMMIT or ABORT marker, as Kafka's transaction
         coordinator does through the leader (``WriteTxnMarkers``, append origin COORDINATOR:
-        the one writer allowed control batches). An ABORT that ends a non-empty transaction
-        also appends its entry to the active segment's ``.txnindex``, after the marker and with
-        the last stable offset just after it (``UnifiedLog.append``: ``segment.updateTxnIndex``
-        with ``producerStateManager.lastStableOffset(completedTxn)``, ``aborted_txns``). The
-        call is flushed before it returns, and a failure undoes both (``_undo``). A kill
-        between the two leaves the marker without its entry, past the recovery point: the
-        recovery after that kill rebuilds the index, and ``verify`` names the gap until then."""
+        the one writer allowed control batches). A marker from a fenced producer epoch or
+        coordinator epoch is refused in the broker's words, nothing written
+        (``ProducerStateManager.check_end_txn_marker``). An ABORT that ends a non-empty
+        transaction also appends its entry to the active segment's ``.txnindex``, after the
+        marker and with the last stable offset just after it (``UnifiedLog.append``:
+        ``segment.updateTxnIndex`` with ``producerStateManager.lastStableOffset(completedTxn)``,
+        ``aborted_txns``). Nothing is flushed between the two, so the recovery point never
+        passes a marker whose entry is not written: a kill between them leaves the marker past
+        the recovery point, and the next writable open's recovery rebuilds the entry (``verify``
+        names the gap until then). The call is flushed before it returns, and a failure undoes
+        both (``_undo``)."""
         log = self.log
         now = now_ms() if now is None else now
         log._require_producible()
         with log.lock.hold():
             log._sync_locked()
             self._check_offsets_fit(log._leo + 1)
+            producers = log._producer_state_locked()
+            producers.check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, offset=log._leo, tp=log.tp)
             batch = build_end_txn_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
                                          base_offset=log._leo, config=log.config, now_ms=now)
-            producers = log._producer_state_locked()
-            open_txns = AbortedTxnTracker({pid: e.current_txn_first_offset for pid, e in producers.producers.items()
-                                           if e.current_txn_first_offset >= 0})
-            header = next(iter(scan_batches(bytes(batch.data)))).header
-            entry = open_txns.observe(header, ControlRecordType.COMMIT if commit else ControlRecordType.ABORT)
+            entry = AbortedTxnTracker(producers.open_transactions()).end(
+                producer_id, batch.last_offset, ControlRecordType.COMMIT if commit else ControlRecordType.ABORT)
             mark = self._tail_mark()
             try:
-                info = self._append_validated(batch, now)
+                info = self._append_validated(batch, now, may_flush=False)
                 if entry is not None:
                     crash_point("append.before-txn-index")
                     log.active_segment.txn_index.append(entry)
@@ -221,7 +224,10 @@ class LogAppender:
                 f"Kafka allows (next offset {next_offset}); nothing was appended"
             )
 
-    def _append_validated(self, batch: ValidatedBatch, now: int) -> AppendInfo:
+    def _append_validated(self, batch: ValidatedBatch, now: int, *, may_flush: bool = True) -> AppendInfo:
+        """Write a validated batch into the active segment (rolling first when due), then flush
+        when ``flush.messages`` / ``flush.ms`` say so, unless the caller flushes itself after
+        more writes that must not fall behind the recovery point (``may_flush``)."""
         log = self.log
         segment = log.active_segment
         decision = segment.should_roll(len(batch.data), batch.max_timestamp, batch.last_offset, now)
@@ -232,7 +238,7 @@ class LogAppender:
         log._tail_position = segment.size
         self.unflushed += batch.record_count
         self.dirty = True
-        if self.unflushed >= log.config.flush_messages or now - self.last_flush_ms >= log.config.flush_ms:
+        if may_flush and (self.unflushed >= log.config.flush_messages or now - self.last_flush_ms >= log.config.flush_ms):
             self.flush_locked(now)
         return AppendInfo(
             batch.first_offset,

@@ -3,15 +3,17 @@
 
 Kafka splits the work: the broker returns batches below the last stable offset (LSO) with the
 aborted transactions of that range from its ``.txnindex`` files (``collectAbortedTransactions``),
-and the consumer drops a transactional batch while its producer is inside an aborted
-transaction, and every control batch. The engine has both halves in one process and needs no
-index: a transactional data batch is aborted exactly when the next transaction marker of its
-producer after it is ABORT. Below the LSO every transaction is decided, so that marker exists,
-though it may lie above the LSO (an older transaction of another producer can end after a
-newer one began); the filter reads on past the LSO only until the batches it holds back are
-decided. A cleaned log keeps this true: Kafka's cleaner removes a COMMIT or ABORT marker only
-once no batch of its transaction is left, and an emptied control batch (no marker in it any
-more) ends nothing.
+and the consumer drops a producer's transactional data batches that lie inside one of its
+aborted transactions (``[first offset, marker offset]``), and every control batch. The engine
+has both halves in one process: the aborted transactions come from the rule that writes the
+``.txnindex`` entries (``AbortedTxnTracker``) run over the same stream, so the filter, the
+index and the cleaner agree on which marker ends which transaction. A transactional data batch
+is held back until its producer's marker decides it. Below the LSO every transaction is
+decided, so that marker exists, though it may lie above the LSO (an older transaction of
+another producer can end after a newer one began); the filter reads on past the LSO only
+until the batches it holds back are decided. A cleaned log keeps this true: Kafka's cleaner
+removes a COMMIT or ABORT marker only once no batch of its transaction is left, and an emptied
+control batch (no marker in it any more) ends nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from enum import Enum
 
 from ..errors import ConfigError
 from ..record import RawBatch
-from ..record.control import ControlRecordType, control_type_of
+from ..record.control import control_type_of
+from .aborted_txns import AbortedTxnTracker
 
 
 class FetchIsolation(Enum):
@@ -52,20 +55,23 @@ def committed_batches(batches: Iterable[RawBatch], stable_end: int,
     in their order. Control batches stay (readers skip them as they always do).
 
     A transactional data batch is held back, and every batch after it with it, until its
-    producer's next marker says COMMIT or ABORT; ``batches`` is read past ``stable_end`` only
+    producer's next marker ends its transaction; ``batches`` is read past ``stable_end`` only
     while something is held back. ``path_of(offset)`` names the file of a batch for the error of
     a damaged control record.
     """
+    txns = AbortedTxnTracker()  # transactions begun in this stream: the ones held batches are in
     held: deque[_Held] = deque()  # in offset order
     undecided: dict[int, list[_Held]] = {}  # producer id -> its held batches no marker decided yet
     for raw in batches:
         h = raw.header
-        if h.is_control and h.producer_id in undecided:
-            ends = control_type_of(raw, path_of(h.base_offset))
-            if ends in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                for entry in undecided.pop(h.producer_id):
+        if h.is_control and h.producer_id in txns.ongoing:
+            aborted = txns.observe(h, control_type_of(raw, path_of(h.base_offset)))
+            if h.producer_id not in txns.ongoing:  # the marker ended the transaction
+                for entry in undecided.pop(h.producer_id, ()):
                     entry.decided = True
-                    entry.aborted = ends == ControlRecordType.ABORT
+                    entry.aborted = aborted is not None and aborted.first_offset <= entry.batch.header.base_offset
+        elif not h.is_control:
+            txns.observe(h, None)
         if h.base_offset < stable_end:
             waits = h.is_transactional and not h.is_control
             entry = _Held(raw, decided=not waits)

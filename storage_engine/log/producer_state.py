@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidProducerEpochError, TransactionCoordinatorFencedError
 from ..limits import INT_MAX
 from ..record import RawBatch
 from ..record.control import EndTransactionMarker, read_end_txn_marker
@@ -164,11 +165,32 @@ class ProducerStateManager:
             if path is not None:
                 path.unlink(missing_ok=True)
 
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction (Kafka's ``ongoingTxns``)."""
+        return {pid: e.current_txn_first_offset for pid, e in self.producers.items() if e.current_txn_first_offset >= 0}
+
     def first_unstable_offset(self, log_end_offset: int) -> int:
         """Kafka's ``firstUnstableOffset``: the first offset of the oldest open transaction, or
         ``log_end_offset`` when none is open (the last stable offset of a single replica)."""
-        firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
-        return min([*firsts, log_end_offset])
+        return min([*self.open_transactions().values(), log_end_offset])
+
+    def check_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, *,
+                             offset: int, tp: str) -> None:
+        """Refuse a coordinator's marker for ``offset`` that a fenced party sent, in the broker's
+        words (Kafka's ``ProducerAppendInfo.appendEndTxnMarker`` for a non-replication append:
+        ``checkProducerEpoch``, then ``checkCoordinatorEpoch``). A producer the partition has not
+        seen has epoch and coordinator epoch -1, so any marker passes."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {producer_id} at offset {offset} in {tp} is {producer_epoch}, which is smaller "
+                f"than the last seen epoch {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for producerId {producer_id} at offset {offset} in partition {tp}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)")
 
     def last_records(self) -> dict[int, tuple[int | None, int]]:
         """Kafka's ``lastRecordsOfActiveProducers``: producer id -> (last data offset, or None when
@@ -189,5 +211,4 @@ def transactions_open_at(directory: Path, segments: Sequence[LogSegment], i: int
     start = producers.map_end_offset
     earlier = [s for s, after in zip(segments[:i], segments[1:i + 1], strict=True) if after.base_offset > start]
     producers.replay((raw for s in earlier for raw in s.batches()), base, str(directory))
-    return AbortedTxnTracker({pid: e.current_txn_first_offset for pid, e in producers.producers.items()
-                              if e.current_txn_first_offset >= 0})
+    return AbortedTxnTracker(producers.open_transactions())

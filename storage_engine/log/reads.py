@@ -10,8 +10,8 @@ its reads through it; the log owns the segments, the lock and the loading these 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from itertools import chain
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
@@ -142,54 +142,62 @@ class LogReader:
         include_control: bool = False,
         isolation_level: str | FetchIsolation = FetchIsolation.READ_UNCOMMITTED,
     ) -> list[Record]:
-        """Records at or after ``start_offset``, limited by count and (batch-granular) bytes.
-        ``read_committed`` reads below the last stable offset and leaves out aborted
-        transactions (``isolation.py``)."""
-        committed = fetch_isolation(isolation_level) is FetchIsolation.READ_COMMITTED
-        end = self.log.last_stable_offset() if committed else None  # None: the log end, as it grows
-        out: list[Record] = []
+        """Records at or after ``start_offset``, limited by count and (batch-granular) bytes:
+        without ``max_records``, those of the first window of ``max_bytes`` of batches (at least
+        one batch). ``read_committed`` reads below the last stable offset, leaves out aborted
+        transactions (``isolation.py``) and reads past windows it leaves out whole, all in one
+        pass over the batches, so a read costs the range it covers."""
+        windows = _Windows(max_bytes)
+        if fetch_isolation(isolation_level) is FetchIsolation.READ_UNCOMMITTED:
+            return self._records(windows.count(self._chunked(start_offset, max_bytes)), windows, start_offset,
+                                 max_records, include_control, read_past_empty=False)
+        end = self.log.last_stable_offset()
+
+        def committed() -> list[Record]:
+            self._check_range(start_offset)
+            windows.reset()
+            batches = committed_batches(windows.count(self.batches_from(start_offset)), end, self.log.segment_path)
+            return self._records(batches, windows, start_offset, max_records, include_control, read_past_empty=True)
+
+        return self._with_retries(committed)
+
+    def _chunked(self, start_offset: int, max_bytes: int) -> Iterator[RawBatch]:
+        """The batches from ``start_offset`` to the log end, read ``max_bytes`` at a time (each
+        read retried on its own when the log changes underneath)."""
         offset = start_offset
-        while max_records is None or len(out) < max_records:
-            if offset >= (self.log.log_end_offset if end is None else end) and offset != start_offset:
-                break
-            try:
-                chunk = self.read_batches(offset, max_bytes=max_bytes)
-                batches = chunk if end is None or not chunk else self._committed(chunk, end)
-            except (LogGapError, CorruptRecordError):
-                if out:  # return what comes before the problem; the next read starts there and raises
-                    return out
-                raise
+        while offset < self.log.log_end_offset or offset == start_offset:
+            chunk = self.read_batches(offset, max_bytes=max_bytes)
             if not chunk:
-                break
+                return
+            yield from chunk
+            offset = chunk[-1].header.next_offset
+
+    def _records(self, batches: Iterator[RawBatch], windows: _Windows, start_offset: int, max_records: int | None,
+                 include_control: bool, *, read_past_empty: bool) -> list[Record]:
+        """The records at or after ``start_offset`` of ``batches``, decoded: up to ``max_records``,
+        or, without it, those of the first window (the first that has any when
+        ``read_past_empty``). A damaged batch, or a gap, after some records ends the list there
+        (the next read starts there and raises); before any, it raises."""
+        out: list[Record] = []
+        last_window = None if read_past_empty else 0
+        try:
             for raw in batches:
+                window = windows.of(raw.header.base_offset)
+                if max_records is None and last_window is not None and window > last_window:
+                    break
                 if raw.header.is_control and not include_control:
                     continue
-                try:
-                    decoded = decode_batch(raw, path=self.log.segment_path(raw.header.base_offset))
-                except CorruptRecordError:
-                    if out:  # as above: a caller reading on from the records before it decoded each once
-                        return out
-                    raise
-                for rec in decoded:
+                for rec in decode_batch(raw, path=self.log.segment_path(raw.header.base_offset)):
                     if rec.offset >= start_offset:
                         out.append(rec)
+                        last_window = window if last_window is None else last_window
                         if max_records is not None and len(out) >= max_records:
                             return out
-            offset = chunk[-1].header.next_offset
-            if max_records is None and (out or end is None):
-                break  # one chunk; read_committed reads on past chunks it left out whole
+        except (LogGapError, CorruptRecordError):
+            if out:
+                return out
+            raise
         return out
-
-    def _committed(self, chunk: list[RawBatch], stable_end: int) -> list[RawBatch]:
-        """What ``read_committed`` keeps of ``chunk``: its batches below ``stable_end`` (the last
-        stable offset), less aborted transactions, whose markers may lie after the chunk."""
-        chunk_end = chunk[-1].header.next_offset
-
-        def run() -> list[RawBatch]:
-            after = self.batches_from(chunk_end) if chunk_end < self.log.log_end_offset else iter(())
-            return list(committed_batches(chain(chunk, after), min(stable_end, chunk_end), self.log.segment_path))
-
-        return self._with_retries(run)
 
     def iter_batches(self, start_offset: int | None = None) -> Iterator[RawBatch]:
         """Every batch from ``start_offset`` (default: the log start) to the end, for scans and dumps."""
@@ -230,3 +238,29 @@ class LogReader:
             return None
 
         return self._with_retries(run)
+
+
+class _Windows:
+    """Which ``max_bytes`` window of a read each batch falls in, as the batches stream past: a
+    window takes at least one batch, then batches while their bytes fit (``read_batches``)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.reset()
+
+    def reset(self) -> None:
+        self._starts: list[int] = []  # base offset of each window's first batch
+        self._filled = 0
+
+    def count(self, batches: Iterable[RawBatch]) -> Iterator[RawBatch]:
+        for raw in batches:
+            size = raw.header.size_in_bytes
+            if not self._starts or self._filled + size > self.max_bytes:
+                self._starts.append(raw.header.base_offset)
+                self._filled = 0
+            self._filled += size
+            yield raw
+
+    def of(self, offset: int) -> int:
+        """The window of the batch at base offset ``offset`` (one already counted)."""
+        return bisect_right(self._starts, offset) - 1

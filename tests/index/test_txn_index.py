@@ -8,11 +8,18 @@ import struct
 
 import pytest
 
-from storage_engine.errors import LogError, NotRegularFileError
+from storage_engine.errors import (
+    InvalidProducerEpochError,
+    LogError,
+    NotRegularFileError,
+    TransactionCoordinatorFencedError,
+)
 from storage_engine.files.naming import segment_file
 from storage_engine.index import AbortedTxn, CorruptTxnIndexError, TransactionIndex
+from storage_engine.log import appender
 from storage_engine.log.checkpoint import RECOVERY_POINT_CHECKPOINT, write_checkpoint
 from storage_engine.logdir.manager import LogManager
+from storage_engine.record import Record, encode_batch
 from storage_engine.tools.verify import verify_log
 from tests.helpers.cleaner import compact, compacted, content
 from tests.helpers.engine import open_topic
@@ -209,5 +216,64 @@ def test_a_marker_whose_entry_cannot_be_written_is_undone(tmp_path):
         assert log.log_end_offset == 1 and [h.is_control for h in (b.header for b in log.iter_batches())] == [False]
         w.abort(1)
         assert log.segments[0].txn_index.entries == [AbortedTxn(1, 0, 1, 2)]
+    finally:
+        m.close()
+
+
+def _files(part) -> dict[str, bytes]:
+    return {n: (part / n).read_bytes() for n in sorted(os.listdir(part))}
+
+
+@pytest.mark.parametrize(("epoch", "coordinator_epoch", "error", "words"), [
+    (1, 5, InvalidProducerEpochError,
+     "Epoch of producer 7 at offset 3 in t-0 is 1, which is smaller than the last seen epoch 3"),
+    (3, 4, TransactionCoordinatorFencedError,
+     "Invalid coordinator epoch for producerId 7 at offset 3 in partition t-0: 4 (zombie), 5 (current)"),
+])
+def test_a_fenced_marker_is_refused_in_kafkas_words_and_nothing_is_written(tmp_path, epoch, coordinator_epoch,
+                                                                          error, words):
+    """Kafka's ``ProducerAppendInfo.appendEndTxnMarker``: a producer epoch below the last seen one
+    (``checkProducerEpoch``), or a coordinator epoch below the producer's current one
+    (``checkCoordinatorEpoch``), is refused: no marker, no ``.txnindex`` entry, the producer's
+    epoch and open transaction as they were."""
+    m = open_topic(tmp_path)
+    try:
+        log = m.get_log("t", 0)
+
+        def data(seq: int) -> None:
+            log.append_batch(encode_batch([Record(0, NOW, b"k", b"v")], base_offset=0, producer_id=7, producer_epoch=3,
+                                          base_sequence=seq, is_transactional=True), now=NOW)
+
+        data(0)
+        log.append_end_txn_marker(7, 3, commit=True, coordinator_epoch=5, now=NOW)
+        data(1)
+        part = tmp_path / "t-0"
+        before = _files(part)
+        with pytest.raises(error) as refused:
+            log.append_end_txn_marker(7, epoch, commit=False, coordinator_epoch=coordinator_epoch, now=NOW)
+        assert str(refused.value) == words
+        assert _files(part) == before and log.log_end_offset == 3
+        assert log.last_records_of_active_producers() == {7: (2, 3)}
+        assert log.last_stable_offset() == 2  # the transaction at 2 is still open
+        log.append_end_txn_marker(7, 3, commit=False, coordinator_epoch=5, now=NOW)  # the current ones end it
+        assert log.segments[0].txn_index.entries == [AbortedTxn(7, 2, 3, 4)]
+    finally:
+        m.close()
+
+
+def test_the_recovery_point_stays_below_a_marker_until_its_entry_is_written(tmp_path, monkeypatch):
+    """Even with ``flush.messages=1`` the appender flushes a marker only after its entry: a flush
+    between them would move the recovery point past a marker whose entry a kill then loses,
+    and recovery, which starts at the recovery point, would never write it back."""
+    m = open_topic(tmp_path, flush_messages=1)
+    try:
+        log = m.get_log("t", 0)
+        reached = []
+        monkeypatch.setattr(appender, "crash_point", lambda name: reached.append((name, log.recovery_point)))
+        w = TxnWriter(log)
+        w.data(1, ("a", "1"))
+        w.abort(1)
+        assert reached == [("append.before-txn-index", 1)]  # the marker is at 1
+        assert log.recovery_point == 2
     finally:
         m.close()

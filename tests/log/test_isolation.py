@@ -8,6 +8,7 @@ import json
 import pytest
 
 from storage_engine.errors import ConfigError
+from storage_engine.log.segment import LogSegment
 from tests.helpers.cleaner import data_batch, marker, raw_log
 from tests.helpers.cli import run_logctl
 
@@ -86,6 +87,26 @@ def test_markers_in_later_segments_and_across_chunks(tmp_path):
                                        [marker(4, P2, 0, commit=True), plain(5, "q")]])
     assert committed(log) == [1, 2, 5]
     assert committed(log, max_bytes=1) == [1, 2, 5]
+
+
+def test_one_read_committed_call_reads_each_batch_once_however_many_windows_it_reads_past(tmp_path, monkeypatch):
+    """An aborted transaction of many batches, one per ``max_bytes`` window: the read goes past
+    every window it leaves out whole in one pass (re-scanning from each window to the ABORT
+    marker would read the range quadratically)."""
+    n = 300
+    log = open_log(tmp_path, *(txn(i, P1, "x") for i in range(n)), marker(n, P1, 0, commit=False), plain(n + 1, "p"))
+    assert committed(log) == [n + 1]
+    read = []
+    batches = LogSegment.batches
+
+    def counted(segment, *args, **kwargs):
+        for raw in batches(segment, *args, **kwargs):
+            read.append(raw.header.base_offset)
+            yield raw
+
+    monkeypatch.setattr(LogSegment, "batches", counted)
+    assert [r.offset for r in log.read(0, isolation_level="read_committed", max_bytes=1)] == [n + 1]
+    assert len(read) < 2 * n, len(read)
 
 
 def test_an_unknown_isolation_level_is_refused_in_the_consumers_words(tmp_path):
