@@ -2,15 +2,17 @@
 cleaner (or any tool that reads a log dir) opens when the partition lives in a bucket.
 
 ``materialize(rp, version, scratch)`` writes ``scratch/<topic>-<p>/`` holding, for every segment
-of the version, its ``.log``, ``.index`` and ``.timeindex`` under the 20-digit name of its base
-offset, with the mtime the version recorded (``mtime_ms``: Kafka's fallback time for segments
+of the version, its ``.log``, ``.index``, ``.timeindex`` and (when it aborted a transaction)
+``.txnindex`` under the 20-digit name of its base offset, with the mtime the version recorded (``mtime_ms``: Kafka's fallback time for segments
 without timestamps, which the tombstone horizon and the time rules read); the producer snapshot
 at its offset; an *empty* active segment at ``version.end_offset`` (the cleaner never cleans
 the active segment, so the last remote segment is cleanable only with one after it); and the
 log dir's ``cleaner-offset-checkpoint`` and ``log-start-offset-checkpoint`` holding the
 version's. The log dir is left as a broker leaves one after a clean shutdown
 (``.kafka_cleanshutdown``): its segments are committed objects, read as the local engine reads
-its own cleanly closed segments, so opening it costs no recovery pass.
+its own cleanly closed segments, so opening it costs no recovery pass; that is also why the
+``.txnindex`` must come along: after a clean shutdown a missing one means "no aborted
+transaction here" to a broker's ``read_committed`` fetch.
 
 Every local file name comes from an offset of the (strictly decoded) version, never from an
 object name or other data; the object names used to fetch are the version's, validated by
@@ -31,6 +33,7 @@ from ..files.naming import (
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     partition_dir_name,
     segment_file,
 )
@@ -98,8 +101,10 @@ def materialize(rp: RemotePartition, version: PartitionVersion, scratch_dir: Pat
     for seg in version.segments:
         jobs.append(_download(rp, seg.log, segment_file(part, seg.base_offset, LOG_SUFFIX), seg.mtime_ms,
                               size=seg.size_bytes))
-        for name, suffix in ((seg.index, INDEX_SUFFIX), (seg.time_index, TIME_INDEX_SUFFIX)):
-            jobs.append(_download(rp, name, segment_file(part, seg.base_offset, suffix), None))
+        for name, suffix in ((seg.index, INDEX_SUFFIX), (seg.time_index, TIME_INDEX_SUFFIX),
+                             (seg.txn_index, TXN_INDEX_SUFFIX)):
+            if name is not None:
+                jobs.append(_download(rp, name, segment_file(part, seg.base_offset, suffix), None))
     if version.producer_snapshot is not None:
         offset = snapshot_offset(version.producer_snapshot)
         if offset <= version.end_offset:  # a snapshot past the tier's end describes offsets it lacks

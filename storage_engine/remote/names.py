@@ -3,8 +3,8 @@
 Under the location's prefix every partition owns ``<topic>-<partition>/``:
 
 * ``versions/<version, 20 digits>.json``: the partition's numbered metadata versions;
-* ``data/<offset, 20 digits>-<writer id>.<log|index|timeindex|snapshot>``: immutable objects.
-  The offset is the segment's base offset (a producer snapshot's: its offset); the writer id
+* ``data/<offset, 20 digits>-<writer id>.<log|index|timeindex|txnindex|snapshot>``: immutable
+  objects. The offset is the segment's base offset (a producer snapshot's: its offset); the writer id
   (16 hex digits, new for every tiering, cleaning or restore) makes two writers' objects
   distinct, so an upload never replaces what a reader may be using;
 * ``pins/<version, 20 digits>-<writer id>.json``: a version held for a restore.
@@ -24,7 +24,7 @@ from .errors import RemoteMetadataError
 DATA = "data/"
 VERSIONS = "versions/"
 PINS = "pins/"
-_DATA_NAME = re.compile(r"data/(\d{20})-([0-9a-f]{16})\.(log|index|timeindex|snapshot)")
+_DATA_NAME = re.compile(r"data/(\d{20})-([0-9a-f]{16})\.(log|index|timeindex|txnindex|snapshot)")
 _VERSION_NAME = re.compile(r"versions/(\d{20})\.json")
 _PIN_NAME = re.compile(r"pins/(\d{20})-([0-9a-f]{16})\.json")
 
@@ -59,7 +59,7 @@ def check_data_name(name: object, kind: str | None = None) -> str:
     other partition: the pattern admits only ``data/<20 digits>-<16 hex>.<kind>``."""
     if not isinstance(name, str) or (m := _DATA_NAME.fullmatch(name)) is None:
         raise RemoteMetadataError(f"object name {name!r} is not a data object of this partition "
-                                  "(data/<20-digit offset>-<16-hex writer>.<log|index|timeindex|snapshot>)")
+                                  "(data/<20-digit offset>-<16-hex writer>.<log|index|timeindex|txnindex|snapshot>)")
     if kind is not None and m.group(3) != kind:
         raise RemoteMetadataError(f"object name {name!r} is not a .{kind} object")
     return name

@@ -39,10 +39,10 @@ def open_segment_files(seg: LogSegment) -> dict[str, int | None]:
     (None: an index file that is not there), opened without following a symlink. An open
     descriptor keeps reading the bytes it opened even if the file is renamed or replaced later,
     so a caller may open them under the partition lock and upload after releasing it."""
-    index_path, time_index_path = seg.index_paths()[:2]
+    index_path, time_index_path, txn_index_path = seg.index_paths()
     files: dict[str, int | None] = {"log": open_nofollow(seg.log_path, os.O_RDONLY)}
     try:
-        for kind, path in (("index", index_path), ("timeindex", time_index_path)):
+        for kind, path in (("index", index_path), ("timeindex", time_index_path), ("txnindex", txn_index_path)):
             try:
                 files[kind] = open_nofollow(path, os.O_RDONLY)
             except FileNotFoundError:
@@ -130,13 +130,18 @@ class RemotePartition:
 
     def upload_segment(self, writer: str, *, base_offset: int, end_offset: int, max_timestamp: int, mtime_ms: int,
                        files: Mapping[str, int | None]) -> RemoteSegment:
-        """Upload one segment's files, open at ``files`` (``log``, ``index``, ``timeindex`` ->
-        descriptor; None for an index the segment lacks, uploaded empty), as new objects: the
-        indexes first, the log last (its object completes the segment). The size recorded is
-        the bytes uploaded. Tiering and remote compaction both upload through here."""
+        """Upload one segment's files, open at ``files`` (``log``, ``index``, ``timeindex``,
+        ``txnindex`` -> descriptor; None for an index the segment lacks, uploaded empty), as new
+        objects: the indexes first, the log last (its object completes the segment). The size
+        recorded is the ``.log``'s bytes uploaded. A ``.txnindex`` that is missing or empty is
+        not uploaded (Kafka's transaction index is the optional part of a remote segment: no
+        object, no aborted transaction), so a segment of a topic without transactions costs
+        no extra request. Tiering and remote compaction both upload through here."""
         names: dict[str, str] = {}
         size = 0
-        for kind in ("index", "timeindex", "log"):
+        txn_fd = files.get("txnindex")
+        kinds = ("index", "timeindex") + (("txnindex",) if txn_fd is not None and os.fstat(txn_fd).st_size else ())
+        for kind in (*kinds, "log"):
             names[kind] = data_name(base_offset, writer, kind)
             fd = files.get(kind)
             if fd is None:
@@ -144,7 +149,7 @@ class RemotePartition:
             else:
                 size = self.store.put_fd(self.name(names[kind]), fd)
         return RemoteSegment(base_offset, end_offset, size, max_timestamp, mtime_ms, names["log"], names["index"],
-                             names["timeindex"])
+                             names["timeindex"], names.get("txnindex"))
 
     def read(self, name: str) -> bytes:
         return self.store.get(self.name(name))

@@ -41,15 +41,25 @@ class RemoteSegment:
     log: str
     index: str
     time_index: str
+    #: the ``.txnindex`` object, None when the segment aborted no transaction (Kafka's
+    #: ``RemoteLogSegmentMetadata``/``LogSegmentData`` keep it optional, and a broker reads a
+    #: missing transaction index as "no aborted transaction here"). Versions written before the
+    #: field existed have none, and stay readable.
+    txn_index: str | None = None
 
     @property
-    def objects(self) -> tuple[str, str, str]:
-        return (self.log, self.index, self.time_index)
+    def objects(self) -> tuple[str, ...]:
+        core = (self.log, self.index, self.time_index)
+        return core if self.txn_index is None else (*core, self.txn_index)
 
     def to_json(self) -> dict[str, Any]:
-        return {"base_offset": self.base_offset, "end_offset": self.end_offset, "size_bytes": self.size_bytes,
-                "max_timestamp": self.max_timestamp, "mtime_ms": self.mtime_ms, "log": self.log,
-                "index": self.index, "time_index": self.time_index}
+        out: dict[str, Any] = {"base_offset": self.base_offset, "end_offset": self.end_offset,
+                               "size_bytes": self.size_bytes, "max_timestamp": self.max_timestamp,
+                               "mtime_ms": self.mtime_ms, "log": self.log, "index": self.index,
+                               "time_index": self.time_index}
+        if self.txn_index is not None:  # absent, not null: a segment without one encodes as before
+            out["txn_index"] = self.txn_index
+        return out
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,7 @@ def empty_version(topic: str, partition: int, log_start_offset: int) -> Partitio
 
 _SEGMENT_FIELDS = {"base_offset": int, "end_offset": int, "size_bytes": int, "max_timestamp": int, "mtime_ms": int,
                    "log": str, "index": str, "time_index": str}
+_SEGMENT_OPTIONAL = {"txn_index": str}
 _VERSION_FIELDS = {"format": str, "version": int, "topic": str, "partition": int, "committed_ms": int,
                    "writer": str, "operation": str, "log_start_offset": int, "end_offset": int,
                    "cleaner_checkpoint": (int, type(None)), "segments": list, "producer_snapshot": (str, type(None)),
@@ -141,13 +152,16 @@ _VERSION_FIELDS = {"format": str, "version": int, "topic": str, "partition": int
 _RELEASED_FIELDS = {"name": str, "version": int, "since_ms": int}
 
 
-def _fields(obj: object, spec: dict[str, Any], where: str) -> dict[str, Any]:
+def _fields(obj: object, spec: dict[str, Any], where: str, optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``obj`` if it has exactly ``spec``'s fields, of their types, plus any of ``optional``'s
+    (fields added to the format later: a version written before them lacks them)."""
     if not isinstance(obj, dict):
         raise RemoteMetadataError(f"{where}: expected a JSON object")
-    if set(obj) != set(spec):
-        missing, extra = sorted(set(spec) - set(obj)), sorted(set(obj) - set(spec))
+    optional = optional or {}
+    if not set(spec) <= set(obj) <= set(spec) | set(optional):
+        missing, extra = sorted(set(spec) - set(obj)), sorted(set(obj) - set(spec) - set(optional))
         raise RemoteMetadataError(f"{where}: fields missing {missing} or unknown {extra}")
-    for name, kind in spec.items():
+    for name, kind in (*spec.items(), *((n, k) for n, k in optional.items() if n in obj)):
         value = obj[name]
         if isinstance(value, bool) or not isinstance(value, kind):
             raise RemoteMetadataError(f"{where}: field {name!r} has the wrong type ({type(value).__name__})")
@@ -171,10 +185,12 @@ def decode_version(data: bytes, *, topic: str, partition: int, version: int, whe
     segments = []
     expected = None
     for i, raw in enumerate(v["segments"]):
-        s = _fields(raw, _SEGMENT_FIELDS, f"{where} segment {i}")
+        s = _fields(raw, _SEGMENT_FIELDS, f"{where} segment {i}", _SEGMENT_OPTIONAL)
+        txn = s.get("txn_index")
         seg = RemoteSegment(s["base_offset"], s["end_offset"], s["size_bytes"], s["max_timestamp"], s["mtime_ms"],
                             check_data_name(s["log"], "log"), check_data_name(s["index"], "index"),
-                            check_data_name(s["time_index"], "timeindex"))
+                            check_data_name(s["time_index"], "timeindex"),
+                            check_data_name(txn, "txnindex") if txn is not None else None)
         if seg.base_offset < 0 or seg.end_offset <= seg.base_offset or seg.size_bytes < 0 or (
                 expected is not None and seg.base_offset != expected):
             raise RemoteMetadataError(f"{where} segment {i}: offsets [{seg.base_offset}, {seg.end_offset}) "

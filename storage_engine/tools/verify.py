@@ -14,17 +14,18 @@ from typing import TYPE_CHECKING
 from ..errors import CorruptIndexError, CorruptRecordError, LogError
 from ..files.naming import OFFSET_DIGITS
 from ..index import AbortedTxn
+from ..index.txn_index import parse_txn_index
 from ..log.aborted_txns import AbortedTxnTracker
 from ..log.log import Log
 from ..log.producer_state import transactions_open_at
 from ..log.reads import offset_order_error
 from ..log.segment import LogSegment
-from ..record import decode_batch, verify_batch
+from ..record import RawBatch, decode_batch, verify_batch
 from ..record.control import ControlRecordType, control_type_of
 from ..remote.partition import RemotePartition
 from ..remote.reads import object_url, remote_segment_batches, tiered_log
 from ..remote.store import ObjectMissingError, ObjectStore
-from ..remote.version import PartitionVersion
+from ..remote.version import PartitionVersion, RemoteSegment
 
 if TYPE_CHECKING:
     from ..logdir.manager import LogManager
@@ -84,8 +85,10 @@ def verify_partition(manager: LogManager, topic: str, partition: int, store: Obj
 def verify_remote_tier(log: Log, report: VerifyReport, store: ObjectStore | None = None) -> None:
     """The remote tier of a tiered partition, added to ``report``: its latest version parses
     (names only objects of its own prefix), every object it names exists with the recorded
-    size, every remote batch's CRC and offsets, and the step from the tier's end to the local
-    log (no offsets in neither tier, none in both). Reads the bucket; never writes to it."""
+    size, every remote batch's CRC and offsets, every segment's ``.txnindex`` object (or its
+    absence) against the aborted transactions its batches make, and the step from the tier's
+    end to the local log (no offsets in neither tier, none in both). Reads the bucket; never
+    writes to it."""
     tp = f"{log.topic}-{log.partition}"
     try:
         view = tiered_log(log, store=store)
@@ -103,6 +106,7 @@ def verify_remote_tier(log: Log, report: VerifyReport, store: ObjectStore | None
     unreadable = _missing_or_short(rp, version, report.problems)
     remote: list[SegmentReport] = []
     expected: int | None = None
+    tracker = AbortedTxnTracker()  # transactions open before the tier's first batch are not knowable
     for seg in version.segments:
         url = object_url(rp, seg.log)
         rep = SegmentReport(url, size_bytes=seg.size_bytes)
@@ -110,8 +114,10 @@ def verify_remote_tier(log: Log, report: VerifyReport, store: ObjectStore | None
         if seg.log in unreadable:
             expected = None
             continue
+        txns = _SegmentTxns(tracker)
         try:
             for raw in remote_segment_batches(rp, seg):
+                txns.observe(raw, url)
                 rep.batches += 1
                 rep.records += len(decode_batch(raw, path=url))
                 order = offset_order_error(expected if expected is not None else raw.header.base_offset,
@@ -123,8 +129,28 @@ def verify_remote_tier(log: Log, report: VerifyReport, store: ObjectStore | None
         except LogError as exc:
             report.problems.append(str(exc))
             expected = None
+            continue
+        if seg.txn_index is None or seg.txn_index not in unreadable:
+            _verify_remote_txn_index(rp, seg, txns, rep, report.problems)
     report.segments[:0] = remote
     _verify_boundary(log, view.may_be_cleaned, version.end_offset, expected, report.problems)
+
+
+def _verify_remote_txn_index(rp: RemotePartition, seg: RemoteSegment, txns: _SegmentTxns, rep: SegmentReport,
+                             problems: list[str]) -> None:
+    """A remote segment's ``.txnindex`` object (none: no entry) against what its batches say: a
+    segment that comes back from the bucket brings this object as its ``.txnindex``."""
+    if seg.txn_index is None:
+        name, entries = f"{object_url(rp, seg.log)} (its segment has no .txnindex object)", []
+    else:
+        name = object_url(rp, seg.txn_index)
+        try:
+            entries = parse_txn_index(rp.read(seg.txn_index), name, seg.base_offset)
+        except LogError as exc:
+            problems.append(str(exc))
+            return
+    rep.txn_index_entries = len(entries)
+    _check_txn_entries(name, entries, txns, problems)
 
 
 def _missing_or_short(rp: RemotePartition, version: PartitionVersion, problems: list[str]) -> set[str]:
@@ -199,8 +225,7 @@ def _verify_segment(
     size = seg.refresh_size()
     rep = SegmentReport(seg.log_path.name, size_bytes=size)
     starts: dict[int, tuple[int, int]] = {}  # position -> (base offset, last offset)
-    derived: list[AbortedTxn] = []  # the .txnindex entries the batches make
-    aborts: set[tuple[int, int]] = set()  # (producer id, offset) of every ABORT marker
+    txns = _SegmentTxns(transactions)
     end = 0
     last_offset = None
     max_ts = -1
@@ -225,12 +250,7 @@ def _verify_segment(
                     problems.append(f"{path}: record offsets not increasing inside the batch at position {raw.position}")
                     break
                 prev = r.offset
-            control_type = control_type_of(raw, path) if header.is_control and header.magic >= 2 else None
-            if control_type == ControlRecordType.ABORT:
-                aborts.add((header.producer_id, header.last_offset))
-            entry = transactions.observe(header, control_type)
-            if entry is not None:
-                derived.append(entry)
+            txns.observe(raw, path)
             starts[raw.position] = (header.base_offset, header.last_offset)
             previous_next = header.next_offset
             last_offset = header.last_offset
@@ -245,21 +265,32 @@ def _verify_segment(
         _verify_indexes(seg, starts, last_offset, max_ts, next_base is None, rep, problems)
     except LogError as exc:
         problems.append(f"{path}: index unreadable: {exc}")
-    _verify_txn_index(seg, derived, aborts, rep, problems)
+    _verify_txn_index(seg, txns, rep, problems)
     return rep, previous_next
 
 
-def _verify_txn_index(seg: LogSegment, derived: list[AbortedTxn], aborts: set[tuple[int, int]],
-                      rep: SegmentReport, problems: list[str]) -> None:
-    """The ``.txnindex`` against the entries the segment's batches make (``AbortedTxnTracker``,
-    the rule the appender and recovery follow). A broker serves ``read_committed`` fetches from
-    this file alone, so an entry missing is aborted records served as committed. The cleaner
-    keeps the entry of an ABORT marker it keeps after removing the transaction's batches (as
-    Kafka's does), which no batch makes any more: an entry whose marker is in the segment is
-    fine. An entry's first offset and last stable offset may be lower than the batches now say:
-    a cleaning up to the active segment removes the first batches of a transaction that goes on
-    past it, or of another producer's transaction that was open then (seen on a live broker's
-    cleaned log); lower ones only make a broker filter and look further back."""
+class _SegmentTxns:
+    """What one segment's batches say its ``.txnindex`` holds, as they stream past: the entries
+    they make (``AbortedTxnTracker``, the rule the appender and recovery follow; the tracker
+    goes on into the next segment) and every ABORT marker's (producer id, offset)."""
+
+    def __init__(self, tracker: AbortedTxnTracker) -> None:
+        self.tracker = tracker
+        self.derived: list[AbortedTxn] = []
+        self.aborts: set[tuple[int, int]] = set()
+
+    def observe(self, raw: RawBatch, path: str) -> None:
+        header = raw.header
+        control_type = control_type_of(raw, path) if header.is_control and header.magic >= 2 else None
+        if control_type == ControlRecordType.ABORT:
+            self.aborts.add((header.producer_id, header.last_offset))
+        entry = self.tracker.observe(header, control_type)
+        if entry is not None:
+            self.derived.append(entry)
+
+
+def _verify_txn_index(seg: LogSegment, txns: _SegmentTxns, rep: SegmentReport, problems: list[str]) -> None:
+    """The local segment's ``.txnindex`` against what its batches say (:func:`check_txn_entries`)."""
     txn_index = seg.txn_index
     try:
         txn_index.forget()
@@ -268,20 +299,33 @@ def _verify_txn_index(seg: LogSegment, derived: list[AbortedTxn], aborts: set[tu
         problems.append(f"{exc} (a writable open rebuilds it)")
         return
     rep.txn_index_entries = len(entries)
+    _check_txn_entries(str(txn_index.path), entries, txns, problems)
+
+
+def _check_txn_entries(name: str, entries: list[AbortedTxn], txns: _SegmentTxns, problems: list[str]) -> None:
+    """A segment's ``.txnindex`` entries (local file or remote object ``name``) against what its
+    batches say. A broker serves ``read_committed`` fetches from this file alone, so an entry
+    missing is aborted records served as committed. The cleaner
+    keeps the entry of an ABORT marker it keeps after removing the transaction's batches (as
+    Kafka's does), which no batch makes any more: an entry whose marker is in the segment is
+    fine. An entry's first offset and last stable offset may be lower than the batches now say:
+    a cleaning up to the active segment removes the first batches of a transaction that goes on
+    past it, or of another producer's transaction that was open then (seen on a live broker's
+    cleaned log); lower ones only make a broker filter and look further back."""
     by_marker = {(e.producer_id, e.last_offset): e for e in entries}
-    for want in derived:
+    for want in txns.derived:
         have = by_marker.get((want.producer_id, want.last_offset))
         if have is None:
-            problems.append(f"{txn_index.path}: no entry for the transaction of producer {want.producer_id} aborted at "
+            problems.append(f"{name}: no entry for the transaction of producer {want.producer_id} aborted at "
                             f"offset {want.last_offset}: a broker serves its records to read_committed consumers")
         elif have.first_offset > want.first_offset or have.last_stable_offset > want.last_stable_offset:
-            problems.append(f"{txn_index.path}: the entry for the transaction of producer {want.producer_id} aborted at "
+            problems.append(f"{name}: the entry for the transaction of producer {want.producer_id} aborted at "
                             f"offset {want.last_offset} says first offset {have.first_offset} and last stable offset "
                             f"{have.last_stable_offset}; the batches say {want.first_offset} and {want.last_stable_offset}")
-    made = {(e.producer_id, e.last_offset) for e in derived}
+    made = {(e.producer_id, e.last_offset) for e in txns.derived}
     for key, entry in by_marker.items():
-        if key not in made and key not in aborts:
-            problems.append(f"{txn_index.path}: an entry for producer {entry.producer_id} at offset {entry.last_offset}, "
+        if key not in made and key not in txns.aborts:
+            problems.append(f"{name}: an entry for producer {entry.producer_id} at offset {entry.last_offset}, "
                             f"where the segment has no ABORT marker of that producer")
 
 
