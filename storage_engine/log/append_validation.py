@@ -200,7 +200,7 @@ def _validate_in_place(raw: RawBatch, data: bytes, base_offset: int, config: Log
     are off)."""
     header = raw.header
     path = f"<append to {tp}>"
-    buf, start, end = record_bytes(raw, path)
+    buf, start, end = record_bytes(raw, path, data)  # uncompressed: the records read where they are, no copy
     try:
         deltas, last_start = timestamp_deltas(buf, header.records_count, start, end)
         last_record = walk_records(buf, 1, last_start, end) if deltas else []
