@@ -7,7 +7,6 @@ rejected append changes nothing on disk.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,17 +15,23 @@ from ..errors import CorruptRecordError, InvalidRecordError, InvalidTimestampErr
 from ..limits import LONG_MAX, LONG_MIN
 from ..record import (
     CompressionType,
+    RawBatch,
     Record,
     TimestampType,
     decode_batch,
     encode_batch,
     scan_batches,
     set_base_offset,
+    set_max_timestamp,
     verify_batch,
 )
 from ..record.control import CONTROL_KEY, END_TXN_MARKER_VALUE, ControlRecordType
+from ..record.rewrite import corrupt_batch, record_bytes
+from ..record.v2 import timestamp_deltas, walk_records
 
-_BASE_OFFSET = struct.Struct(">q")
+NO_TIMESTAMP = -1
+"""Kafka's ``RecordBatch.NO_TIMESTAMP``: the one timestamp the bounds do not apply to."""
+
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ def timestamp_out_of_range(timestamp: int, offset: int, now_ms: int, config: Log
     ``message.timestamp.after.max.ms`` (KIP-937: an hour by default) after it. ``offset`` is the
     record's offset in the batch as the producer sent it, as the broker names it. The bounds
     stop at a long's range where Java's sum wraps (``docs/decisions.md``)."""
-    if config.message_timestamp_type != "CreateTime" or timestamp < 0:
+    if config.message_timestamp_type != "CreateTime" or timestamp == NO_TIMESTAMP:
         return None
     before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
     if now_ms - timestamp <= before and timestamp - now_ms <= after:
@@ -84,11 +89,14 @@ def timestamp_out_of_range(timestamp: int, offset: int, now_ms: int, config: Log
             f"The timestamp should be within [{lower}, {upper}]")
 
 
+def _keyless_refusal(index: int, tp: str) -> InvalidRecordError:
+    return InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {tp} "
+                              f"(record {index}).")
+
+
 def _check_record(record: ProducerRecord | Record, index: int, config: LogConfig, tp: str, now_ms: int) -> None:
     if config.compact and record.key is None:
-        raise InvalidRecordError(
-            f"Compacted topic cannot accept message without key in topic partition {tp} (record {index})."
-        )
+        raise _keyless_refusal(index, tp)
     if record.timestamp is not None:
         offset = record.offset if isinstance(record, Record) else index
         if (why := timestamp_out_of_range(record.timestamp, offset, now_ms, config)) is not None:
@@ -167,26 +175,68 @@ def build_end_txn_marker(producer_id: int, producer_epoch: int, *, commit: bool,
                    producer_epoch=producer_epoch, is_transactional=True, is_control=True)
 
 
-def _can_skip_record_checks(header, codec: CompressionType, config: LogConfig, now_ms: int) -> bool:
-    """No rule needs a record of this batch: with no ``message.timestamp.before.max.ms`` bound,
-    the batch's max timestamp within ``message.timestamp.after.max.ms`` bounds every record's
-    (KIP-937's default hour kept this path the common one)."""
-    return (
-        header.magic == 2
-        and codec == header.attributes & 0x07
-        and header.records_count > 0
-        and not config.compact
-        and config.message_timestamp_type == "CreateTime"
-        and config.message_timestamp_before_max_ms == LONG_MAX
-        and header.max_timestamp - now_ms <= config.message_timestamp_after_max_ms
+def _first_out_of_range(base_ts: int, deltas: Sequence[int], now_ms: int, config: LogConfig) -> str | None:
+    """:func:`timestamp_out_of_range` for the first record that is, or None (a record's timestamp
+    is ``base_ts`` plus its delta). The bounds are one interval, so an in-range minimum and
+    maximum (neither the exempt -1) clear every record at C speed; only a batch that fails that
+    is checked record by record."""
+    lo, hi = base_ts + min(deltas), base_ts + max(deltas)
+    if (NO_TIMESTAMP not in (lo, hi) and timestamp_out_of_range(lo, 0, now_ms, config) is None
+            and timestamp_out_of_range(hi, 0, now_ms, config) is None):
+        return None
+    return next((why for i, d in enumerate(deltas)
+                 if (why := timestamp_out_of_range(base_ts + d, i, now_ms, config)) is not None), None)
+
+
+def _validate_in_place(raw: RawBatch, data: bytes, base_offset: int, config: LogConfig, now_ms: int,
+                       tp: str) -> ValidatedBatch | None:
+    """A CreateTime v2 batch that keeps its codec, validated the way Kafka's
+    ``assignOffsetsNonCompressed`` / in-place ``validateMessagesAndAssignOffsetsCompressed`` do:
+    every record's timestamp (and, on a compacted topic, key) is read, values and headers are
+    not, and the header's maxTimestamp is rewritten to the records' true maximum when the
+    producer's under- or overstates it (``setMaxTimestamp``), so ``.timeindex`` and time
+    retention never trust the producer's claim. None when the batch must be rebuilt instead:
+    its last offset delta is not its last record's (Kafka rebuilds batches whose inner offsets
+    are off)."""
+    header = raw.header
+    path = f"<append to {tp}>"
+    buf, start, end = record_bytes(raw, path, data)  # uncompressed: the records read where they are, no copy
+    try:
+        deltas, last_start = timestamp_deltas(buf, header.records_count, start, end)
+        last_record = walk_records(buf, 1, last_start, end) if deltas else []
+        walked = walk_records(buf, len(deltas), start, end) if config.compact else []
+    except (IndexError, ValueError) as exc:  # a VarintError is a ValueError
+        raise corrupt_batch(f"malformed record in the batch: {exc}", raw, path) from exc
+    if not deltas:
+        raise InvalidRecordError(f"an append to {tp} needs at least one record")
+    if last_record[0][2] != header.last_offset_delta:
+        return None
+    base_ts = header.base_timestamp
+    if (why := _first_out_of_range(base_ts, deltas, now_ms, config)) is not None:
+        # Kafka's processRecordErrors also names a timestamp refusal before any other
+        raise InvalidTimestampError(f"{why} in topic partition {tp}")
+    keyless = next((i for i, w in enumerate(walked) if w[4] is None), None)
+    if keyless is not None:
+        raise _keyless_refusal(keyless, tp)
+    max_ts = max(base_ts + max(deltas), NO_TIMESTAMP)  # Kafka's maxBatchTimestamp starts at NO_TIMESTAMP
+    out = data if max_ts == header.max_timestamp else set_max_timestamp(data, max_ts)
+    last = base_offset + header.last_offset_delta
+    return ValidatedBatch(
+        set_base_offset(out, base_offset),  # the CRC does not cover it: no recomputation
+        base_offset,
+        last,
+        max_ts,
+        last,  # v2: Kafka indexes the batch's last offset (ValidationResult.shallowOffsetOfMaxTimestamp)
+        len(deltas),
     )
 
 
 def validate_producer_batch(data: bytes, *, base_offset: int, config: LogConfig, now_ms: int, tp: str) -> ValidatedBatch:
     """Accept one producer-built batch (any magic, any codec) and assign offsets from ``base_offset``.
 
-    Like Kafka, a v2 batch whose codec already matches the target and needs no timestamp
-    rewrite is kept byte for byte; only its base offset is patched, which the CRC does not
+    Like Kafka, a CreateTime v2 batch whose codec already matches the target is validated in
+    place (:func:`_validate_in_place`: every record's timestamp and key read, the header's max
+    timestamp made true) and kept byte for byte but for its base offset, which the CRC does not
     cover. Anything else is decoded and re-encoded as v2.
     """
     batches = list(scan_batches(data, path=f"<append to {tp}>"))
@@ -209,46 +259,16 @@ def validate_producer_batch(data: bytes, *, base_offset: int, config: LogConfig,
         )
     _check_size(header.size_in_bytes, config, tp)
     codec = target_compression(config, header.attributes & 0x07)
-    if _can_skip_record_checks(header, codec, config, now_ms):
-        # The fast path for the common case: the CRC is verified, and no rule needs to look at a
-        # record (no key check, no timestamp bounds, no recompression). Kafka also walks the
-        # records here to validate their structure; a batch a buggy producer built with a valid
-        # CRC but malformed records would be refused by a broker and fails later reads here.
-        out = bytearray(data)  # the one copy: offsets are assigned in place, as a broker does
-        _BASE_OFFSET.pack_into(out, 0, base_offset)
-        return ValidatedBatch(
-            out,
-            base_offset,
-            base_offset + header.last_offset_delta,
-            header.max_timestamp,
-            base_offset + header.last_offset_delta,  # v2: Kafka indexes the batch's last offset
-            header.records_count,
-        )
+    if header.magic == 2 and codec == header.compression and config.message_timestamp_type == "CreateTime" \
+            and header.timestamp_type == TimestampType.CREATE_TIME:
+        in_place = _validate_in_place(raw, data, base_offset, config, now_ms, tp)
+        if in_place is not None:
+            return in_place
     records = decode_batch(raw, path=f"<append to {tp}>")
     if not records:
         raise InvalidRecordError(f"an append to {tp} needs at least one record")
     for i, r in enumerate(records):
         _check_record(r, i, config, tp, now_ms)
-    in_place = (
-        header.magic == 2
-        and codec == header.compression
-        and config.message_timestamp_type == "CreateTime"
-        and records[-1].offset == header.last_offset
-    )
-    if in_place:
-        shift = base_offset - header.base_offset
-        max_ts, offset_of_max = -1, base_offset
-        for r in records:
-            if r.timestamp > max_ts:
-                max_ts, offset_of_max = r.timestamp, r.offset + shift
-        return ValidatedBatch(
-            set_base_offset(bytes(data), base_offset),
-            base_offset,
-            header.last_offset + shift,
-            max_ts,
-            offset_of_max,
-            len(records),
-        )
     first = records[0].offset
     shifted = [Record(r.offset - first + base_offset, r.timestamp, r.key, r.value, r.headers) for r in records]
     producer = {}

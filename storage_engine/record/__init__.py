@@ -36,6 +36,7 @@ from .v2_builder import (
     encode_empty_batch,
     set_base_offset,
     set_log_append_time,
+    set_max_timestamp,
     set_partition_leader_epoch,
 )
 
@@ -54,6 +55,7 @@ __all__ = [
     "set_base_offset",
     "set_partition_leader_epoch",
     "set_log_append_time",
+    "set_max_timestamp",
     "RECORD_BATCH_OVERHEAD",
     "LOG_OVERHEAD",
     "HEADER_SIZE_UP_TO_MAGIC",

@@ -454,6 +454,46 @@ def walk_records(buf: bytes, count: int, start: int = 0,
     return out
 
 
+def timestamp_deltas(buf: bytes, count: int, start: int = 0, end: int | None = None) -> tuple[list[int], int]:
+    """Every record's timestamp delta in the plain record bytes of a v2 batch, and where its
+    last record starts: all a broker's ``LogValidator`` must read of a batch it keeps in place
+    (Kafka's ``skipKeyValueIterator``), about 3x faster than :func:`walk_records`, whose offset
+    delta and key this loop skips (the append's hot path; varints inlined as
+    ``bench/bench_varint_inline.py`` measures).
+
+    Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes, as
+    :func:`walk_records` does."""
+    zz1, zz2 = _ZZ1, _ZZ2
+    out: list[int] = []
+    app = out.append
+    pos = last = start
+    n = len(buf) if end is None else end
+    for _ in range(count):
+        b = buf[pos]
+        if b < 128:
+            length = zz1[b]
+            p = pos + 1
+        else:
+            b2 = buf[pos + 1]
+            if b2 < 128:
+                length = zz2[b2][b]
+                p = pos + 2
+            else:
+                length, p = decode_varint(buf, pos)
+        if p + length > n or length < 6:
+            raise ValueError(f"record length {length} at {pos} runs past the batch")
+        b = buf[p + 1]  # after the attributes byte
+        if b < 128:
+            app(zz1[b])
+        else:
+            b2 = buf[p + 2]
+            app(zz2[b2][b] if b2 < 128 else decode_varlong(buf, p + 1)[0])
+        last, pos = pos, p + length
+    if pos != n:
+        raise ValueError(f"{n - pos} bytes after the declared {count} records")
+    return out, last
+
+
 def record_header_value(buf: bytes, start: int, end: int, name: bytes) -> bytes | None:
     """The value of the last header called ``name`` (UTF-8 bytes) of the v2 record stored at
     ``buf[start:end]`` (a span of :func:`walk_records`), None when it has none or a null one.

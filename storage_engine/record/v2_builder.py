@@ -280,6 +280,17 @@ def set_partition_leader_epoch(batch: bytes | bytearray | memoryview, epoch: int
     return bytes(batch[:12]) + _INT32.pack(epoch) + bytes(batch[16:])
 
 
+def set_max_timestamp(batch: bytes | bytearray | memoryview, timestamp_ms: int) -> bytes:
+    """Copy of a CreateTime v2 ``batch`` whose maxTimestamp is ``timestamp_ms``, CRC recomputed
+    (Kafka's ``DefaultRecordBatch.setMaxTimestamp``: a broker stamps the records' true maximum
+    over whatever the producer wrote there)."""
+    _check_v2(batch, "set_max_timestamp")
+    out = bytearray(batch)
+    _INT64.pack_into(out, MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
 def set_log_append_time(batch: bytes | bytearray | memoryview, timestamp_ms: int) -> bytes:
     """Copy of a v2 ``batch`` stamped with LogAppendTime: attribute bit 3 set, maxTimestamp =
     ``timestamp_ms``, CRC recomputed (both fields are covered). Readers then report every

@@ -3,7 +3,9 @@ the broker and to our engine, the same outcome and, for a refusal, the broker's 
 
 * KIP-1161: an empty ``cleanup.policy`` keeps forever (``retention.ms`` never deletes);
 * KIP-937: ``message.timestamp.after.max.ms`` is an hour by default, and a record past it is
-  refused with the broker's ``InvalidTimestampException`` text (likewise ``before.max.ms``);
+  refused with the broker's ``InvalidTimestampException`` text (likewise ``before.max.ms``),
+  even in a raw batch whose header understates its max timestamp; the broker rewrites that
+  header to the records' true maximum, byte for byte as our append does;
 * KIP-1066: ``cordoned.log.dirs`` gets no new partitions, the ones there keep working, every
   log dir cordoned refuses a new partition, and an entry not in ``log.dirs`` is refused.
 """
@@ -18,15 +20,17 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
-from kafka.errors import InvalidReplicationFactorError, InvalidTimestampError
+from kafka.errors import InvalidReplicationFactorError, InvalidTimestampError, for_code
+from kafka.net import KafkaNetClient
+from kafka.protocol.producer import ProduceRequest
 
 from storage_engine.config.topic import LogConfig
 from storage_engine.errors import ConfigError, LogDirsCordonedError
 from storage_engine.errors import InvalidTimestampError as OurInvalidTimestampError
-from storage_engine.log.append_validation import ProducerRecord, build_batch
+from storage_engine.log.append_validation import ProducerRecord, build_batch, validate_producer_batch
 from storage_engine.logdir.manager import LogManager
 from storage_engine.logdir.placement import check_cordoned_log_dirs
-from storage_engine.record import CompressionType
+from storage_engine.record import CompressionType, Record, encode_batch, scan_batches
 from tests.helpers.kafka_broker import CLUSTER_ID, KafkaBroker, unique_topic
 
 HOUR = 3_600_000
@@ -96,6 +100,52 @@ def test_timestamp_bounds_and_refusals_are_the_brokers(kafka_broker, configs: Lo
     assert _broker_produce(kafka_broker, topic, inside) is None
     accepted.append(inside)
     assert [r.timestamp for r in kafka_broker.consume(topic)] == accepted
+
+
+def _produce_raw(broker: KafkaBroker, topic: str, batch: bytes) -> tuple[str, str | None]:
+    """Send ``batch`` as it is in a ProduceRequest (kafka-python's producer always builds its
+    own, with a true max timestamp): the partition's error name and the broker's words (its
+    first record error's, as kafka-python's producer reports them)."""
+    client = KafkaNetClient(bootstrap_servers=broker.bootstrap)
+    try:
+        node = client.least_loaded_node(bootstrap_fallback=True)
+        partition = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)
+        request = ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[
+            ProduceRequest.TopicProduceData(name=topic, partition_data=[partition])], max_version=9)
+        response = client.send_and_receive(node, request)
+    finally:
+        client.close()
+    (answer,) = response.responses[0].partition_responses
+    words = answer.record_errors[0].batch_index_error_message if answer.record_errors else answer.error_message
+    return for_code(answer.error_code).__name__, words
+
+
+def test_a_header_understating_its_max_timestamp_is_judged_by_its_records(kafka_broker) -> None:
+    """A raw batch whose header claims its first record's timestamp as its max: the broker
+    refuses the record an hour and ten minutes ahead all the same, and for a batch inside the
+    bound stores the true max in the header (CRC recomputed), byte for byte as our append."""
+    topic = unique_topic("kip937raw")
+    kafka_broker.create_topic(topic, {})
+    now = _wall_ms()
+
+    def understated(timestamps: list[int]) -> bytes:
+        return encode_batch([Record(i, ts, b"k", b"v") for i, ts in enumerate(timestamps)], base_offset=0,
+                            max_timestamp=timestamps[0])
+
+    too_late = now + HOUR + 10 * 60_000
+    error, message = _produce_raw(kafka_broker, topic, understated([now, too_late]))
+    assert error == "InvalidTimestampError" and message.startswith(f"Timestamp {too_late} of message with offset 1 ")
+    with pytest.raises(OurInvalidTimestampError) as ours_refused:
+        validate_producer_batch(understated([now, too_late]), base_offset=0, config=LogConfig(),
+                                now_ms=_broker_clock(message, HOUR), tp="t-0")
+    assert TP_SUFFIX.sub("", str(ours_refused.value)) == message
+    kept = understated([now - 5, now + 30 * 60_000, now])
+    assert _produce_raw(kafka_broker, topic, kept)[0] == "NoError"
+    (theirs,) = scan_batches(next(kafka_broker.partition_dir(topic).glob("*.log")).read_bytes())
+    ours = validate_producer_batch(kept, base_offset=0, config=LogConfig(), now_ms=now, tp="t-0")
+    assert theirs.header.max_timestamp == ours.max_timestamp == now + 30 * 60_000
+    # equal but for the partition leader epoch (bytes 12-16), which the broker stamps and the CRC does not cover
+    assert bytes(theirs.data[:12]) + bytes(theirs.data[16:]) == bytes(ours.data[:12]) + bytes(ours.data[16:])
 
 
 def _begin_offsets(broker: KafkaBroker, topics: list[str]) -> dict[str, int]:

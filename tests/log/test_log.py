@@ -177,6 +177,26 @@ def test_producer_built_batch_keeps_its_bytes_but_gets_offsets(tmp_path):
             log.append_batch(set_base_offset(batch, 5))
 
 
+def test_a_batch_with_a_valid_crc_over_malformed_records_is_refused(tmp_path):
+    """The in-place append walks every record (Kafka's LogValidator does): a byte after the
+    declared records, under a CRC recomputed to match, is refused and nothing is written."""
+    import struct
+
+    from crc32c import crc32c
+
+    from storage_engine.errors import CorruptRecordError
+    from storage_engine.record import Record, encode_batch
+
+    batch = bytearray(encode_batch([Record(i, 500 + i, b"k", b"v") for i in range(3)], base_offset=0) + b"\x00")
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    with open_topic(tmp_path) as m:
+        log = m.get_log("t", 0)
+        with pytest.raises(CorruptRecordError, match="1 bytes after the declared 3 records"):
+            log.append_batch(bytes(batch))
+        assert log.active_segment.size == 0
+
+
 def test_oversized_batch_is_rejected_before_anything_is_written(tmp_path):
     with open_topic(tmp_path, segment_bytes=500) as m:
         log = m.get_log("t", 0)

@@ -30,7 +30,7 @@ from storage_engine.record import (
     set_partition_leader_epoch,
     verify_batch,
 )
-from storage_engine.record.v2 import record_header_value, walk_records
+from storage_engine.record.v2 import record_header_value, timestamp_deltas, walk_records
 
 H = bytes.fromhex
 
@@ -307,3 +307,20 @@ def test_record_header_value_agrees_with_the_decoder(records):
         for name in ("ver", "v", "other", "é", "absent"):
             values = [value for key, value in record.headers if key == name]
             assert record_header_value(buf, start, end, name.encode()) == (values[-1] if values else None)
+
+
+def test_timestamp_deltas_read_what_the_decoder_reads() -> None:
+    """The append's timestamp-only walk agrees with the full decode on deltas of every varint
+    width (one byte, two, the checked decoder's longer ones, negative), and refuses what
+    ``walk_records`` refuses: a record running past the batch, bytes after the last one."""
+    stamps = [1_000, 1_001, 1_070, 40_000, -1, 1_000 + (1 << 40), 0, 999]
+    batch = encode_batch([Record(i, ts, b"k%d" % i, b"v" * i) for i, ts in enumerate(stamps)], base_offset=0)
+    raw = next(scan_batches(batch))
+    buf = bytes(raw.data)
+    deltas, last = timestamp_deltas(buf, len(stamps), RECORD_BATCH_OVERHEAD, len(buf))
+    assert [raw.header.base_timestamp + d for d in deltas] == [r.timestamp for r in decode_batch(raw)] == stamps
+    assert last == walk_records(buf, len(stamps), RECORD_BATCH_OVERHEAD, len(buf))[-1][0]
+    with pytest.raises(ValueError, match="runs past the batch"):
+        timestamp_deltas(buf[:-1], len(stamps), RECORD_BATCH_OVERHEAD, len(buf) - 1)
+    with pytest.raises(ValueError, match="bytes after the declared 7 records"):
+        timestamp_deltas(buf, len(stamps) - 1, RECORD_BATCH_OVERHEAD, len(buf))
