@@ -1,11 +1,13 @@
 """The harness itself: a broker starts, serves a produced record, stops cleanly and restarts; a
-port taken under it makes it start again on fresh ones."""
+port taken under it makes it start again on fresh ones; no Java skips, or fails when required."""
 
 from __future__ import annotations
 
 import socket
 
-from tests.helpers.kafka_broker import PORT_TAKEN, unique_topic
+import pytest
+
+from tests.helpers.kafka_broker import PORT_TAKEN, REQUIRE_ENV, ensure_kafka_broker_skippable, unique_topic
 
 
 def test_broker_serves_and_restarts_over_its_clean_shutdown(broker_factory):
@@ -38,3 +40,14 @@ def test_a_start_whose_port_is_taken_starts_again_on_fresh_ports(broker_factory)
         producer.send(topic, key=b"k", value=b"v").get(timeout=30)
         producer.close()
     assert [r.value for r in broker.consume(topic)] == [b"v"]
+
+
+@pytest.mark.parametrize(("required", "outcome"), [("", pytest.skip.Exception), ("1", pytest.fail.Exception)])
+def test_no_java_skips_unless_kafka_is_required(monkeypatch, tmp_path, required, outcome):
+    """Without Java or Maven (an empty cache, nothing on PATH) the live tests skip, saying why;
+    CI sets LOGPLAT_REQUIRE_KAFKA=1 so that a runner without them fails instead."""
+    monkeypatch.setenv("LOGPLAT_KAFKA_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv(REQUIRE_ENV, required)
+    with pytest.raises(outcome, match="needs java and mvn on PATH"):
+        ensure_kafka_broker_skippable()
