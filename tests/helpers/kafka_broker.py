@@ -14,7 +14,15 @@ dotted hierarchy, so it is named on its own) go to ``log-cleaner.log``, as in Ka
 ``config/log4j2.yaml``. Both are in the work folder.
 
 :class:`KafkaUnavailable` means Java or Maven is missing or Maven Central cannot be reached: the
-tests skip with its message. Any other failure (the broker exits, never serves) is an error.
+tests skip with its message, or fail with it when ``LOGPLAT_REQUIRE_KAFKA=1`` (CI sets it, so a
+runner without Java cannot pass by skipping every live test). Any other failure (the broker
+exits, never serves) is an error.
+
+Ports: :func:`free_port` binds port 0 and lets go, so another process can take the port before
+the JVM binds it, and :meth:`KafkaBroker.restart` reuses the ports of the last start. A start
+whose output says ``Address already in use`` is retried on fresh ports (the listener and the
+static ``controller.quorum.voters`` port live only in ``server.properties``, which every start
+rewrites; the metadata log does not record them).
 """
 
 from __future__ import annotations
@@ -37,6 +45,10 @@ KAFKA_ARTIFACT = f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"
 EXTRA_ARTIFACTS = ("org.apache.logging.log4j:log4j-slf4j-impl:2.25.5",)
 START_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 60
+CLEANED_TIMEOUT_S = 60
+PORT_ATTEMPTS = 3  # starts on fresh ports after "Address already in use"
+PORT_TAKEN = "Address already in use"
+REQUIRE_ENV = "LOGPLAT_REQUIRE_KAFKA"
 CLUSTER_ID = "bG9ncGxhdC1rYWZrYS0w"  # any 16-byte base64url id; fixed so a restarted node keeps it
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -85,6 +97,10 @@ class KafkaUnavailable(RuntimeError):
 
 class KafkaBrokerError(RuntimeError):
     """The broker was fetched but did not start, serve or stop as it should."""
+
+
+class PortTaken(KafkaBrokerError):
+    """The JVM could not bind one of its ports: another process took it (a fresh start may not)."""
 
 
 def cache_dir() -> Path:
@@ -218,25 +234,60 @@ class KafkaBroker:
             raise KafkaBrokerError(f"kafka-storage format failed: {(done.stdout + done.stderr).strip()[-500:]}")
 
     def start(self) -> KafkaBroker:
+        """Start and wait until it serves; on :class:`PortTaken`, again on fresh ports."""
         self.format()
+        attempts_left = PORT_ATTEMPTS
+        while True:
+            try:
+                self._launch()
+                return self
+            except PortTaken:
+                self.kill()
+                attempts_left -= 1
+                if not attempts_left:
+                    raise
+                self.port, self.controller_port = free_port(), free_port()
+
+    def _launch(self) -> None:
         self._write_config()
+        marks = {name: self._size(name) for name in ("server.log", "stdout.log")}
         out = open(self.workdir / "stdout.log", "ab")  # noqa: SIM115 - the JVM owns it while it runs
         self.process = subprocess.Popen(self._java("kafka.Kafka", str(self.workdir / "server.properties")),
                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
-        self.wait_until_serving()
-        return self
+        self.wait_until_serving(marks)
 
-    def wait_until_serving(self) -> None:
+    def _size(self, name: str) -> int:
+        path = self.workdir / name
+        return path.stat().st_size if path.exists() else 0
+
+    def _output_since(self, marks: dict[str, int]) -> str:
+        """What ``server.log`` and ``stdout.log`` got after ``marks`` (their sizes before a start)."""
+        text = []
+        for name, mark in marks.items():
+            path = self.workdir / name
+            if path.exists():
+                with open(path, "rb") as f:
+                    f.seek(mark)
+                    text.append(f.read().decode("utf-8", "replace"))
+        return "\n".join(text)
+
+    def wait_until_serving(self, marks: dict[str, int]) -> None:
+        """Until the admin client lists topics; :class:`PortTaken` as soon as the output since
+        ``marks`` says a port could not be bound (the JVM may linger before it exits)."""
         from kafka import KafkaAdminClient
 
         deadline = time.monotonic() + START_TIMEOUT_S
         last: Exception | None = None
         while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
+            exited = self.process is not None and self.process.poll() is not None
+            if PORT_TAKEN in self._output_since(marks):
+                raise PortTaken(f"port {self.port} or {self.controller_port} was taken: {self._tail()}")
+            if exited:
                 raise KafkaBrokerError(f"the broker exited with {self.process.returncode}: {self._tail()}")
             try:
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000,
+                                         bootstrap_timeout_ms=2000)  # short tries: the output is read between
                 try:
                     admin.list_topics()
                     return
@@ -291,6 +342,42 @@ class KafkaBroker:
             if candidate.is_dir():
                 return candidate
         raise KafkaBrokerError(f"{topic}-{partition} is in none of the broker's log dirs")
+
+    # -- the cleaner ---------------------------------------------------------------------
+
+    def cleaned_to(self, topic: str, partition: int = 0) -> int | None:
+        """The cleaner's checkpoint of ``topic-partition`` (``cleaner-offset-checkpoint``: the
+        first dirty offset), or None before its first cleaning."""
+        from storage_engine.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
+
+        path = self.partition_dir(topic, partition).parent / CLEANER_OFFSET_CHECKPOINT
+        return read_checkpoint(path).get((topic, partition)) if path.exists() else None
+
+    def active_segment(self, topic: str, partition: int = 0) -> int:
+        """The base offset of the partition's newest segment: the cleaner never goes past it."""
+        return max(int(p.name[:-4]) for p in self.partition_dir(topic, partition).glob("*.log"))
+
+    def wait_cleaned(self, topic: str, partition: int = 0, *, upto: int | None = None,
+                     timeout_s: float = CLEANED_TIMEOUT_S) -> int:
+        """Wait until the cleaner's checkpoint of ``topic-partition`` reaches ``upto`` (default:
+        the active segment, so everything cleanable is cleaned, in however many rounds the
+        dedupe buffer needs); return it.
+
+        The checkpoint is Kafka's last step of a round (``LogCleanerManager.doneCleaning``,
+        after the swap and the statistics), so the segments are final when it moves. With the
+        default, no further round follows until the log rolls.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            target = self.active_segment(topic, partition) if upto is None else upto
+            cleaned = self.cleaned_to(topic, partition)
+            if cleaned is not None and cleaned >= target > 0:  # one segment alone: nothing cleanable yet
+                return cleaned
+            if time.monotonic() > deadline:
+                tail = self.cleaner_log.read_text()[-2000:] if self.cleaner_log.exists() else "(no log-cleaner.log)"
+                raise KafkaBrokerError(f"the broker's cleaner did not clean {topic}-{partition} to {target} within "
+                                       f"{timeout_s} s (checkpoint {cleaned}):\n{tail}")
+            time.sleep(0.1)
 
     # -- clients -------------------------------------------------------------------------
 
@@ -437,12 +524,15 @@ def _last_broker_epoch(log_dir: Path) -> int:
 
 
 def ensure_kafka_broker_skippable() -> Path:
-    """The distribution, or ``pytest.skip`` with the reason when Java or Maven Central is missing."""
+    """The distribution, or ``pytest.skip`` with the reason when Java or Maven Central is missing
+    (``pytest.fail`` instead when ``LOGPLAT_REQUIRE_KAFKA=1``: the run must have the broker)."""
     import pytest
 
     try:
         return kafka_distribution()
     except KafkaUnavailable as e:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but {e}", pytrace=False)
         pytest.skip(str(e))
 
 

@@ -12,22 +12,19 @@ topic the broker's own cleaner has cleaned.
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from storage_engine.config.broker import topic_log_config
-from storage_engine.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
 from storage_engine.logdir.manager import LogManager
 from storage_engine.tools.verify import verify_log
-from tests.helpers.kafka_broker import KafkaBroker, KafkaBrokerError, unique_topic
+from tests.helpers.kafka_broker import KafkaBroker, unique_topic
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 SMALL_SEGMENTS = {"internal.segment.bytes": "4096"}
 COMPACT = {"cleanup.policy": "compact"}  # what our engine needs to know of the topic: offsets may vanish
-CLEANED_TIMEOUT_S = 60
 
 
 def send(producer, topic: str, n: int, tag: str, *, keys: int | None = None, tombstone_every: int = 0) -> None:
@@ -134,23 +131,6 @@ def assert_same(ours: dict[str, object], theirs: dict[str, object]) -> None:
         assert ours[key] == theirs[key], key
 
 
-def cleaned_to_active_segment(broker: KafkaBroker, topic: str) -> None:
-    """Wait until the broker's cleaner has cleaned everything cleanable of ``topic-0``: its
-    checkpoint has reached the active segment and no cleaning is under way, so the log stays as
-    it is (no new dirty bytes, no further round)."""
-    part = broker.partition_dir(topic)
-    deadline = time.monotonic() + CLEANED_TIMEOUT_S
-    while time.monotonic() < deadline:
-        names = [p.name for p in part.iterdir()]
-        active = max(int(n[:-4]) for n in names if n.endswith(".log"))
-        checkpoint_file = part.parent / CLEANER_OFFSET_CHECKPOINT
-        cleaned = read_checkpoint(checkpoint_file).get((topic, 0)) if checkpoint_file.exists() else None
-        if cleaned == active and active > 0 and not any(n.endswith((".cleaned", ".swap")) for n in names):
-            return
-        time.sleep(0.2)
-    raise KafkaBrokerError(f"the broker's cleaner did not clean {topic}-0 within {CLEANED_TIMEOUT_S} s")
-
-
 @pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
 def test_idempotent_transactional_every_codec_read_from_a_running_brokers_copy(kafka_broker, tmp_path,
                                                                                 timestamp_type):
@@ -183,7 +163,7 @@ def test_compacted_topic_the_brokers_cleaner_cleaned_read_while_running_and_afte
     producer.close()
     for t in write_transactions(broker, compacted, keys=25, leave_open=False):
         t.close()
-    cleaned_to_active_segment(broker, compacted)
+    broker.wait_cleaned(compacted)
     open_txn = unique_topic("writes-open")  # a transaction left open across the clean stop
     broker.create_topic(open_txn, SMALL_SEGMENTS)
     open_producers = write_transactions(broker, open_txn)

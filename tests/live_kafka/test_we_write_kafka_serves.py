@@ -35,7 +35,6 @@ import pytest
 from storage_engine.cleaner import LogCleaner
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.log.checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     read_checkpoint,
     write_checkpoint,
@@ -332,20 +331,6 @@ def test_the_broker_loads_our_folder_without_recovery_serves_it_and_appends_afte
         (ours.log_end + i, k, v) for i, (k, v) in enumerate(pairs)]
 
 
-def _cleaned_to(broker: KafkaBroker, topic: str) -> int:
-    path = broker.partition_dir(topic).parent / CLEANER_OFFSET_CHECKPOINT
-    return read_checkpoint(path).get((topic, 0), -1) if path.exists() else -1
-
-
-def wait_until_cleaned(broker: KafkaBroker, topic: str, offset: int, timeout_s: float = 30) -> None:
-    """The broker's cleaner has cleaned ``topic-0`` up to ``offset`` (its cleaner-offset-checkpoint)."""
-    deadline = time.monotonic() + timeout_s
-    while _cleaned_to(broker, topic) < offset:
-        assert time.monotonic() < deadline, (f"the broker's cleaner did not clean {topic}-0 to {offset}: "
-                                             f"{broker.cleaner_log.read_text()[-2000:] if broker.cleaner_log.exists() else ''}")
-        time.sleep(0.1)
-
-
 def latest_per_key(served: list[Served]) -> list[Served]:
     latest = {}
     for record in served:
@@ -361,14 +346,14 @@ def test_a_broker_restart_over_our_compacted_directory_with_a_clean_shutdown_mar
     assert_loaded_without_recovery(installed, topic)
     assert_served_exactly(installed, topic)
     assert any(v is None for *_, v, _ in ours.records)  # our tombstones are served
-    wait_until_cleaned(broker, topic, 1)  # Kafka's cleaner over our compacted segments
+    broker.wait_cleaned(topic, upto=1)  # Kafka's cleaner over our compacted segments
     assert read_broker(broker, topic) == ours.records
     overwrites = [(b"k1", b"new-1"), (b"k3", b"back"), (b"k5", None), (b"fresh", b"f")]
     offsets = produce_after(broker, topic, overwrites)
     assert offsets == list(range(ours.log_end, ours.log_end + len(overwrites)))
     time.sleep(0.2)  # past segment.ms: the next append rolls, so the overwrites become cleanable
     [roller] = produce_after(broker, topic, [(b"roller", b"r")])
-    wait_until_cleaned(broker, topic, roller)
+    broker.wait_cleaned(topic, upto=roller)
     produced = [(o, k, v) for o, (k, v) in zip([*offsets, roller], [*overwrites, (b"roller", b"r")], strict=True)]
     expected = latest_per_key(ours.records + [(o, 0, 0, k, v, ()) for o, k, v in produced])
     assert [(o, k, v) for o, _, _, k, v, _ in read_broker(broker, topic)] == [(o, k, v) for o, _, _, k, v, _ in expected]
