@@ -49,7 +49,13 @@ from bench_compaction import MB, NOW, SEGMENT_BYTES, generate  # noqa: E402
 from storage_engine.cleaner import LogCleaner  # noqa: E402
 from storage_engine.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, entry_cost  # noqa: E402
 from storage_engine.logdir.manager import LogManager  # noqa: E402
-from tests.helpers.kafka_broker import KafkaBroker, install_partition, kafka_distribution  # noqa: E402
+from tests.helpers.kafka_broker import (  # noqa: E402
+    KafkaBroker,
+    KafkaBrokerError,
+    KafkaUnavailable,
+    install_partition,
+    kafka_distribution,
+)
 
 GOAL = 1.5  # ours within 1.5x Kafka's time
 DEDUPE_BUFFER = 128 * MB  # log.cleaner.dedupe.buffer.size, Kafka's default
@@ -139,11 +145,11 @@ def set_configs(broker: KafkaBroker, topic: str, configs: dict[str, str]) -> Non
         admin.close()
 
 
-def clean_with_kafka(work: Path, source: Path, timeout_s: float) -> KafkaStats:
+def clean_with_kafka(work: Path, libs: Path, source: Path, timeout_s: float) -> KafkaStats:
     """Create the topic (held: not compacted), install our log under the stopped broker,
     restart, warm the JVM up, turn the log's policy to compact and wait until it is cleaned to
     its active segment."""
-    broker = FullJitBroker(work / "kafka", kafka_distribution(), overrides={"log.cleaner.threads": "1"})
+    broker = FullJitBroker(work / "kafka", libs, overrides={"log.cleaner.threads": "1"})
     try:
         broker.start()
         broker.create_topic("t", HELD_CONFIGS)
@@ -204,13 +210,17 @@ def main() -> None:
     ap.add_argument("--timeout", type=_bounded(float, 0.0, low_open=True), default=600,
                     help="seconds to wait for Kafka's cleaner, above 0")
     args = ap.parse_args()
+    try:  # before a log is generated: without Kafka there is nothing to compare with
+        libs = kafka_distribution()
+    except (KafkaUnavailable, KafkaBrokerError) as exc:
+        sys.exit(f"error: {exc}")
     work = Path(tempfile.mkdtemp(prefix="bench-kafka-cleaner-", dir=args.dir))
     try:
         ours_root, kafka_source = work / "ours", work / "source"
         info = generate(ours_root, args.size_mb * MB, args.value_size, args.live_fraction)
         shutil.copytree(ours_root, kafka_source)
         ours_s, report = clean_ours(ours_root)
-        kafka = clean_with_kafka(work, kafka_source, args.timeout)
+        kafka = clean_with_kafka(work, libs, kafka_source, args.timeout)
         stats = report.stats
         mb = info["bytes"] / MB
         keys = info["keys"]
