@@ -49,7 +49,13 @@ from bench_compaction import MB, NOW, SEGMENT_BYTES, generate  # noqa: E402
 from storage_engine.cleaner import LogCleaner  # noqa: E402
 from storage_engine.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, entry_cost  # noqa: E402
 from storage_engine.logdir.manager import LogManager  # noqa: E402
-from tests.helpers.kafka_broker import KafkaBroker, install_partition, kafka_distribution  # noqa: E402
+from tests.helpers.kafka_broker import (  # noqa: E402
+    KafkaBroker,
+    KafkaBrokerError,
+    KafkaUnavailable,
+    install_partition,
+    kafka_distribution,
+)
 
 GOAL = 1.5  # ours within 1.5x Kafka's time
 DEDUPE_BUFFER = 128 * MB  # log.cleaner.dedupe.buffer.size, Kafka's default
@@ -139,11 +145,11 @@ def set_configs(broker: KafkaBroker, topic: str, configs: dict[str, str]) -> Non
         admin.close()
 
 
-def clean_with_kafka(work: Path, source: Path, timeout_s: float) -> KafkaStats:
+def clean_with_kafka(work: Path, libs: Path, source: Path, timeout_s: float) -> KafkaStats:
     """Create the topic (held: not compacted), install our log under the stopped broker,
     restart, warm the JVM up, turn the log's policy to compact and wait until it is cleaned to
     its active segment."""
-    broker = FullJitBroker(work / "kafka", kafka_distribution(), overrides={"log.cleaner.threads": "1"})
+    broker = FullJitBroker(work / "kafka", libs, overrides={"log.cleaner.threads": "1"})
     try:
         broker.start()
         broker.create_topic("t", HELD_CONFIGS)
@@ -171,22 +177,50 @@ def clean_ours(root: Path) -> tuple[float, object]:
         return time.perf_counter() - start, report
 
 
+def _bounded(kind: type, low: float, high: float | None = None, *, low_open: bool = False):
+    """An argparse type: a ``kind`` number from ``low`` (excluded when ``low_open``) to ``high``,
+    refused in one line before anything is generated (0 MB made a log with no segment, and a
+    traceback at its end)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (low < value if low_open else low <= value) or (high is not None and not value <= high):  # NaN too
+            where = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}{']' if high is not None else ')'}"
+            raise argparse.ArgumentTypeError(f"{text} is not in {where}")
+        return value
+    return parse
+
+
+def _existing_dir(text: str) -> Path:
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not an existing directory")
+    return Path(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size-mb", type=int, default=200)
-    ap.add_argument("--value-size", type=int, default=100)
-    ap.add_argument("--live-fraction", type=float, default=0.01)
-    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--size-mb", type=_bounded(int, 1), default=200, help="log size in MB, at least 1")
+    ap.add_argument("--value-size", type=_bounded(int, 0), default=100, help="bytes per value, at least 0")
+    ap.add_argument("--live-fraction", type=_bounded(float, 0.0, 1.0, low_open=True), default=0.01,
+                    help="distinct keys per record, in (0, 1]; 1 makes every key distinct")
+    ap.add_argument("--dir", type=_existing_dir, default=None, help="an existing scratch folder (default: $TMPDIR)")
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--timeout", type=_bounded(float, 0.0, low_open=True), default=600,
+                    help="seconds to wait for Kafka's cleaner, above 0")
     args = ap.parse_args()
+    try:  # before a log is generated: without Kafka there is nothing to compare with
+        libs = kafka_distribution()
+    except (KafkaUnavailable, KafkaBrokerError) as exc:
+        sys.exit(f"error: {exc}")
     work = Path(tempfile.mkdtemp(prefix="bench-kafka-cleaner-", dir=args.dir))
     try:
         ours_root, kafka_source = work / "ours", work / "source"
         info = generate(ours_root, args.size_mb * MB, args.value_size, args.live_fraction)
         shutil.copytree(ours_root, kafka_source)
         ours_s, report = clean_ours(ours_root)
-        kafka = clean_with_kafka(work, kafka_source, args.timeout)
+        kafka = clean_with_kafka(work, libs, kafka_source, args.timeout)
         stats = report.stats
         mb = info["bytes"] / MB
         keys = info["keys"]

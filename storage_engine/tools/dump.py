@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptRecordError, LogError
-from ..files.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, offset_from_file_name
+from ..files.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_from_file_name
 from ..files.nofollow import file_kind
 from ..index import OffsetIndex, TimeIndex
+from ..index.txn_index import ABORTED_TXN, ABORTED_TXN_SIZE
 from ..log.checkpoint import read_checkpoint
 from ..record import RawBatch, decode_batch, scan_batches, verify_batch
 from ..remote.partition import RemotePartition
@@ -157,6 +158,8 @@ def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
         text = "\n".join((f"timestamp: {r['timestamp']} offset: {r['offset']}" if is_time
                           else f"offset: {r['offset']} position: {r['position']}") for r in rows)
         return {"file": str(path), "entries": rows}, f"Dumping {path}\n{text}"
+    if bare.endswith(TXN_INDEX_SUFFIX):
+        return _dump_txn_index(path)
     if name == LEADER_EPOCH_CHECKPOINT:  # lines of "epoch start-offset", not "topic partition offset"
         raise DumpError(f"{path}: a leader epoch checkpoint (a broker's replication state, which this engine "
                         "neither reads nor writes) is not dumped")
@@ -164,7 +167,26 @@ def dump_file(path: Path, encode: Encoder) -> tuple[Any, str]:
         rows = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(read_checkpoint(path).items())]
         return {"file": str(path), "entries": rows}, f"Dumping {path}\n" + "\n".join(
             f"{r['topic']} {r['partition']} {r['offset']}" for r in rows)
-    raise DumpError(f"{path}: not a .log, .index, .timeindex or checkpoint file")
+    raise DumpError(f"{path}: not a .log, .index, .timeindex, .txnindex or checkpoint file")
+
+
+def _dump_txn_index(path: Path) -> tuple[Any, str]:
+    """A ``.txnindex`` as ``DumpLogSegments.dumpTxnIndex`` prints it, one ``AbortedTxn`` a line.
+    Every whole entry is shown as it is (a version other than 0 included: the loader's strict
+    checks are ``verify``'s to report), then the bytes of a torn last entry, so a damaged file
+    can be inspected rather than refused."""
+    data = path.read_bytes()
+    whole = len(data) - len(data) % ABORTED_TXN_SIZE
+    rows = [{"version": v, "producerId": pid, "firstOffset": first, "lastOffset": last, "lastStableOffset": lso}
+            for v, pid, first, last, lso in ABORTED_TXN.iter_unpack(data[:whole])]
+    lines = [f"version: {r['version']} producerId: {r['producerId']} firstOffset: {r['firstOffset']} "
+             f"lastOffset: {r['lastOffset']} lastStableOffset: {r['lastStableOffset']}" for r in rows]
+    result: dict[str, Any] = {"file": str(path), "entries": rows}
+    if whole < len(data):
+        result["trailingBytes"] = len(data) - whole
+        lines.append(f"Found {len(data) - whole} invalid bytes at the end of the file (position {whole}): "
+                     f"not a whole {ABORTED_TXN_SIZE}-byte entry")
+    return result, f"Dumping {path}\n" + "\n".join(lines)
 
 
 def dump_remote_segments(rp: RemotePartition, version: PartitionVersion, encode: Encoder,

@@ -290,7 +290,11 @@ class _SegmentTxns:
 
 
 def _verify_txn_index(seg: LogSegment, txns: _SegmentTxns, rep: SegmentReport, problems: list[str]) -> None:
-    """The local segment's ``.txnindex`` against what its batches say (:func:`check_txn_entries`)."""
+    """The local segment's ``.txnindex`` against what its batches say (:func:`check_txn_entries`);
+    not when the load left the segment's indexes out of the view (a damaged ``.txnindex``
+    included): its warning names the file and the rebuild, and saying it again would double it."""
+    if seg.indexes_forgotten:
+        return
     txn_index = seg.txn_index
     try:
         txn_index.forget()

@@ -115,10 +115,14 @@ def kafka_distribution() -> Path:
     libs = root / "libs"
     if (root / "complete").exists():
         return libs
+    try:  # a cache that cannot be made is the caller's to correct, not a reason to skip
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KafkaBrokerError(f"the Kafka cache {root} cannot be made ({exc.strerror}): set LOGPLAT_KAFKA_CACHE "
+                               "to a writable directory") from None
     java, mvn = shutil.which("java"), shutil.which("mvn")
     if not java or not mvn:
         raise KafkaUnavailable(f"the live Kafka broker needs java and mvn on PATH (java={java}, mvn={mvn})")
-    root.mkdir(parents=True, exist_ok=True)
     deps = "".join(
         f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
         for g, a, v in (s.split(":") for s in (KAFKA_ARTIFACT, *EXTRA_ARTIFACTS)))

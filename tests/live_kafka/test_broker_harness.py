@@ -7,7 +7,13 @@ import socket
 
 import pytest
 
-from tests.helpers.kafka_broker import PORT_TAKEN, REQUIRE_ENV, ensure_kafka_broker_skippable, unique_topic
+from tests.helpers.kafka_broker import (
+    PORT_TAKEN,
+    REQUIRE_ENV,
+    KafkaBrokerError,
+    ensure_kafka_broker_skippable,
+    unique_topic,
+)
 
 
 def test_broker_serves_and_restarts_over_its_clean_shutdown(broker_factory):
@@ -50,4 +56,13 @@ def test_no_java_skips_unless_kafka_is_required(monkeypatch, tmp_path, required,
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv(REQUIRE_ENV, required)
     with pytest.raises(outcome, match="needs java and mvn on PATH"):
+        ensure_kafka_broker_skippable()
+
+
+def test_a_cache_that_cannot_be_made_is_an_error_naming_the_variable(monkeypatch, tmp_path):
+    """LOGPLAT_KAFKA_CACHE under a file: one line saying what to set, not a skip (Java is there)
+    nor a NotADirectoryError traceback."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("LOGPLAT_KAFKA_CACHE", str(tmp_path / "file" / "cache"))
+    with pytest.raises(KafkaBrokerError, match="cannot be made .*set LOGPLAT_KAFKA_CACHE to a writable directory"):
         ensure_kafka_broker_skippable()

@@ -256,6 +256,25 @@ def test_dump_log_index_timeindex_and_checkpoint(cli):
     assert cli("dump", str(part / "nope.log"))[0] == 1
 
 
+def test_dump_txnindex_as_kafka_dump_log_shows_it_a_torn_entry_included(cli):
+    from storage_engine.logdir.manager import LogManager
+    from tests.helpers.transactions import TxnWriter
+
+    cli("topic", "create", "t", "--partitions", "1")
+    with LogManager([cli.root]) as m:
+        w = TxnWriter(m.get_log("t", 0))
+        w.data(7, ("a", "1"))
+        w.abort(7)
+    txn = cli.root / "t-0" / "00000000000000000000.txnindex"
+    code, out, _ = cli("dump", str(txn))
+    assert code == 0 and out.splitlines()[1] == "version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2"
+    txn.write_bytes(txn.read_bytes() + b"\x00\x01")  # a torn second entry: shown, not refused
+    [dumped] = cli.json("dump", str(txn), "--json")
+    assert dumped["entries"] == [{"version": 0, "producerId": 7, "firstOffset": 0, "lastOffset": 1,
+                                  "lastStableOffset": 2}]
+    assert dumped["trailingBytes"] == 2
+
+
 @pytest.mark.parametrize("damage", [b"\x00" * 4096, b"\xff" * 12 + b"\x00" * 50])
 def test_dump_shows_the_batches_before_a_header_no_batch_can_have(cli, tmp_path, damage):
     """A zero-filled tail (what a crash leaves) or a negative length made ``dump`` refuse the

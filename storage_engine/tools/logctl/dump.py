@@ -17,7 +17,7 @@ from .output import emit
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="*", help=".log, .index, .timeindex or checkpoint files")
+    parser.add_argument("files", nargs="*", help=".log, .index, .timeindex, .txnindex or checkpoint files")
     parser.add_argument("--remote", metavar="TOPIC",
                         help="dump this topic's remote segments from the bucket instead of files")
     parser.add_argument("--partition", type=PARTITION, help="the partition of --remote")
@@ -57,5 +57,5 @@ def _run(args: argparse.Namespace, manager: None) -> int:
     return 0
 
 
-COMMAND = Command(name="dump", help="decode .log/.index/.timeindex/checkpoint files, or remote segments "
+COMMAND = Command(name="dump", help="decode .log/.index/.timeindex/.txnindex/checkpoint files, or remote segments "
                   "(kafka-dump-log)", arguments=_arguments, run=_run, log_dirs=LogDirs.NONE)
