@@ -304,7 +304,7 @@ class LogLoader:
         problem = index_problem(seg)
         if not problem:
             return
-        rebuild = f"{problem}; a writable open rebuilds both indexes of {seg.log_path.name} from it"
+        rebuild = f"{problem}; a writable open rebuilds the indexes of {seg.log_path.name} from it"
         prefix = valid_prefix(seg)  # that rebuild is ``recover``: it also truncates, after any shutdown
         if prefix.problem is None:
             seg.forget_indexes()

@@ -150,7 +150,7 @@ def test_a_damaged_txnindex_is_rebuilt_at_load_and_named_by_verify(tmp_path):
         problems = verify_log(view.get_log("t", 0)).problems
     assert [p for p in problems if "not a whole number of 34-byte entries" in p] == [
         f"Corrupt transaction index {path}: {len(good) - 3} bytes is not a whole number of 34-byte entries; a writable open "
-        "rebuilds both indexes of 00000000000000000000.log from it"], problems  # named once, with the rebuild
+        "rebuilds the indexes of 00000000000000000000.log from it"], problems  # named once, with the rebuild
     with LogManager([tmp_path]) as again:
         assert any("Corrupt transaction index" in a for a in again.get_log("t", 0).load_actions)
         assert path.read_bytes() == good

@@ -308,7 +308,7 @@ def test_a_missing_index_is_named_as_the_rebuild_a_writable_open_does(logctl, su
     original = first.read_bytes()
     first.unlink()
     views = Views(logctl)
-    assert views.verify_problems == [f"{first}: missing; a writable open rebuilds both indexes of "
+    assert views.verify_problems == [f"{first}: missing; a writable open rebuilds the indexes of "
                                      f"{first.with_suffix('.log').name} from it"]
     recovered, error = views.agree_with_recovery(logctl.root)
     assert error is None and [o for o, _ in recovered] == list(range(30))
