@@ -3,7 +3,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-python3.11}"
-if [ ! -x .venv/bin/python ] || [ pyproject.toml -nt .venv/.installed ]; then
+# (re)installs when pyproject.toml, setup.py or the compiled core's sources (native/) changed
+if [ ! -x .venv/bin/python ] || [ ! -e .venv/.installed ] \
+   || [ -n "$(find pyproject.toml setup.py native/Cargo.toml native/Cargo.lock native/build.rs native/src -newer .venv/.installed 2>/dev/null | head -1)" ]; then
   "$PY" -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
   # compat: the editable install is a path entry, so Spark's lookup of pyspark_* modules (which

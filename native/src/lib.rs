@@ -1,0 +1,32 @@
+//! `storage_engine.native._core`: the compiled record core (issue 36). The pure-Python engine
+//! is the reference; the switch (`storage_engine/native/__init__.py`) picks one and the tests
+//! hold both to the same results. One module per idea:
+//!
+//! * `batch`: the v2 batch and record parser every entry point shares (no PyO3, fuzzable);
+//! * `buffers`: Python buffers as slices;
+//! * `records`: batches to `Record` objects.
+//!
+//! Every function raises `CorruptBatch` on bytes it does not accept; the Python layer then
+//! re-reads the batch with the reference to raise the reference's own error.
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+pub mod batch;
+pub mod buffers;
+pub mod records;
+
+create_exception!(_core, CorruptBatch, PyValueError, "The compiled core rejected these bytes (the reference names why).");
+
+/// The interface version the Python switch expects (storage_engine.native.ABI).
+const ABI: u32 = 1;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ABI", ABI)?;
+    m.add("SOURCE_HASH", env!("CORE_SOURCE_HASH"))?;
+    m.add("CorruptBatch", m.py().get_type::<CorruptBatch>())?;
+    m.add("PanicException", m.py().get_type::<pyo3::panic::PanicException>())?;
+    m.add_function(wrap_pyfunction!(records::decode_records, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Batches to `Record` objects (`decode_v2`'s compiled twin).
+//!
+//! `Record` is a slotted, frozen dataclass: building one through Python (`__init__`, then
+//! `object.__setattr__` per field) costs more than the whole decode. So each record is allocated
+//! with the type's own allocator and its five slots are stored directly, at the offsets its
+//! member descriptors give (CPython lays slots out in sorted name order, not declaration order).
+//! Records are then untracked from the cycle collector: they hold ints, bytes, None and a tuple
+//! of (str, bytes) pairs, so they cannot be part of a cycle, and 1,000 tracked objects per batch
+//! made every generation-0 collection walk them (160 -> 90 ns per record).
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
+
+use crate::batch::{self, Header, Rec};
+use crate::buffers::{plain_records, view, Buf};
+
+#[repr(C)]
+struct MemberDescr {
+    ob_base: ffi::PyObject,
+    d_type: *mut ffi::PyTypeObject,
+    d_name: *mut ffi::PyObject,
+    d_qualname: *mut ffi::PyObject,
+    d_member: *mut ffi::PyMemberDef,
+}
+
+const FIELDS: [&str; 5] = ["offset", "timestamp", "key", "value", "headers"];
+
+/// Byte offsets of the record type's five slots, read from its member descriptors.
+fn slot_offsets(t: &Bound<'_, PyType>) -> PyResult<[usize; 5]> {
+    if unsafe { (*t.as_type_ptr()).tp_basicsize } != (2 + FIELDS.len() as isize) * 8 {
+        return Err(PyValueError::new_err("the record type does not have exactly the five slots of Record"));
+    }
+    let mut out = [0usize; 5];
+    let member_type = std::ptr::addr_of_mut!(ffi::PyMemberDescr_Type);
+    for (i, name) in FIELDS.iter().enumerate() {
+        let d = t.getattr(*name)?;
+        if unsafe { ffi::Py_TYPE(d.as_ptr()) } != member_type {
+            return Err(PyValueError::new_err(format!("record type field {name} is not a slot")));
+        }
+        out[i] = unsafe { (*(*(d.as_ptr() as *mut MemberDescr)).d_member).offset as usize };
+    }
+    Ok(out)
+}
+
+#[inline(always)]
+unsafe fn bytes_or_none(b: &[u8], f: Option<(usize, usize)>) -> *mut ffi::PyObject {
+    match f {
+        Some((p, l)) => ffi::PyBytes_FromStringAndSize(b[p..p + l].as_ptr() as *const _, l as ffi::Py_ssize_t),
+        None => {
+            let n = ffi::Py_None();
+            ffi::Py_INCREF(n);
+            n
+        }
+    }
+}
+
+fn headers_tuple<'py>(py: Python<'py>, b: &[u8], r: &Rec, empty: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyTuple>> {
+    if r.has_no_headers(b) {
+        return Ok(empty.clone());
+    }
+    let hs = batch::headers(b, r)?;
+    PyTuple::new(py, hs.into_iter().map(|(k, v)| (k, v.map(|v| PyBytes::new(py, v)))))
+}
+
+/// `decode_records(batch, plain, record_type)`: every record of one v2 batch as `record_type`
+/// objects (`storage_engine.record.Record`). `batch` is the whole batch (bytes, memoryview or an
+/// mmap slice, not copied); `plain` its decompressed records, None when uncompressed. The CRC
+/// is not checked here (the caller's `verify` does, as the reference's `decode_v2` leaves it to
+/// `verify_v2`).
+#[pyfunction]
+#[pyo3(signature = (batch, plain, record_type))]
+pub fn decode_records<'py>(py: Python<'py>, batch: Buf, plain: Option<Buf>, record_type: &Bound<'py, PyType>)
+                           -> PyResult<Bound<'py, PyList>> {
+    let data = view(&batch)?;
+    let h: Header = batch::header(data)?;
+    if h.records_count == 0 {
+        return Ok(PyList::empty(py));
+    }
+    let b = plain_records(data, &plain)?;
+    let so = slot_offsets(record_type)?;
+    let tp = record_type.as_type_ptr();
+    let empty = PyTuple::empty(py);
+    let list = PyList::empty(py);
+    let lat = h.log_append_time();
+    batch::walk(&h, b, false, |_, r| {
+        let headers = headers_tuple(py, b, r, &empty).map_err(|e| batch::Corrupt(e.to_string()))?;
+        unsafe {
+            let o = ffi::PyType_GenericAlloc(tp, 0);
+            if o.is_null() {
+                return Err(batch::Corrupt("out of memory".into()));
+            }
+            ffi::PyObject_GC_UnTrack(o as *mut std::ffi::c_void);
+            let slot = |j: usize| (o as *mut u8).add(so[j]) as *mut *mut ffi::PyObject;
+            *slot(0) = ffi::PyLong_FromLongLong(h.base_offset + r.offset_delta);
+            *slot(1) = ffi::PyLong_FromLongLong(if lat { h.max_timestamp } else { h.base_timestamp + r.timestamp_delta });
+            *slot(2) = bytes_or_none(b, r.key);
+            *slot(3) = bytes_or_none(b, r.value);
+            *slot(4) = headers.into_ptr();
+            let rec = Bound::from_owned_ptr(py, o);
+            list.append(rec).map_err(|e| batch::Corrupt(e.to_string()))?;
+        }
+        Ok(())
+    })?;
+    Ok(list)
+}

@@ -1,0 +1,167 @@
+"""The record core's switch: the compiled core or the pure-Python reference.
+
+The engine's hot paths (decoding batches to records and to Arrow, encoding, the cleaner's key
+map and keep/drop walk) exist twice: the readable pure-Python code of ``storage_engine.record``
+and ``storage_engine.cleaner`` is the *reference*, and ``storage_engine.native._core``, built
+from ``native/`` (Rust, PyO3) by ``pip install``, is the *compiled core*, with the same results
+(the tests run the suite under both and compare them record by record and byte by byte). This
+module picks one, as aiokafka's ``record`` package picks its C or Python codec:
+
+* ``LOGPLAT_CORE`` = ``auto`` (the default: compiled when it is built, the reference otherwise,
+  saying why), ``compiled`` (an error when it is not built: what CI sets) or ``reference``;
+* :func:`use` switches at run time (the tests' fixture);
+* :func:`status` says which is in use and why (``logctl core``, the Dagster materializations).
+
+Callers of the hot paths ask :func:`compiled` for the core module (None: run the reference).
+Bytes the compiled core rejects are re-read by the reference, whose exception is the one
+raised (:func:`reference_error`), so every damaged input gives the same error class and
+message under both.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ..errors import LogError
+
+__all__ = [
+    "ENV_VAR",
+    "ABI",
+    "CoreStatus",
+    "CoreUnavailableError",
+    "CoreDivergenceError",
+    "compiled",
+    "status",
+    "use",
+    "reference_error",
+    "REJECTIONS",
+]
+
+#: The environment variable that chooses the implementation.
+ENV_VAR = "LOGPLAT_CORE"
+#: The interface version this Python code expects of ``_core`` (its ``ABI``).
+ABI = 1
+CHOICES = ("auto", "compiled", "reference")
+_SOURCES = Path(__file__).resolve().parents[2] / "native" / "src"
+
+
+class CoreUnavailableError(LogError):
+    """``LOGPLAT_CORE=compiled`` (or ``use("compiled")``) where the compiled core is not built,
+    is stale, or the value names no implementation."""
+
+
+class CoreDivergenceError(LogError):
+    """The compiled core rejected bytes the reference accepts: a bug in the core (the fuzzers
+    look for exactly this), reported rather than hidden."""
+
+
+@dataclass(frozen=True)
+class CoreStatus:
+    """Which implementation runs (``compiled`` or ``reference``), what was asked for, and why
+    the reference runs when it does."""
+
+    name: str
+    requested: str
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.name == "compiled":
+            return "compiled (Rust, storage_engine.native._core)"
+        return f"reference (pure Python: {self.reason})" if self.reason else "reference (pure Python)"
+
+
+def _source_hash(src: Path) -> str | None:
+    """FNV-1a 64 over ``native/src/*.rs`` as ``native/build.rs`` computes it; None outside a
+    checkout (an installed wheel has no sources to compare)."""
+    try:
+        names = sorted(p.name for p in src.iterdir() if p.suffix == ".rs")
+        h = 0xCBF29CE484222325
+        for name in names:
+            for part in (name.encode(), b"\0", (src / name).read_bytes(), b"\0"):
+                for byte in part:
+                    h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        return f"{h:016x}"
+    except OSError:
+        return None
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    """The compiled module, or None and why it cannot be used."""
+    try:
+        from . import _core  # type: ignore[attr-defined]
+    except ImportError as exc:
+        return None, f"compiled core not built ({exc}); install a Rust toolchain (rustup) and rerun the install"
+    if getattr(_core, "ABI", None) != ABI:
+        return None, f"compiled core has interface {getattr(_core, 'ABI', None)}, this code expects {ABI}: rebuild it"
+    expected = _source_hash(_SOURCES) if _SOURCES.is_dir() else None
+    if expected is not None and expected != _core.SOURCE_HASH:
+        return None, "compiled core is stale (native/src changed since it was built): rerun the install"
+    return _core, ""
+
+
+_MODULE, _WHY = _load()
+_active: ModuleType | None = None
+_status = CoreStatus("reference", "auto", "not chosen yet")
+_failure: CoreUnavailableError | None = None  # an unusable LOGPLAT_CORE, raised by the first hot path
+
+#: What the compiled core raises for bytes it does not accept: its ``CorruptBatch`` (a
+#: ValueError) and, for a bug that made it panic, PyO3's ``PanicException`` (a BaseException).
+REJECTIONS: tuple[type[BaseException], ...] = (
+    (_MODULE.CorruptBatch, _MODULE.PanicException) if _MODULE is not None else (ValueError,))
+
+
+def use(kind: str | None = None) -> CoreStatus:
+    """Choose the implementation: ``auto``, ``compiled`` or ``reference`` (default: the
+    ``LOGPLAT_CORE`` environment variable, else ``auto``). Raises :class:`CoreUnavailableError`
+    for ``compiled`` when it cannot be used, or for an unknown name."""
+    global _active, _status, _failure
+    requested = (os.environ.get(ENV_VAR) or "auto") if kind is None else kind
+    requested = requested.strip().lower()
+    if requested not in CHOICES:
+        raise CoreUnavailableError(f"{ENV_VAR} must be one of {', '.join(CHOICES)}, not {requested!r}")
+    if requested == "compiled" and _MODULE is None:
+        raise CoreUnavailableError(f"{ENV_VAR}=compiled, but the {_WHY}")
+    _failure = None
+    if requested == "reference" or _MODULE is None:
+        _active = None
+        _status = CoreStatus("reference", requested, "chosen" if requested == "reference" else _WHY)
+    else:
+        _active = _MODULE
+        _status = CoreStatus("compiled", requested)
+    return _status
+
+
+def status() -> CoreStatus:
+    """The implementation in use."""
+    return _status
+
+
+def compiled() -> ModuleType | None:
+    """The compiled core module when it is in use, else None (run the reference). Raises the
+    :class:`CoreUnavailableError` of an unusable ``LOGPLAT_CORE`` found at import."""
+    if _failure is not None:
+        raise _failure
+    return _active
+
+
+def reference_error(run_reference, what: str) -> BaseException:
+    """The exception for bytes the compiled core rejected: the reference's own (call
+    ``run_reference()``, which must raise), or :class:`CoreDivergenceError` if it accepts them."""
+    try:
+        run_reference()
+    except LogError as exc:
+        return exc
+    return CoreDivergenceError(f"the compiled core rejected {what} that the reference reads: set {ENV_VAR}=reference "
+                               "and report it")
+
+
+try:
+    use()
+except CoreUnavailableError as _exc:
+    # An import cannot report it to the user: the first hot path raises it (``compiled``), and
+    # ``logctl core`` names it.
+    _failure = _exc
+    _status = CoreStatus("reference", (os.environ.get(ENV_VAR) or "auto"), str(_exc))
