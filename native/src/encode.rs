@@ -14,7 +14,7 @@
 //! member descriptors give, as `records` writes them); other objects through `getattr`.
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 
 use crate::records::slot_offsets;
 
@@ -104,10 +104,11 @@ pub fn seal(out: &mut [u8], s: &Sealing) -> Enc<()> {
 // --------------------------------------------------------------------------------------------
 // Python values
 
-/// An int (bool and IntEnum included, as `struct` and the arithmetic take them) that fits i64.
+/// An exact int or a bool that fits i64 (an int subclass may compare or subtract its own way:
+/// the reference runs for it).
 #[inline(always)]
 unsafe fn int64(o: *mut ffi::PyObject) -> Enc<i64> {
-    if o.is_null() || ffi::PyLong_Check(o) == 0 { return Err(Decline); }
+    if o.is_null() || (ffi::PyLong_CheckExact(o) == 0 && ffi::PyBool_Check(o) == 0) { return Err(Decline); }
     let v = ffi::PyLong_AsLongLong(o);
     if v == -1 && !ffi::PyErr_Occurred().is_null() {
         ffi::PyErr_Clear();
@@ -261,6 +262,12 @@ fn put_field(out: &mut Vec<u8>, b: Option<&[u8]>) {
 fn write_records(py: Python<'_>, records: &Bound<'_, PyAny>, record_type: &Bound<'_, PyType>, s: &Shape,
                  out: &mut Vec<u8>) -> PyResult<Enc<Plain>> {
     let reader = Reader::new(py, record_type)?;
+    // A list as a tuple of its records: the attribute reads of objects other than `Record` run
+    // Python code, which could resize the list under a borrowed view of it.
+    let records = match records.downcast_exact::<PyList>() {
+        Ok(l) => l.to_tuple().into_any(),
+        Err(_) => records.clone(),
+    };
     Ok(unsafe { write_with(&reader, records.as_ptr(), s, out) })
 }
 
