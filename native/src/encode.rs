@@ -286,11 +286,15 @@ unsafe fn write_with(reader: &Reader<'_>, records: *mut ffi::PyObject, s: &Shape
     let first_offset = int64(first.f[0])?;
     if first_offset < s.base_offset { return Err(Decline); }
     drop(first);
-    out.reserve(rs.len() * 24);
     let mut prev = first_offset as i128 - 1;
     let mut max_ts = first_ts;
     let mut hs: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
-    for &r in rs {
+    let start = out.len();
+    for (i, &r) in rs.iter().enumerate() {
+        if i == 1 { // size the buffer once, from the first record: records of a batch are alike
+            let first = out.len() - start;
+            out.reserve(first.saturating_mul(rs.len() - 1) + first * rs.len() / 8);
+        }
         let f = reader.fields(r)?;
         let off = int64(f.f[0])? as i128;
         if off <= prev { return Err(Decline); }
