@@ -62,7 +62,7 @@ fn varint_size(v: i32) -> usize { leb128_size(((v << 1) ^ (v >> 31)) as u32 as u
 fn varlong_size(v: i64) -> usize { leb128_size(((v << 1) ^ (v >> 63)) as u64) }
 
 #[inline(always)]
-fn leb128_size(u: u64) -> usize { ((64 - (u | 1).leading_zeros() as usize) + 6) / 7 }
+fn leb128_size(u: u64) -> usize { (64 - (u | 1).leading_zeros() as usize).div_ceil(7) }
 
 /// A v2 batch header's fields (Kafka's `DefaultRecordBatch`), as `assemble_batch` takes them.
 pub struct Sealing {
@@ -186,7 +186,7 @@ impl<'py> Reader<'py> {
 }
 
 /// The items of an exact list or tuple (borrowed), else declined.
-unsafe fn items(o: *mut ffi::PyObject) -> Enc<&'static [*mut ffi::PyObject]> {
+unsafe fn items<'a>(o: *mut ffi::PyObject) -> Enc<&'a [*mut ffi::PyObject]> {
     if ffi::PyList_CheckExact(o) != 0 {
         let l = o as *mut ffi::PyListObject;
         Ok(std::slice::from_raw_parts((*l).ob_item, ffi::PyList_GET_SIZE(o) as usize))
@@ -404,6 +404,7 @@ pub fn encode_batch<'py>(py: Python<'py>, records: &Bound<'py, PyAny>, record_ty
 /// compresses, with the header fields they determine: `(payload, last_offset_delta,
 /// base_timestamp, max_timestamp)`, or None: run the reference.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn encode_records<'py>(py: Python<'py>, records: &Bound<'py, PyAny>, record_type: &Bound<'py, PyType>,
                            base_offset: &Bound<'py, PyAny>, delete_horizon_ms: &Bound<'py, PyAny>,
                            last_offset_delta: &Bound<'py, PyAny>, max_timestamp: &Bound<'py, PyAny>,

@@ -268,3 +268,5 @@ def test_rebuild_odd_spans_same_outcome(seed: int) -> None:
     for case in odd:
         h = rnd.choice((None, 5))
         same_under_both(lambda c=case, h=h: rebuild_v2_batch(header, buf, c, h))
+    strided = memoryview(bytes(buf))[::2]  # not contiguous: the core leaves it to the reference
+    same_under_both(lambda: rebuild_v2_batch(header, strided, spans[:1], None))
