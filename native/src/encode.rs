@@ -131,8 +131,8 @@ fn int_in(o: &Bound<'_, PyAny>, lo: i64, hi: i64) -> Enc<i64> {
 unsafe fn blob<'a>(o: *mut ffi::PyObject) -> Enc<Option<&'a [u8]>> {
     if o == ffi::Py_None() { return Ok(None); }
     if o.is_null() || ffi::PyBytes_CheckExact(o) == 0 { return Err(Decline); }
-    let p = ffi::PyBytes_AsString(o) as *const u8;
-    Ok(Some(std::slice::from_raw_parts(p, ffi::PyBytes_Size(o) as usize)))
+    let b = o as *mut ffi::PyBytesObject; // the object's own bytes, as PyBytes_AS_STRING reads them
+    Ok(Some(std::slice::from_raw_parts((*b).ob_sval.as_ptr() as *const u8, ffi::Py_SIZE(o) as usize)))
 }
 
 /// A record's five fields (offset, timestamp, key, value, headers), borrowed from its slots or
