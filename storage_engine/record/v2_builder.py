@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from crc32c import crc32c
 
@@ -156,28 +157,11 @@ def encode_batch(
     """
     core = native.compiled()
     if core is not None:
-        try:
-            attrs = _attributes(
-                CompressionType.from_id(int(compression)),
-                timestamp_type,
-                is_transactional,
-                is_control,
-                delete_horizon_ms is not None,
-            )
-        except (ValueError, TypeError, LogError):
-            attrs = None  # the reference below raises it, or an error it checks first
-        if attrs is not None:
-            shape = (base_offset, delete_horizon_ms, last_offset_delta, max_timestamp, base_timestamp)
-            if not attrs & 0x07:
-                data = core.encode_batch(records, Record, base_offset, attrs, partition_leader_epoch, producer_id,
-                                         producer_epoch, base_sequence, *shape[1:])
-                if data is not None:
-                    return data
-            else:
-                plain = core.encode_records(records, Record, *shape)
-                if plain is not None:
-                    return _assemble(PlainRecords(*plain), base_offset, attrs, compression_level, partition_leader_epoch,
-                                     producer_id, producer_epoch, base_sequence, len(records))
+        data = _compiled_batch(core, records, base_offset, compression, compression_level, timestamp_type, producer_id,
+                               producer_epoch, base_sequence, partition_leader_epoch, is_transactional, is_control,
+                               delete_horizon_ms, last_offset_delta, max_timestamp, base_timestamp)
+        if data is not None:
+            return data
     count = len(records)
     if count == 0:
         raise ValueError("encode_batch needs at least one record (use encode_empty_batch for an empty header)")
@@ -192,16 +176,53 @@ def encode_batch(
         raise ValueError(f"Invalid message timestamp {base_ts}")
     if first.offset < base_offset:
         raise ValueError(f"Record offset {first.offset} is below the batch base offset {base_offset}")
-    attrs = _attributes(
-        CompressionType.from_id(int(compression)),
-        timestamp_type,
-        is_transactional,
-        is_control,
-        delete_horizon_ms is not None,
-    )
+    attrs = _batch_attributes(compression, timestamp_type, is_transactional, is_control, delete_horizon_ms)
     plain = _encode_records(records, base_offset, base_ts, last_offset_delta, max_timestamp)
     return _assemble(plain, base_offset, attrs, compression_level, partition_leader_epoch, producer_id,
                      producer_epoch, base_sequence, count)
+
+
+def _batch_attributes(compression: int, timestamp_type: TimestampType, is_transactional: bool, is_control: bool,
+                      delete_horizon_ms: int | None) -> int:
+    return _attributes(CompressionType.from_id(int(compression)), timestamp_type, is_transactional, is_control,
+                       delete_horizon_ms is not None)
+
+
+def _compiled_batch(
+    core: ModuleType,
+    records: Sequence[Record],
+    base_offset: int,
+    compression: int,
+    compression_level: int | None,
+    timestamp_type: TimestampType,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+    is_control: bool,
+    delete_horizon_ms: int | None,
+    last_offset_delta: int | None,
+    max_timestamp: int | None,
+    base_timestamp: int | None,
+) -> bytes | None:
+    """``encode_batch`` by the compiled core: the whole batch when uncompressed, else the plain
+    records it writes compressed by :func:`_assemble`; None where the reference must run."""
+    try:
+        attrs = _batch_attributes(compression, timestamp_type, is_transactional, is_control, delete_horizon_ms)
+    except (ValueError, TypeError, LogError):
+        return None  # the reference raises it, or an error it checks first
+    if not attrs & 0x07:
+        data: bytes | None = core.encode_batch(records, Record, base_offset, attrs, partition_leader_epoch, producer_id,
+                                               producer_epoch, base_sequence, delete_horizon_ms, last_offset_delta,
+                                               max_timestamp, base_timestamp)
+        return data
+    plain = core.encode_records(records, Record, base_offset, delete_horizon_ms, last_offset_delta, max_timestamp,
+                                base_timestamp)
+    if plain is None:
+        return None
+    return _assemble(PlainRecords(*plain), base_offset, attrs, compression_level, partition_leader_epoch, producer_id,
+                     producer_epoch, base_sequence, len(records))
 
 
 def _encode_records(
