@@ -124,6 +124,10 @@ def test_random_batches_same_bytes_and_decode_back(seed: int) -> None:
     opts = random_options(rnd, records, base_offset)
     kind, data = same_under_both(lambda: encode_batch(records, **opts))
     assert kind == "ok", data
+    plain = native._MODULE.encode_records(records, Record, base_offset, opts.get("delete_horizon_ms"),
+                                          opts.get("last_offset_delta"), opts.get("max_timestamp"),
+                                          opts.get("base_timestamp"))
+    assert plain is not None  # the core wrote these records itself
     (raw,) = list(scan_batches(data))
     got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in decode_batch(raw)]
     assert got == _decoded_expectation(records, data)
