@@ -4,7 +4,9 @@
 //!
 //! * `batch`: the v2 batch and record parser every entry point shares (no PyO3, fuzzable);
 //! * `buffers`: Python buffers as slices;
-//! * `records`: batches to `Record` objects.
+//! * `records`: batches to `Record` objects;
+//! * `encode`: `Record` objects to batch bytes, and the batch sealing (header, CRC-32C);
+//! * `rebuild`: the cleaner's rebuilt batch from its survivors' bytes.
 //!
 //! Every function raises `CorruptBatch` on bytes it does not accept; the Python layer then
 //! re-reads the batch with the reference to raise the reference's own error.
@@ -15,6 +17,8 @@ use pyo3::prelude::*;
 pub mod batch;
 pub mod buffers;
 pub mod records;
+pub mod encode;
+pub mod rebuild;
 
 create_exception!(_core, CorruptBatch, PyValueError, "The compiled core rejected these bytes (the reference names why).");
 
@@ -28,5 +32,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptBatch", m.py().get_type::<CorruptBatch>())?;
     m.add("PanicException", m.py().get_type::<pyo3::panic::PanicException>())?;
     m.add_function(wrap_pyfunction!(records::decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(encode::encode_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(encode::encode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(rebuild::rebuild_v2, m)?)?;
     Ok(())
 }

@@ -27,7 +27,7 @@ struct MemberDescr {
 const FIELDS: [&str; 5] = ["offset", "timestamp", "key", "value", "headers"];
 
 /// Byte offsets of the record type's five slots, read from its member descriptors.
-fn slot_offsets(t: &Bound<'_, PyType>) -> PyResult<[usize; 5]> {
+pub(crate) fn slot_offsets(t: &Bound<'_, PyType>) -> PyResult<[usize; 5]> {
     if unsafe { (*t.as_type_ptr()).tp_basicsize } != (2 + FIELDS.len() as isize) * 8 {
         return Err(PyValueError::new_err("the record type does not have exactly the five slots of Record"));
     }

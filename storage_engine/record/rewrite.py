@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import dataclass
 
+from .. import native
 from ..errors import CorruptRecordError
 from . import RawBatch, encode_empty_batch
 from .compression import compress, decompress
@@ -62,43 +64,73 @@ def restamp_record(record: bytes | memoryview, new_delta: int) -> bytes:
     return encode_varint(len(body)) + body
 
 
+@dataclass(frozen=True, slots=True)
+class RebuildPlan:
+    """The header rules of a rebuilt v2 batch (Kafka's ``MemoryRecordsBuilder`` under
+    ``filterTo``): its ``base_timestamp``, its ``attributes`` (the delete-horizon bit when one is
+    stamped now), and ``fixed_timestamp``, every record's timestamp in a ``LOG_APPEND_TIME``
+    batch (its original max timestamp; None: the original base timestamp plus the record's
+    delta). Both cores take these numbers, so the rules are written once."""
+
+    base_timestamp: int
+    attributes: int
+    fixed_timestamp: int | None
+
+    @classmethod
+    def of(cls, header: BatchHeader, spans: list[tuple[int, int, int]], horizon_ms: int | None) -> RebuildPlan:
+        """The base timestamp is the delete horizon when ``horizon_ms`` stamps one or the batch
+        has one, else the first survivor's timestamp (its ``LOG_APPEND_TIME``, the original max
+        timestamp, for such a batch)."""
+        fixed = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+        if horizon_ms is not None:
+            return cls(horizon_ms, header.attributes | ATTR_DELETE_HORIZON, fixed)
+        if header.has_delete_horizon:  # stamped by an earlier pass: the horizon stays the base
+            return cls(header.base_timestamp, header.attributes, fixed)
+        return cls(fixed if fixed is not None else header.base_timestamp + spans[0][2], header.attributes, fixed)
+
+
 def rebuild_v2_batch(header: BatchHeader, buf: bytes, spans: list[tuple[int, int, int]],
                      horizon_ms: int | None) -> tuple[bytes, int]:
     """The byte side of Kafka's ``filterTo`` for one v2 batch: the records of ``buf`` (the batch's
     records, decompressed) at ``spans`` (``(start, end, timestamp delta)`` of each survivor) under
     a new header with the batch's offsets, epoch and producer fields, compressed with its codec.
-    Returns the bytes and the batch's max timestamp.
+    Returns the bytes and the batch's max timestamp (the survivors' largest).
 
-    The base timestamp is what Kafka's ``MemoryRecordsBuilder`` gives the rebuilt batch: the
-    delete horizon when ``horizon_ms`` stamps one or the batch has one, else the first survivor's timestamp (its
-    ``LOG_APPEND_TIME``, the original max timestamp, for such a batch); each record's delta is
-    rewritten against it only where it changes, so a batch that keeps its first record copies
-    every record's bytes as they are.
+    The base timestamp is :class:`RebuildPlan`'s; each record's delta is rewritten against it
+    only where it changes, so a batch that keeps its first record copies every record's bytes
+    as they are. The compiled core (``native/src/rebuild.rs``) writes the same bytes when it is
+    in use; it returns None for what it does not take, and the reference below runs.
     """
+    plan = RebuildPlan.of(header, spans, horizon_ms)
+    codec = header.attributes & 0x07
+    core = native.compiled()
+    if core is not None:
+        fields = (header.base_offset, header.partition_leader_epoch, plan.attributes, header.last_offset_delta,
+                  header.producer_id, header.producer_epoch, header.base_sequence)
+        out = core.rebuild_v2(buf, spans, header.base_timestamp, plan.base_timestamp, plan.fixed_timestamp,
+                              None if codec else fields)
+        if out is not None:
+            data, max_ts = out
+            return (_seal(header, plan, data, max_ts, len(spans)) if codec else data), max_ts
     base_ts = header.base_timestamp
-    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    attributes = header.attributes
-    if horizon_ms is not None:
-        new_base_ts, attributes = horizon_ms, header.attributes | ATTR_DELETE_HORIZON
-    elif header.has_delete_horizon:  # stamped by an earlier pass: the horizon stays the base
-        new_base_ts = base_ts
-    elif log_append:
-        new_base_ts = header.max_timestamp
-    else:
-        new_base_ts = base_ts + spans[0][2]
+    fixed = plan.fixed_timestamp
     parts = []
     for s, e, d in spans:
-        delta = (header.max_timestamp if log_append else base_ts + d) - new_base_ts
+        delta = (base_ts + d if fixed is None else fixed) - plan.base_timestamp
         parts.append(buf[s:e] if delta == d else restamp_record(buf[s:e], delta))
-    max_ts = header.max_timestamp if log_append else base_ts + max(d for _, _, d in spans)
-    payload = b"".join(parts)
+    max_ts = base_ts + max(d for _, _, d in spans) if fixed is None else fixed
+    return _seal(header, plan, b"".join(parts), max_ts, len(spans)), max_ts
+
+
+def _seal(header: BatchHeader, plan: RebuildPlan, payload: bytes, max_ts: int, count: int) -> bytes:
+    """The survivors' bytes compressed with the batch's codec (one codec call for both cores)
+    under the rebuilt header."""
     codec = header.attributes & 0x07
     if codec:
         payload = compress(codec, payload)
-    data = assemble_batch(header.base_offset, header.partition_leader_epoch, attributes, header.last_offset_delta,
-                          new_base_ts, max_ts, header.producer_id, header.producer_epoch, header.base_sequence,
-                          len(spans), payload)
-    return data, max_ts
+    return assemble_batch(header.base_offset, header.partition_leader_epoch, plan.attributes, header.last_offset_delta,
+                          plan.base_timestamp, max_ts, header.producer_id, header.producer_epoch, header.base_sequence,
+                          count, payload)
 
 
 def rebuild_legacy_batch(header: BatchHeader, kept: list[Record]) -> bytes:

@@ -2,14 +2,23 @@
 broker): encoding records and headers, the attributes, an empty batch header, and the in-place
 header updates a broker makes on append (base offset, partition leader epoch, log append
 time). The layout and the decoder are in ``v2``.
+
+``encode_batch`` has a compiled twin (``native/src/encode.rs``, used when the switch
+:mod:`storage_engine.native` selects the compiled core) that writes the same bytes; this module
+stays the definition of the rules and the errors, and compressed batches go through the one
+codec call here (``_assemble``) under both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
 
 from crc32c import crc32c
 
+from .. import native
+from ..errors import LogError
 from .compression import CompressionType, compress
 from .records import Record, TimestampType
 from .v2 import (
@@ -102,6 +111,17 @@ def assemble_batch(
     return b"".join((HEAD_STRUCT.pack(base_offset, length, partition_leader_epoch, 2, crc), tail, payload))
 
 
+@dataclass(frozen=True, slots=True)
+class PlainRecords:
+    """A batch's records before compression (``payload``) and the header fields the record loop
+    determines; what :func:`_encode_records` and the compiled core's ``encode_records`` give."""
+
+    payload: bytes
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+
+
 def encode_batch(
     records: Sequence[Record],
     *,
@@ -130,7 +150,18 @@ def encode_batch(
     the original one so the batch keeps its offset range and last sequence. ``base_timestamp``
     overrides Kafka's baseTimestamp rule (other writers, e.g. sarama, differ; tests reproduce
     their bytes with it); it cannot be combined with ``delete_horizon_ms``.
+
+    The compiled core (:mod:`storage_engine.native`) writes the batch when it is in use and takes
+    the arguments; it returns None for anything unusual (an error, a type it does not read), and
+    this reference then writes the batch or raises its own error.
     """
+    core = native.compiled()
+    if core is not None:
+        data = _compiled_batch(core, records, base_offset, compression, compression_level, timestamp_type, producer_id,
+                               producer_epoch, base_sequence, partition_leader_epoch, is_transactional, is_control,
+                               delete_horizon_ms, last_offset_delta, max_timestamp, base_timestamp)
+        if data is not None:
+            return data
     count = len(records)
     if count == 0:
         raise ValueError("encode_batch needs at least one record (use encode_empty_batch for an empty header)")
@@ -145,14 +176,60 @@ def encode_batch(
         raise ValueError(f"Invalid message timestamp {base_ts}")
     if first.offset < base_offset:
         raise ValueError(f"Record offset {first.offset} is below the batch base offset {base_offset}")
-    attrs = _attributes(
-        CompressionType.from_id(int(compression)),
-        timestamp_type,
-        is_transactional,
-        is_control,
-        delete_horizon_ms is not None,
-    )
+    attrs = _batch_attributes(compression, timestamp_type, is_transactional, is_control, delete_horizon_ms)
+    plain = _encode_records(records, base_offset, base_ts, last_offset_delta, max_timestamp)
+    return _assemble(plain, base_offset, attrs, compression_level, partition_leader_epoch, producer_id,
+                     producer_epoch, base_sequence, count)
 
+
+def _batch_attributes(compression: int, timestamp_type: TimestampType, is_transactional: bool, is_control: bool,
+                      delete_horizon_ms: int | None) -> int:
+    return _attributes(CompressionType.from_id(int(compression)), timestamp_type, is_transactional, is_control,
+                       delete_horizon_ms is not None)
+
+
+def _compiled_batch(
+    core: ModuleType,
+    records: Sequence[Record],
+    base_offset: int,
+    compression: int,
+    compression_level: int | None,
+    timestamp_type: TimestampType,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+    is_control: bool,
+    delete_horizon_ms: int | None,
+    last_offset_delta: int | None,
+    max_timestamp: int | None,
+    base_timestamp: int | None,
+) -> bytes | None:
+    """``encode_batch`` by the compiled core: the whole batch when uncompressed, else the plain
+    records it writes compressed by :func:`_assemble`; None where the reference must run."""
+    try:
+        attrs = _batch_attributes(compression, timestamp_type, is_transactional, is_control, delete_horizon_ms)
+    except (ValueError, TypeError, LogError):
+        return None  # the reference raises it, or an error it checks first
+    if not attrs & 0x07:
+        data: bytes | None = core.encode_batch(records, Record, base_offset, attrs, partition_leader_epoch, producer_id,
+                                               producer_epoch, base_sequence, delete_horizon_ms, last_offset_delta,
+                                               max_timestamp, base_timestamp)
+        return data
+    plain = core.encode_records(records, Record, base_offset, delete_horizon_ms, last_offset_delta, max_timestamp,
+                                base_timestamp)
+    if plain is None:
+        return None
+    return _assemble(PlainRecords(*plain), base_offset, attrs, compression_level, partition_leader_epoch, producer_id,
+                     producer_epoch, base_sequence, len(records))
+
+
+def _encode_records(
+    records: Sequence[Record], base_offset: int, base_ts: int, last_offset_delta: int | None, max_timestamp: int | None
+) -> PlainRecords:
+    """The reference's record loop: every record as ``DefaultRecord`` bytes, the offsets checked."""
+    first = records[0]
     enc = _ENC.get
     parts: list[bytes] = []
     app = parts.append
@@ -198,16 +275,32 @@ def encode_batch(
         if not lod <= last_offset_delta <= _INT32_MAX:
             raise ValueError(f"last_offset_delta {last_offset_delta} is below the last record's delta {lod}")
         lod = last_offset_delta
-    payload = join(parts)
+    return PlainRecords(join(parts), lod, base_ts, max_ts if max_timestamp is None else max_timestamp)
+
+
+def _assemble(
+    plain: PlainRecords,
+    base_offset: int,
+    attrs: int,
+    compression_level: int | None,
+    partition_leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+) -> bytes:
+    """The records compressed with the batch's codec (``compress``: one codec call for both
+    cores, so their bytes are the same) under the header."""
+    payload = plain.payload
     if attrs & 0x07:
         payload = compress(attrs & 0x07, payload, compression_level)
     return assemble_batch(
         base_offset,
         partition_leader_epoch,
         attrs,
-        lod,
-        base_ts,
-        max_ts if max_timestamp is None else max_timestamp,
+        plain.last_offset_delta,
+        plain.base_timestamp,
+        plain.max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
