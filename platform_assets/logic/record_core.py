@@ -19,15 +19,13 @@ from storage_engine import native
 RECORD_CORE = "record core"
 
 
-def _describe(_: int) -> str:
-    return native.status().describe()
-
-
 def executors_core(spark) -> str:
     """The record core of the session's Python workers, as ``native.status().describe()`` says
     it; every distinct answer, joined, if the workers disagree. One job of a task per slot
     (about 0.15 s on a warm local session)."""
-    answers = run_tasks(spark, [[slot] for slot in range(task_slots(spark))], each(_describe))
+    # a lambda travels by value: the workers need only the engine, not this package
+    answers = run_tasks(spark, [[slot] for slot in range(task_slots(spark))],
+                        each(lambda _: native.status().describe()))
     return "; ".join(sorted(set(answers)))
 
 
