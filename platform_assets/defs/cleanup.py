@@ -47,6 +47,7 @@ from ..logic.log_state import PartitionState, observe
 from ..logic.metadata import cleanup_metadata, records_counted
 from ..logic.partition_cleanup import PartitionCleanup, run_data_version
 from ..logic.partition_keys import partition_key, partition_number
+from ..logic.record_core import executors_core, record_core_metadata
 from ..logic.run_tags import start_tags
 from .checks import evaluations, latest_materializations, log_asset_key, run_materializations
 from .errors import cleaning_failure, run_refusals_first
@@ -310,7 +311,8 @@ def _clean(context: dg.AssetExecutionContext, topic: Topic, config: CleanupConfi
     if check_outcomes:
         context.log.info(f"{len(check_outcomes)} check(s) evaluated in {checks_s:.2f} s")
     context.instance.add_run_tags(context.run.run_id, {CHECK_READ_SECONDS_TAG: f"{read_s:.3f}"})
-    run_metadata = {"now_ms": dg.MetadataValue.timestamp(now_ms / 1000)}
+    run_metadata = {"now_ms": dg.MetadataValue.timestamp(now_ms / 1000),
+                    **record_core_metadata(executors_core(spark))}  # the core the Spark workers ran
     data_version = run_data_version(list(cleanups.values()))
     failed = {c.partition: c.reason or "" for c in cleanups.values() if c.status == FAILED}
     counted = records_counted(check_outcomes)

@@ -29,6 +29,7 @@ from storage_engine.outcomes import FAILED
 from .check_outcomes import OFFSETS_INCREASE, CheckOutcome
 from .log_state import PartitionState
 from .partition_keys import partition_key
+from .record_core import RECORD_CORE
 from .units import megabytes
 
 if TYPE_CHECKING:
@@ -291,6 +292,8 @@ GLOSSARY: dict[str, str] = {
     "dirty_ratio": "dirty (uncleaned) bytes / cleanable bytes, compared with min.cleanable.dirty.ratio",
     "min_cleanable_dirty_ratio": "the topic's min.cleanable.dirty.ratio",
     "log_dir": "the partition's directory",
+    RECORD_CORE: "the engine's record core the run's Spark workers used: compiled (Rust) or the pure-Python "
+                   "reference, and why (LOGPLAT_CORE; `logctl core`)",
     URI: "the partition's directory as a file:// URI",
     "compaction_due": "whether the cleaner would compact the partition now (dirty ratio or erasure deadline)",
     "deletable_segments": "segments retention would delete now",

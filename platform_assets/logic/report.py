@@ -24,6 +24,7 @@ import dagster as dg
 from .health import health_with_failure
 from .log_state import PartitionState, TopicPartition
 from .partition_keys import partition_key
+from .record_core import record_core_metadata
 from .units import iso_time, megabytes, size_text
 
 ERROR, WARN, OK, UNREADABLE = "error", "warn", "ok", "unreadable"
@@ -100,6 +101,7 @@ class CleaningReport:
                                   "topics": self.topics, "partitions": self.partitions}
         values.update({f"partitions_{v}": self.counts.get(v, 0) for v in VERDICTS})
         values["deletable_mb"] = megabytes(sum(r.deletable_bytes for r in self.rows))
+        values.update(record_core_metadata())  # the sensors' process, which read the logs for this report
         deadlines = [r.deadline_ms for r in self.rows if r.deadline_ms is not None]
         if deadlines:
             values["earliest_deadline"] = dg.MetadataValue.timestamp(min(deadlines) / 1000)

@@ -93,7 +93,7 @@ def _load() -> tuple[ModuleType | None, str]:
     try:
         from . import _core  # type: ignore[attr-defined]
     except ImportError as exc:
-        return None, f"compiled core not built ({exc}); install a Rust toolchain (rustup) and rerun the install"
+        return None, f"compiled core is not built ({exc}); install a Rust toolchain (rustup) and rerun the install"
     if getattr(_core, "ABI", None) != ABI:
         return None, f"compiled core has interface {getattr(_core, 'ABI', None)}, this code expects {ABI}: rebuild it"
     expected = _source_hash(_SOURCES) if _SOURCES.is_dir() else None

@@ -27,6 +27,7 @@ from platform_assets.logic.check_outcomes import (
 )
 from platform_assets.logic.metadata import GLOSSARY
 from platform_assets.tools.workload import produce
+from storage_engine import native
 from storage_engine.errors import NeedsRecoveryError
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
@@ -114,6 +115,8 @@ def test_one_partition_is_compacted_with_its_metadata_checks_and_data_version(pl
     assert float(tags[SPARK_SESSION_SECONDS_TAG]) < 1.0 and float(tags[CHECK_READ_SECONDS_TAG]) > 0
     # the data version names the log's state after the run, and equals the partition's own
     assert events[0].tags["dagster/data_version"] == m["log_state_version"]
+    # the record core the Spark workers ran: this process's LOGPLAT_CORE, which they inherit
+    assert m["record core"] == native.status().describe()
 
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(checks) == CHECKS and all(e.passed for e in checks.values()), checks

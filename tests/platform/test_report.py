@@ -12,6 +12,7 @@ from platform_assets.defs.assets import REPORT_KEY
 from platform_assets.logic.log_state import read_states
 from platform_assets.logic.report import cleaning_report
 from platform_assets.tools.workload import produce
+from storage_engine import native
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from tests.helpers.engine import append_each
@@ -59,6 +60,7 @@ def test_the_partitions_that_need_cleaning_worst_first_and_every_partition_count
                                      "topics", "partitions")} == {
         "partitions_unreadable": 1, "partitions_error": 1, "partitions_warn": 4, "partitions_ok": 2,
         "topics": 3, "partitions": 8}
+    assert metadata["record core"].value == native.status().describe()  # this process's: it read the logs
     assert metadata["deletable_mb"] > 0 and metadata["earliest_deadline"].value == users.deadline_ms / 1000
     table = metadata["report"].value.splitlines()
     assert table[0] == "**1 unreadable, 1 error, 4 warn, 2 ok, of 8 partition(s) in 3 topic(s)**"

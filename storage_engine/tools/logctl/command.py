@@ -42,7 +42,8 @@ class Command:
     as the log will be. ``check_usage`` runs before any log dir is looked at (with the broker's
     properties), ``before_open`` once they are known to be there (with their paths), and
     ``creates_log_dirs`` says whether a log dir that does not exist yet is made rather than
-    refused."""
+    refused. ``needs_core``: the command is refused before it starts when ``LOGPLAT_CORE`` cannot
+    be honoured (``storage_engine.native``); ``core`` alone reports it instead."""
 
     name: str
     help: str
@@ -53,6 +54,7 @@ class Command:
     check_usage: Callable[[argparse.Namespace, Mapping[str, str]], None] | None = None
     before_open: Callable[[argparse.Namespace, list[Path], Mapping[str, str]], None] | None = None
     creates_log_dirs: Callable[[argparse.Namespace], bool] | None = None
+    needs_core: bool = True
 
     def opens(self, args: argparse.Namespace) -> LogDirs:
         """How this run of the command opens the log dirs."""

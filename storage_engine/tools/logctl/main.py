@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ... import native
 from ...errors import CleanShutdownMarkerError, LogError
 from ...logdir.environment import engine_environment
 from ...logdir.log_dir import missing_log_dir
@@ -68,6 +69,8 @@ def _main(argv: Sequence[str] | None, engines: Engines) -> int:
         args.engines = engines
         start(args)
         command = COMMANDS[args.command]
+        if command.needs_core:
+            native.compiled()  # raises the CoreUnavailableError of a LOGPLAT_CORE that cannot be honoured
         if command.opens(args) is LogDirs.NONE:
             status = command.run(args, None)
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import (
                compact,
                consume,
+               core,
                delete_records,
                dump,
                erasure_report,
@@ -33,4 +34,5 @@ COMMANDS: dict[str, Command] = {command.name: command for command in (
     versions.COMMAND,
     restore.COMMAND,
     sweep.COMMAND,
+    core.COMMAND,
 )}

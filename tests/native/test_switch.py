@@ -1,0 +1,93 @@
+"""The record core's switch (``storage_engine.native``): ``use``/``status``/``compiled``, the
+errors for a choice that cannot be honoured, the stale-build check, and ``LOGPLAT_CORE`` read by
+a fresh process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage_engine import native
+from storage_engine.errors import LogError
+from tests.helpers.paths import REPO
+
+BUILT = native._MODULE is not None
+NOT_BUILT = "the compiled core is not built in this checkout"
+
+
+@pytest.fixture
+def restore_choice():
+    prev = native.status().requested
+    yield
+    native.use(prev)
+
+
+def test_reference_is_chosen_by_name_and_compiled_then_returns_none(restore_choice):
+    chosen = native.use("reference")
+    assert chosen == native.status() and (chosen.name, chosen.requested) == ("reference", "reference")
+    assert native.compiled() is None
+    assert chosen.describe() == "reference (pure Python: chosen)"
+
+
+@pytest.mark.skipif(not BUILT, reason=NOT_BUILT)
+@pytest.mark.parametrize("kind", ["compiled", "auto", " Compiled "])
+def test_compiled_and_auto_run_the_built_core(restore_choice, kind):
+    chosen = native.use(kind)
+    assert chosen.name == "compiled" and chosen.requested == kind.strip().lower()
+    assert native.compiled() is native._MODULE
+    assert chosen.describe() == "compiled (Rust, storage_engine.native._core)"
+
+
+def test_an_unknown_value_is_an_error_that_changes_nothing(restore_choice):
+    before = native.status()
+    with pytest.raises(native.CoreUnavailableError, match="must be one of auto, compiled, reference, not 'rust'"):
+        native.use("rust")
+    assert native.status() == before and issubclass(native.CoreUnavailableError, LogError)
+
+
+def test_compiled_is_refused_when_the_core_is_not_built(restore_choice, monkeypatch):
+    monkeypatch.setattr(native, "_MODULE", None)
+    monkeypatch.setattr(native, "_WHY", "compiled core is not built (no module)")
+    with pytest.raises(native.CoreUnavailableError, match="LOGPLAT_CORE=compiled, but the compiled core is not built"):
+        native.use("compiled")
+    auto = native.use("auto")
+    assert (auto.name, auto.reason) == ("reference", "compiled core is not built (no module)")
+    assert native.compiled() is None
+
+
+def test_the_source_hash_sees_a_changed_source_file(tmp_path: Path):
+    src = REPO / "native" / "src"
+    copy = tmp_path / "src"
+    shutil.copytree(src, copy)
+    assert native._source_hash(copy) == native._source_hash(src) is not None
+    first = sorted(copy.glob("*.rs"))[0]
+    first.write_bytes(first.read_bytes() + b"\n")
+    assert native._source_hash(copy) != native._source_hash(src)
+    (copy / "new.rs").write_text("")  # a new file counts too, by name
+    first.write_bytes((src / first.name).read_bytes())
+    assert native._source_hash(copy) != native._source_hash(src)
+    assert native._source_hash(tmp_path / "missing") is None
+
+
+@pytest.mark.skipif(not BUILT, reason=NOT_BUILT)
+def test_the_built_core_matches_these_sources():
+    assert native._MODULE.SOURCE_HASH == native._source_hash(REPO / "native" / "src")
+    assert native._MODULE.ABI == native.ABI
+
+
+@pytest.mark.parametrize("value, expected", [("reference", "reference reference"),
+                                             ("bogus", "reference bogus unusable")])
+def test_a_fresh_process_reads_the_env_var(value, expected):
+    code = ("from storage_engine import native\n"
+            "s = native.status()\n"
+            "try:\n    native.compiled(); tail = ''\n"
+            "except native.CoreUnavailableError:\n    tail = ' unusable'\n"
+            "print(s.name, s.requested + tail)")
+    env = {**os.environ, native.ENV_VAR: value}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
