@@ -64,7 +64,7 @@ struct Bits {
 impl Bits {
     #[inline(always)]
     fn push(&mut self, valid: bool) {
-        if self.len % 8 == 0 { self.bytes.push(0); }
+        if self.len.is_multiple_of(8) { self.bytes.push(0); }
         if valid { self.bytes[self.len / 8] |= 1 << (self.len % 8); } else { self.nulls += 1; }
         self.len += 1;
     }

@@ -85,12 +85,16 @@ def batches_to_arrow(
         built = core.decode_arrow(
             [(raw.data, _plain(raw, path)) for raw in selected if verify or raw.header.records_count != 0],
             verify, min_offset, max_offset)
-    except (*native.REJECTIONS, LogError):
-        # also a codec's error: the reference names the first fault in its own order (CRC first)
+    except _REJECTIONS:
         raise native.reference_error(reference, "a batch") from None
     if built is None:  # a column past Arrow's 2 GB offsets
         return reference()
     return _record_batch(built)
+
+
+#: What makes the compiled path hand a call to the reference: the core's rejections, and a codec's
+#: error in the decompression ahead of it (the reference names the first fault in its own order).
+_REJECTIONS: tuple[type[BaseException], ...] = (*native.REJECTIONS, LogError)
 
 
 def _selected(raws: Iterable[RawBatch], min_offset: int, max_offset: int | None) -> Iterator[RawBatch]:

@@ -18,6 +18,11 @@ drafts with the same slot layout and then re-classed as ``Record`` in one C-leve
 calls (about 4x cheaper) while handing out ordinary, immutable ``Record`` objects.
 ``bench/bench_codec.py`` measures the result against kafka-python.
 
+This Python code is the *reference*: with the compiled core in use (:mod:`storage_engine.native`),
+:func:`decode_v2`, :func:`walk_records` and :func:`timestamp_deltas` run their Rust twins
+(``native/src/records.rs``, ``native/src/walk.rs``), which accept exactly what these loops accept;
+bytes a twin rejects are read again here, so errors are defined once, in this module.
+
 Strictness: every record must consume exactly its declared length (which also catches key,
 value and header lengths running past it), the record count must match ``recordsCount``
 exactly (Kafka's "premature EOF" / "records still remaining"), header counts and key lengths
@@ -408,7 +413,7 @@ def walk_records(buf: bytes, count: int, start: int = 0,
     if core is None or not _walkable(buf, count, start, n):
         return _walk_records(buf, count, start, end)
     try:
-        return core.walk_records(buf, count, start, n)  # type: ignore[no-any-return]
+        return core.walk_records(buf, count, start, n)
     except native.REJECTIONS:
         raise _walk_error(lambda: _walk_records(buf, count, start, end)) from None
 
@@ -426,7 +431,7 @@ def timestamp_deltas(buf: bytes, count: int, start: int = 0, end: int | None = N
     if core is None or not _walkable(buf, count, start, n):
         return _timestamp_deltas(buf, count, start, end)
     try:
-        return core.timestamp_deltas(buf, count, start, n)  # type: ignore[no-any-return]
+        return core.timestamp_deltas(buf, count, start, n)
     except native.REJECTIONS:
         raise _walk_error(lambda: _timestamp_deltas(buf, count, start, end)) from None
 
