@@ -9,7 +9,8 @@
 //! where the reference lets it). Anything rejected here is re-read by the reference, whose
 //! `IndexError`/`VarintError`/`ValueError` (class and message) is the one raised.
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::ffi;
+use pyo3::types::{PyBytes, PyList};
 
 use crate::batch::{varint, Corrupt, Res};
 use crate::corrupt;
@@ -86,19 +87,40 @@ pub fn walk_records<'py>(py: Python<'py>, buf: &Bound<'py, PyBytes>, count: i64,
     let b = buf.as_bytes();
     if end > b.len() { return Err(Corrupt(format!("end {end} past the buffer")).into()); }
     let found = py.allow_threads(|| spans(b, count, start, end))?;
-    let list = PyList::empty(py);
-    for s in found {
-        let key = s.key.map(|(at, l)| PyBytes::new(py, &b[at..at + l]));
-        list.append(PyTuple::new(py, [
-            s.start.into_pyobject(py)?.into_any(),
-            s.end.into_pyobject(py)?.into_any(),
-            s.offset_delta.into_pyobject(py)?.into_any(),
-            s.timestamp_delta.into_pyobject(py)?.into_any(),
-            key.into_pyobject(py)?.into_any(),
-            pyo3::types::PyBool::new(py, s.tombstone).to_owned().into_any(),
-        ])?)?;
+    // Built through the C API: a list of 1,000 six-tuples through PyO3's generic conversions
+    // cost twice the walk itself.
+    unsafe {
+        let list = ffi::PyList_New(found.len() as ffi::Py_ssize_t);
+        let list = Bound::from_owned_ptr_or_err(py, list)?.downcast_into_unchecked::<PyList>();
+        for (i, s) in found.iter().enumerate() {
+            let key = match s.key {
+                Some((at, l)) => ffi::PyBytes_FromStringAndSize(b[at..at + l].as_ptr() as *const _, l as ffi::Py_ssize_t),
+                None => {
+                    ffi::Py_INCREF(ffi::Py_None());
+                    ffi::Py_None()
+                }
+            };
+            let tomb = if s.tombstone { ffi::Py_True() } else { ffi::Py_False() };
+            ffi::Py_INCREF(tomb);
+            let items = [
+                ffi::PyLong_FromSize_t(s.start),
+                ffi::PyLong_FromSize_t(s.end),
+                ffi::PyLong_FromLongLong(s.offset_delta),
+                ffi::PyLong_FromLongLong(s.timestamp_delta),
+                key,
+                tomb,
+            ];
+            let t = ffi::PyTuple_New(6);
+            if t.is_null() || items.iter().any(|o| o.is_null()) {
+                for o in items.iter().filter(|o| !o.is_null()) { ffi::Py_DECREF(*o); }
+                if !t.is_null() { ffi::Py_DECREF(t); }
+                return Err(PyErr::fetch(py));
+            }
+            for (j, o) in items.into_iter().enumerate() { ffi::PyTuple_SET_ITEM(t, j as ffi::Py_ssize_t, o); }
+            ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, t);
+        }
+        Ok(list)
     }
-    Ok(list)
 }
 
 /// `timestamp_deltas(buf, count, start, end)`: every record's timestamp delta and where the last
