@@ -6,7 +6,9 @@
 //! * `buffers`: Python buffers as slices;
 //! * `records`: batches to `Record` objects;
 //! * `encode`: `Record` objects to batch bytes, and the batch sealing (header, CRC-32C);
-//! * `rebuild`: the cleaner's rebuilt batch from its survivors' bytes.
+//! * `rebuild`: the cleaner's rebuilt batch from its survivors' bytes;
+//! * `arrow`: batches to Arrow column buffers, no Python object per record;
+//! * `walk`: the compaction's and the append's record walks.
 //!
 //! Every function raises `CorruptBatch` on bytes it does not accept; the Python layer then
 //! re-reads the batch with the reference to raise the reference's own error.
@@ -19,6 +21,8 @@ pub mod buffers;
 pub mod records;
 pub mod encode;
 pub mod rebuild;
+pub mod arrow;
+pub mod walk;
 
 create_exception!(_core, CorruptBatch, PyValueError, "The compiled core rejected these bytes (the reference names why).");
 
@@ -35,5 +39,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode::encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(encode::encode_records, m)?)?;
     m.add_function(wrap_pyfunction!(rebuild::rebuild_v2, m)?)?;
+    m.add_class::<arrow::Column>()?;
+    m.add_function(wrap_pyfunction!(arrow::decode_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(walk::walk_records, m)?)?;
+    m.add_function(wrap_pyfunction!(walk::timestamp_deltas, m)?)?;
     Ok(())
 }

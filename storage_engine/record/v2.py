@@ -18,6 +18,11 @@ drafts with the same slot layout and then re-classed as ``Record`` in one C-leve
 calls (about 4x cheaper) while handing out ordinary, immutable ``Record`` objects.
 ``bench/bench_codec.py`` measures the result against kafka-python.
 
+This Python code is the *reference*: with the compiled core in use (:mod:`storage_engine.native`),
+:func:`decode_v2`, :func:`walk_records` and :func:`timestamp_deltas` run their Rust twins
+(``native/src/records.rs``, ``native/src/walk.rs``), which accept exactly what these loops accept;
+bytes a twin rejects are read again here, so errors are defined once, in this module.
+
 Strictness: every record must consume exactly its declared length (which also catches key,
 value and header lengths running past it), the record count must match ``recordsCount``
 exactly (Kafka's "premature EOF" / "records still remaining"), header counts and key lengths
@@ -29,6 +34,7 @@ first (the default of ``decode_batch``) it never produces a record that was not 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from crc32c import crc32c
@@ -46,6 +52,7 @@ __all__ = [
     "decode_v2",
     "decode_v2_tuples",
     "walk_records",
+    "timestamp_deltas",
     "record_header_value",
 ]
 
@@ -332,7 +339,10 @@ def _slow_record(buf: bytes, pos: int, i: int, raw: RawBatch, path: str | None) 
 
 def decode_v2_tuples(raw: RawBatch, path: str | None = None) -> list[tuple]:
     """Records of a v2 batch as ``(offset, timestamp, key, value, headers)`` tuples (for the
-    Arrow path, which transposes them into columns). CRC not checked here."""
+    reference Arrow path, which transposes them into columns). CRC not checked here.
+
+    Reference only, on purpose: with the compiled core in use ``batches_to_arrow`` builds its
+    columns in ``_core.decode_arrow`` without tuples, so nothing hot calls this any more."""
     return _decode(raw, path, False)
 
 
@@ -392,10 +402,62 @@ def walk_records(buf: bytes, count: int, start: int = 0,
     plain record bytes of a v2 batch; ``buf[start:end]`` is the record exactly as stored.
 
     The compaction's view of a batch: record spans it can copy as bytes, and just the fields its
-    keep/drop rules read (values and headers are not decoded).
+    keep/drop rules read (values and headers are not decoded). The compiled core's twin
+    (``_core.walk_records``) runs when it is in use and ``buf`` is ``bytes``; the reference loop
+    (:func:`_walk_records`) defines the result.
 
     Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes (callers turn them
-    into ``CorruptRecordError``)."""
+    into ``CorruptRecordError``), the reference's own under both cores."""
+    core = native.compiled()
+    n = len(buf) if end is None else end
+    if core is None or not _walkable(buf, count, start, n):
+        return _walk_records(buf, count, start, end)
+    try:
+        return core.walk_records(buf, count, start, n)
+    except native.REJECTIONS:
+        raise _walk_error(lambda: _walk_records(buf, count, start, end)) from None
+
+
+def timestamp_deltas(buf: bytes, count: int, start: int = 0, end: int | None = None) -> tuple[list[int], int]:
+    """Every record's timestamp delta in the plain record bytes of a v2 batch, and where its
+    last record starts: all a broker's ``LogValidator`` must read of a batch it keeps in place
+    (Kafka's ``skipKeyValueIterator``). The compiled core's ``timestamp_deltas`` when it is in
+    use and ``buf`` is ``bytes``, else the reference loop :func:`_timestamp_deltas`.
+
+    Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes, as
+    :func:`walk_records` does."""
+    core = native.compiled()
+    n = len(buf) if end is None else end
+    if core is None or not _walkable(buf, count, start, n):
+        return _timestamp_deltas(buf, count, start, end)
+    try:
+        return core.timestamp_deltas(buf, count, start, n)
+    except native.REJECTIONS:
+        raise _walk_error(lambda: _timestamp_deltas(buf, count, start, end)) from None
+
+
+def _walkable(buf: object, count: int, start: int, n: int) -> bool:
+    """Arguments the compiled walks take: ``bytes`` (a key of another buffer type would be a
+    slice of that type), positions inside it (a negative one indexes from the end in Python)
+    and an int32 count, as a batch header holds."""
+    return type(buf) is bytes and 0 <= start and 0 <= n <= len(buf) and -_INT32_MAX - 1 <= count <= _INT32_MAX
+
+
+def _walk_error(run_reference: Callable[[], object]) -> BaseException:
+    """The reference's exception for bytes a compiled walk rejected (class and message defined
+    once), or :class:`~storage_engine.native.CoreDivergenceError` if the reference reads them."""
+    try:
+        run_reference()
+    except (IndexError, ValueError) as exc:
+        return exc
+    return native.CoreDivergenceError("the compiled core rejected records that the reference walks: set "
+                                      f"{native.ENV_VAR}=reference and report it")
+
+
+def _walk_records(buf: bytes, count: int, start: int = 0,
+                  end: int | None = None) -> list[tuple[int, int, int, int, bytes | None, bool]]:
+    """The reference of :func:`walk_records` (varints inlined as ``bench/bench_varint_inline.py``
+    measures)."""
     zz1, zz2 = _ZZ1, _ZZ2
     out: list[tuple[int, int, int, int, bytes | None, bool]] = []
     app = out.append
@@ -466,15 +528,10 @@ def walk_records(buf: bytes, count: int, start: int = 0,
     return out
 
 
-def timestamp_deltas(buf: bytes, count: int, start: int = 0, end: int | None = None) -> tuple[list[int], int]:
-    """Every record's timestamp delta in the plain record bytes of a v2 batch, and where its
-    last record starts: all a broker's ``LogValidator`` must read of a batch it keeps in place
-    (Kafka's ``skipKeyValueIterator``), about 3x faster than :func:`walk_records`, whose offset
-    delta and key this loop skips (the append's hot path; varints inlined as
-    ``bench/bench_varint_inline.py`` measures).
-
-    Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes, as
-    :func:`walk_records` does."""
+def _timestamp_deltas(buf: bytes, count: int, start: int = 0, end: int | None = None) -> tuple[list[int], int]:
+    """The reference of :func:`timestamp_deltas`: about 3x faster than :func:`_walk_records`,
+    whose offset delta and key this loop skips (the append's hot path; varints inlined as
+    ``bench/bench_varint_inline.py`` measures)."""
     zz1, zz2 = _ZZ1, _ZZ2
     out: list[int] = []
     app = out.append
