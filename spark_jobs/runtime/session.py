@@ -311,11 +311,13 @@ def check_java(java: str | None = None) -> int:
 
 
 def _engine_files() -> Iterator[tuple[str, Path]]:
-    """The engine's source files, with their names inside the zip, in a stable order."""
+    """The engine's source files and its compiled record core (when built; the workers extract
+    it from the zip, see ``storage_engine.native``), with their names inside the zip, in a
+    stable order."""
     root = Path(__file__).resolve().parents[2]  # spark_jobs/runtime/session.py -> the packages' parent
     for pkg in _PACKAGES:
         assert (root / pkg / "__init__.py").is_file(), f"{pkg} is not beside spark_jobs in {root}"
-        for path in sorted((root / pkg).rglob("*.py")):
+        for path in sorted([*(root / pkg).rglob("*.py"), *(root / pkg).rglob("_core.*.so")]):
             yield path.relative_to(root).as_posix(), path
 
 

@@ -20,7 +20,14 @@ message under both.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
+import stat
+import sys
+import tempfile
+import zipfile
+import zipimport
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -88,12 +95,61 @@ def _source_hash(src: Path) -> str | None:
         return None
 
 
+def _from_engine_zip() -> ModuleType | None:
+    """The core inside the engine zip Spark ships to workers without our environment
+    (``spark_jobs.runtime.session.engine_zip``), None when this package was not imported from
+    one or the zip holds no core.
+
+    Python cannot import an extension from a zip, so its bytes are written once per content
+    (named by their digest) beside the zip, in the folder Spark keeps the session's files in
+    (removed with the session), and loaded from there; only from a folder of this user that
+    others cannot write, and an existing file only when it is a regular file with the same digest.
+    """
+    loader = __spec__.loader if __spec__ is not None else None
+    if not isinstance(loader, zipimport.zipimporter) or loader.archive is None:
+        return None
+    inner = os.path.relpath(os.path.dirname(__file__), loader.archive).replace(os.sep, "/")
+    with zipfile.ZipFile(loader.archive) as zf:
+        names = [n for n in zf.namelist() if n.startswith(f"{inner}/_core.") and n.endswith(".so")]
+        if len(names) != 1:
+            return None
+        data = zf.read(names[0])
+    digest = hashlib.sha256(data).hexdigest()
+    folder = Path(loader.archive).parent
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None  # never load code others could have written
+    target = folder / f"_core-{digest[:32]}.so"
+    try:
+        existing = target.lstat()
+        fresh = not stat.S_ISREG(existing.st_mode) or hashlib.sha256(target.read_bytes()).hexdigest() != digest
+    except FileNotFoundError:
+        fresh = True
+    if fresh:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+    name = f"{__name__}._core"
+    spec = importlib.util.spec_from_file_location(name, target)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
 def _load() -> tuple[ModuleType | None, str]:
     """The compiled module, or None and why it cannot be used."""
     try:
         from . import _core  # type: ignore[attr-defined]
     except ImportError as exc:
-        return None, f"compiled core is not built ({exc}); install a Rust toolchain (rustup) and rerun the install"
+        shipped = _from_engine_zip()
+        if shipped is None:
+            return None, (f"compiled core is not built ({exc}); install a Rust toolchain (rustup) and rerun the "
+                          "install")
+        _core = shipped
     if getattr(_core, "ABI", None) != ABI:
         return None, f"compiled core has interface {getattr(_core, 'ABI', None)}, this code expects {ABI}: rebuild it"
     expected = _source_hash(_SOURCES) if _SOURCES.is_dir() else None

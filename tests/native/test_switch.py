@@ -91,3 +91,26 @@ def test_a_fresh_process_reads_the_env_var(value, expected):
     env = {**os.environ, native.ENV_VAR: value}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+@pytest.mark.skipif(not BUILT, reason=NOT_BUILT)
+def test_the_engine_zip_spark_ships_carries_the_core_and_workers_load_it_from_beside_the_zip(tmp_path: Path):
+    """Workers without our environment import the engine from the zip ``engine_zip`` builds: the
+    core inside it is written beside the zip (Spark's per-session folder) and loaded from there,
+    so ``LOGPLAT_CORE=compiled`` holds on them too; a folder others can write is refused."""
+    from spark_jobs.runtime.session import engine_zip
+
+    folder = tmp_path / "session-files"
+    folder.mkdir(mode=0o700)
+    archive = engine_zip(folder)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from storage_engine import native; "
+             "print(native.__file__.startswith(sys.argv[1]), native.status().name, native._MODULE.__file__)")
+    env = {**os.environ, "LOGPLAT_CORE": "compiled"}
+    out = subprocess.run([sys.executable, "-c", probe, str(archive)], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, check=True).stdout.split()
+    assert out[:2] == ["True", "compiled"] and Path(out[2]).parent == folder
+    folder.chmod(0o777)
+    hot_path = "import sys; sys.path.insert(0, sys.argv[1]); from storage_engine import native; native.compiled()"
+    refused = subprocess.run([sys.executable, "-c", hot_path, str(archive)], capture_output=True, text=True,
+                             env=env, cwd=tmp_path)
+    assert refused.returncode == 1 and "LOGPLAT_CORE=compiled, but the compiled core is not built" in refused.stderr
