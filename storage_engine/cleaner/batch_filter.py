@@ -22,7 +22,7 @@ from ..record.rewrite import (
 from ..record.v2 import walk_records as walk_v2_records
 from ..record.varint import VarintError
 from .offset_map import OffsetMap
-from .record_decisions import filter_v2_records, filter_versioned_records
+from .record_decisions import filter_batch, filter_versioned_records
 from .rules import (
     BatchRetention,
     LastRecord,
@@ -162,13 +162,8 @@ class BatchFilter:
                         buf, start, stop, count, h.base_offset, self.versions.for_batch(h), self.map,
                         retain_tombstones)
                 else:
-                    table_get = self.map.raw_table_get()
-                    if table_get is None:
-                        get = self.map.get
-                        table_get = lambda key, _default: get(key)  # noqa: E731
-                    spans, has_tombstone, dup, tomb, unkeyed = filter_v2_records(
-                        buf, start, stop, count, h.base_offset, self.map.latest_offset, table_get,
-                        retain_tombstones)
+                    spans, has_tombstone, dup, tomb, unkeyed = filter_batch(
+                        self.map, buf, start, stop, count, h.base_offset, retain_tombstones)
                 stats.duplicates_removed += dup
                 stats.tombstones_removed += tomb
                 stats.unkeyed_removed += unkeyed

@@ -1,0 +1,132 @@
+//! The cleaner's per-record loops over one v2 batch (storage_engine/cleaner/record_decisions.py's
+//! `map_v2_records` and `filter_v2_records`) over the compiled `KeyMap`.
+//!
+//! The keep/drop rules are defined once, in storage_engine/cleaner/rules.py (`retain_record`,
+//! Kafka's `shouldRetainRecord`); `filter` below implements exactly them, and the property and
+//! differential tests hold it to the reference. Both loops first walk the whole batch
+//! (`batch::walk_spans`, accepting exactly what `walk_records` accepts), as the reference does,
+//! so malformed bytes are refused before the map changes. The walks run without the GIL.
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::batch::{self, Span};
+use crate::buffers::{view, Buf};
+use crate::keymap::{KeyMap, KeyMapCore, PutError};
+
+pub struct MapOutcome {
+    pub complete: bool,
+    pub new_keys: usize,
+    pub last: i64,
+    pub unkeyed: usize,
+}
+
+/// `map_v2_records`: put every keyed record at or above `min_offset`, stopping at the first new
+/// key that does not fit.
+pub fn map_spans(km: &mut KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64, min_offset: i64)
+                 -> Result<MapOutcome, PutError> {
+    let check_min = base_offset < min_offset;
+    let mut out = MapOutcome { complete: true, new_keys: 0, last: -1, unkeyed: 0 };
+    for s in spans {
+        let Some((at, len)) = s.key else {
+            out.unkeyed += 1;
+            continue;
+        };
+        let off = base_offset.saturating_add(s.offset_delta);
+        if check_min && off < min_offset {
+            continue;
+        }
+        let before = km.len();
+        if !km.put(&b[at..at + len], off)? {
+            out.complete = false;
+            return Ok(out);
+        }
+        out.new_keys += km.len() - before;
+        out.last = off;
+    }
+    Ok(out)
+}
+
+pub struct FilterOutcome {
+    pub kept: Vec<(usize, usize, i64)>,
+    pub has_tombstone: bool,
+    pub duplicates: usize,
+    pub tombstones: usize,
+    pub unkeyed: usize,
+}
+
+/// `filter_v2_records`: `retain_record` for every record.
+pub fn filter_spans(km: &KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64, map_latest_offset: i64,
+                    retain_tombstones: bool) -> FilterOutcome {
+    let mut out = FilterOutcome { kept: Vec::with_capacity(spans.len()), has_tombstone: false, duplicates: 0,
+                                  tombstones: 0, unkeyed: 0 };
+    for s in spans {
+        let off = base_offset.saturating_add(s.offset_delta);
+        if off <= map_latest_offset {
+            match s.key {
+                None => {
+                    out.unkeyed += 1;
+                    continue;
+                }
+                Some((at, len)) => {
+                    if off < km.get(&b[at..at + len]) {
+                        out.duplicates += 1;
+                        continue;
+                    }
+                    if s.tombstone && !retain_tombstones {
+                        out.tombstones += 1;
+                        continue;
+                    }
+                }
+            }
+        }
+        out.has_tombstone |= s.tombstone;
+        out.kept.push((s.start, s.end, s.timestamp_delta));
+    }
+    out
+}
+
+fn spans_of(b: &[u8], count: i64, start: usize, stop: usize) -> batch::Res<Vec<Span>> {
+    let mut spans = Vec::with_capacity((count.max(0) as usize).min(stop.saturating_sub(start) / 7 + 1));
+    batch::walk_spans(b, count, start, stop, &mut spans)?;
+    Ok(spans)
+}
+
+/// `map_v2_records(keymap, buf, start, stop, count, base_offset, min_offset)` ->
+/// `(complete, new_keys, last_offset_put, unkeyed)`; raises `CorruptBatch` for bytes
+/// `walk_records` refuses, OverflowError for an offset the map cannot hold.
+#[pyfunction]
+#[pyo3(signature = (keymap, buf, start, stop, count, base_offset, min_offset))]
+pub fn map_v2_records(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, start: usize, stop: usize, count: i64,
+                      base_offset: i64, min_offset: i64) -> PyResult<(bool, usize, i64, usize)> {
+    let b = view(&buf)?;
+    let mut km = keymap.borrow_mut();
+    let core = &mut km.core;
+    let r = py.allow_threads(|| -> PyResult<MapOutcome> {
+        let spans = spans_of(b, count, start, stop)?;
+        Ok(map_spans(core, b, &spans, base_offset, min_offset)?)
+    })?;
+    Ok((r.complete, r.new_keys, r.last, r.unkeyed))
+}
+
+/// `filter_v2_records(keymap, buf, start, stop, count, base_offset, map_latest_offset,
+/// retain_tombstones)` -> `(kept [(start, end, timestamp delta)], a kept record is a tombstone,
+/// duplicates, tombstones, unkeyed)`.
+#[pyfunction]
+#[pyo3(signature = (keymap, buf, start, stop, count, base_offset, map_latest_offset, retain_tombstones))]
+#[allow(clippy::too_many_arguments)]
+pub fn filter_v2_records<'py>(py: Python<'py>, keymap: &Bound<'py, KeyMap>, buf: Buf, start: usize, stop: usize,
+                              count: i64, base_offset: i64, map_latest_offset: i64, retain_tombstones: bool)
+                              -> PyResult<(Bound<'py, PyList>, bool, usize, usize, usize)> {
+    let b = view(&buf)?;
+    let km = keymap.borrow();
+    let core = &km.core;
+    let r = py.allow_threads(|| -> batch::Res<FilterOutcome> {
+        let spans = spans_of(b, count, start, stop)?;
+        Ok(filter_spans(core, b, &spans, base_offset, map_latest_offset, retain_tombstones))
+    })?;
+    let kept = PyList::empty(py);
+    for (s, e, t) in r.kept {
+        kept.append(PyTuple::new(py, [s as i64, e as i64, t])?)?;
+    }
+    Ok((kept, r.has_tombstone, r.duplicates, r.tombstones, r.unkeyed))
+}
