@@ -200,6 +200,17 @@ pub struct Span {
 /// walks nothing. Accepting anything the reference rejects would be a divergence, so every
 /// check of the reference is here and none more.
 pub fn walk_spans(b: &[u8], count: i64, start: usize, stop: usize, out: &mut Vec<Span>) -> Res<()> {
+    // one-byte varints (almost every length and delta of a record) without the general loop
+    #[inline(always)]
+    fn varint(b: &[u8], p: &mut usize, end: usize, max_bytes: u32) -> Res<i64> {
+        match b.get(*p) {
+            Some(&c) if c < 0x80 => {
+                *p += 1;
+                Ok((c >> 1) as i64 ^ -((c & 1) as i64))
+            }
+            _ => self::varint(b, p, end, max_bytes),
+        }
+    }
     out.clear();
     let mut pos = start;
     let mut i = 0i64;

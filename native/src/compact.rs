@@ -13,6 +13,9 @@ use crate::batch::{self, Span};
 use crate::buffers::{view, Buf};
 use crate::keymap::{KeyMap, KeyMapCore, PutError};
 
+/// How many records ahead the walks prefetch a key's slot.
+const PREFETCH_AHEAD: usize = 8;
+
 pub struct MapOutcome {
     pub complete: bool,
     pub new_keys: usize,
@@ -26,7 +29,12 @@ pub fn map_spans(km: &mut KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64
                  -> Result<MapOutcome, PutError> {
     let check_min = base_offset < min_offset;
     let mut out = MapOutcome { complete: true, new_keys: 0, last: -1, unkeyed: 0 };
-    for s in spans {
+    // hash every key first and prefetch each one's slot a few records ahead of its put
+    let hashes: Vec<u64> = spans.iter().map(|s| s.key.map_or(0, |(at, len)| km.hash_of(&b[at..at + len]))).collect();
+    for (i, s) in spans.iter().enumerate() {
+        if let Some(&h) = hashes.get(i + PREFETCH_AHEAD) {
+            km.prefetch(h);
+        }
         let Some((at, len)) = s.key else {
             out.unkeyed += 1;
             continue;
@@ -36,7 +44,7 @@ pub fn map_spans(km: &mut KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64
             continue;
         }
         let before = km.len();
-        if !km.put(&b[at..at + len], off)? {
+        if !km.put_hashed(hashes[i], &b[at..at + len], off)? {
             out.complete = false;
             return Ok(out);
         }
@@ -54,11 +62,33 @@ pub struct FilterOutcome {
     pub unkeyed: usize,
 }
 
-/// `filter_v2_records`: `retain_record` for every record.
-pub fn filter_spans(km: &KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64, map_latest_offset: i64,
-                    retain_tombstones: bool) -> FilterOutcome {
+/// Is `off` in the ascending `w`? `j` is a cursor kept between calls (offsets mostly rise).
+#[inline(always)]
+fn member(w: &[i64], j: &mut usize, off: i64) -> bool {
+    if *j > w.len() || (*j > 0 && w[*j - 1] >= off) {
+        *j = w.partition_point(|&x| x < off);
+    } else {
+        while *j < w.len() && w[*j] < off {
+            *j += 1;
+            if *j + 64 < w.len() && w[*j + 64] < off {
+                *j = *j + 64 + w[*j + 64..].partition_point(|&x| x < off);
+                break;
+            }
+        }
+    }
+    *j < w.len() && w[*j] == off
+}
+
+/// `filter_v2_records`: `retain_record` for every record. `winners` (the map's offsets,
+/// ascending) may be given when the map's puts were strictly increasing: a record at or above
+/// `dirty_start` (the mapped dirty range, every keyed record of which was put) is then the
+/// latest of its key exactly when its offset is a winner, so no key is looked up for it. A
+/// record below (the clean section) is looked up: `off < get(key)` is a duplicate.
+pub fn filter_spans(km: &KeyMapCore, winners: Option<&[i64]>, dirty_start: i64, b: &[u8], spans: &[Span],
+                    base_offset: i64, map_latest_offset: i64, retain_tombstones: bool) -> FilterOutcome {
     let mut out = FilterOutcome { kept: Vec::with_capacity(spans.len()), has_tombstone: false, duplicates: 0,
                                   tombstones: 0, unkeyed: 0 };
+    let mut j = 0usize;
     for s in spans {
         let off = base_offset.saturating_add(s.offset_delta);
         if off <= map_latest_offset {
@@ -68,7 +98,11 @@ pub fn filter_spans(km: &KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64,
                     continue;
                 }
                 Some((at, len)) => {
-                    if off < km.get(&b[at..at + len]) {
+                    let duplicate = match winners {
+                        Some(w) if off >= dirty_start => !member(w, &mut j, off),
+                        _ => off < km.get(&b[at..at + len]),
+                    };
+                    if duplicate {
                         out.duplicates += 1;
                         continue;
                     }
@@ -109,20 +143,31 @@ pub fn map_v2_records(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
 }
 
 /// `filter_v2_records(keymap, buf, start, stop, count, base_offset, map_latest_offset,
-/// retain_tombstones)` -> `(kept [(start, end, timestamp delta)], a kept record is a tombstone,
-/// duplicates, tombstones, unkeyed)`.
+/// retain_tombstones, dirty_start=None)` -> `(kept [(start, end, timestamp delta)], a kept
+/// record is a tombstone, duplicates, tombstones, unkeyed)`. `dirty_start`: the first offset of
+/// the dirty range the map was built from, when every keyed record from there on up to the
+/// map's latest offset was put into it (the cleaner's map building); None looks every key up.
 #[pyfunction]
-#[pyo3(signature = (keymap, buf, start, stop, count, base_offset, map_latest_offset, retain_tombstones))]
+#[pyo3(signature = (keymap, buf, start, stop, count, base_offset, map_latest_offset, retain_tombstones,
+                    dirty_start=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn filter_v2_records<'py>(py: Python<'py>, keymap: &Bound<'py, KeyMap>, buf: Buf, start: usize, stop: usize,
-                              count: i64, base_offset: i64, map_latest_offset: i64, retain_tombstones: bool)
+                              count: i64, base_offset: i64, map_latest_offset: i64, retain_tombstones: bool,
+                              dirty_start: Option<i64>)
                               -> PyResult<(Bound<'py, PyList>, bool, usize, usize, usize)> {
     let b = view(&buf)?;
-    let km = keymap.borrow();
-    let core = &km.core;
+    let mut km = keymap.borrow_mut();
+    let core = &mut km.core;
     let r = py.allow_threads(|| -> batch::Res<FilterOutcome> {
         let spans = spans_of(b, count, start, stop)?;
-        Ok(filter_spans(core, b, &spans, base_offset, map_latest_offset, retain_tombstones))
+        let use_winners = dirty_start.is_some() && core.increasing();
+        if use_winners {
+            core.winners();
+        }
+        let core = &*core;
+        let winners = if use_winners { core.cached_winners() } else { None };
+        Ok(filter_spans(core, winners, dirty_start.unwrap_or(i64::MAX), b, &spans, base_offset, map_latest_offset,
+                        retain_tombstones))
     })?;
     let kept = PyList::empty(py);
     for (s, e, t) in r.kept {

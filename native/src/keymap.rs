@@ -5,7 +5,8 @@
 //!
 //! Layout:
 //! * an **arena** of entries appended in first-seen order: the offset as a 6-byte
-//!   little-endian delta from the map's first offset, the key length as an unsigned LEB128
+//!   little-endian signed delta from the map's first offset (a batch may hold offset deltas
+//!   below its first record's, which the reference accepts), the key length as an unsigned LEB128
 //!   varint, the key bytes (7 + key bytes for keys under 128 bytes);
 //! * an open-addressing **slot table** (linear probing) of 8-byte slots: a 24-bit hash tag and
 //!   the 40-bit arena position + 1 (0 is an empty slot). A probe compares whole keys only where
@@ -31,8 +32,8 @@ use pyo3::types::PyList;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
-/// Offsets are stored as 48-bit deltas from the map's first offset.
-pub const MAX_DELTA: i64 = (1 << 48) - 1;
+/// Offsets are stored as signed 48-bit deltas from the map's first offset.
+pub const MAX_DELTA: i64 = (1 << 47) - 1;
 const POS_BITS: u32 = 40;
 const POS_MASK: u64 = (1 << POS_BITS) - 1;
 const TAG_MASK: u64 = (1 << 24) - 1;
@@ -134,6 +135,11 @@ pub struct KeyMapCore {
     arena: Vec<u8>,
     base: Option<i64>,
     seed: u64,
+    /// the last offset put, and whether every put so far had a higher offset than the one before
+    last_put: Option<i64>,
+    increasing: bool,
+    /// `sorted_offsets`, kept until the next put
+    winners: Option<Vec<i64>>,
 }
 
 #[inline(always)]
@@ -167,11 +173,24 @@ fn hash(seed: u64, k: &[u8]) -> u64 {
 #[inline(always)]
 fn home(h: u64, n: usize) -> usize { ((h as u128 * n as u128) >> 64) as usize }
 
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_read(p: &u64) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: a prefetch is a hint with no architectural effect (it never faults); `p` is a
+    // valid reference anyway. SSE, which provides it, is part of x86_64's baseline.
+    unsafe { _mm_prefetch(p as *const u64 as *const i8, _MM_HINT_T0) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn prefetch_read(_p: &u64) {}
+
 #[inline(always)]
 fn read_delta(a: &[u8], at: usize) -> i64 {
     let mut t = [0u8; 8];
     t[..DELTA_BYTES].copy_from_slice(&a[at..at + DELTA_BYTES]);
-    i64::from_le_bytes(t)
+    i64::from_le_bytes(t) << 16 >> 16 // sign-extend the 48 bits
 }
 
 /// The key stored at arena position `at`, and where the entry ends.
@@ -200,7 +219,8 @@ enum Probe {
 impl KeyMapCore {
     pub fn new(capacity: usize) -> Self {
         let seed = RandomState::new().build_hasher().finish();
-        KeyMapCore { budget: Budget { capacity, ..Budget::default() }, slots: Vec::new(), arena: Vec::new(), base: None, seed }
+        KeyMapCore { budget: Budget { capacity, ..Budget::default() }, slots: Vec::new(), arena: Vec::new(), base: None, seed,
+                     last_put: None, increasing: true, winners: None }
     }
 
     pub fn len(&self) -> usize { self.budget.entries }
@@ -214,7 +234,15 @@ impl KeyMapCore {
         self.slots = Vec::new();
         self.arena = Vec::new();
         self.base = None;
+        self.last_put = None;
+        self.increasing = true;
+        self.winners = None;
     }
+
+    /// True while the offsets put so far were strictly increasing: then each key holds the
+    /// highest offset put for it and no two mapped records share an offset, so a record put
+    /// into the map is the latest of its key exactly when its offset is among `winners`.
+    pub fn increasing(&self) -> bool { self.increasing }
 
     #[inline(always)]
     fn probe(&self, h: u64, key: &[u8]) -> Probe {
@@ -254,16 +282,37 @@ impl KeyMapCore {
     fn delta(&mut self, offset: i64) -> Result<i64, PutError> {
         let base = *self.base.get_or_insert(offset);
         let d = offset as i128 - base as i128;
-        if d < 0 || d > MAX_DELTA as i128 {
+        if d < -(MAX_DELTA as i128) - 1 || d > MAX_DELTA as i128 {
             return Err(PutError::OutOfRange(offset, base));
         }
         Ok(d as i64)
+    }
+
+    /// The map's hash of `key` (for `put_hashed` and `prefetch`).
+    #[inline(always)]
+    pub fn hash_of(&self, key: &[u8]) -> u64 { hash(self.seed, key) }
+
+    /// Ask the CPU to fetch the first slot `h` probes: the map's walks hash a few records
+    /// ahead, so the slot's cache miss overlaps the work on the records before.
+    #[inline(always)]
+    pub fn prefetch(&self, h: u64) {
+        let n = self.slots.len();
+        if n != 0 {
+            prefetch_read(&self.slots[home(h, n)]);
+        }
     }
 
     /// Map `key` to `offset`: Ok(false) when it is new and does not fit (nothing changed).
     #[inline]
     pub fn put(&mut self, key: &[u8], offset: i64) -> Result<bool, PutError> {
         let h = hash(self.seed, key);
+        self.put_hashed(h, key, offset)
+    }
+
+    /// `put` with `h = hash_of(key)` computed by the caller.
+    #[inline]
+    pub fn put_hashed(&mut self, h: u64, key: &[u8], offset: i64) -> Result<bool, PutError> {
+        self.winners = None;
         let vacant = if self.slots.is_empty() {
             None
         } else {
@@ -271,6 +320,7 @@ impl KeyMapCore {
                 Probe::Found(at) => {
                     let d = self.delta(offset)?;
                     self.arena[at..at + DELTA_BYTES].copy_from_slice(&d.to_le_bytes()[..DELTA_BYTES]);
+                    self.note_put(offset);
                     return Ok(true);
                 }
                 Probe::Vacant(i) => Some(i),
@@ -305,7 +355,18 @@ impl KeyMapCore {
         self.budget.slots = slots;
         self.budget.entries += 1;
         self.budget.arena += elen;
+        self.note_put(offset);
         Ok(true)
+    }
+
+    #[inline(always)]
+    fn note_put(&mut self, offset: i64) {
+        if let Some(last) = self.last_put {
+            if offset <= last {
+                self.increasing = false;
+            }
+        }
+        self.last_put = Some(offset);
     }
 
     /// The first empty slot of `h`'s probe sequence (the key is known to be absent).
@@ -335,6 +396,24 @@ impl KeyMapCore {
         }
     }
 
+    /// Every mapped offset, ascending, computed once per state of the map.
+    pub fn winners(&mut self) -> &[i64] {
+        if self.winners.is_none() {
+            self.winners = Some(self.sorted_offsets());
+        }
+        self.winners.as_deref().unwrap_or(&[])
+    }
+
+    /// `winners` as last computed (None when a put came since).
+    pub fn cached_winners(&self) -> Option<&[i64]> { self.winners.as_deref() }
+
+    /// Is any mapped offset within `lo..=hi`?
+    pub fn has_winner_in(&mut self, lo: i64, hi: i64) -> bool {
+        let w = self.winners();
+        let i = w.partition_point(|&x| x < lo);
+        i < w.len() && w[i] <= hi
+    }
+
     /// Every mapped offset, ascending.
     pub fn sorted_offsets(&self) -> Vec<i64> {
         let base = self.base.unwrap_or(0);
@@ -353,8 +432,8 @@ impl From<PutError> for PyErr {
     fn from(e: PutError) -> PyErr {
         match e {
             PutError::OutOfRange(offset, base) => PyOverflowError::new_err(format!(
-                "offset {offset} cannot go into the key map: it holds offsets {base}..{} (48-bit deltas from its \
-                 first offset)", base.saturating_add(MAX_DELTA))),
+                "offset {offset} cannot go into the key map: it holds offsets {}..{} (signed 48-bit deltas from \
+                 its first offset {base})", base.saturating_sub(MAX_DELTA + 1), base.saturating_add(MAX_DELTA))),
         }
     }
 }
@@ -397,10 +476,18 @@ impl KeyMap {
     fn clear(&mut self) { self.core.clear() }
 
     /// Every mapped offset, ascending (`OffsetMap.sorted_offsets`).
-    fn sorted_offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let v = py.allow_threads(|| self.core.sorted_offsets());
+    fn sorted_offsets<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let core = &mut self.core;
+        let v = py.allow_threads(|| core.winners().to_vec());
         PyList::new(py, v)
     }
+
+    /// Whether a mapped offset lies within `lo..=hi` (the recopy skips a batch without one).
+    fn has_winner_in(&mut self, lo: i64, hi: i64) -> bool { self.core.has_winner_in(lo, hi) }
+
+    /// Whether every put so far had a higher offset than the one before.
+    #[getter]
+    fn increasing(&self) -> bool { self.core.increasing() }
 
     /// Arena bytes of one entry for a key of `key_len` bytes.
     #[staticmethod]

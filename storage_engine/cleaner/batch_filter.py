@@ -80,23 +80,30 @@ class BatchFilter:
         self.last_batch_base_offset = last_batch_base_offset
         self.stats = stats if stats is not None else CleanerStats()
         self.path = path
+        self._mapped_dirty = False
         self._winners: list[int] | None = None
         self._dirty_start = 0
         self._unkeyed: dict[int, int] = {}
 
-    def use_winners(self, winners: list[int], dirty_start: int, unkeyed_by_batch: dict[int, int]) -> None:
-        """Let batches wholly inside the mapped dirty range skip their records when no record of
-        theirs wins its key: ``winners`` are the map's offsets, ascending (see
-        ``OffsetMap.sorted_offsets``), and ``unkeyed_by_batch`` what map building counted, so the
-        stats stay exact. Such a batch's CRC was checked when the map was built."""
+    def use_winners(self, winners: list[int] | None, dirty_start: int, unkeyed_by_batch: dict[int, int]) -> None:
+        """Say that the map was built from the dirty range at ``dirty_start`` (every keyed record
+        of it up to the map's latest offset is in the map), so batches wholly inside skip their
+        records when no record of theirs wins its key: ``winners`` are the map's offsets,
+        ascending (see ``OffsetMap.sorted_offsets``; None: the compiled ``keymap`` answers), and
+        ``unkeyed_by_batch`` what map building counted, so the stats stay exact. Such a batch's
+        CRC was checked when the map was built. The compiled keep/drop walk also decides the
+        dirty range's records by their offsets alone (see ``record_decisions.filter_batch``)."""
+        self._mapped_dirty = True
         self._winners = winners
         self._dirty_start = dirty_start
         self._unkeyed = unkeyed_by_batch
 
     def _without_winner(self, h: BatchHeader) -> bool:
-        winners = self._winners
-        if winners is None or h.base_offset < self._dirty_start or h.last_offset > self.map.latest_offset:
+        if not self._mapped_dirty or h.base_offset < self._dirty_start or h.last_offset > self.map.latest_offset:
             return False
+        winners = self._winners
+        if winners is None:
+            return not self.map.keymap.has_winner_in(h.base_offset, h.last_offset)
         i = bisect_left(winners, h.base_offset)
         return i == len(winners) or winners[i] > h.last_offset
 
@@ -163,7 +170,8 @@ class BatchFilter:
                         retain_tombstones)
                 else:
                     spans, has_tombstone, dup, tomb, unkeyed = filter_batch(
-                        self.map, buf, start, stop, count, h.base_offset, retain_tombstones)
+                        self.map, buf, start, stop, count, h.base_offset, retain_tombstones,
+                        self._dirty_start if self._mapped_dirty else None)
                 stats.duplicates_removed += dup
                 stats.tombstones_removed += tomb
                 stats.unkeyed_removed += unkeyed

@@ -292,7 +292,8 @@ class Cleaner:
                 path=str(log.dir),
                 versions=versions,
             )
-            bfilter.use_winners(omap.sorted_offsets(), ltc.first_dirty_offset, unkeyed_by_batch)
+            winners = omap.sorted_offsets() if omap.keymap is None else None  # None: the compiled map answers
+            bfilter.use_winners(winners, ltc.first_dirty_offset, unkeyed_by_batch)
             for group in groups:
                 cleaned.append(self._clean_group(log, group, rnd, bfilter))
             crash_point("compaction.after-cleaned-written")

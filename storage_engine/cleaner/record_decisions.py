@@ -54,9 +54,18 @@ def map_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int, ba
 
 
 def filter_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int, base_offset: int,
-                 retain_tombstones: bool) -> tuple[list[tuple[int, int, int]], bool, int, int, int]:
+                 retain_tombstones: bool, dirty_start: int | None = None,
+                 ) -> tuple[list[tuple[int, int, int]], bool, int, int, int]:
     """:func:`filter_v2_records` against ``omap`` (any unversioned layout), compiled when its keys
-    are in the compiled ``keymap``."""
+    are in the compiled ``keymap``.
+
+    ``dirty_start``, when the map was built by the cleaner from the dirty range starting there
+    (every keyed record of it up to ``omap.latest_offset`` was put), lets the compiled walk decide
+    those records without looking their keys up: while the map's puts came in strictly
+    increasing offsets, a record put into it is the latest of its key exactly when its offset is
+    a mapped offset, which is ``retain_record``'s ``offset < latest_offset_of_key`` test for it
+    (the batch skip of ``BatchFilter.use_winners`` rests on the same fact). The reference looks
+    every key up."""
     keymap = omap.keymap
     if keymap is None:
         table_get = omap.raw_table_get()
@@ -67,7 +76,7 @@ def filter_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int,
                                  retain_tombstones)
     try:
         return omap.core.filter_v2_records(  # type: ignore[union-attr]
-            keymap, buf, start, stop, count, base_offset, omap.latest_offset, retain_tombstones)
+            keymap, buf, start, stop, count, base_offset, omap.latest_offset, retain_tombstones, dirty_start)
     except native.REJECTIONS:
         raise _rejected(buf, count, start, stop) from None
 
