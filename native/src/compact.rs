@@ -142,6 +142,31 @@ pub fn map_v2_records(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
     Ok((r.complete, r.new_keys, r.last, r.unkeyed))
 }
 
+/// `latest_offsets(keymap, buf, start, stop, count, base_offset, lo, hi)`: put every keyed
+/// record with `lo <= offset < hi` (`dirty_scan.segment_latest_offsets`' walk over one batch,
+/// no budget: the map is unbounded); raises `CorruptBatch` as `map_v2_records` does.
+#[pyfunction]
+#[pyo3(signature = (keymap, buf, start, stop, count, base_offset, lo, hi))]
+#[allow(clippy::too_many_arguments)]
+pub fn latest_offsets(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, start: usize, stop: usize, count: i64,
+                      base_offset: i64, lo: i64, hi: i64) -> PyResult<()> {
+    let b = view(&buf)?;
+    let mut km = keymap.borrow_mut();
+    let core = &mut km.core;
+    py.allow_threads(|| -> PyResult<()> {
+        let spans = spans_of(b, count, start, stop)?;
+        for s in &spans {
+            let off = base_offset.saturating_add(s.offset_delta);
+            if let Some((at, len)) = s.key {
+                if lo <= off && off < hi && !core.put(&b[at..at + len], off)? {
+                    return Err(pyo3::exceptions::PyMemoryError::new_err("the key map's budget is full"));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 /// `filter_v2_records(keymap, buf, start, stop, count, base_offset, map_latest_offset,
 /// retain_tombstones, dirty_start=None)` -> `(kept [(start, end, timestamp delta)], a kept
 /// record is a tombstone, duplicates, tombstones, unkeyed)`. `dirty_start`: the first offset of

@@ -28,7 +28,7 @@
 //! chooses cannot be aimed at one probe chain.
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyBytes, PyDict, PyList};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
@@ -404,6 +404,20 @@ impl KeyMapCore {
         self.winners.as_deref().unwrap_or(&[])
     }
 
+    /// The offset deltas are relative to this.
+    pub fn base_offset(&self) -> i64 { self.base.unwrap_or(0) }
+
+    /// `f(key, offset delta)` for every entry, in first-put order; stops at `f`'s first error.
+    pub fn for_each<E, F: FnMut(&[u8], i64) -> Result<(), E>>(&self, mut f: F) -> Result<(), E> {
+        let mut at = 0;
+        while at < self.arena.len() {
+            let (key, next) = entry_key(&self.arena, at);
+            f(key, read_delta(&self.arena, at))?;
+            at = next;
+        }
+        Ok(())
+    }
+
     /// `winners` as last computed (None when a put came since).
     pub fn cached_winners(&self) -> Option<&[i64]> { self.winners.as_deref() }
 
@@ -480,6 +494,26 @@ impl KeyMap {
         let core = &mut self.core;
         let v = py.allow_threads(|| core.winners().to_vec());
         PyList::new(py, v)
+    }
+
+    /// Put every `key -> offset` of a dict (a table built elsewhere: the Spark job's merged span
+    /// maps), in the dict's order; False if one did not fit.
+    fn put_dict(&mut self, table: &Bound<'_, PyDict>) -> PyResult<bool> {
+        for (k, v) in table.iter() {
+            let key = k.downcast::<PyBytes>()?;
+            if !self.core.put(key.as_bytes(), v.extract::<i64>()?)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The map as a dict of key -> offset (in first-put order).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let base = self.core.base_offset();
+        self.core.for_each(|key, delta| d.set_item(PyBytes::new(py, key), base + delta))?;
+        Ok(d)
     }
 
     /// Whether a mapped offset lies within `lo..=hi` (the recopy skips a batch without one).

@@ -50,5 +50,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<keymap::KeyMap>()?;
     m.add_function(wrap_pyfunction!(compact::map_v2_records, m)?)?;
     m.add_function(wrap_pyfunction!(compact::filter_v2_records, m)?)?;
+    m.add_function(wrap_pyfunction!(compact::latest_offsets, m)?)?;
     Ok(())
 }

@@ -43,7 +43,8 @@ older key's live record is dropped. This map never does that:
   ``fill``, ``bytes_per_entry`` and ``capacity_entries`` describe what is in memory, and the same
   budget holds about seven times the keys: a log is cleaned in fewer passes than under the
   reference. The versioned layout (a ``timestamp``/``header`` strategy) and the ``hash_fn``
-  layout stay the reference's dicts under either core, and so does :meth:`OffsetMap.exact`.
+  layout stay the reference's dicts under either core; :meth:`OffsetMap.exact` (the Spark job's
+  merged span maps, unbudgeted) loads its dict into a ``KeyMap`` under the compiled core.
 """
 
 from __future__ import annotations
@@ -102,11 +103,19 @@ class OffsetMap:
     @classmethod
     def exact(cls, latest: dict[bytes, int], latest_offset: int) -> OffsetMap:
         """A map over a complete key -> latest offset table built elsewhere (a distributed map
-        build merges one per segment), used as it is: nothing is copied, and it has no budget."""
+        build merges one per segment), without a budget. The reference uses the dict as it is;
+        under the compiled core its keys are loaded once into a ``KeyMap``, so the recopy's
+        lookups run compiled (the dict stays the caller's)."""
         omap = cls(1 << 62)
         omap._keymap = None
         omap._table = latest
         omap._entries = len(latest)
+        core = native.compiled()
+        if core is not None:
+            omap._core = core
+            omap._keymap = core.KeyMap(1 << 62)
+            omap._keymap.put_dict(latest)
+            omap.used_bytes = omap._keymap.used_bytes
         omap.latest_offset = latest_offset
         return omap
 
