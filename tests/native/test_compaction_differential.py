@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from storage_engine import native
 from storage_engine.cleaner import LogCleaner
+from storage_engine.cleaner.dirty_scan import segment_latest_offsets
+from storage_engine.cleaner.inputs import InputSegment
 from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.cleaner.record_decisions import filter_batch, filter_v2_records, map_batch, map_v2_records
 from storage_engine.record import CompressionType, Record, encode_batch
@@ -248,3 +250,27 @@ def _raw_payload(records: list[Record]) -> bytes:
         body = b"\x00" + encode_varint(0) + encode_varint(r.offset) + key + value + encode_varint(0)
         out += encode_varint(len(body)) + body
     return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_split_key_scan_gives_the_same_table_under_both_cores(tmp_path, seed):
+    """The Spark job's per-span key scan (``segment_latest_offsets``): the same keys, offsets and
+    order (the map file written from it is then the same bytes)."""
+    segments = random_segments(seed, distinct=seed == 2)
+    m = raw_log(tmp_path, segments)
+    try:
+        log = m.get_log("t", 0)
+        tables = {}
+        for core in CORES:
+            with using(core):
+                table: dict = {}
+                for seg in log.segments[:-1]:
+                    inp = InputSegment(seg, False, 1 << 16)
+                    try:
+                        segment_latest_offsets(inp, 3, 10**9, [], into=table)
+                    finally:
+                        inp.close()
+                tables[core] = list(table.items())
+        assert tables["compiled"] == tables["reference"] and tables["reference"]
+    finally:
+        m.close()
