@@ -84,6 +84,7 @@ fn member(w: &[i64], j: &mut usize, off: i64) -> bool {
 /// `dirty_start` (the mapped dirty range, every keyed record of which was put) is then the
 /// latest of its key exactly when its offset is a winner, so no key is looked up for it. A
 /// record below (the clean section) is looked up: `off < get(key)` is a duplicate.
+#[allow(clippy::too_many_arguments)]
 pub fn filter_spans(km: &KeyMapCore, winners: Option<&[i64]>, dirty_start: i64, b: &[u8], spans: &[Span],
                     base_offset: i64, map_latest_offset: i64, retain_tombstones: bool) -> FilterOutcome {
     let mut out = FilterOutcome { kept: Vec::with_capacity(spans.len()), has_tombstone: false, duplicates: 0,
@@ -130,6 +131,7 @@ fn spans_of(b: &[u8], count: i64, start: usize, stop: usize) -> batch::Res<Vec<S
 /// `walk_records` refuses, OverflowError for an offset the map cannot hold.
 #[pyfunction]
 #[pyo3(signature = (keymap, buf, start, stop, count, base_offset, min_offset))]
+#[allow(clippy::too_many_arguments)]
 pub fn map_v2_records(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, start: usize, stop: usize, count: i64,
                       base_offset: i64, min_offset: i64) -> PyResult<(bool, usize, i64, usize)> {
     let b = view(&buf)?;
