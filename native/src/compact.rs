@@ -174,14 +174,16 @@ pub fn latest_offsets(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
 /// record is a tombstone, duplicates, tombstones, unkeyed)`. `dirty_start`: the first offset of
 /// the dirty range the map was built from, when every keyed record from there on up to the
 /// map's latest offset was put into it (the cleaner's map building); None looks every key up.
+/// `all_kept_as_none`: return None for `kept` when every record survives (the caller copies
+/// the batch as it is and needs no list; building it is a third of the walk's time then).
 #[pyfunction]
 #[pyo3(signature = (keymap, buf, start, stop, count, base_offset, map_latest_offset, retain_tombstones,
-                    dirty_start=None))]
+                    dirty_start=None, all_kept_as_none=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn filter_v2_records<'py>(py: Python<'py>, keymap: &Bound<'py, KeyMap>, buf: Buf, start: usize, stop: usize,
                               count: i64, base_offset: i64, map_latest_offset: i64, retain_tombstones: bool,
-                              dirty_start: Option<i64>)
-                              -> PyResult<(Bound<'py, PyList>, bool, usize, usize, usize)> {
+                              dirty_start: Option<i64>, all_kept_as_none: bool)
+                              -> PyResult<(Option<Bound<'py, PyList>>, bool, usize, usize, usize)> {
     let b = view(&buf)?;
     let mut km = keymap.borrow_mut();
     let core = &mut km.core;
@@ -196,9 +198,12 @@ pub fn filter_v2_records<'py>(py: Python<'py>, keymap: &Bound<'py, KeyMap>, buf:
         Ok(filter_spans(core, winners, dirty_start.unwrap_or(i64::MAX), b, &spans, base_offset, map_latest_offset,
                         retain_tombstones))
     })?;
+    if all_kept_as_none && r.kept.len() as i64 == count {
+        return Ok((None, r.has_tombstone, r.duplicates, r.tombstones, r.unkeyed));
+    }
     let kept = PyList::empty(py);
     for (s, e, t) in r.kept {
         kept.append(PyTuple::new(py, [s as i64, e as i64, t])?)?;
     }
-    Ok((kept, r.has_tombstone, r.duplicates, r.tombstones, r.unkeyed))
+    Ok((Some(kept), r.has_tombstone, r.duplicates, r.tombstones, r.unkeyed))
 }

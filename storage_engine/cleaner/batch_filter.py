@@ -169,9 +169,16 @@ class BatchFilter:
                         buf, start, stop, count, h.base_offset, self.versions.for_batch(h), self.map,
                         retain_tombstones)
                 else:
-                    spans, has_tombstone, dup, tomb, unkeyed = filter_batch(
-                        self.map, buf, start, stop, count, h.base_offset, retain_tombstones,
-                        self._dirty_start if self._mapped_dirty else None)
+                    dirty_start = self._dirty_start if self._mapped_dirty else None
+                    listed, has_tombstone, dup, tomb, unkeyed = filter_batch(
+                        self.map, buf, start, stop, count, h.base_offset, retain_tombstones, dirty_start,
+                        all_kept_as_none=True)
+                    if listed is None:  # every record survives: the spans only if the batch is rebuilt
+                        if not has_tombstone or h.has_delete_horizon:
+                            return self._emit(raw.data, h.last_offset, h.max_timestamp, count, copied=True)
+                        listed = filter_batch(self.map, buf, start, stop, count, h.base_offset, retain_tombstones,
+                                              dirty_start)[0]
+                    spans = listed or []  # a second call without all_kept_as_none lists them
                 stats.duplicates_removed += dup
                 stats.tombstones_removed += tomb
                 stats.unkeyed_removed += unkeyed

@@ -54,8 +54,8 @@ def map_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int, ba
 
 
 def filter_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int, base_offset: int,
-                 retain_tombstones: bool, dirty_start: int | None = None,
-                 ) -> tuple[list[tuple[int, int, int]], bool, int, int, int]:
+                 retain_tombstones: bool, dirty_start: int | None = None, all_kept_as_none: bool = False,
+                 ) -> tuple[list[tuple[int, int, int]] | None, bool, int, int, int]:
     """:func:`filter_v2_records` against ``omap`` (any unversioned layout), compiled when its keys
     are in the compiled ``keymap``.
 
@@ -65,7 +65,10 @@ def filter_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int,
     increasing offsets, a record put into it is the latest of its key exactly when its offset is
     a mapped offset, which is ``retain_record``'s ``offset < latest_offset_of_key`` test for it
     (the batch skip of ``BatchFilter.use_winners`` rests on the same fact). The reference looks
-    every key up."""
+    every key up.
+
+    ``all_kept_as_none``: the compiled walk may answer None instead of the spans when every
+    record survives (a batch copied as it is needs no list); call again without it for them."""
     keymap = omap.keymap
     if keymap is None:
         table_get = omap.raw_table_get()
@@ -76,7 +79,8 @@ def filter_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int,
                                  retain_tombstones)
     try:
         return omap.core.filter_v2_records(  # type: ignore[union-attr]
-            keymap, buf, start, stop, count, base_offset, omap.latest_offset, retain_tombstones, dirty_start)
+            keymap, buf, start, stop, count, base_offset, omap.latest_offset, retain_tombstones, dirty_start,
+            all_kept_as_none)
     except native.REJECTIONS:
         raise _rejected(buf, count, start, stop) from None
 
