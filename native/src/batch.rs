@@ -199,7 +199,9 @@ pub struct Span {
 /// the value and headers are not parsed; the records must end exactly at `stop`. `count` <= 0
 /// walks nothing. Accepting anything the reference rejects would be a divergence, so every
 /// check of the reference is here and none more.
-pub fn walk_spans(b: &[u8], count: i64, start: usize, stop: usize, out: &mut Vec<Span>) -> Res<()> {
+pub fn walk_spans(b: &[u8], count: i64, start: usize, stop: usize) -> Res<Vec<Span>> {
+    // no hostile count sizes the list: a record takes at least 7 bytes
+    let mut out = Vec::with_capacity((count.max(0) as usize).min(stop.saturating_sub(start) / 7 + 1));
     // one-byte varints (almost every length and delta of a record) without the general loop
     #[inline(always)]
     fn varint(b: &[u8], p: &mut usize, end: usize, max_bytes: u32) -> Res<i64> {
@@ -211,7 +213,6 @@ pub fn walk_spans(b: &[u8], count: i64, start: usize, stop: usize, out: &mut Vec
             _ => self::varint(b, p, end, max_bytes),
         }
     }
-    out.clear();
     let mut pos = start;
     let mut i = 0i64;
     while i < count {
@@ -238,5 +239,5 @@ pub fn walk_spans(b: &[u8], count: i64, start: usize, stop: usize, out: &mut Vec
         i += 1;
     }
     if pos != stop { corrupt!("bytes after the declared {count} records"); }
-    Ok(())
+    Ok(out)
 }

@@ -120,11 +120,6 @@ pub fn filter_spans(km: &KeyMapCore, winners: Option<&[i64]>, dirty_start: i64, 
     out
 }
 
-fn spans_of(b: &[u8], count: i64, start: usize, stop: usize) -> batch::Res<Vec<Span>> {
-    let mut spans = Vec::with_capacity((count.max(0) as usize).min(stop.saturating_sub(start) / 7 + 1));
-    batch::walk_spans(b, count, start, stop, &mut spans)?;
-    Ok(spans)
-}
 
 /// `map_v2_records(keymap, buf, start, stop, count, base_offset, min_offset)` ->
 /// `(complete, new_keys, last_offset_put, unkeyed)`; raises `CorruptBatch` for bytes
@@ -138,7 +133,7 @@ pub fn map_v2_records(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
     let mut km = keymap.borrow_mut();
     let core = &mut km.core;
     let r = py.allow_threads(|| -> PyResult<MapOutcome> {
-        let spans = spans_of(b, count, start, stop)?;
+        let spans = batch::walk_spans(b, count, start, stop)?;
         Ok(map_spans(core, b, &spans, base_offset, min_offset)?)
     })?;
     Ok((r.complete, r.new_keys, r.last, r.unkeyed))
@@ -156,7 +151,7 @@ pub fn latest_offsets(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
     let mut km = keymap.borrow_mut();
     let core = &mut km.core;
     py.allow_threads(|| -> PyResult<()> {
-        let spans = spans_of(b, count, start, stop)?;
+        let spans = batch::walk_spans(b, count, start, stop)?;
         for s in &spans {
             let off = base_offset.saturating_add(s.offset_delta);
             if let Some((at, len)) = s.key {
@@ -168,6 +163,9 @@ pub fn latest_offsets(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
         Ok(())
     })
 }
+
+/// `(kept spans or None, a kept record is a tombstone, duplicates, tombstones, unkeyed)`
+type Filtered<'py> = (Option<Bound<'py, PyList>>, bool, usize, usize, usize);
 
 /// `filter_v2_records(keymap, buf, start, stop, count, base_offset, map_latest_offset,
 /// retain_tombstones, dirty_start=None)` -> `(kept [(start, end, timestamp delta)], a kept
@@ -183,12 +181,12 @@ pub fn latest_offsets(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
 pub fn filter_v2_records<'py>(py: Python<'py>, keymap: &Bound<'py, KeyMap>, buf: Buf, start: usize, stop: usize,
                               count: i64, base_offset: i64, map_latest_offset: i64, retain_tombstones: bool,
                               dirty_start: Option<i64>, all_kept_as_none: bool)
-                              -> PyResult<(Option<Bound<'py, PyList>>, bool, usize, usize, usize)> {
+                              -> PyResult<Filtered<'py>> {
     let b = view(&buf)?;
     let mut km = keymap.borrow_mut();
     let core = &mut km.core;
     let r = py.allow_threads(|| -> batch::Res<FilterOutcome> {
-        let spans = spans_of(b, count, start, stop)?;
+        let spans = batch::walk_spans(b, count, start, stop)?;
         let use_winners = dirty_start.is_some() && core.increasing();
         if use_winners {
             core.winners();
