@@ -177,3 +177,67 @@ pub fn walk<F: FnMut(usize, &Rec) -> Res<()>>(h: &Header, b: &[u8], with_headers
 /// An upper bound for preallocation that no hostile count can inflate: a record takes at
 /// least 7 bytes (found by fuzzing: a count of 2^31-1 once sized a 16 GB list).
 pub fn capacity(h: &Header, b: &[u8]) -> usize { (h.records_count as usize).min(b.len() / 7 + 1) }
+
+/// One record as the cleaner sees it (`storage_engine.record.v2.walk_records`): its span, its
+/// deltas, its key and whether its value is null. Values and headers are not read.
+#[derive(Clone, Copy, Debug)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+    pub offset_delta: i64,
+    pub timestamp_delta: i64,
+    pub key: Option<(usize, usize)>,
+    pub tombstone: bool,
+}
+
+/// `walk_records(buf, count, start, stop)` exactly: the same bytes accepted, the same spans.
+///
+/// It is looser than `walk` on purpose (the compaction reference reads only the fields its rules
+/// need): varints are read up to the end of `b` (not of the record), a record must be at least
+/// 6 bytes and end within `stop`, its key must end before the record does (at the value's
+/// length, whose first byte 0x01 means a null value), offset deltas are not range-checked and
+/// the value and headers are not parsed; the records must end exactly at `stop`. `count` <= 0
+/// walks nothing. Accepting anything the reference rejects would be a divergence, so every
+/// check of the reference is here and none more.
+pub fn walk_spans(b: &[u8], count: i64, start: usize, stop: usize) -> Res<Vec<Span>> {
+    // no hostile count sizes the list: a record takes at least 7 bytes
+    let mut out = Vec::with_capacity((count.max(0) as usize).min(stop.saturating_sub(start) / 7 + 1));
+    // one-byte varints (almost every length and delta of a record) without the general loop
+    #[inline(always)]
+    fn varint(b: &[u8], p: &mut usize, end: usize, max_bytes: u32) -> Res<i64> {
+        match b.get(*p) {
+            Some(&c) if c < 0x80 => {
+                *p += 1;
+                Ok((c >> 1) as i64 ^ -((c & 1) as i64))
+            }
+            _ => self::varint(b, p, end, max_bytes),
+        }
+    }
+    let mut pos = start;
+    let mut i = 0i64;
+    while i < count {
+        let mut p = pos;
+        let length = varint(b, &mut p, b.len(), 5)?;
+        if length < 6 || p + length as usize > stop { corrupt!("record length {length} at {pos} runs past the batch"); }
+        let end = p + length as usize;
+        p += 1; // attributes
+        let timestamp_delta = varint(b, &mut p, b.len(), 10)?;
+        let offset_delta = varint(b, &mut p, b.len(), 5)?;
+        let kl = varint(b, &mut p, b.len(), 5)?;
+        let key = if kl >= 0 {
+            let at = p;
+            p += kl as usize;
+            Some((at, kl as usize))
+        } else if kl == -1 {
+            None
+        } else {
+            corrupt!("invalid key length {kl}")
+        };
+        if p >= end || p >= b.len() { corrupt!("record at {pos} ends inside its key"); }
+        out.push(Span { start: pos, end, offset_delta, timestamp_delta, key, tombstone: b[p] == 1 });
+        pos = end;
+        i += 1;
+    }
+    if pos != stop { corrupt!("bytes after the declared {count} records"); }
+    Ok(out)
+}

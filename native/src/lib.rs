@@ -8,7 +8,9 @@
 //! * `encode`: `Record` objects to batch bytes, and the batch sealing (header, CRC-32C);
 //! * `rebuild`: the cleaner's rebuilt batch from its survivors' bytes;
 //! * `arrow`: batches to Arrow column buffers, no Python object per record;
-//! * `walk`: the compaction's and the append's record walks.
+//! * `walk`: the compaction's and the append's record walks;
+//! * `keymap`: the cleaner's compact exact key -> offset map (`KeyMap`);
+//! * `compact`: the cleaner's map-building and keep/drop walks over a batch.
 //!
 //! Every function raises `CorruptBatch` on bytes it does not accept; the Python layer then
 //! re-reads the batch with the reference to raise the reference's own error.
@@ -23,6 +25,8 @@ pub mod encode;
 pub mod rebuild;
 pub mod arrow;
 pub mod walk;
+pub mod keymap;
+pub mod compact;
 
 create_exception!(_core, CorruptBatch, PyValueError, "The compiled core rejected these bytes (the reference names why).");
 
@@ -43,5 +47,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arrow::decode_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(walk::walk_records, m)?)?;
     m.add_function(wrap_pyfunction!(walk::timestamp_deltas, m)?)?;
+    m.add_class::<keymap::KeyMap>()?;
+    m.add_function(wrap_pyfunction!(compact::map_v2_records, m)?)?;
+    m.add_function(wrap_pyfunction!(compact::filter_v2_records, m)?)?;
+    m.add_function(wrap_pyfunction!(compact::latest_offsets, m)?)?;
     Ok(())
 }

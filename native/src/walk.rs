@@ -1,7 +1,8 @@
 //! The compaction's and the append's record walks: compiled twins of
 //! `storage_engine.record.v2.walk_records` and `timestamp_deltas`.
 //!
-//! These two do *not* share `batch::record`'s checks: they mirror their reference loops exactly,
+//! `walk_records` is `batch::walk_spans` (which the cleaner's compiled loops share) with Python
+//! tuples around it. These two do *not* share `batch::record`'s checks: they mirror their reference loops exactly,
 //! which are looser than the decoder (Kafka's `skipKeyValueIterator` reads only what the broker
 //! needs): a record must be at least 6 bytes and end within the walked range, the walk must end
 //! exactly at `end`, `walk_records` rejects a key length below -1 and a record that "ends inside
@@ -12,18 +13,8 @@ use pyo3::prelude::*;
 use pyo3::ffi;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::batch::{varint, Corrupt, Res};
+use crate::batch::{self, varint, Corrupt, Res};
 use crate::corrupt;
-
-/// One record as `walk_records` reports it: span, offset and timestamp deltas, key, tombstone.
-struct Span {
-    start: usize,
-    end: usize,
-    offset_delta: i64,
-    timestamp_delta: i64,
-    key: Option<(usize, usize)>,
-    tombstone: bool,
-}
 
 /// The record length varint at `pos` and where the record's body starts.
 #[inline(always)]
@@ -31,36 +22,6 @@ fn length(b: &[u8], pos: usize) -> Res<(i64, usize)> {
     let mut p = pos;
     let l = varint(b, &mut p, b.len(), 5)?;
     Ok((l, p))
-}
-
-fn spans(b: &[u8], count: i64, start: usize, n: usize) -> Res<Vec<Span>> {
-    let mut out = Vec::with_capacity((count.max(0) as usize).min((n.saturating_sub(start)) / 7 + 1));
-    let mut pos = start;
-    for _ in 0..count.max(0) {
-        let (len, mut p) = length(b, pos)?;
-        let rec_end = p as i64 + len;
-        if rec_end > n as i64 || len < 6 { corrupt!("record length {len} at {pos} runs past the batch"); }
-        let rec_end = rec_end as usize;
-        p += 1; // attributes
-        let timestamp_delta = varint(b, &mut p, b.len(), 10)?;
-        let offset_delta = varint(b, &mut p, b.len(), 5)?;
-        let kl = varint(b, &mut p, b.len(), 5)?;
-        let key = if kl >= 0 {
-            let at = p;
-            p += kl as usize;
-            Some((at, kl as usize))
-        } else if kl == -1 {
-            None
-        } else {
-            corrupt!("invalid key length {kl}")
-        };
-        if p >= rec_end { corrupt!("record at {pos} ends inside its key"); }
-        // p < rec_end <= n <= len(b): the key lies inside the record
-        out.push(Span { start: pos, end: rec_end, offset_delta, timestamp_delta, key, tombstone: b[p] == 1 });
-        pos = rec_end;
-    }
-    if pos != n { corrupt!("{} bytes after the declared {count} records", n as i64 - pos as i64); }
-    Ok(out)
 }
 
 fn deltas(b: &[u8], count: i64, start: usize, n: usize) -> Res<(Vec<i64>, usize)> {
@@ -86,7 +47,7 @@ pub fn walk_records<'py>(py: Python<'py>, buf: &Bound<'py, PyBytes>, count: i64,
                          -> PyResult<Bound<'py, PyList>> {
     let b = buf.as_bytes();
     if end > b.len() { return Err(Corrupt(format!("end {end} past the buffer")).into()); }
-    let found = py.allow_threads(|| spans(b, count, start, end))?;
+    let found = py.allow_threads(|| batch::walk_spans(b, count, start, end))?;
     // Built through the C API: a list of 1,000 six-tuples through PyO3's generic conversions
     // cost twice the walk itself.
     unsafe {

@@ -22,7 +22,7 @@ from ..record.rewrite import (
 from ..record.v2 import walk_records as walk_v2_records
 from ..record.varint import VarintError
 from .offset_map import OffsetMap
-from .record_decisions import filter_v2_records, filter_versioned_records
+from .record_decisions import filter_batch, filter_versioned_records
 from .rules import (
     BatchRetention,
     LastRecord,
@@ -80,23 +80,30 @@ class BatchFilter:
         self.last_batch_base_offset = last_batch_base_offset
         self.stats = stats if stats is not None else CleanerStats()
         self.path = path
+        self._mapped_dirty = False
         self._winners: list[int] | None = None
         self._dirty_start = 0
         self._unkeyed: dict[int, int] = {}
 
-    def use_winners(self, winners: list[int], dirty_start: int, unkeyed_by_batch: dict[int, int]) -> None:
-        """Let batches wholly inside the mapped dirty range skip their records when no record of
-        theirs wins its key: ``winners`` are the map's offsets, ascending (see
-        ``OffsetMap.sorted_offsets``), and ``unkeyed_by_batch`` what map building counted, so the
-        stats stay exact. Such a batch's CRC was checked when the map was built."""
+    def use_winners(self, winners: list[int] | None, dirty_start: int, unkeyed_by_batch: dict[int, int]) -> None:
+        """Say that the map was built from the dirty range at ``dirty_start`` (every keyed record
+        of it up to the map's latest offset is in the map), so batches wholly inside skip their
+        records when no record of theirs wins its key: ``winners`` are the map's offsets,
+        ascending (see ``OffsetMap.sorted_offsets``; None: the compiled ``keymap`` answers), and
+        ``unkeyed_by_batch`` what map building counted, so the stats stay exact. Such a batch's
+        CRC was checked when the map was built. The compiled keep/drop walk also decides the
+        dirty range's records by their offsets alone (see ``record_decisions.filter_batch``)."""
+        self._mapped_dirty = True
         self._winners = winners
         self._dirty_start = dirty_start
         self._unkeyed = unkeyed_by_batch
 
     def _without_winner(self, h: BatchHeader) -> bool:
-        winners = self._winners
-        if winners is None or h.base_offset < self._dirty_start or h.last_offset > self.map.latest_offset:
+        if not self._mapped_dirty or h.base_offset < self._dirty_start or h.last_offset > self.map.latest_offset:
             return False
+        winners = self._winners
+        if winners is None:
+            return not self.map.keymap.has_winner_in(h.base_offset, h.last_offset)
         i = bisect_left(winners, h.base_offset)
         return i == len(winners) or winners[i] > h.last_offset
 
@@ -162,13 +169,16 @@ class BatchFilter:
                         buf, start, stop, count, h.base_offset, self.versions.for_batch(h), self.map,
                         retain_tombstones)
                 else:
-                    table_get = self.map.raw_table_get()
-                    if table_get is None:
-                        get = self.map.get
-                        table_get = lambda key, _default: get(key)  # noqa: E731
-                    spans, has_tombstone, dup, tomb, unkeyed = filter_v2_records(
-                        buf, start, stop, count, h.base_offset, self.map.latest_offset, table_get,
-                        retain_tombstones)
+                    dirty_start = self._dirty_start if self._mapped_dirty else None
+                    listed, has_tombstone, dup, tomb, unkeyed = filter_batch(
+                        self.map, buf, start, stop, count, h.base_offset, retain_tombstones, dirty_start,
+                        all_kept_as_none=True)
+                    if listed is None:  # every record survives: the spans only if the batch is rebuilt
+                        if not has_tombstone or h.has_delete_horizon:
+                            return self._emit(raw.data, h.last_offset, h.max_timestamp, count, copied=True)
+                        listed = filter_batch(self.map, buf, start, stop, count, h.base_offset, retain_tombstones,
+                                              dirty_start)[0]
+                    spans = listed or []  # a second call without all_kept_as_none lists them
                 stats.duplicates_removed += dup
                 stats.tombstones_removed += tomb
                 stats.unkeyed_removed += unkeyed

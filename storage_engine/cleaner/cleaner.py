@@ -28,7 +28,7 @@ from .inputs import MIN_READ_CHUNK, InputSegment, LogSnapshot
 from .offset_map import OffsetMap
 from .plan import CleaningRound, LogToClean, idle_roll_at_ms, plan_round
 from .recopy import discard_staged, range_of, recopy_group
-from .record_decisions import map_v2_records
+from .record_decisions import map_batch
 from .report import CompactionReport
 from .rules import LastRecord, ProducerSnapshot, ProducerStateBuilder, TransactionTracker
 from .staging import STAGING_SUFFIX, CleanerLock, remove_stale_staging
@@ -292,7 +292,8 @@ class Cleaner:
                 path=str(log.dir),
                 versions=versions,
             )
-            bfilter.use_winners(omap.sorted_offsets(), ltc.first_dirty_offset, unkeyed_by_batch)
+            winners = omap.sorted_offsets() if omap.keymap is None else None  # None: the compiled map answers
+            bfilter.use_winners(winners, ltc.first_dirty_offset, unkeyed_by_batch)
             for group in groups:
                 cleaned.append(self._clean_group(log, group, rnd, bfilter))
             crash_point("compaction.after-cleaned-written")
@@ -355,7 +356,7 @@ class Cleaner:
             start -= 1  # the last pass's newest record, kept whatever its version: it competes again
         dirty = dirty_segments(snap.segments, start, end)
         tracker = TransactionTracker(producers.aborted_overlapping(start, end))
-        table = omap.exact_table()
+        exact = omap.exact_table() is not None or omap.keymap is not None
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             path = str(seg.path)
@@ -366,16 +367,13 @@ class Cleaner:
                     if not self._map_versions(raw, chunk, chunk_offset, path, start, omap, versions, stats,
                                               unkeyed_by_batch):
                         return True
-                elif mapped and h.magic >= 2 and table is not None:
+                elif mapped and h.magic >= 2 and exact:
                     try:
                         buf, b_start, b_stop = record_bytes(raw, path, chunk, chunk_offset)
-                        before = omap.capacity_bytes - omap.used_bytes
-                        complete, remaining, added, last, unkeyed = map_v2_records(
-                            buf, b_start, b_stop, h.records_count, h.base_offset, start, table, before,
-                            omap.overhead)
+                        complete, unkeyed = map_batch(omap, buf, b_start, b_stop, h.records_count, h.base_offset,
+                                                      start)
                     except (IndexError, VarintError, ValueError) as exc:
                         raise corrupt_batch(f"malformed records in batch: {exc}", raw, path) from None
-                    omap.account(added, before - remaining, last)
                     if not complete:
                         return True
                     if unkeyed:

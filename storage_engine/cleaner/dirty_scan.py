@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator
 
+from .. import native
 from ..record import RawBatch, decode_batch, verify_batch
 from ..record.control import control_type_of
 from ..record.rewrite import corrupt_batch, record_bytes
@@ -103,14 +104,32 @@ def segment_latest_offsets(seg: InputSegment, dirty_from: int, dirty_to: int,
     add to (this segment's offsets replace theirs), returned."""
     latest: dict[bytes, int] = {} if into is None else into
     path = str(seg.path)
+    core = native.compiled()
+    keymap = None if core is None else core.KeyMap(1 << 62)  # v2 batches' keys, compiled, in order
     walk = map_walk(seg, dirty_start_position(seg, dirty_from), TransactionTracker(aborted), CleanerStats())
     for raw, chunk, chunk_offset, is_mapped in walk:
-        if raw.header.base_offset >= dirty_to:
+        h = raw.header
+        if h.base_offset >= dirty_to:
             break
-        if is_mapped:
-            for off, key in batch_keys(raw, chunk, chunk_offset, path):
-                if key is not None and dirty_from <= off < dirty_to:
-                    latest[key] = off
+        if not is_mapped:
+            continue
+        if keymap is not None and h.magic >= 2:
+            buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
+            try:
+                core.latest_offsets(keymap, buf, start, stop, h.records_count, h.base_offset,  # type: ignore[union-attr]
+                                    dirty_from, dirty_to)
+            except native.REJECTIONS:
+                raise native.reference_error(lambda r=raw, c=chunk, o=chunk_offset: batch_keys(r, c, o, path),
+                                             "a batch") from None
+            continue
+        if keymap is not None and len(keymap):
+            latest.update(keymap.to_dict())  # a magic 0/1 batch after v2 ones: keep the offset order
+            keymap.clear()
+        for off, key in batch_keys(raw, chunk, chunk_offset, path):
+            if key is not None and dirty_from <= off < dirty_to:
+                latest[key] = off
+    if keymap is not None and len(keymap):
+        latest.update(keymap.to_dict())
     return latest
 
 

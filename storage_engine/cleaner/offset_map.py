@@ -32,11 +32,28 @@ older key's live record is dropped. This map never does that:
 * **Filling up.** ``put`` refuses the first new key that does not fit; the caller stops mapping
   there and cleans only up to the last mapped offset (a partial pass, whose checkpoint then
   moves only that far), as Kafka does when its map is full.
+
+* **Under the compiled core** (``storage_engine.native``, issue 36) the default layout (no
+  ``hash_fn``, not versioned) stores its keys in the core's ``KeyMap`` (``native/src/keymap.rs``)
+  instead of the dict, with the same exactness (a hash tag match is confirmed by comparing the
+  whole key) and a second cost model: what that map really holds, an 8-byte slot per key at
+  most 90% full (8.9 bytes) plus an arena entry of a 6-byte offset delta, the key's length
+  varint and the key (15.9 bytes + the key; 31.9 for a 16-byte key in a full map, as its slot
+  table grows ahead of its keys). ``used_bytes`` is that map's own slot table plus arena, so
+  ``fill``, ``bytes_per_entry`` and ``capacity_entries`` describe what is in memory, and the same
+  budget holds about seven times the keys: a log is cleaned in fewer passes than under the
+  reference. The versioned layout (a ``timestamp``/``header`` strategy) and the ``hash_fn``
+  layout stay the reference's dicts under either core; :meth:`OffsetMap.exact` (the Spark job's
+  merged span maps, unbudgeted) loads its dict into a ``KeyMap`` under the compiled core.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+
+from .. import native
 
 #: Per entry, besides the key object: dict slot at the worst fill and during a resize (96), the
 #: offset int (32), its slot in the sorted offsets list (8), allocator overhead (24).
@@ -47,6 +64,9 @@ ENTRY_OVERHEAD_HASHED = ENTRY_OVERHEAD + 48 + 64
 VERSION_ENTRY_COST = 96 + 32
 #: Kafka's bytes per entry (16-byte MD5 + 8-byte offset), for comparison in reports.
 KAFKA_BYTES_PER_ENTRY = 24
+#: The compiled ``KeyMap``'s bytes per key besides the key, in a full map, rounded up: an 8-byte
+#: slot at 90% load (8.9), a 6-byte offset delta and a one-byte key length (keys under 128 bytes).
+COMPILED_ENTRY_OVERHEAD = 16
 
 
 def key_object_size(key_length: int) -> int:
@@ -56,7 +76,8 @@ def key_object_size(key_length: int) -> int:
 
 
 def entry_cost(key_length: int, *, hashed: bool = False) -> int:
-    """What one new key of ``key_length`` bytes is charged against the budget."""
+    """What one new key of ``key_length`` bytes is charged against the budget (the reference's
+    dict; see :meth:`OffsetMap.capacity_for` for either core)."""
     return (ENTRY_OVERHEAD_HASHED if hashed else ENTRY_OVERHEAD) + key_object_size(key_length)
 
 
@@ -82,18 +103,43 @@ class OffsetMap:
     @classmethod
     def exact(cls, latest: dict[bytes, int], latest_offset: int) -> OffsetMap:
         """A map over a complete key -> latest offset table built elsewhere (a distributed map
-        build merges one per segment), used as it is: nothing is copied, and it has no budget."""
+        build merges one per segment), without a budget. The reference uses the dict as it is;
+        under the compiled core its keys are loaded once into a ``KeyMap``, so the recopy's
+        lookups run compiled (the dict stays the caller's)."""
         omap = cls(1 << 62)
+        omap._keymap = None
         omap._table = latest
         omap._entries = len(latest)
+        core = native.compiled()
+        if core is not None:
+            omap._core = core
+            omap._keymap = core.KeyMap(1 << 62)
+            omap._keymap.put_dict(latest)
+            omap.used_bytes = omap._keymap.used_bytes
         omap.latest_offset = latest_offset
         return omap
 
+    @staticmethod
+    def capacity_for(keys: int, key_length: int, *, versioned: bool = False) -> int:
+        """The smallest usable budget (``capacity_bytes``) that holds ``keys`` distinct keys of
+        ``key_length`` bytes in the default layout under the core in use (tests size maps with it)."""
+        core = native.compiled()
+        if core is None or versioned:
+            return keys * (entry_cost(key_length) + (VERSION_ENTRY_COST if versioned else 0))
+        return int(core.KeyMap.capacity_for(keys, key_length))
+
     def clear(self, *, versioned: bool = False) -> None:
-        """Empty the map, for keys' latest offsets or (``versioned``) their winning versions."""
+        """Empty the map, for keys' latest offsets or (``versioned``) their winning versions. The
+        default layout goes into the compiled ``KeyMap`` when the compiled core is in use."""
         self.versioned = versioned
-        self.overhead = (ENTRY_OVERHEAD if self.hash_fn is None else ENTRY_OVERHEAD_HASHED) + (
-            VERSION_ENTRY_COST if versioned else 0)
+        core = native.compiled() if self.hash_fn is None and not versioned else None
+        self._core: ModuleType | None = core
+        self._keymap: Any = None if core is None else core.KeyMap(max(self.capacity_bytes, 1))
+        if core is not None:
+            self.overhead = COMPILED_ENTRY_OVERHEAD
+        else:
+            self.overhead = (ENTRY_OVERHEAD if self.hash_fn is None else ENTRY_OVERHEAD_HASHED) + (
+                VERSION_ENTRY_COST if versioned else 0)
         self._table: dict = {}
         self._versions: dict[bytes, int] = {}
         self.newest: tuple[bytes, int, int] | None = None  # a versioned map's newest record: key, version, offset
@@ -122,8 +168,21 @@ class OffsetMap:
 
     def capacity_entries(self) -> int:
         """How many keys the budget holds at the mean cost per key so far (16-byte keys if empty)."""
-        per_key = self.used_bytes / self._entries if self._entries else self.overhead + key_object_size(16)
+        if self._entries:
+            per_key = self.used_bytes / self._entries
+        else:
+            per_key = self.overhead + (16 if self._keymap is not None else key_object_size(16))
         return int(self.capacity_bytes // per_key)
+
+    @property
+    def keymap(self) -> Any:
+        """The compiled ``KeyMap`` holding this map's keys, None when the reference dicts do."""
+        return self._keymap
+
+    @property
+    def core(self) -> ModuleType | None:
+        """The compiled core module that made :attr:`keymap` (None with the reference)."""
+        return self._core
 
     # ------------------------------------------------------------------ updates
 
@@ -134,6 +193,8 @@ class OffsetMap:
     def put(self, key: bytes, offset: int) -> bool:
         """Map ``key`` to ``offset`` (offsets arrive in increasing order); False when a new key
         does not fit, in which case nothing changed."""
+        if self._keymap is not None:
+            return self._put_compiled(key, offset)
         if self.hash_fn is not None:
             return self._put_hashed(key, offset)
         table = self._table
@@ -152,6 +213,13 @@ class OffsetMap:
     def put_all(self, pairs: Iterable[tuple[int, bytes]]) -> int:
         """``put`` each ``(offset, key)`` in order; returns how many were taken before one did not
         fit (all of them when the map never filled). The hot loop of map building."""
+        if self._keymap is not None:
+            taken = 0
+            for offset, key in pairs:
+                if not self._put_compiled(key, offset):
+                    return taken
+                taken += 1
+            return taken
         if self.hash_fn is not None:
             taken = 0
             for offset, key in pairs:
@@ -215,6 +283,13 @@ class OffsetMap:
         self._versions[key] = version
         self.latest_offset = latest
 
+    def _put_compiled(self, key: bytes, offset: int) -> bool:
+        km = self._keymap
+        if not km.put(key, offset):
+            return False
+        self.account_compiled(offset)
+        return True
+
     def _put_hashed(self, key: bytes, offset: int) -> bool:
         table = self._table
         h = self.hash_fn(key)  # type: ignore[misc]
@@ -252,6 +327,8 @@ class OffsetMap:
 
     def get(self, key: bytes) -> int:
         """The mapped offset of ``key``, or -1 when the key is not in the map."""
+        if self._keymap is not None:
+            return int(self._keymap.get(key))
         if self.hash_fn is None:
             return self._table.get(key, -1)
         slot = self._table.get(self.hash_fn(key))
@@ -264,13 +341,22 @@ class OffsetMap:
     def exact_table(self) -> dict | None:
         """The key -> offset dict of the default layout (None for the hashed layout), for a caller
         that fuses record walking with insertion; it must report what it added via :meth:`account`
-        and charge :func:`entry_cost` per new key within ``capacity_bytes - used_bytes``."""
-        return self._table if self.hash_fn is None else None
+        and charge :func:`entry_cost` per new key within ``capacity_bytes - used_bytes``. None as
+        well when the compiled :attr:`keymap` holds the keys."""
+        return self._table if self.hash_fn is None and self._keymap is None else None
 
     def account(self, new_entries: int, new_bytes: int, last_offset: int) -> None:
         """Record what a fused caller put into :meth:`exact_table`."""
         self._entries += new_entries
         self.used_bytes += new_bytes
+        if last_offset > self.latest_offset:
+            self.latest_offset = last_offset
+
+    def account_compiled(self, last_offset: int) -> None:
+        """Take the facts of the compiled :attr:`keymap` after a caller put keys into it."""
+        km = self._keymap
+        self._entries = len(km)
+        self.used_bytes = km.used_bytes
         if last_offset > self.latest_offset:
             self.latest_offset = last_offset
 
@@ -281,6 +367,8 @@ class OffsetMap:
         list (offsets are unique), so the recopy can drop a batch holding none without reading it.
         A versioned map adds its latest offset: the newest mapped record always stays.
         """
+        if self._keymap is not None:
+            return self._keymap.sorted_offsets()
         if self.hash_fn is None:
             out = list(self._table.values())
         else:
@@ -297,8 +385,9 @@ class OffsetMap:
         return out
 
     def raw_table_get(self) -> Callable | None:
-        """``dict.get`` of the exact-key table (call as ``get(key, -1)``), None for the hashed layout."""
-        return self._table.get if self.hash_fn is None else None
+        """``dict.get`` of the exact-key table (call as ``get(key, -1)``), None for the hashed layout
+        and the compiled :attr:`keymap`."""
+        return self._table.get if self.hash_fn is None and self._keymap is None else None
 
     def __repr__(self) -> str:
         return (

@@ -187,17 +187,18 @@ def recopy_spans(spans: Sequence[SpanTask], attempt: str) -> list[dict]:
                 latest.update(table)
             else:
                 latest = table
+        omap = OffsetMap.exact(latest, -1)  # once per span: its groups share the map
         for group in span.groups:
-            rows.append(recopy_task(group, latest, attempt) | {"map_keys": len(latest)})
+            rows.append(recopy_task(group, omap, attempt) | {"map_keys": len(latest)})
     return rows
 
 
-def recopy_task(task: GroupTask, latest: dict[bytes, int], attempt: str) -> dict:
-    """Recopy one group with the engine's rules; a result row for the commit (never raises for a
-    problem of this partition's files: its outcome is in the row, and the partition is not
-    swapped)."""
+def recopy_task(task: GroupTask, omap: OffsetMap, attempt: str) -> dict:
+    """Recopy one group with the engine's rules, against ``omap`` (its span's merged map, an
+    ``OffsetMap.exact``); a result row for the commit (never raises for a problem of this
+    partition's files: its outcome is in the row, and the partition is not swapped)."""
     result = {"tp": task.tp, "grp": task.grp, "status": COMPACTED, "detail": None, "staging": None, "stats": None}
-    omap = OffsetMap.exact(latest, task.map_latest_offset)
+    omap.latest_offset = task.map_latest_offset
     stats = CleanerStats()
     bfilter = BatchFilter(
         omap,

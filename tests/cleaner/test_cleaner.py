@@ -57,6 +57,7 @@ from tests.helpers.cleaner import (
     small_map_cleaner,
     temp_files,
 )
+from tests.helpers.core_switch import CORES, using
 
 # ---------------------------------------------------------------------------------- basics
 
@@ -344,12 +345,12 @@ def test_a_small_map_cleans_part_of_the_dirty_section_and_moves_the_checkpoint_t
             for k in range(20):
                 put(log, (f"k{k:02d}", f"r{r}"))
         log.roll()
-        report = compact(m, cleaner=small_map_cleaner(5.5), max_passes=1)
+        report = compact(m, cleaner=small_map_cleaner(5), max_passes=1)
         assert report.passes == 1 and report.new_checkpoint == 5 and checkpoint(log) == 5
         assert "offset map filled up" in report.warnings[0]
         assert report.rounds[0]["partial"] and report.map_entries == 5
         assert len(content(log)) == 40  # the later duplicates of k00..k04 lie beyond the map
-        report = compact(m, cleaner=small_map_cleaner(5.5))
+        report = compact(m, cleaner=small_map_cleaner(5))
         assert checkpoint(log) == 40 and report.passes == 7
         assert content(log) == [(20 + k, f"k{k:02d}", "r1") for k in range(20)]
 
@@ -365,7 +366,7 @@ def test_a_run_of_several_passes_reports_the_ranges_sizes_before_and_after_not_t
                 put(log, (f"k{k:02d}", f"r{r}" * 20))
         log.roll()
         before = sum(s.size for s in log.segments[:-1])
-        report = compact(m, cleaner=small_map_cleaner(5.5))
+        report = compact(m, cleaner=small_map_cleaner(5))
         after = sum(s.size for s in log.segments[:-1])
         assert report.passes > 3 and report.stats.bytes_read > 2 * before  # what the passes processed
         assert (report.start_bytes, report.start_records) == (before, 60)
@@ -385,7 +386,7 @@ def test_a_full_map_still_updates_keys_it_holds(tmp_path):
                 put(log, (f"k{k:02d}", f"r{r}"))
         put(log, ("k99", "new key"))
         log.roll()
-        report = compact(m, cleaner=small_map_cleaner(3.5), max_passes=1)
+        report = compact(m, cleaner=small_map_cleaner(3), max_passes=1)
         assert report.new_checkpoint == 9  # stopped at the first key that did not fit
         assert content(log) == [(6, "k00", "r2"), (7, "k01", "r2"), (8, "k02", "r2"), (9, "k99", "new key")]
 
@@ -630,8 +631,17 @@ def test_keys_whose_hashes_collide_both_keep_their_latest_value(tmp_path):
         assert (omap.get(b"x"), omap.get(b"y"), omap.get(b"z"), omap.size) == (2, 1, -1, 2)
 
 
-def test_the_inlined_record_rule_matches_retain_record():
+@pytest.mark.parametrize("core", CORES)
+def test_the_inlined_record_rule_matches_retain_record(core):
+    with using(core):
+        _inlined_rule_matches(core)
+
+
+def _inlined_rule_matches(core):
+    """The offset strategy's keep/drop walk (compiled under the compiled core) against
+    ``retain_record``, the rule's one definition."""
     omap = OffsetMap(2 * MIB)
+    assert (omap.keymap is not None) == (core == "compiled")
     omap.put_all([(1, b"a"), (3, b"b"), (4, b"a")])
     cases = []
     for off, key, tomb in [(0, b"a", False), (1, b"a", False), (4, b"a", True), (3, b"b", False),
@@ -652,22 +662,53 @@ def test_the_inlined_record_rule_matches_retain_record():
 
 
 def test_map_memory_is_charged_honestly_and_bounded():
+    """The reference's dict: charged 224 B a 16-byte key, above what Python allocates (pinned to
+    the reference: tracemalloc sees Python's allocations, not the compiled map's)."""
     keys = [b"key-%012d" % i for i in range(50_000)]
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    omap = OffsetMap(64 * MIB, 0.9)
-    assert omap.put_all([(1_000_000 + i, k) for i, k in enumerate(keys)]) == len(keys)
-    real = tracemalloc.get_traced_memory()[0] - before
-    tracemalloc.stop()
+    with using("reference"):
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        omap = OffsetMap(64 * MIB, 0.9)
+        assert omap.put_all([(1_000_000 + i, k) for i, k in enumerate(keys)]) == len(keys)
+        real = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
     # requested bytes are well below the charge, which also covers allocator size classes, dict
     # resizes and the sorted offsets list (the benchmark checks the resident memory)
     assert real <= 0.8 * omap.used_bytes, (real, omap.used_bytes)
     assert omap.bytes_per_entry == entry_cost(16) == 224
-    small = OffsetMap(100_000, 0.5)
-    taken = small.put_all([(i, k) for i, k in enumerate(keys)])
-    assert taken == 50_000 // entry_cost(16) and small.used_bytes <= small.capacity_bytes
-    assert small.put(keys[0], 10**6) and small.get(keys[0]) == 10**6  # updates always fit
-    assert not small.put(b"brand-new-key", 10**6 + 1)
+
+
+def test_the_compiled_map_charges_its_slots_and_arena():
+    """The compiled ``KeyMap``: charged exactly its slot table (8 B a slot) and its arena (6-byte
+    offset delta, key length, key: 23 B for a 16-byte key); at most 32 B a 16-byte key once
+    full, and never more than its budget."""
+    keys = [b"key-%012d" % i for i in range(50_000)]
+    with using("compiled"):
+        omap = OffsetMap(64 * MIB, 0.9)
+        assert omap.put_all([(1_000_000 + i, k) for i, k in enumerate(keys)]) == len(keys)
+        km = omap.keymap
+        assert km.entry_bytes(16) == 23
+        assert omap.used_bytes == km.slots * 8 + len(keys) * 23 and len(keys) <= 0.9 * km.slots
+        full = OffsetMap(4 * MIB, 0.9)
+        taken = full.put_all([(i, b"%016d" % i) for i in range(200_000)])
+        assert 0 < taken < 200_000 and full.used_bytes <= full.capacity_bytes
+        assert full.bytes_per_entry <= 32 and taken <= full.capacity_entries() <= 1.05 * taken
+        assert [full.get(b"%016d" % i) for i in (0, taken - 1, taken)] == [0, taken - 1, -1]
+        assert full.sorted_offsets() == list(range(taken))
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_full_map_refuses_new_keys_and_takes_updates(core):
+    """The budget holds what ``OffsetMap.capacity_for`` says, under either core's cost."""
+    keys = [b"key-%012d" % i for i in range(5_000)]
+    with using(core):
+        small = OffsetMap(100_000, 0.5)
+        taken = small.put_all([(i, k) for i, k in enumerate(keys)])
+        assert OffsetMap.capacity_for(taken, 16) <= 50_000 < OffsetMap.capacity_for(taken + 1, 16)
+        assert small.used_bytes <= small.capacity_bytes and small.size == taken
+        assert small.put(keys[0], 10**6) and small.get(keys[0]) == 10**6  # updates always fit
+        assert not small.put(b"brand-new-key", 10**6 + 1)
+        assert small.size == taken and small.get(b"brand-new-key") == -1
 
 
 # ---------------------------------------------------------------------------------- concurrency, policy

@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 from storage_engine.cleaner import STAGING_SUFFIX, Cleaner, LogCleaner
-from storage_engine.cleaner.offset_map import VERSION_ENTRY_COST, entry_cost
+from storage_engine.cleaner.offset_map import OffsetMap
 from storage_engine.config.cleaner import CleanerConfig
 from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
@@ -104,9 +104,12 @@ def temp_files(root: Path) -> list[str]:
     return [n for n in os.listdir(root / "t-0") if n.endswith((".cleaned", ".swap", ".deleted", STAGING_SUFFIX))]
 
 
-def small_map_cleaner(keys: float, key_len: int = 3, *, versioned: bool = False, **kwargs) -> Cleaner:
-    """A cleaner whose offset map holds ``keys`` keys of ``key_len`` bytes (of a version strategy's
-    map when ``versioned``)."""
+def small_map_cleaner(keys: int, key_len: int = 3, *, versioned: bool = False, **kwargs) -> Cleaner:
+    """A cleaner whose offset map holds ``keys`` keys of ``key_len`` bytes and not one more (of a
+    version strategy's map when ``versioned``), under the core in use: its budget lies halfway
+    between what ``keys`` and ``keys + 1`` keys need (``OffsetMap.capacity_for``: 224 B a 3-byte key
+    in the reference's dict, the compiled ``KeyMap``'s own growth otherwise)."""
     memory = 2 * MIB
-    cost = entry_cost(key_len) + (VERSION_ENTRY_COST if versioned else 0)
-    return Cleaner(CleanerConfig(dedupe_buffer_size=memory, io_buffer_load_factor=keys * cost / memory), **kwargs)
+    low = OffsetMap.capacity_for(keys, key_len, versioned=versioned)
+    high = OffsetMap.capacity_for(keys + 1, key_len, versioned=versioned)
+    return Cleaner(CleanerConfig(dedupe_buffer_size=memory, io_buffer_load_factor=(low + high) / 2 / memory), **kwargs)

@@ -1,0 +1,26 @@
+"""Run a test under a chosen record core (issue 36): the compiled one or the reference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from storage_engine import native
+
+CORES = ("compiled", "reference")
+
+
+@contextmanager
+def using(kind: str) -> Iterator[None]:
+    """``native.use(kind)`` for the block, then the previous choice again. Skips the test when
+    ``kind`` is the compiled core and it is not built here."""
+    if kind == "compiled" and native._MODULE is None:
+        pytest.skip("the compiled core is not built here (no Rust toolchain at install)")
+    prev = native.status().requested
+    native.use(kind)
+    try:
+        yield
+    finally:
+        native.use(prev)
