@@ -21,7 +21,8 @@ building = Kafka's indexing, recopy = its cleaning).
 
 Memory per key: Kafka's dedupe buffer (``log.cleaner.dedupe.buffer.size``, 128 MiB default)
 holds 24-byte entries (16-byte MD5 + 8-byte offset, its ``SkimpyOffsetMap``) up to the load
-factor; ours charges :func:`~storage_engine.cleaner.offset_map.entry_cost` a key.
+factor; ours charges what the key map of the core in use costs a key
+(:meth:`~storage_engine.cleaner.offset_map.OffsetMap.capacity_for`).
 
 Usage: ``python bench/bench_kafka_cleaner.py [--size-mb 200] [--value-size 100]
 [--live-fraction 0.01] [--dir DIR] [--keep]``. Needs Java and Maven (Kafka's jars are fetched
@@ -46,8 +47,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_compaction import MB, NOW, SEGMENT_BYTES, generate  # noqa: E402
 
+from storage_engine import native  # noqa: E402
 from storage_engine.cleaner import LogCleaner  # noqa: E402
-from storage_engine.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, entry_cost  # noqa: E402
+from storage_engine.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap  # noqa: E402
 from storage_engine.logdir.manager import LogManager  # noqa: E402
 from tests.helpers.kafka_broker import (  # noqa: E402
     KafkaBroker,
@@ -241,9 +243,10 @@ def main() -> None:
         print(f"kafka memory: {KAFKA_BYTES_PER_ENTRY} B/key, dedupe buffer {DEDUPE_BUFFER // MB} MiB = {slots:,} slots "
               f"({int(slots * LOAD_FACTOR):,} keys at load factor {LOAD_FACTOR}); buffer utilization "
               f"{kafka.buffer_utilization:.1%} ({keys:,} keys / {slots:,} slots = {keys / slots:.1%})")
-        print(f"ours memory: {entry_cost(16)} B/key (16-byte keys), {entry_cost(16) / KAFKA_BYTES_PER_ENTRY:.1f}x "
-              f"Kafka's; the same {DEDUPE_BUFFER // MB} MiB holds {int(DEDUPE_BUFFER * LOAD_FACTOR) // entry_cost(16):,} "
-              f"keys; passes {report.passes}")
+        per_key = OffsetMap.capacity_for(1_000_000, 16) / 1_000_000  # the core in use, 16-byte keys
+        print(f"ours memory ({native.status().name} core): {per_key:.1f} B/key (16-byte keys), "
+              f"{per_key / KAFKA_BYTES_PER_ENTRY:.1f}x Kafka's; the same {DEDUPE_BUFFER // MB} MiB holds "
+              f"{int(DEDUPE_BUFFER * LOAD_FACTOR / per_key):,} keys; passes {report.passes}")
     finally:
         if args.keep:
             print(f"kept: {work}")
