@@ -8,17 +8,20 @@ PY="${PYTHON:-python3.11}"
 if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
   export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 fi
-# (re)installs when pyproject.toml, setup.py or the compiled core's sources (native/) changed
+have_cargo() { command -v cargo >/dev/null 2>&1 && echo cargo || echo no-cargo; }
+# (re)installs when pyproject.toml, setup.py or the compiled core's sources (native/) changed,
+# or when cargo has appeared since an install without it (the stamp says which)
 if [ ! -x .venv/bin/python ] || [ ! -e .venv/.installed ] \
+   || { [ "$(cat .venv/.installed)" = no-cargo ] && [ "$(have_cargo)" = cargo ]; } \
    || [ -n "$(find pyproject.toml setup.py native/Cargo.toml native/Cargo.lock native/build.rs native/src -newer .venv/.installed 2>/dev/null | head -1)" ]; then
   "$PY" -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
   # compat: the editable install is a path entry, so Spark's lookup of pyspark_* modules (which
   # lists sys.path) finds pyspark_kafka_log; the default import hook would hide it
   .venv/bin/pip install --quiet -e '.[test,lint]' --config-settings editable_mode=compat
-  touch .venv/.installed
+  have_cargo > .venv/.installed
   # says whether the compiled record core was built, or why the reference runs
-  echo "record core: $(.venv/bin/python -c 'from storage_engine import native; print(native.status().describe())')" >&2
+  echo "record core: $(LOGPLAT_CORE=auto .venv/bin/python -c 'from storage_engine import native; print(native.status().describe())')" >&2
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 # Dagster draws tqdm progress bars for its storage migrations (0/17 ...) on every start of a

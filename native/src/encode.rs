@@ -18,6 +18,9 @@ use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 
 use crate::records::slot_offsets;
 
+/// The most the encoder reserves ahead of the records it has seen (see `encode`).
+const RESERVE_CAP: usize = 64 << 20;
+
 pub const HEADER_SIZE: usize = crate::batch::HEADER_SIZE;
 const ATTRIBUTES_OFFSET: usize = 21;
 
@@ -291,9 +294,11 @@ unsafe fn write_with(reader: &Reader<'_>, records: *mut ffi::PyObject, s: &Shape
     let mut hs: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
     let start = out.len();
     for (i, &r) in rs.iter().enumerate() {
-        if i == 1 { // size the buffer once, from the first record: records of a batch are alike
+        if i == 1 { // size the buffer once, from the first record: records of a batch are usually alike
+            // (a guess, capped: a large first record before many small ones must not reserve
+            // count x its size, whose failure would abort the process; Vec grows past the cap)
             let first = out.len() - start;
-            out.reserve(first.saturating_mul(rs.len() - 1) + first * rs.len() / 8);
+            out.reserve(first.saturating_mul(rs.len() - 1).saturating_add(first * rs.len() / 8).min(RESERVE_CAP));
         }
         let f = reader.fields(r)?;
         let off = int64(f.f[0])? as i128;

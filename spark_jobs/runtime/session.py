@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from storage_engine import native
 from storage_engine.config.values import INT_MAX
 
 from ..errors import SparkSetupError
@@ -311,14 +312,18 @@ def check_java(java: str | None = None) -> int:
 
 
 def _engine_files() -> Iterator[tuple[str, Path]]:
-    """The engine's source files and its compiled record core (when built; the workers extract
-    it from the zip, see ``storage_engine.native``), with their names inside the zip, in a
-    stable order."""
+    """The engine's source files, with their names inside the zip, in a stable order, and the
+    compiled record core this process loaded, when it is usable here (built from these sources:
+    a stale or missing one is not shipped, so the workers run the reference, as this process
+    does). The workers extract it from the zip (``storage_engine.native``)."""
     root = Path(__file__).resolve().parents[2]  # spark_jobs/runtime/session.py -> the packages' parent
     for pkg in _PACKAGES:
         assert (root / pkg / "__init__.py").is_file(), f"{pkg} is not beside spark_jobs in {root}"
-        for path in sorted([*(root / pkg).rglob("*.py"), *(root / pkg).rglob("_core.*.so")]):
+        for path in sorted((root / pkg).rglob("*.py")):
             yield path.relative_to(root).as_posix(), path
+    core = native.usable_core_file()
+    if core is not None:
+        yield "storage_engine/native/_core.so", core
 
 
 def engine_zip(directory: Path) -> Path:

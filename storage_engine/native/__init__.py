@@ -45,6 +45,7 @@ __all__ = [
     "use",
     "reference_error",
     "REJECTIONS",
+    "usable_core_file",
 ]
 
 #: The environment variable that chooses the implementation.
@@ -52,7 +53,9 @@ ENV_VAR = "LOGPLAT_CORE"
 #: The interface version this Python code expects of ``_core`` (its ``ABI``).
 ABI = 1
 CHOICES = ("auto", "compiled", "reference")
-_SOURCES = Path(__file__).resolve().parents[2] / "native" / "src"
+_CRATE = Path(__file__).resolve().parents[2] / "native"  # the Rust crate, in a checkout
+#: What ``native/build.rs`` hashes besides ``src/*.rs`` (the same list, in the same order).
+_BUILD_FILES = ("Cargo.toml", "Cargo.lock", "build.rs")
 
 
 class CoreUnavailableError(LogError):
@@ -80,19 +83,23 @@ class CoreStatus:
         return f"reference (pure Python: {self.reason})" if self.reason else "reference (pure Python)"
 
 
-def _source_hash(src: Path) -> str | None:
-    """FNV-1a 64 over ``native/src/*.rs`` as ``native/build.rs`` computes it; None outside a
-    checkout (an installed wheel has no sources to compare)."""
+def _source_hash(crate: Path) -> str | None:
+    """FNV-1a 64 over the crate's build inputs and ``src/*.rs`` as ``native/build.rs`` computes
+    it; None outside a checkout (an installed wheel has no sources to compare)."""
     try:
-        names = sorted(p.name for p in src.iterdir() if p.suffix == ".rs")
+        sources = sorted(f"src/{p.name}" for p in (crate / "src").iterdir() if p.suffix == ".rs")
         h = 0xCBF29CE484222325
-        for name in names:
-            for part in (name.encode(), b"\0", (src / name).read_bytes(), b"\0"):
+        for name in (*_BUILD_FILES, *sources):
+            for part in (name.encode(), b"\0", (crate / name).read_bytes(), b"\0"):
                 for byte in part:
                     h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
         return f"{h:016x}"
     except OSError:
         return None
+
+
+class _NotLoaded(Exception):
+    """Why the core inside the engine zip was not loaded (the reference then runs)."""
 
 
 def _from_engine_zip() -> ModuleType | None:
@@ -109,33 +116,38 @@ def _from_engine_zip() -> ModuleType | None:
     if not isinstance(loader, zipimport.zipimporter) or loader.archive is None:
         return None
     inner = os.path.relpath(os.path.dirname(__file__), loader.archive).replace(os.sep, "/")
-    with zipfile.ZipFile(loader.archive) as zf:
-        names = [n for n in zf.namelist() if n.startswith(f"{inner}/_core.") and n.endswith(".so")]
-        if len(names) != 1:
-            return None
-        data = zf.read(names[0])
-    digest = hashlib.sha256(data).hexdigest()
-    folder = Path(loader.archive).parent
-    info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        return None  # never load code others could have written
-    target = folder / f"_core-{digest[:32]}.so"
     try:
-        existing = target.lstat()
-        fresh = not stat.S_ISREG(existing.st_mode) or hashlib.sha256(target.read_bytes()).hexdigest() != digest
-    except FileNotFoundError:
-        fresh = True
-    if fresh:
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, target)
-    name = f"{__name__}._core"
-    spec = importlib.util.spec_from_file_location(name, target)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+        with zipfile.ZipFile(loader.archive) as zf:
+            names = [n for n in zf.namelist() if n.startswith(f"{inner}/_core.") and n.endswith(".so")]
+            if not names:
+                return None
+            if len(names) > 1:
+                raise _NotLoaded(f"the engine zip holds {len(names)} cores")
+            data = zf.read(names[0])
+        digest = hashlib.sha256(data).hexdigest()
+        folder = Path(loader.archive).parent
+        info = folder.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+            raise _NotLoaded(f"its folder {folder} is not this user's alone (code others can write is never loaded)")
+        target = folder / f"_core-{digest[:32]}.so"
+        try:
+            existing = target.lstat()
+            fresh = not stat.S_ISREG(existing.st_mode) or hashlib.sha256(target.read_bytes()).hexdigest() != digest
+        except FileNotFoundError:
+            fresh = True
+        if fresh:
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, target)
+        name = f"{__name__}._core"
+        spec = importlib.util.spec_from_file_location(name, target)
+        if spec is None or spec.loader is None:
+            raise _NotLoaded(f"{target} is not an extension module")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except (OSError, ImportError, zipfile.BadZipFile) as exc:
+        raise _NotLoaded(f"{type(exc).__name__}: {exc}") from None
     sys.modules[name] = module
     return module
 
@@ -145,16 +157,19 @@ def _load() -> tuple[ModuleType | None, str]:
     try:
         from . import _core  # type: ignore[attr-defined]
     except ImportError as exc:
-        shipped = _from_engine_zip()
+        try:
+            shipped = _from_engine_zip()
+        except _NotLoaded as why:
+            return None, f"the compiled core shipped in the engine zip was not loaded ({why})"
         if shipped is None:
             return None, (f"compiled core is not built ({exc}); install a Rust toolchain (rustup) and rerun the "
                           "install")
         _core = shipped
     if getattr(_core, "ABI", None) != ABI:
         return None, f"compiled core has interface {getattr(_core, 'ABI', None)}, this code expects {ABI}: rebuild it"
-    expected = _source_hash(_SOURCES) if _SOURCES.is_dir() else None
+    expected = _source_hash(_CRATE) if _CRATE.is_dir() else None
     if expected is not None and expected != _core.SOURCE_HASH:
-        return None, "compiled core is stale (native/src changed since it was built): rerun the install"
+        return None, "compiled core is stale (native/ changed since it was built): rerun the install"
     return _core, ""
 
 
@@ -188,6 +203,12 @@ def use(kind: str | None = None) -> CoreStatus:
         _active = _MODULE
         _status = CoreStatus("compiled", requested)
     return _status
+
+
+def usable_core_file() -> Path | None:
+    """The file of the compiled core this process can use (loaded, of this interface, not
+    stale), whichever core is chosen; None when there is none. What Spark ships to its workers."""
+    return Path(_MODULE.__file__) if _MODULE is not None and _MODULE.__file__ else None
 
 
 def status() -> CoreStatus:

@@ -60,23 +60,27 @@ def test_compiled_is_refused_when_the_core_is_not_built(restore_choice, monkeypa
     assert native.compiled() is None
 
 
-def test_the_source_hash_sees_a_changed_source_file(tmp_path: Path):
-    src = REPO / "native" / "src"
-    copy = tmp_path / "src"
-    shutil.copytree(src, copy)
-    assert native._source_hash(copy) == native._source_hash(src) is not None
-    first = sorted(copy.glob("*.rs"))[0]
+def test_the_source_hash_sees_a_changed_source_or_build_file(tmp_path: Path):
+    crate = REPO / "native"
+    copy = tmp_path / "native"
+    shutil.copytree(crate, copy, ignore=shutil.ignore_patterns("target", "fuzz"))
+    assert native._source_hash(copy) == native._source_hash(crate) is not None
+    first = sorted((copy / "src").glob("*.rs"))[0]
     first.write_bytes(first.read_bytes() + b"\n")
-    assert native._source_hash(copy) != native._source_hash(src)
-    (copy / "new.rs").write_text("")  # a new file counts too, by name
-    first.write_bytes((src / first.name).read_bytes())
-    assert native._source_hash(copy) != native._source_hash(src)
+    assert native._source_hash(copy) != native._source_hash(crate)
+    (copy / "src" / "new.rs").write_text("")  # a new file counts too, by name
+    first.write_bytes((crate / "src" / first.name).read_bytes())
+    assert native._source_hash(copy) != native._source_hash(crate)
+    (copy / "src" / "new.rs").unlink()
+    assert native._source_hash(copy) == native._source_hash(crate)
+    (copy / "Cargo.toml").write_text((crate / "Cargo.toml").read_text() + "\n")  # a build setting
+    assert native._source_hash(copy) != native._source_hash(crate)
     assert native._source_hash(tmp_path / "missing") is None
 
 
 @pytest.mark.skipif(not BUILT, reason=NOT_BUILT)
 def test_the_built_core_matches_these_sources():
-    assert native._MODULE.SOURCE_HASH == native._source_hash(REPO / "native" / "src")
+    assert native._MODULE.SOURCE_HASH == native._source_hash(REPO / "native")
     assert native._MODULE.ABI == native.ABI
 
 
@@ -113,4 +117,28 @@ def test_the_engine_zip_spark_ships_carries_the_core_and_workers_load_it_from_be
     hot_path = "import sys; sys.path.insert(0, sys.argv[1]); from storage_engine import native; native.compiled()"
     refused = subprocess.run([sys.executable, "-c", hot_path, str(archive)], capture_output=True, text=True,
                              env=env, cwd=tmp_path)
-    assert refused.returncode == 1 and "LOGPLAT_CORE=compiled, but the compiled core is not built" in refused.stderr
+    assert refused.returncode == 1
+    assert "the compiled core shipped in the engine zip was not loaded" in refused.stderr
+    assert "is not this user's alone" in refused.stderr
+
+
+@pytest.mark.skipif(not BUILT, reason=NOT_BUILT)
+def test_a_core_in_the_engine_zip_that_cannot_load_leaves_the_reference_running_and_says_why(tmp_path: Path):
+    """A worker of another architecture (here: some other extension in the core's place) cannot
+    load the shipped core: the engine still imports and runs the reference, naming why."""
+    import zipfile
+
+    folder = tmp_path / "session-files"
+    folder.mkdir(mode=0o700)
+    archive = folder / "logplat_engine.zip"
+    foreign = Path(zipfile.__file__).parent / "lib-dynload"
+    other = next(foreign.glob("_json*.so"))
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name in ("storage_engine", "spark_jobs"):
+            for path in sorted((REPO / name).rglob("*.py")):
+                zf.write(path, path.relative_to(REPO).as_posix())
+        zf.write(other, "storage_engine/native/_core.so")
+    probe = "import sys; sys.path.insert(0, sys.argv[1]); from storage_engine import native; print(native.status())"
+    out = subprocess.run([sys.executable, "-c", probe, str(archive)], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "LOGPLAT_CORE": "auto"}, check=True).stdout
+    assert "name='reference'" in out and "shipped in the engine zip was not loaded (ImportError" in out
