@@ -18,8 +18,8 @@
 //!   size (when given, non-zero) matched exactly, concatenated frames each starting with the
 //!   magic (the reference's rule for bytes after a frame). A block must end the way LZ4's block
 //!   format requires and liblz4 checks (a last sequence of literals that ends the block's bytes
-//!   exactly; no match ending in the last 12 bytes of the block's capacity; offsets 1..output
-//!   so far), with margins where liblz4's bounds are subtle. Linked blocks, skippable frames,
+//!   exactly; no match ending in the last 5 bytes of the block's capacity; offsets 1..output
+//!   so far), with margins where liblz4's bounds are subtle (its length-byte input limits). Linked blocks, skippable frames,
 //!   legacy frames and Kafka 0.8's wrong header checksum are refused (the reference reads them).
 //!
 //! Neither decoder sizes anything from a size the stream declares: the output grows as bytes are
@@ -195,8 +195,8 @@ fn lz4_frame(input: &[u8], at: usize, out: &mut Vec<u8>) -> Out<usize> {
 ///   the capacity, must be the last: its literals end the block's bytes exactly (liblz4's
 ///   end-of-block condition);
 /// * otherwise a 2-byte offset follows, 1..output so far (offset 0, invalid by the format, is
-///   refused), and the match may not end within the last 12 bytes of the capacity (liblz4
-///   rejects the last 5; the margin is ours);
+///   refused), and the match may not end within the last 5 bytes of the capacity (LZ4's
+///   LASTLITERALS, liblz4's check);
 /// * length extension bytes are read only where liblz4 reads them without its input-limit
 ///   error (literals before the last 15 bytes, matches before the last 5).
 fn lz4_block(src: &[u8], out: &mut Vec<u8>, capacity: usize) -> Out<()> {
@@ -241,7 +241,7 @@ fn lz4_block(src: &[u8], out: &mut Vec<u8>, capacity: usize) -> Out<()> {
             }
         }
         ml += 4;
-        if out.len() + ml + 12 > oend { return Err(Refused); }
+        if out.len() + ml + 5 > oend { return Err(Refused); } // the last 5 bytes are literals
         copy_match(out, offset, ml);
     }
 }

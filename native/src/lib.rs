@@ -42,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptBatch", m.py().get_type::<CorruptBatch>())?;
     m.add("PanicException", m.py().get_type::<pyo3::panic::PanicException>())?;
     m.add_function(wrap_pyfunction!(records::decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(records::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(encode::encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(encode::encode_records, m)?)?;
     m.add_function(wrap_pyfunction!(rebuild::rebuild_v2, m)?)?;

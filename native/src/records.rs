@@ -127,3 +127,17 @@ fn build<'py>(py: Python<'py>, h: &Header, b: &[u8], record_type: &Bound<'py, Py
     })?;
     Ok(list)
 }
+
+/// `decompress(codec, payload)`: what `decode_records` decompresses a batch's `payload` (its
+/// bytes after the header) to, or None where it leaves the stream to Python's codec call. The
+/// window the differential tests and the fuzzer use to hold `codec` to the reference's
+/// `compression.decompress` directly (equal bytes whenever this is not None).
+#[pyfunction]
+pub fn decompress<'py>(py: Python<'py>, codec: i16, payload: Buf) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let input = view(&payload)?;
+    let mut out = Vec::new();
+    Ok(match py.allow_threads(|| codec::decompress(codec, input, &mut out)) {
+        Ok(()) => Some(PyBytes::new(py, &out)),
+        Err(codec::Refused) => None,
+    })
+}
