@@ -198,8 +198,8 @@ fn records_of<'a>(data: &'a [u8], plain: Option<&'a [u8]>, verify: bool, scratch
         Some(p) => p,
         None if h.codec() == 0 => &data[HEADER_SIZE..],
         None => {
-            codec::decompress(h.codec(), &data[HEADER_SIZE..], scratch).map_err(|_| Stop::Refused)?;
-            &scratch[..]
+            let n = codec::decompress(h.codec(), &data[HEADER_SIZE..], scratch).map_err(|_| Stop::Refused)?;
+            &scratch[..n]
         }
     };
     Ok(Some((h, b)))

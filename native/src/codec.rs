@@ -45,13 +45,18 @@ pub struct Refused;
 
 type Out<T> = Result<T, Refused>;
 
-/// Decompresses `input` (a batch's bytes after its header, codec `codec`) into `out` (cleared
-/// first, capacity kept). `Err(Refused)` for gzip and snappy, which stay in Python.
-pub fn decompress(codec: i16, input: &[u8], out: &mut Vec<u8>) -> Out<()> {
-    out.clear();
+/// Decompresses `input` (a batch's bytes after its header, codec `codec`) into `out`: the
+/// plain records are `out[..n]` for the returned `n` (bytes after them are scratch: the lz4
+/// decoder keeps `out` initialized to its high-water mark rather than zeroing it per batch).
+/// `Err(Refused)` for gzip and snappy, which stay in Python.
+pub fn decompress(codec: i16, input: &[u8], out: &mut Vec<u8>) -> Out<usize> {
     match codec {
         LZ4 => lz4_frames(input, out),
-        ZSTD => zstd_frames(input, out),
+        ZSTD => {
+            out.clear();
+            zstd_frames(input, out)?;
+            Ok(out.len())
+        }
         _ => Err(Refused),
     }
 }
@@ -126,17 +131,22 @@ fn le32(b: &[u8], at: usize) -> Out<u32> {
     b.get(at..at + 4).map(|s| u32::from_le_bytes(s.try_into().unwrap())).ok_or(Refused)
 }
 
-fn lz4_frames(input: &[u8], out: &mut Vec<u8>) -> Out<()> {
-    let mut pos = 0;
+fn lz4_frames(input: &[u8], out: &mut Vec<u8>) -> Out<usize> {
+    let (mut pos, mut op) = (0, 0);
     loop {
-        pos = lz4_frame(input, pos, out)?;
-        if pos == input.len() { return Ok(()); }
+        (pos, op) = lz4_frame(input, pos, out, op)?;
+        if pos == input.len() { return Ok(op); }
         // bytes after a frame: another frame (a wrong magic is the reference's error)
     }
 }
 
-/// One frame at `input[at..]`, appended to `out`; returns where it ends.
-fn lz4_frame(input: &[u8], at: usize, out: &mut Vec<u8>) -> Out<usize> {
+/// Room past a block's output for the decoder's fixed-size copies (which may write up to 15
+/// bytes beyond what a sequence produces; those bytes are overwritten or left past the end).
+const SLACK: usize = 64;
+
+/// One frame at `input[at..]`, written to `out` from `op`; returns where it ends in `input` and
+/// in `out`.
+fn lz4_frame(input: &[u8], at: usize, out: &mut Vec<u8>, mut op: usize) -> Out<(usize, usize)> {
     if le32(input, at)? != LZ4_MAGIC { return Err(Refused); }
     let (flg, bd) = (*input.get(at + 4).ok_or(Refused)?, *input.get(at + 5).ok_or(Refused)?);
     let independent = flg & 0x20 != 0;
@@ -158,7 +168,7 @@ fn lz4_frame(input: &[u8], at: usize, out: &mut Vec<u8>) -> Out<usize> {
     } else {
         None
     };
-    let start = out.len();
+    let start = op;
     let mut p = hc_at + 1;
     loop {
         let word = le32(input, p)?;
@@ -172,22 +182,29 @@ fn lz4_frame(input: &[u8], at: usize, out: &mut Vec<u8>) -> Out<usize> {
             if le32(input, p)? != XxHash32::oneshot(0, block) { return Err(Refused); }
             p += 4;
         }
-        if out.len() + max_block > MAX_PLAIN { return Err(Refused); }
+        if op + max_block > MAX_PLAIN { return Err(Refused); }
+        // never more room than the block can fill (LZ4 expands at most ~255x): no size read
+        // from the stream sizes the buffer
+        let room = if word & 0x8000_0000 != 0 { size } else { max_block.min(size.saturating_mul(255)) };
+        if out.len() < op + room + SLACK { out.resize(op + room + SLACK, 0); }
         if word & 0x8000_0000 != 0 {
-            out.extend_from_slice(block);
+            out[op..op + size].copy_from_slice(block);
+            op += size;
         } else {
-            lz4_block(block, out, max_block)?;
+            op = lz4_block(block, out, op, max_block)?;
         }
     }
     if content_checksum {
-        if le32(input, p)? != XxHash32::oneshot(0, &out[start..]) { return Err(Refused); }
+        if le32(input, p)? != XxHash32::oneshot(0, &out[start..op]) { return Err(Refused); }
         p += 4;
     }
-    if declared.is_some_and(|d| d != (out.len() - start) as u64) { return Err(Refused); }
-    Ok(p)
+    if declared.is_some_and(|d| d != (op - start) as u64) { return Err(Refused); }
+    Ok((p, op))
 }
 
-/// One independent LZ4 block (LZ4's block format), appended to `out`, at most `capacity` bytes.
+/// One independent LZ4 block (LZ4's block format) written to `d` from `base`, at most
+/// `capacity` bytes; returns where its output ends. `d` has room for what the block can fill
+/// plus [`SLACK`].
 ///
 /// Accepts only blocks liblz4's `LZ4_decompress_safe(src, dst, n, capacity)` (what
 /// `LZ4F_decompress` calls per block) accepts with the same output:
@@ -199,16 +216,38 @@ fn lz4_frame(input: &[u8], at: usize, out: &mut Vec<u8>) -> Out<usize> {
 ///   LASTLITERALS, liblz4's check);
 /// * length extension bytes are read only where liblz4 reads them without its input-limit
 ///   error (literals before the last 15 bytes, matches before the last 5).
-fn lz4_block(src: &[u8], out: &mut Vec<u8>, capacity: usize) -> Out<()> {
+fn lz4_block(src: &[u8], d: &mut [u8], base: usize, capacity: usize) -> Out<usize> {
     let n = src.len();
-    let base = out.len();
+    // the block's own room (`d` may be shorter than the capacity when the block is small)
     let oend = base + capacity;
-    out.reserve(capacity.min(n.saturating_mul(255)));
+    let limit = d.len() - SLACK;
     let mut ip = 0usize;
+    let mut op = base;
     loop {
         let token = *src.get(ip).ok_or(Refused)?;
         ip += 1;
         let mut lit = (token >> 4) as usize;
+        if lit < 15 && token & 15 < 15 && ip + 32 <= n && op + 64 <= oend.min(limit) {
+            // the common sequence far from both ends (literals < 15, match < 19 bytes): the
+            // checks below all pass for it (not the last sequence; no length bytes; room for
+            // the match), so only the offset is checked; fixed-size copies
+            let lits: &[u8; 16] = src[ip..ip + 16].try_into().unwrap();
+            d[op..op + 16].copy_from_slice(lits);
+            op += lit;
+            ip += lit;
+            let offset = u16::from_le_bytes([src[ip], src[ip + 1]]) as usize;
+            ip += 2;
+            if offset == 0 || offset > op - base { return Err(Refused); }
+            let ml = (token & 15) as usize + 4;
+            if offset >= 18 {
+                let from = op - offset;
+                d.copy_within(from..from + 18, op);
+            } else {
+                copy_match(d, op, offset, ml);
+            }
+            op += ml;
+            continue;
+        }
         if lit == 15 {
             loop {
                 if ip + 15 >= n { return Err(Refused); }
@@ -218,18 +257,30 @@ fn lz4_block(src: &[u8], out: &mut Vec<u8>, capacity: usize) -> Out<()> {
                 if s != 255 { break; }
             }
         }
-        let cpy = out.len() + lit;
+        let cpy = op + lit;
         if ip + lit + 8 > n || cpy + 12 > oend {
             // the last sequence: literals only, to the block's last byte
-            if ip + lit != n || cpy > oend { return Err(Refused); }
-            out.extend_from_slice(&src[ip..n]);
-            return Ok(());
+            if ip + lit != n || cpy > oend || cpy > limit { return Err(Refused); }
+            d[op..cpy].copy_from_slice(&src[ip..n]);
+            return Ok(cpy);
         }
-        out.extend_from_slice(&src[ip..ip + lit]);
+        if cpy + 12 > limit { return Err(Refused); } // cannot happen: `d` holds 255x the input
+        if ip + lit + 16 <= n {
+            // 16-byte steps (fixed-size copies, no memcpy call): may copy up to 15 bytes past
+            // the literals, from the block's own bytes into the room past `cpy`
+            let mut i = 0;
+            while i < lit {
+                d[op + i..op + i + 16].copy_from_slice(&src[ip + i..ip + i + 16]);
+                i += 16;
+            }
+        } else {
+            d[op..cpy].copy_from_slice(&src[ip..ip + lit]);
+        }
+        op = cpy;
         ip += lit;
         let offset = u16::from_le_bytes([src[ip], src[ip + 1]]) as usize;
         ip += 2;
-        if offset == 0 || offset > out.len() - base { return Err(Refused); }
+        if offset == 0 || offset > op - base { return Err(Refused); }
         let mut ml = (token & 15) as usize;
         if ml == 15 {
             loop {
@@ -241,25 +292,34 @@ fn lz4_block(src: &[u8], out: &mut Vec<u8>, capacity: usize) -> Out<()> {
             }
         }
         ml += 4;
-        if out.len() + ml + 5 > oend { return Err(Refused); } // the last 5 bytes are literals
-        copy_match(out, offset, ml);
+        if op + ml + 5 > oend || op + ml > limit { return Err(Refused); } // the last 5 bytes are literals
+        copy_match(d, op, offset, ml);
+        op += ml;
     }
 }
 
-/// Appends `len` bytes copied from `offset` bytes back (the copy may overlap what it writes).
+/// Writes `len` bytes at `op` copied from `offset` bytes back, as LZ4 defines it (a copy that
+/// overlaps what it writes repeats the last `offset` bytes). May write up to 15 bytes past
+/// `op + len` (within [`SLACK`]).
 #[inline(always)]
-fn copy_match(out: &mut Vec<u8>, offset: usize, len: usize) {
-    let from = out.len() - offset;
-    if offset >= len {
-        out.extend_from_within(from..from + len);
-    } else {
-        // overlapping: a repeated pattern of `offset` bytes, doubled until it is long enough
-        let mut left = len;
-        while left > 0 {
-            let chunk = left.min(out.len() - from);
-            out.extend_from_within(from..from + chunk);
-            left -= chunk;
+fn copy_match(d: &mut [u8], op: usize, offset: usize, len: usize) {
+    let from = op - offset;
+    if offset >= 16 {
+        // 16-byte steps: each reads bytes already written (offset >= 16)
+        let mut i = 0;
+        while i < len {
+            d.copy_within(from + i..from + i + 16, op + i);
+            i += 16;
         }
+    } else if offset >= 8 {
+        // 8-byte steps: each reads bytes already written (offset >= 8)
+        let mut i = 0;
+        while i < len {
+            d.copy_within(from + i..from + i + 8, op + i);
+            i += 8;
+        }
+    } else {
+        for i in 0..len { d[op + i] = d[from + i]; }
     }
 }
 
@@ -269,12 +329,14 @@ mod tests {
 
     #[test]
     fn overlapping_match_repeats_the_pattern() {
-        let mut out = b"ab".to_vec();
-        copy_match(&mut out, 2, 7);
-        assert_eq!(out, b"ababababa");
-        let mut out = b"xyz".to_vec();
-        copy_match(&mut out, 1, 4);
-        assert_eq!(out, b"xyzzzzz");
+        let mut d = [0u8; 80];
+        d[..2].copy_from_slice(b"ab");
+        copy_match(&mut d, 2, 2, 7);
+        assert_eq!(&d[..9], b"ababababa");
+        let mut d = [0u8; 80];
+        d[..10].copy_from_slice(b"0123456789");
+        copy_match(&mut d, 10, 9, 20);
+        assert_eq!(&d[..30], b"012345678912345678912345678912");
     }
 
     #[test]

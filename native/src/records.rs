@@ -89,7 +89,7 @@ pub fn decode_records<'py>(py: Python<'py>, batch: Buf, plain: Option<Buf>, reco
             let input = &data[HEADER_SIZE..];
             let done = py.allow_threads(|| codec::decompress(h.codec(), input, &mut scratch));
             let out = match done {
-                Ok(()) => build(py, &h, &scratch, record_type).map(Some),
+                Ok(n) => build(py, &h, &scratch[..n], record_type).map(Some),
                 Err(codec::Refused) => Ok(None),
             };
             codec::give_back(scratch);
@@ -135,9 +135,11 @@ fn build<'py>(py: Python<'py>, h: &Header, b: &[u8], record_type: &Bound<'py, Py
 #[pyfunction]
 pub fn decompress<'py>(py: Python<'py>, codec: i16, payload: Buf) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let input = view(&payload)?;
-    let mut out = Vec::new();
-    Ok(match py.allow_threads(|| codec::decompress(codec, input, &mut out)) {
-        Ok(()) => Some(PyBytes::new(py, &out)),
+    let mut out = codec::take_scratch();
+    let done = match py.allow_threads(|| codec::decompress(codec, input, &mut out)) {
+        Ok(n) => Some(PyBytes::new(py, &out[..n])),
         Err(codec::Refused) => None,
-    })
+    };
+    codec::give_back(out);
+    Ok(done)
 }
