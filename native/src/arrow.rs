@@ -130,12 +130,10 @@ impl Cols {
     }
 
     /// One batch's records (after `batch::walk` accepted them all), `take` those to emit.
-    fn batch(&mut self, data: &[u8], plain: Option<&[u8]>, verify: bool, lo: i64, hi: Option<i64>,
-             recs: &mut Vec<Rec>, scratch: &mut Vec<u8>) -> Result<(), Stop> {
-        let Some((h, b)) = records_of(data, plain, verify, scratch)? else { return Ok(()) };
+    fn batch(&mut self, h: &Header, b: &[u8], lo: i64, hi: Option<i64>, recs: &mut Vec<Rec>) -> Result<(), Stop> {
         recs.clear();
-        recs.reserve(batch::capacity(&h, b));
-        batch::walk(&h, b, false, |_, r| {
+        recs.reserve(batch::capacity(h, b));
+        batch::walk(h, b, false, |_, r| {
             recs.push(*r);
             Ok(())
         })?;
@@ -239,9 +237,11 @@ pub fn decode_arrow<'py>(py: Python<'py>, batches: Vec<(Buf, Option<Buf>)>, veri
         let mut refused: Vec<usize> = Vec::new();
         for (i, (data, plain)) in views.iter().enumerate() {
             if refused.is_empty() {
-                match cols.batch(data, *plain, verify, min_offset, max_offset, &mut recs, &mut scratch) {
+                match records_of(data, *plain, verify, &mut scratch) {
                     Err(Stop::Refused) => refused.push(i),
-                    other => other?,
+                    Err(e) => return Err(e),
+                    Ok(None) => {}
+                    Ok(Some((h, b))) => cols.batch(&h, b, min_offset, max_offset, &mut recs)?,
                 }
             } else if let Err(Stop::Refused) = records_of(data, *plain, verify, &mut scratch) {
                 // after a refusal only the other refusals are collected: the next call has them all
