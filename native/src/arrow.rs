@@ -9,7 +9,8 @@
 //! `pa.Array.from_buffers` assembles the columns. The walk itself runs without the GIL.
 //!
 //! The batch-level selection (control batches, batches outside the offset window by header,
-//! legacy magics, decompression) stays in Python; this module repeats only the per-record
+//! legacy magics) stays in Python, and so does the decompression of gzip and snappy; lz4 and
+//! zstd records are decompressed here (`codec`), one batch at a time into one reused buffer; this module repeats only the per-record
 //! rule of the reference: a batch with its first or last record outside
 //! `[min_offset, max_offset)` is filtered record by record, otherwise it is taken whole.
 use std::os::raw::c_int;
@@ -18,7 +19,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::batch::{self, Corrupt, Rec, HEADER_SIZE};
+use crate::batch::{self, Corrupt, Header, Rec, HEADER_SIZE};
+use crate::codec;
 use crate::buffers::{view, Buf};
 
 /// An immutable byte buffer Rust built, exported read-only through the buffer protocol.
@@ -48,6 +50,8 @@ impl Column {
 enum Stop {
     Corrupt(Corrupt),
     TooLarge,
+    /// records that need Python's codec call (gzip, snappy, or a stream `codec` refuses)
+    Refused,
 }
 
 impl From<Corrupt> for Stop {
@@ -126,16 +130,10 @@ impl Cols {
     }
 
     /// One batch's records (after `batch::walk` accepted them all), `take` those to emit.
-    fn batch(&mut self, data: &[u8], plain: Option<&[u8]>, verify: bool, lo: i64, hi: Option<i64>,
-             recs: &mut Vec<Rec>) -> Result<(), Stop> {
-        let h = if verify { batch::check_batch(data)? } else { batch::header(data)? };
-        if h.records_count == 0 {
-            return Ok(()); // Kafka: an empty batch's payload is not read
-        }
-        let b = plain.unwrap_or(&data[HEADER_SIZE..]);
+    fn batch(&mut self, h: &Header, b: &[u8], lo: i64, hi: Option<i64>, recs: &mut Vec<Rec>) -> Result<(), Stop> {
         recs.clear();
-        recs.reserve(batch::capacity(&h, b));
-        batch::walk(&h, b, false, |_, r| {
+        recs.reserve(batch::capacity(h, b));
+        batch::walk(h, b, false, |_, r| {
             recs.push(*r);
             Ok(())
         })?;
@@ -185,6 +183,26 @@ impl Cols {
     }
 }
 
+/// A batch's header (size and CRC checked first when `verify`) and its plain records: `plain`,
+/// the bytes after the header, or decompressed into `scratch` (lz4, zstd). None for an empty
+/// batch (Kafka does not read its payload).
+fn records_of<'a>(data: &'a [u8], plain: Option<&'a [u8]>, verify: bool, scratch: &'a mut Vec<u8>)
+                  -> Result<Option<(Header, &'a [u8])>, Stop> {
+    let h = if verify { batch::check_batch(data)? } else { batch::header(data)? };
+    if h.records_count == 0 {
+        return Ok(None);
+    }
+    let b = match plain {
+        Some(p) => p,
+        None if h.codec() == 0 => &data[HEADER_SIZE..],
+        None => {
+            let n = codec::decompress(h.codec(), &data[HEADER_SIZE..], scratch).map_err(|_| Stop::Refused)?;
+            &scratch[..n]
+        }
+    };
+    Ok(Some((h, b)))
+}
+
 fn column(py: Python<'_>, data: Vec<u8>) -> PyResult<PyObject> { Ok(Py::new(py, Column { data })?.into_any()) }
 
 /// `(validity or None, null count, offsets, data)` of a binary column.
@@ -195,31 +213,50 @@ fn binary<'py>(py: Python<'py>, c: Binary) -> PyResult<Bound<'py, PyTuple>> {
 }
 
 /// `decode_arrow(batches, verify, min_offset, max_offset)`: the records of `batches` (a list of
-/// `(whole v2 batch, its decompressed records or None)`) as Arrow buffers: `(rows, offset,
-/// timestamp, timestampType, key, value, header list offsets, header count, header key, header
-/// value)`, each binary column as `(validity or None, nulls, offsets, data)`. None when a column
-/// would pass Arrow's 2 GB offsets (the caller runs the reference). `verify` checks each batch's
-/// size and CRC (`batch::check_batch`). Raises `CorruptBatch` for bytes it does not accept.
+/// `(whole v2 batch, its decompressed records or None)`; None: uncompressed, or lz4/zstd records
+/// this call decompresses itself) as Arrow buffers: `(rows, offset, timestamp, timestampType,
+/// key, value, header list offsets, header count, header key, header value)`, each binary column
+/// as `(validity or None, nulls, offsets, data)`. None when a column would pass Arrow's 2 GB
+/// offsets (the caller runs the reference). A list of indices when batches given without their
+/// records need Python's codec call (gzip, snappy, or streams `codec` refuses): the caller
+/// decompresses those and calls again. `verify` checks each batch's size and CRC
+/// (`batch::check_batch`) before its records are read. Raises `CorruptBatch` for bytes it does
+/// not accept.
 #[pyfunction]
 #[pyo3(signature = (batches, verify, min_offset, max_offset))]
 pub fn decode_arrow<'py>(py: Python<'py>, batches: Vec<(Buf, Option<Buf>)>, verify: bool, min_offset: i64,
-                         max_offset: Option<i64>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                         max_offset: Option<i64>) -> PyResult<PyObject> {
     let mut views: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(batches.len());
     for (b, p) in batches.iter() {
         views.push((view(b)?, match p { Some(p) => Some(view(p)?), None => None }));
     }
+    let mut scratch = codec::take_scratch();
     let built = py.allow_threads(|| {
         let mut cols = Cols::new();
         let mut recs = Vec::new();
-        for (data, plain) in views.iter() {
-            cols.batch(data, *plain, verify, min_offset, max_offset, &mut recs)?;
+        let mut refused: Vec<usize> = Vec::new();
+        for (i, (data, plain)) in views.iter().enumerate() {
+            if refused.is_empty() {
+                match records_of(data, *plain, verify, &mut scratch) {
+                    Err(Stop::Refused) => refused.push(i),
+                    Err(e) => return Err(e),
+                    Ok(None) => {}
+                    Ok(Some((h, b))) => cols.batch(&h, b, min_offset, max_offset, &mut recs)?,
+                }
+            } else if let Err(Stop::Refused) = records_of(data, *plain, verify, &mut scratch) {
+                // after a refusal only the other refusals are collected: the next call has them all
+                refused.push(i);
+            }
         }
-        Ok::<Cols, Stop>(cols)
+        Ok::<_, Stop>((cols, refused))
     });
+    codec::give_back(scratch);
     let c = match built {
-        Ok(c) => c,
-        Err(Stop::TooLarge) => return Ok(None),
+        Ok((_, refused)) if !refused.is_empty() => return Ok(refused.into_pyobject(py)?.into_any().unbind()),
+        Ok((c, _)) => c,
+        Err(Stop::TooLarge) => return Ok(py.None()),
         Err(Stop::Corrupt(e)) => return Err(e.into()),
+        Err(Stop::Refused) => unreachable!("a refusal is collected, not returned"),
     };
     let items: Vec<PyObject> = vec![
         c.rows.into_pyobject(py)?.into_any().unbind(),
@@ -233,5 +270,5 @@ pub fn decode_arrow<'py>(py: Python<'py>, batches: Vec<(Buf, Option<Buf>)>, veri
         binary(py, c.header_key)?.into_any().unbind(),
         binary(py, c.header_value)?.into_any().unbind(),
     ];
-    Ok(Some(PyTuple::new(py, items)?))
+    Ok(PyTuple::new(py, items)?.into_any().unbind())
 }

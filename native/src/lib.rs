@@ -4,6 +4,7 @@
 //!
 //! * `batch`: the v2 batch and record parser every entry point shares (no PyO3, fuzzable);
 //! * `buffers`: Python buffers as slices;
+//! * `codec`: lz4 and zstd decompression of a batch's records (what it refuses stays in Python);
 //! * `records`: batches to `Record` objects;
 //! * `encode`: `Record` objects to batch bytes, and the batch sealing (header, CRC-32C);
 //! * `rebuild`: the cleaner's rebuilt batch from its survivors' bytes;
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 
 pub mod batch;
 pub mod buffers;
+pub mod codec;
 pub mod records;
 pub mod encode;
 pub mod rebuild;
@@ -40,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptBatch", m.py().get_type::<CorruptBatch>())?;
     m.add("PanicException", m.py().get_type::<pyo3::panic::PanicException>())?;
     m.add_function(wrap_pyfunction!(records::decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(records::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(encode::encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(encode::encode_records, m)?)?;
     m.add_function(wrap_pyfunction!(rebuild::rebuild_v2, m)?)?;

@@ -12,8 +12,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 
-use crate::batch::{self, Header, Rec};
-use crate::buffers::{plain_records, view, Buf};
+use crate::batch::{self, Header, Rec, HEADER_SIZE};
+use crate::buffers::{view, Buf};
+use crate::codec;
 
 #[repr(C)]
 struct MemberDescr {
@@ -65,25 +66,47 @@ fn headers_tuple<'py>(py: Python<'py>, b: &[u8], r: &Rec, empty: &Bound<'py, PyT
 
 /// `decode_records(batch, plain, record_type)`: every record of one v2 batch as `record_type`
 /// objects (`storage_engine.record.Record`). `batch` is the whole batch (bytes, memoryview or an
-/// mmap slice, not copied); `plain` its decompressed records, None when uncompressed. The CRC
-/// is not checked here (the caller's `verify` does, as the reference's `decode_v2` leaves it to
-/// `verify_v2`).
+/// mmap slice, not copied); `plain` its decompressed records, or None: then an uncompressed
+/// batch's records are read in place and lz4/zstd ones are decompressed here (`codec`, without
+/// the GIL, into the thread's reused buffer). None when the records need Python's codec call
+/// (gzip, snappy, or a stream `codec` refuses): the caller decompresses and calls again with
+/// `plain`. The CRC is not checked here (the caller's `verify` does, as the reference's
+/// `decode_v2` leaves it to `verify_v2`).
 #[pyfunction]
 #[pyo3(signature = (batch, plain, record_type))]
 pub fn decode_records<'py>(py: Python<'py>, batch: Buf, plain: Option<Buf>, record_type: &Bound<'py, PyType>)
-                           -> PyResult<Bound<'py, PyList>> {
+                           -> PyResult<Option<Bound<'py, PyList>>> {
     let data = view(&batch)?;
     let h: Header = batch::header(data)?;
     if h.records_count == 0 {
-        return Ok(PyList::empty(py));
+        return Ok(Some(PyList::empty(py)));
     }
-    let b = plain_records(data, &plain)?;
+    match &plain {
+        Some(p) => build(py, &h, view(p)?, record_type).map(Some),
+        None if h.codec() == 0 => build(py, &h, &data[HEADER_SIZE..], record_type).map(Some),
+        None if codec::native(h.codec()) => {
+            let mut scratch = codec::take_scratch();
+            let input = &data[HEADER_SIZE..];
+            let done = py.allow_threads(|| codec::decompress(h.codec(), input, &mut scratch));
+            let out = match done {
+                Ok(n) => build(py, &h, &scratch[..n], record_type).map(Some),
+                Err(codec::Refused) => Ok(None),
+            };
+            codec::give_back(scratch);
+            out
+        }
+        None => Ok(None),
+    }
+}
+
+/// The records of plain record bytes `b` of the batch with header `h`.
+fn build<'py>(py: Python<'py>, h: &Header, b: &[u8], record_type: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyList>> {
     let so = slot_offsets(record_type)?;
     let tp = record_type.as_type_ptr();
     let empty = PyTuple::empty(py);
     let list = PyList::empty(py);
     let lat = h.log_append_time();
-    batch::walk(&h, b, false, |_, r| {
+    batch::walk(h, b, false, |_, r| {
         let headers = headers_tuple(py, b, r, &empty).map_err(|e| batch::Corrupt(e.to_string()))?;
         unsafe {
             let o = ffi::PyType_GenericAlloc(tp, 0);
@@ -103,4 +126,20 @@ pub fn decode_records<'py>(py: Python<'py>, batch: Buf, plain: Option<Buf>, reco
         Ok(())
     })?;
     Ok(list)
+}
+
+/// `decompress(codec, payload)`: what `decode_records` decompresses a batch's `payload` (its
+/// bytes after the header) to, or None where it leaves the stream to Python's codec call. The
+/// window the differential tests and the fuzzer use to hold `codec` to the reference's
+/// `compression.decompress` directly (equal bytes whenever this is not None).
+#[pyfunction]
+pub fn decompress<'py>(py: Python<'py>, codec: i16, payload: Buf) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let input = view(&payload)?;
+    let mut out = codec::take_scratch();
+    let done = match py.allow_threads(|| codec::decompress(codec, input, &mut out)) {
+        Ok(n) => Some(PyBytes::new(py, &out[..n])),
+        Err(codec::Refused) => None,
+    };
+    codec::give_back(out);
+    Ok(done)
 }

@@ -11,11 +11,12 @@ built-in Kafka source minus ``topic``/``partition`` (the caller knows those) and
 ``timestamp`` as epoch milliseconds (the caller converts to Spark's timestamp type).
 
 The compiled core (:mod:`storage_engine.native`), when it is in use, skips the tuples: Python
-picks the batches by header (one rule, :func:`_selected`, for both paths) and decompresses each
-one once with the codec libraries the reference uses; ``_core.decode_arrow`` then walks all of
-them without the GIL into Arrow's own buffers (int64 offsets and timestamps, binary columns as
-offsets + data + validity, the headers list built natively), which ``pa.Array.from_buffers``
-wraps without a copy: no Python object per record. Bytes it rejects are re-read by the
+picks the batches by header (one rule, :func:`_selected`, for both paths) and decompresses the
+gzip and snappy ones with the codec libraries the reference uses; ``_core.decode_arrow``
+decompresses lz4 and zstd itself (handing back any stream it does not accept, which Python then
+decompresses as the reference does) and walks all of them without the GIL into Arrow's own
+buffers (int64 offsets and timestamps, binary columns as offsets + data + validity, the headers
+list built natively), which ``pa.Array.from_buffers`` wraps without a copy: no Python object per record. Bytes it rejects are re-read by the
 reference, whose error is raised. Legacy (magic 0/1) batches are rare (old segments of
 upgraded clusters): a call that meets one runs the reference for all its batches.
 """
@@ -29,6 +30,7 @@ import pyarrow as pa
 
 from .. import native
 from ..errors import LogError
+from .compression import CompressionType
 from .records import RawBatch
 from .scan import decode_batch_tuples
 from .v2 import _records_buffer
@@ -82,9 +84,13 @@ def batches_to_arrow(
         return _reference(selected, verify, path, min_offset, max_offset)
 
     try:
-        built = core.decode_arrow(
-            [(raw.data, _plain(raw, path)) for raw in selected if verify or raw.header.records_count != 0],
-            verify, min_offset, max_offset)
+        read = [raw for raw in selected if verify or raw.header.records_count != 0]
+        batches = [(raw.data, _plain(raw, path)) for raw in read]
+        built = core.decode_arrow(batches, verify, min_offset, max_offset)
+        if isinstance(built, list):  # records the core left to the reference's codec call
+            for i in built:
+                batches[i] = (read[i].data, _records_buffer(read[i], path))
+            built = core.decode_arrow(batches, verify, min_offset, max_offset)
     except _REJECTIONS:
         raise native.reference_error(reference, "a batch") from None
     if built is None:  # a column past Arrow's 2 GB offsets
@@ -120,12 +126,17 @@ def _compiled_takes(selected: list[RawBatch], min_offset: int, max_offset: int |
 
 
 def _plain(raw: RawBatch, path: str | None) -> bytes | None:
-    """A batch's decompressed records (None: uncompressed, or a count the core reads no
-    records for), decompressed once here by the reference's codec libraries."""
+    """A batch's records decompressed here by the reference's codec libraries (gzip, snappy),
+    or None: uncompressed, lz4 or zstd (the core decompresses those, and returns the indices of
+    any stream it refuses), or a count the core reads no records for."""
     h = raw.header
-    if h.attributes & 0x07 == 0 or h.records_count <= 0:
+    if h.attributes & 0x07 in _CORE_CODECS or h.records_count <= 0:
         return None
     return _records_buffer(raw, path)
+
+
+#: Codec ids whose records ``_core.decode_arrow`` reads itself: none, lz4, zstd.
+_CORE_CODECS = frozenset((CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD))
 
 
 def _binary(kind: pa.DataType, length: int, parts: tuple) -> pa.Array:

@@ -21,7 +21,9 @@ calls (about 4x cheaper) while handing out ordinary, immutable ``Record`` object
 This Python code is the *reference*: with the compiled core in use (:mod:`storage_engine.native`),
 :func:`decode_v2`, :func:`walk_records` and :func:`timestamp_deltas` run their Rust twins
 (``native/src/records.rs``, ``native/src/walk.rs``), which accept exactly what these loops accept;
-bytes a twin rejects are read again here, so errors are defined once, in this module.
+bytes a twin rejects are read again here, so errors are defined once, in this module. The core
+decompresses lz4 and zstd records itself (``native/src/codec.rs``) and hands any stream it does
+not accept, and gzip and snappy, to :func:`.compression.decompress`, the codec rules' definition.
 
 Strictness: every record must consume exactly its declared length (which also catches key,
 value and header lengths running past it), the record count must match ``recordsCount``
@@ -356,8 +358,12 @@ def decode_v2(raw: RawBatch, path: str | None = None) -> list[Record]:
     if h.records_count <= 0 or h.last_offset_delta < 0:
         return _decode(raw, path, True)  # empty, or a header the reference names the fault of
     try:
-        plain = None if h.attributes & 0x07 == 0 else _records_buffer(raw, path)
-        return core.decode_records(raw.data, plain, Record)
+        # uncompressed, lz4 and zstd records are read (and decompressed) by the core; gzip,
+        # snappy and streams its decoders refuse come back as None for the reference's codec call
+        records = core.decode_records(raw.data, None, Record)
+        if records is None:
+            records = core.decode_records(raw.data, _records_buffer(raw, path), Record)
+        return records
     except native.REJECTIONS:
         raise native.reference_error(lambda: _decode(raw, path, True), "a batch") from None
 

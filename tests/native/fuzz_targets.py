@@ -19,6 +19,10 @@ search (the compiled core is not instrumented: its branches are reached through 
 * ``arrow``: segment bytes -> ``columnar.batches_to_arrow(verify=True)``;
 * ``walk``: plain v2 record bytes (first byte: the record count) -> ``v2.walk_records`` and
   ``v2.timestamp_deltas``;
+* ``compressed``: a fuzzed lz4 or zstd stream (first byte: the codec and the record count) as
+  the records of a valid v2 batch (length and CRC fixed, so the decompressors are reached: the
+  core's own lz4/zstd and, for what it refuses, the reference's codec libraries) ->
+  ``decode_batch(verify=True)`` and ``batches_to_arrow``;
 * ``compaction``: fuzzed record bytes spliced into a valid v2 batch (count, length and CRC
   fixed, so the record parser is reached) in a two-segment compacted log, cleaned by
   ``LogCleaner`` -> the partition's files after, or the error.
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import atheris
+import lz4.frame
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
 
@@ -131,8 +136,35 @@ def _compaction(data: bytes) -> Any:
     return report, {p.name: p.read_bytes() for p in sorted(part.iterdir()) if p.suffix == ".log"}
 
 
+def _compressed_template(codec: CompressionType) -> bytes:
+    return encode_batch(_records(0, range(3), b"value" * 30), base_offset=0, compression=codec)
+
+
+_COMPRESSED = {codec: _compressed_template(codec) for codec in (CompressionType.LZ4, CompressionType.ZSTD)}
+
+
+def _compressed(data: bytes) -> Any:
+    head, payload = (data[0], data[1:]) if data else (0, b"")
+    batch = fix_batch(_COMPRESSED[CompressionType.ZSTD if head & 0x80 else CompressionType.LZ4], payload, head & 0x3F)
+    return outcome(lambda: _batches(batch)), outcome(lambda: _arrow(batch))
+
+
 TARGETS: dict[str, Callable[[bytes], Any]] = {"batches": _batches, "arrow": _arrow, "walk": _walk,
-                                              "compaction": _compaction}
+                                              "compressed": _compressed, "compaction": _compaction}
+
+
+def _compressed_seeds() -> list[bytes]:
+    """lz4 and zstd streams of 3 and 40 records: ours, and lz4 frames with a content size and
+    both checksums (as kafka-python and aiokafka's cramjam write some of them)."""
+    out = []
+    for codec, flag in ((CompressionType.LZ4, 0), (CompressionType.ZSTD, 0x80)):
+        for n in (3, 40):
+            batch = encode_batch(_records(0, range(n), b"value" * 30), base_offset=0, compression=codec)
+            out.append(bytes([flag | n]) + batch[_HEADER:])
+    plain = encode_batch(_records(0, range(40), b"value" * 30), base_offset=0)[_HEADER:]
+    out.append(bytes([40]) + lz4.frame.compress(plain, block_linked=False, store_size=True, content_checksum=True,
+                                                block_checksum=True))
+    return out
 
 
 def seeds(target: str) -> list[bytes]:
@@ -140,6 +172,8 @@ def seeds(target: str) -> list[bytes]:
     batches = [encode_batch(_records(10 * i, range(1 + i % 4), b"value" * i), base_offset=10 * i, compression=codec)
                for i, codec in enumerate(CompressionType)]
     plain = encode_batch(_records(0, range(3)), base_offset=0)[_HEADER:]  # three records, uncompressed
+    if target == "compressed":
+        return _compressed_seeds()
     return {"batches": [*batches, b"".join(batches)], "arrow": [*batches, b"".join(batches)],
             "walk": [bytes([3]) + plain], "compaction": [bytes([3]) + plain, bytes([0])]}[target]
 
