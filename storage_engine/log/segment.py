@@ -190,6 +190,7 @@ class LogSegment:
         ``skip``: large batches it accepts come with their header only (``read_batches_skipping``)."""
         end = self.size if end_position is None else end_position
         path = str(self.log_path)
+        read: Iterator[tuple[RawBatch, bytes | None, int]]
         if skip is None:
             read = read_batches(self._fd, start=start_position, end=end, chunk=_READ_CHUNK, path=path)
         else:
