@@ -383,17 +383,43 @@ impl KeyMapCore {
         i
     }
 
-    /// Rebuild the slot table with `n` slots from the arena, whose entries are the keys.
+    /// Rebuild the slot table with `n` slots from the arena, whose entries are the keys. The
+    /// keys are hashed `REHASH_AHEAD` entries before they are placed, each one's home slot
+    /// prefetched meanwhile (a growing table's slots are cache misses: this was a fifth of a
+    /// map build of a million distinct keys); they are placed in arena order all the same, so
+    /// the table is the one a plain loop builds.
     fn rehash(&mut self, n: usize) {
+        const REHASH_AHEAD: usize = 16;
         self.slots = vec![0u64; n];
+        let mut ring = [(0u64, 0usize); REHASH_AHEAD];
+        let (mut head, mut queued) = (0usize, 0usize);
         let mut at = 0;
         while at < self.arena.len() {
             let (key, next) = entry_key(&self.arena, at);
             let h = hash(self.seed, key);
-            let i = self.vacant_slot(h);
-            self.slots[i] = ((h & TAG_MASK) << POS_BITS) | (at as u64 + 1);
+            self.prefetch(h);
+            if queued == REHASH_AHEAD {
+                let (oh, oat) = ring[head];
+                self.place(oh, oat);
+            } else {
+                queued += 1;
+            }
+            ring[head] = (h, at);
+            head = (head + 1) % REHASH_AHEAD;
             at = next;
         }
+        let first = (head + REHASH_AHEAD - queued) % REHASH_AHEAD;
+        for k in 0..queued {
+            let (h, at) = ring[(first + k) % REHASH_AHEAD];
+            self.place(h, at);
+        }
+    }
+
+    /// Put the arena entry at `at`, of hash `h`, in its first vacant slot.
+    #[inline(always)]
+    fn place(&mut self, h: u64, at: usize) {
+        let i = self.vacant_slot(h);
+        self.slots[i] = ((h & TAG_MASK) << POS_BITS) | (at as u64 + 1);
     }
 
     /// Every mapped offset, ascending, computed once per state of the map.

@@ -90,16 +90,27 @@ class BatchFilter:
         of it up to the map's latest offset is in the map), so batches wholly inside skip their
         records when no record of theirs wins its key: ``winners`` are the map's offsets,
         ascending (see ``OffsetMap.sorted_offsets``; None: the compiled ``keymap`` answers), and
-        ``unkeyed_by_batch`` what map building counted, so the stats stay exact. Such a batch's
-        CRC was checked when the map was built. The compiled keep/drop walk also decides the
+        ``unkeyed_by_batch`` what map building counted, so the stats stay exact. The CRC of
+        every batch of that range was checked when the map was built, so it is not checked again. The compiled keep/drop walk also decides the
         dirty range's records by their offsets alone (see ``record_decisions.filter_batch``)."""
         self._mapped_dirty = True
         self._winners = winners
         self._dirty_start = dirty_start
         self._unkeyed = unkeyed_by_batch
 
+    def _in_mapped_range(self, h: BatchHeader) -> bool:
+        """A batch wholly inside the range map building walked: its CRC was checked then."""
+        return self._mapped_dirty and h.base_offset >= self._dirty_start and h.last_offset <= self.map.latest_offset
+
+    def decided_by_header(self, h: BatchHeader) -> bool:
+        """Whether :meth:`filter` decides this batch from its header alone, never reading its
+        bytes: a v2 data batch with records, none of which wins its key (see
+        :meth:`use_winners`). The recopy leaves such batches unread
+        (``InputSegment.batches_skipping``)."""
+        return h.magic >= 2 and not h.is_control and h.records_count > 0 and self._without_winner(h)
+
     def _without_winner(self, h: BatchHeader) -> bool:
-        if not self._mapped_dirty or h.base_offset < self._dirty_start or h.last_offset > self.map.latest_offset:
+        if not self._in_mapped_range(h):
             return False
         winners = self._winners
         if winners is None:
@@ -110,7 +121,8 @@ class BatchFilter:
     def filter(self, raw: RawBatch, *, retain_legacy_deletes: bool = True, chunk: bytes | None = None,
                chunk_offset: int = 0) -> FilteredBatch | None:
         """The bytes to write for ``raw`` (None: nothing). ``chunk``/``chunk_offset``, when given,
-        say that ``raw.data`` is ``chunk[chunk_offset:...]``, so records are read in place."""
+        say that ``raw.data`` is ``chunk[chunk_offset:...]``, so records are read in place.
+        ``raw.data`` is not read when :meth:`decided_by_header` says so (it may be empty then)."""
         h = raw.header
         stats = self.stats
         stats.bytes_read += h.size_in_bytes
@@ -118,8 +130,8 @@ class BatchFilter:
         if h.magic < 2:
             verify_batch(raw, path=self.path)
             return self._filter_legacy(raw, retain_legacy_deletes)
-        skip_records = not h.is_control and self._without_winner(h)
-        if not skip_records:
+        skip_records = self.decided_by_header(h)
+        if not skip_records and not self._in_mapped_range(h):
             verify_batch(raw, path=self.path)
         control_type = control_type_of(raw, self.path) if h.is_control else None
         if h.is_control:

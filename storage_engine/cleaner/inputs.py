@@ -6,7 +6,7 @@ check nothing changed, and the log as it was when the pass began (:class:`LogSna
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from ..files.naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_file
 from ..files.nofollow import open_nofollow
 from ..log.segment import LogSegment
 from ..record import RawBatch
-from ..record.file_records import read_batch_at, read_batches, read_headers
+from ..record.file_records import read_batch_at, read_batches, read_batches_skipping, read_headers
 from ..record.records import BatchHeader
 from .plan import LONG_MAX, SegmentFacts
 
@@ -101,6 +101,11 @@ class InputSegment:
         """Complete batches from ``start`` to the size seen at the snapshot, read in chunks, each with
         the chunk it was read in and its offset there (so its records can be read in place)."""
         return read_batches(self.fd, start=start, end=self.size, chunk=self.chunk, path=str(self.path))
+
+    def batches_skipping(self, skip: Callable[[BatchHeader], bool]) -> Iterator[tuple[RawBatch, bytes | None, int]]:
+        """:meth:`batches_in_chunks` from the start, leaving large batches that ``skip`` accepts
+        unread (their data empty, their chunk None: see ``read_batches_skipping``)."""
+        return read_batches_skipping(self.fd, end=self.size, chunk=self.chunk, skip=skip, path=str(self.path))
 
     def headers(self) -> Iterator[tuple[BatchHeader, int]]:
         """Every batch header with its position, reading only the headers of large batches."""

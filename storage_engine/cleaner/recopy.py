@@ -59,7 +59,7 @@ def recopy_group(
             out_bytes = 0
             largest = -1
             max_ts, offset_of_max = -1, -1
-            for raw, chunk, chunk_offset in seg.batches_in_chunks(0):
+            for raw, chunk, chunk_offset in seg.batches_skipping(bfilter.decided_by_header):
                 throttle(raw.header.size_in_bytes)
                 kept = bfilter.filter(raw, retain_legacy_deletes=retain_legacy, chunk=chunk,
                                       chunk_offset=chunk_offset)

@@ -31,7 +31,7 @@ from .dir_state import LogDirState
 from .isolation import FetchIsolation
 from .loader import REFUSED_UNCHANGED, LogLoader
 from .partition_lock import PartitionLock
-from .producer_state import ProducerStateManager
+from .producer_state import ProducerStateManager, replay_needs_data
 from .reads import LogReader
 from .segment import LogSegment, now_ms
 from .swap import replace_segments
@@ -131,7 +131,8 @@ class Log:
         producers = self._producers
         if producers.map_end_offset < self._leo:
             start = max(producers.map_end_offset, self.log_start_offset)
-            producers.replay(self.reader.batches_from(start), self._leo, str(self.dir))
+            batches = self.reader.batches_from(start, skip=lambda h: not replay_needs_data(h))
+            producers.replay(batches, self._leo, str(self.dir))
         return producers
 
     def _snapshot_producers(self) -> None:

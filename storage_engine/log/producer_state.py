@@ -134,13 +134,14 @@ class ProducerStateManager:
 
     def replay(self, batches: Iterable[RawBatch], end_offset: int, path: str | None = None) -> None:
         """Apply the batches from ``map_end_offset`` up to ``end_offset`` (batches ending below
-        ``map_end_offset`` are skipped)."""
+        ``map_end_offset`` are skipped). Only the data of the batches :func:`replay_needs_data`
+        names is read: the others may come with their header only."""
         for raw in batches:
             h = raw.header
             if h.last_offset < self.map_end_offset or h.base_offset >= end_offset:
                 continue
             if h.magic >= 2 and h.producer_id >= 0:
-                marker = read_end_txn_marker(raw, path) if h.is_control else None
+                marker = read_end_txn_marker(raw, path) if replay_needs_data(h) else None
                 entry = apply_batch(self.producers.get(h.producer_id), h, marker)
                 if entry is not None:
                     self.producers[h.producer_id] = entry
@@ -197,6 +198,13 @@ class ProducerStateManager:
         its current epoch has only markers; epoch)."""
         return {pid: (e.last_offset if e.last_offset >= 0 else None, e.producer_epoch)
                 for pid, e in self.producers.items()}
+
+
+def replay_needs_data(h: BatchHeader) -> bool:
+    """Whether :meth:`ProducerStateManager.replay` reads a batch's records: a producer's control
+    batch (its marker); every other batch counts by its header alone, as Kafka's replay over
+    ``FileRecords`` loads only the headers of the batches it does not open."""
+    return h.magic >= 2 and h.producer_id >= 0 and h.is_control
 
 
 def transactions_open_at(directory: Path, segments: Sequence[LogSegment], i: int) -> AbortedTxnTracker:

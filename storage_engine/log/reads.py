@@ -11,11 +11,12 @@ its reads through it; the log owns the segments, the lock and the loading these 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, LogChangedError, LogGapError, OffsetOutOfRangeError
 from ..record import RawBatch, Record, decode_batch
+from ..record.records import BatchHeader
 from .isolation import FetchIsolation, committed_batches, fetch_isolation
 
 if TYPE_CHECKING:
@@ -66,8 +67,10 @@ class LogReader:
                 f"in the range {self.log.log_start_offset} to {self.log._leo}."
             )
 
-    def batches_from(self, start_offset: int) -> Iterator[RawBatch]:
-        """Batches holding offsets at or after ``start_offset``, across segments, up to the LEO."""
+    def batches_from(self, start_offset: int, skip: Callable[[BatchHeader], bool] | None = None
+                     ) -> Iterator[RawBatch]:
+        """Batches holding offsets at or after ``start_offset``, across segments, up to the LEO.
+        ``skip``: large batches it accepts come with their header only (``LogSegment.batches``)."""
         log = self.log
         i = log._segment_index(start_offset)
         first = True
@@ -81,7 +84,7 @@ class LogReader:
             else:
                 start_pos = 0
             end = log._tail_position if seg is log.active_segment else None
-            for raw in seg.batches(start_pos, end):
+            for raw in seg.batches(start_pos, end, skip):
                 # the order first: a damaged base offset past the log end is a gap, not the end
                 problem = self.offset_order_error(expected, raw.header.base_offset,
                                                   f"{seg.log_path} at position {raw.position}", first=first)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +35,8 @@ from ..files.nofollow import open_nofollow
 from ..index import IndexMark, TransactionIndex, TxnIndexMark
 from ..limits import INT_MAX, LONG_MAX
 from ..record import RawBatch
-from ..record.file_records import read_batches
+from ..record.file_records import read_batches, read_batches_skipping
+from ..record.records import BatchHeader
 from .aborted_txns import AbortedTxnTracker
 from .segment_indexes import SegmentIndexes
 from .segment_recovery import IndexRebuild, TxnIndexRebuild, read_end, valid_prefix
@@ -183,11 +184,19 @@ class LogSegment:
 
     # ------------------------------------------------------------------ reading
 
-    def batches(self, start_position: int = 0, end_position: int | None = None) -> Iterator[RawBatch]:
-        """Batches from ``start_position`` on, read in chunks; stops silently at a partial tail."""
+    def batches(self, start_position: int = 0, end_position: int | None = None,
+                skip: Callable[[BatchHeader], bool] | None = None) -> Iterator[RawBatch]:
+        """Batches from ``start_position`` on, read in chunks; stops silently at a partial tail.
+        ``skip``: large batches it accepts come with their header only (``read_batches_skipping``)."""
         end = self.size if end_position is None else end_position
-        for raw, _, _ in read_batches(self._fd, start=start_position, end=end, chunk=_READ_CHUNK,
-                                      path=str(self.log_path)):
+        path = str(self.log_path)
+        read: Iterator[tuple[RawBatch, bytes | None, int]]
+        if skip is None:
+            read = read_batches(self._fd, start=start_position, end=end, chunk=_READ_CHUNK, path=path)
+        else:
+            read = read_batches_skipping(self._fd, start=start_position, end=end, chunk=_READ_CHUNK, skip=skip,
+                                         path=path)
+        for raw, _, _ in read:
             yield raw
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> RawBatch | None:

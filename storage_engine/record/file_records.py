@@ -19,10 +19,15 @@ from ..errors import CorruptRecordError
 from .records import BatchHeader, RawBatch
 from .scan import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, header_at, scan_batches
 
-__all__ = ["read_headers", "read_batches", "read_batches_by", "read_batch_at", "HEADER_WINDOW"]
+__all__ = ["read_headers", "read_batches", "read_batches_by", "read_batches_skipping", "read_batch_at",
+           "HEADER_WINDOW", "SKIP_AT_LEAST"]
 
 #: Bytes read per step by :func:`read_headers`: many small batches' headers in one read.
 HEADER_WINDOW = 16 * 1024
+
+#: The smallest batch :func:`read_batches_skipping` leaves unread: smaller ones cost less to read
+#: with their neighbours than a read of their header alone.
+SKIP_AT_LEAST = 16 * 1024
 
 
 def read_headers(fd: int, *, end: int, start: int = 0, path: str | None = None
@@ -65,6 +70,47 @@ def read_batches_by(read: Callable[[int, int], bytes], *, end: int, start: int =
         consumed = 0
         for raw in scan_batches(buf, path=path, base_position=pos):
             offset = raw.position - pos
+            consumed = offset + raw.header.size_in_bytes
+            yield raw, buf, offset
+        if consumed:
+            pos += consumed
+            continue
+        if len(buf) < want or len(buf) < LOG_OVERHEAD:
+            return  # the file ends before ``end``: a torn tail
+        needed = LOG_OVERHEAD + int.from_bytes(buf[8:12], "big", signed=True)
+        if pos + needed > end or needed <= len(buf):
+            return  # a batch running past ``end``
+        chunk = max(needed, 2 * chunk)
+
+
+def read_batches_skipping(fd: int, *, end: int, start: int = 0, chunk: int, skip: Callable[[BatchHeader], bool],
+                          path: str | None = None) -> Iterator[tuple[RawBatch, bytes | None, int]]:
+    """:func:`read_batches`, except that a v2 batch of at least :data:`SKIP_AT_LEAST` bytes whose
+    header ``skip`` accepts is not read: only its header is, and it comes as ``(RawBatch(header,
+    position, b""), None, 0)``. Smaller batches, and those ``skip`` refuses, come as
+    :func:`read_batches` gives them (``skip`` is asked about the large ones only). For a reader
+    that decides some batches by their header alone: the cleaner's recopy drops whole batches
+    none of whose records wins its key, which would otherwise be read a second time for nothing.
+    The batches and errors are :func:`read_batches`' (the header is checked by the same
+    ``header_at``)."""
+    end = min(end, os.fstat(fd).st_size)
+    pos = start
+    while pos < end:
+        if end - pos >= SKIP_AT_LEAST:
+            head = os.pread(fd, RECORD_BATCH_OVERHEAD, pos)
+            if len(head) == RECORD_BATCH_OVERHEAD and head[16] == 2:
+                header = header_at(head, 0, available=end - pos, position=pos, path=path)
+                if header is not None and header.size_in_bytes >= SKIP_AT_LEAST and skip(header):
+                    yield RawBatch(header, pos, b""), None, 0
+                    pos += header.size_in_bytes
+                    continue
+        want = min(chunk, end - pos)
+        buf = os.pread(fd, want, pos)
+        consumed = 0
+        for raw in scan_batches(buf, path=path, base_position=pos):
+            offset = raw.position - pos
+            if offset and raw.header.size_in_bytes >= SKIP_AT_LEAST and raw.header.magic == 2 and skip(raw.header):
+                break  # left for the header read above
             consumed = offset + raw.header.size_in_bytes
             yield raw, buf, offset
         if consumed:

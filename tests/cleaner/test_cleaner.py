@@ -38,6 +38,7 @@ from storage_engine.log.append_validation import ProducerRecord
 from storage_engine.logdir.manager import LogManager
 from storage_engine.record import CompressionType, Record, encode_batch, scan_batches
 from storage_engine.record.control import ControlRecordType
+from storage_engine.record.file_records import SKIP_AT_LEAST
 from storage_engine.record.rewrite import encode_legacy_message
 from storage_engine.tools.logctl import main as logctl
 from storage_engine.tools.verify import verify_log
@@ -96,6 +97,28 @@ def test_a_batch_whose_records_all_survive_is_copied_byte_for_byte(tmp_path):
         report = compact(m)
         assert bytes(log.read_batches(0)[0].data) == first
         assert report.stats.batches_copied >= 1 and report.stats.duplicates_removed == 1
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_large_batches_without_a_winning_record_are_dropped_by_their_header(tmp_path, core):
+    """Batches above ``SKIP_AT_LEAST`` none of whose records wins its key are decided by their
+    header and left unread by the recopy (``read_batches_skipping``): the log keeps exactly the
+    latest record of every key, whether a large batch is dropped whole, partly kept or copied."""
+    value = "v" * 1024
+    with using(core), compacted(tmp_path) as m:
+        log = m.get_log("t", 0)
+        for round_ in range(3):  # each batch ~25 KB: every key of rounds 0 and 1 is superseded
+            put(log, *[(f"k{k}", f"{round_}.{k}.{value}") for k in range(24)])
+        put(log, *[(f"k{k}", f"3.{k}.{value}") for k in range(12)], *[(f"x{k}", value) for k in range(12)])
+        put(log, ("k0", None), *[(f"y{k}", value) for k in range(23)])
+        log.roll()
+        assert min(h.size_in_bytes for h in headers(log)) >= SKIP_AT_LEAST
+        before = content(log)
+        report = compact(m)
+        assert content(log) == latest_per_key(before)
+        assert report.stats.duplicates_removed == len(before) - len(latest_per_key(before))
+        assert [h.base_offset for h in headers(log)] == [48, 72, 96]
+        assert verify_log(log).ok
 
 
 def test_a_partly_surviving_batch_keeps_its_offsets_and_producer_fields(tmp_path):

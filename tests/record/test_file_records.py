@@ -13,7 +13,14 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from storage_engine.errors import CorruptRecordError
 from storage_engine.record import Record, encode_batch, scan_batches
-from storage_engine.record.file_records import HEADER_WINDOW, read_batch_at, read_batches, read_headers
+from storage_engine.record.file_records import (
+    HEADER_WINDOW,
+    SKIP_AT_LEAST,
+    read_batch_at,
+    read_batches,
+    read_batches_skipping,
+    read_headers,
+)
 
 
 def _v2(base: int, n: int, value_bytes: int, rnd: random.Random) -> bytes:
@@ -74,6 +81,32 @@ def test_headers_and_chunked_batches_agree_with_a_whole_buffer_scan(tmp_path, se
         os.close(fd)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_skipping_leaves_only_large_accepted_batches_unread(tmp_path, seed):
+    """``read_batches_skipping``: the same batches in the same order; the large v2 ones ``skip``
+    accepts come with their header only, every other one with its bytes in its chunk."""
+    path, data = _segment(tmp_path, seed)
+    expected = [(raw.header, raw.position, bytes(raw.data)) for raw in scan_batches(data)]
+    fd = _open(path)
+    try:
+        for chunk in (4096, 64 * 1024):
+            got, unread = [], 0
+            for raw, buf, offset in read_batches_skipping(fd, end=len(data), chunk=chunk, path=path,
+                                                          skip=lambda h: h.base_offset % 2 == 1):
+                h = raw.header
+                if h.magic == 2 and h.size_in_bytes >= SKIP_AT_LEAST and h.base_offset % 2 == 1:
+                    assert (bytes(raw.data), buf) == (b"", None)
+                    unread += 1
+                    got.append((h, raw.position, data[raw.position:raw.position + h.size_in_bytes]))
+                else:
+                    assert buf is not None and bytes(buf[offset:offset + h.size_in_bytes]) == bytes(raw.data)
+                    got.append((h, raw.position, bytes(raw.data)))
+            assert got == expected
+            assert unread > 0
+    finally:
+        os.close(fd)
+
+
 def test_a_torn_tail_ends_both_iterators_silently(tmp_path):
     path, data = _segment(tmp_path, 9)
     whole = [position for _, position in read_headers(_open(path), end=len(data))]
@@ -87,6 +120,8 @@ def test_a_torn_tail_ends_both_iterators_silently(tmp_path):
         # the file is shorter than the end the caller believes in (a truncation after a plan)
         assert [p for _, p in read_headers(fd, end=len(data))] == whole[:-1]
         assert [raw.position for raw, _, _ in read_batches(fd, end=len(data), chunk=4096)] == whole[:-1]
+        skipping = read_batches_skipping(fd, end=len(data), chunk=4096, skip=lambda h: True)
+        assert [raw.position for raw, _, _ in skipping] == whole[:-1]
     finally:
         os.close(fd)
 
