@@ -500,6 +500,16 @@ impl<'a> MapFile<'a> {
 }
 
 impl KeyMapCore {
+    /// Grow the slot table at once for up to `more` new keys, when the budget has room for it
+    /// (a merge of map files: no doubling and rehashing as they load).
+    fn reserve(&mut self, more: usize) {
+        let want = ((self.len() + more) as f64 / SLOT_LOAD).ceil() as usize;
+        if want > self.slots.len() && want * SLOT_BYTES + self.budget.arena <= self.budget.capacity {
+            self.rehash(want);
+            self.budget.slots = want;
+        }
+    }
+
     /// The map as a map file (entries in first-put order, as `to_dict` gives them).
     pub fn to_map_file(&self) -> Vec<u8> {
         let n = self.len();
@@ -535,10 +545,24 @@ impl KeyMapCore {
             }
             Ok(())
         })?;
-        let r = file.for_each(|key, off| match self.put(key, off) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(None),
-            Err(e) => Err(Some(e)),
+        self.reserve(file.count);
+        // hash every key first and prefetch each one's slot a few entries ahead of its put
+        let mut hashes = Vec::with_capacity(file.count); // checked against the bytes by `parse`
+        let _ = file.for_each(|key, _| -> Result<(), ()> {
+            hashes.push(self.hash_of(key));
+            Ok(())
+        });
+        let mut i = 0;
+        let r = file.for_each(|key, off| {
+            if let Some(&h) = hashes.get(i + 8) {
+                self.prefetch(h);
+            }
+            i += 1;
+            match self.put_hashed(hashes[i - 1], key, off) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(None),
+                Err(e) => Err(Some(e)),
+            }
         });
         match r {
             Ok(()) => Ok(true),
