@@ -1,7 +1,7 @@
 """Benchmark: the compiled record core's goals table (issue 36), every row in one run.
 
-Runs the three ``bench_core_*`` benchmarks (decode to records and to Arrow; encode; compaction
-and the key map), each measuring the compiled core beside its baseline in the same run (the
+Runs the four ``bench_core_*`` benchmarks (decode to records and to Arrow; encode; compaction
+and the key map; Spark's 1 -> 2 cores), each measuring the compiled core beside its baseline in the same run (the
 reference, aiokafka's compiled codec, a raw copy with fsync), and prints their rows as one table
 with the goal beside each ratio (``core_goals.print_table``).
 
@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmar
 import bench_core_compaction  # noqa: E402
 import bench_core_decode  # noqa: E402
 import bench_core_encode  # noqa: E402
+import bench_core_spark  # noqa: E402
 from core_goals import print_table  # noqa: E402
 
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small inputs: a smoke run of every row")
     args = parser.parse_args(argv)
-    rows = [row for bench in (bench_core_decode, bench_core_encode, bench_core_compaction)
+    rows = [row for bench in (bench_core_decode, bench_core_encode, bench_core_compaction, bench_core_spark)
             for row in bench.rows(quick=args.quick)]
     print_table(rows)
     return 0

@@ -30,6 +30,9 @@ use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::collections::hash_map::RandomState;
+
+use crate::batch;
+use crate::buffers::{view, Buf};
 use std::hash::{BuildHasher, Hasher};
 
 /// Offsets are stored as signed 48-bit deltas from the map's first offset.
@@ -468,6 +471,133 @@ impl KeyMapCore {
     }
 }
 
+/// The map file layout of `storage_engine/cleaner/map_file.py` (which defines it): `LPKM1`, the
+/// entry count (big-endian u64), each key's length (u32), each offset (i64), the keys back to
+/// back; lengths and offsets in the machine's order, as Python's `array` writes them. Both
+/// cores write and read the same files, so a job's tasks may run either.
+pub const MAP_MAGIC: &[u8] = b"LPKM1";
+const MAP_HEAD: usize = 5 + 8;
+
+/// A map file checked as strictly as `map_file.decode_map` checks it: the magic, the count's
+/// lengths and offsets within the bytes, and the keys adding up to exactly the rest. Nothing
+/// is sized from the count before it is checked against the bytes.
+pub struct MapFile<'a> {
+    count: usize,
+    data: &'a [u8],
+}
+
+impl<'a> MapFile<'a> {
+    pub fn parse(data: &'a [u8]) -> batch::Res<Self> {
+        if data.len() < MAP_HEAD || &data[..MAP_MAGIC.len()] != MAP_MAGIC {
+            return Err(batch::Corrupt("not a key map file".into()));
+        }
+        let count = u64::from_be_bytes(data[5..MAP_HEAD].try_into().unwrap());
+        let end_offsets = count.checked_mul(12).and_then(|n| n.checked_add(MAP_HEAD as u64));
+        let Some(end_offsets) = end_offsets.filter(|&e| e <= data.len() as u64) else {
+            return Err(batch::Corrupt(format!("key map file cut short ({count} entries announced)")));
+        };
+        let count = count as usize; // <= data.len() / 12 now
+        let mut keys = 0u64;
+        for i in 0..count {
+            keys += u64::from(Self::u32_at(data, MAP_HEAD + 4 * i));
+        }
+        if end_offsets + keys != data.len() as u64 {
+            return Err(batch::Corrupt("key map file: its keys do not add up to its size".into()));
+        }
+        Ok(MapFile { count, data })
+    }
+
+    fn u32_at(d: &[u8], at: usize) -> u32 { u32::from_ne_bytes(d[at..at + 4].try_into().unwrap()) }
+
+    /// `f(key, offset)` for every entry, in the file's order (every slice was bounds-checked
+    /// by `parse`: the lengths add up to the keys' bytes).
+    pub fn for_each<E, F: FnMut(&'a [u8], i64) -> Result<(), E>>(&self, mut f: F) -> Result<(), E> {
+        let d = self.data;
+        let offsets = MAP_HEAD + 4 * self.count;
+        let mut key_at = offsets + 8 * self.count;
+        for i in 0..self.count {
+            let len = Self::u32_at(d, MAP_HEAD + 4 * i) as usize;
+            let off = i64::from_ne_bytes(d[offsets + 8 * i..offsets + 8 * i + 8].try_into().unwrap());
+            f(&d[key_at..key_at + len], off)?;
+            key_at += len;
+        }
+        Ok(())
+    }
+}
+
+impl KeyMapCore {
+    /// Grow the slot table at once for up to `more` new keys, when the budget has room for it
+    /// (a merge of map files: no doubling and rehashing as they load).
+    fn reserve(&mut self, more: usize) {
+        let want = ((self.len() + more) as f64 / SLOT_LOAD).ceil() as usize;
+        if want > self.slots.len() && want * SLOT_BYTES + self.budget.arena <= self.budget.capacity {
+            self.rehash(want);
+            self.budget.slots = want;
+        }
+    }
+
+    /// The map as a map file (entries in first-put order, as `to_dict` gives them).
+    pub fn to_map_file(&self) -> Vec<u8> {
+        let n = self.len();
+        let keys = self.budget.arena - n * DELTA_BYTES; // arena minus deltas: lengths' varints + keys
+        let mut out = Vec::with_capacity(MAP_HEAD + 12 * n + keys);
+        out.extend_from_slice(MAP_MAGIC);
+        out.extend_from_slice(&(n as u64).to_be_bytes());
+        let mut offsets = Vec::with_capacity(8 * n);
+        let base = self.base_offset();
+        let _ = self.for_each(|key, delta| -> Result<(), ()> {
+            out.extend_from_slice(&(key.len() as u32).to_ne_bytes());
+            offsets.extend_from_slice(&(base + delta).to_ne_bytes());
+            Ok(())
+        });
+        out.extend_from_slice(&offsets);
+        let _ = self.for_each(|key, _| -> Result<(), ()> {
+            out.extend_from_slice(key);
+            Ok(())
+        });
+        out
+    }
+
+    /// Put every entry of a parsed map file, in its order (a later file's offsets replace an
+    /// earlier one's: the merge of span maps); Ok(false) when a new key did not fit. An offset
+    /// the map cannot hold (48-bit deltas) is refused before anything goes in.
+    pub fn put_map_file(&mut self, file: &MapFile<'_>) -> Result<bool, PutError> {
+        let mut base = self.base;
+        file.for_each(|_, off| {
+            let b = *base.get_or_insert(off);
+            let d = off as i128 - b as i128;
+            if d < -(MAX_DELTA as i128) - 1 || d > MAX_DELTA as i128 {
+                return Err(PutError::OutOfRange(off, b));
+            }
+            Ok(())
+        })?;
+        self.reserve(file.count);
+        // hash every key first and prefetch each one's slot a few entries ahead of its put
+        let mut hashes = Vec::with_capacity(file.count); // checked against the bytes by `parse`
+        let _ = file.for_each(|key, _| -> Result<(), ()> {
+            hashes.push(self.hash_of(key));
+            Ok(())
+        });
+        let mut i = 0;
+        let r = file.for_each(|key, off| {
+            if let Some(&h) = hashes.get(i + 8) {
+                self.prefetch(h);
+            }
+            i += 1;
+            match self.put_hashed(hashes[i - 1], key, off) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(None),
+                Err(e) => Err(Some(e)),
+            }
+        });
+        match r {
+            Ok(()) => Ok(true),
+            Err(None) => Ok(false),
+            Err(Some(e)) => Err(e),
+        }
+    }
+}
+
 impl From<PutError> for PyErr {
     fn from(e: PutError) -> PyErr {
         match e {
@@ -540,6 +670,25 @@ impl KeyMap {
         let base = self.core.base_offset();
         self.core.for_each(|key, delta| d.set_item(PyBytes::new(py, key), base + delta))?;
         Ok(d)
+    }
+
+    /// The map as the bytes of a map file (`storage_engine/cleaner/map_file.py`'s layout).
+    fn to_map_file<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let core = &self.core;
+        let v = py.allow_threads(|| core.to_map_file());
+        PyBytes::new(py, &v)
+    }
+
+    /// Put every entry of a map file's bytes, in its order (merging span maps: later files'
+    /// offsets replace earlier ones'); False if a new key did not fit. Raises `CorruptBatch`,
+    /// before changing anything, for bytes `map_file.decode_map` refuses.
+    fn put_map_file(&mut self, py: Python<'_>, data: Buf) -> PyResult<bool> {
+        let b = view(&data)?;
+        let core = &mut self.core;
+        py.allow_threads(|| -> PyResult<bool> {
+            let file = MapFile::parse(b)?;
+            Ok(core.put_map_file(&file)?)
+        })
     }
 
     /// Whether a mapped offset lies within `lo..=hi` (the recopy skips a batch without one).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from .. import native
 from ..record import RawBatch, decode_batch, verify_batch
@@ -101,36 +102,58 @@ def segment_latest_offsets(seg: InputSegment, dirty_from: int, dirty_to: int,
     segment's part of the dirty range ``[dirty_from, dirty_to)``: one segment's share of the map,
     already reduced (a distributed map build merges them in offset order). ``aborted``: the
     aborted transactions reaching into that part. ``into``: a table of earlier segments' keys to
-    add to (this segment's offsets replace theirs), returned."""
+    add to (this segment's offsets replace theirs), returned. Under the compiled core the walk
+    fills a ``KeyMap`` (:func:`segment_latest_keys`), read back into the table at the end."""
     latest: dict[bytes, int] = {} if into is None else into
-    path = str(seg.path)
     core = native.compiled()
-    keymap = None if core is None else core.KeyMap(1 << 62)  # v2 batches' keys, compiled, in order
+    if core is None:
+        for raw, chunk, chunk_offset in _mapped_batches(seg, dirty_from, dirty_to, aborted):
+            for off, key in batch_keys(raw, chunk, chunk_offset, str(seg.path)):
+                if key is not None and dirty_from <= off < dirty_to:
+                    latest[key] = off
+        return latest
+    keymap = core.KeyMap(UNBOUNDED)
+    segment_latest_keys(seg, dirty_from, dirty_to, aborted, keymap)
+    latest.update(keymap.to_dict())
+    return latest
+
+
+#: A byte budget no map reaches: the distributed map build's tables are complete, not bounded.
+UNBOUNDED = 1 << 62
+
+
+def segment_latest_keys(seg: InputSegment, dirty_from: int, dirty_to: int, aborted: Iterable[AbortedTxn],
+                        keymap: Any) -> None:
+    """:func:`segment_latest_offsets` into a compiled ``KeyMap`` (made with :data:`UNBOUNDED`,
+    holding earlier segments' keys, which this segment's offsets replace): a v2 batch's keys go
+    in without a Python object per record; a legacy batch's one by one, in offset order."""
+    core = native.compiled()
+    path = str(seg.path)
+    for raw, chunk, chunk_offset in _mapped_batches(seg, dirty_from, dirty_to, aborted):
+        h = raw.header
+        if h.magic < 2:
+            for off, key in batch_keys(raw, chunk, chunk_offset, path):
+                if key is not None and dirty_from <= off < dirty_to:
+                    keymap.put(key, off)
+            continue
+        buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
+        try:
+            core.latest_offsets(keymap, buf, start, stop, h.records_count, h.base_offset,  # type: ignore[union-attr]
+                                dirty_from, dirty_to)
+        except native.REJECTIONS:
+            raise native.reference_error(lambda r=raw, c=chunk, o=chunk_offset: batch_keys(r, c, o, path),
+                                         "a batch") from None
+
+
+def _mapped_batches(seg: InputSegment, dirty_from: int, dirty_to: int,
+                    aborted: Iterable[AbortedTxn]) -> Iterator[tuple[RawBatch, bytes, int]]:
+    """The batches of ``seg`` whose records the map-building walk maps, up to ``dirty_to``."""
     walk = map_walk(seg, dirty_start_position(seg, dirty_from), TransactionTracker(aborted), CleanerStats())
     for raw, chunk, chunk_offset, is_mapped in walk:
-        h = raw.header
-        if h.base_offset >= dirty_to:
-            break
-        if not is_mapped:
-            continue
-        if keymap is not None and h.magic >= 2:
-            buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
-            try:
-                core.latest_offsets(keymap, buf, start, stop, h.records_count, h.base_offset,  # type: ignore[union-attr]
-                                    dirty_from, dirty_to)
-            except native.REJECTIONS:
-                raise native.reference_error(lambda r=raw, c=chunk, o=chunk_offset: batch_keys(r, c, o, path),
-                                             "a batch") from None
-            continue
-        if keymap is not None and len(keymap):
-            latest.update(keymap.to_dict())  # a magic 0/1 batch after v2 ones: keep the offset order
-            keymap.clear()
-        for off, key in batch_keys(raw, chunk, chunk_offset, path):
-            if key is not None and dirty_from <= off < dirty_to:
-                latest[key] = off
-    if keymap is not None and len(keymap):
-        latest.update(keymap.to_dict())
-    return latest
+        if raw.header.base_offset >= dirty_to:
+            return
+        if is_mapped:
+            yield raw, chunk, chunk_offset
 
 
 def transaction_states(segments: list[InputSegment], aborted: Iterable[AbortedTxn],

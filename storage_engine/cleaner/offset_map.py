@@ -105,17 +105,34 @@ class OffsetMap:
         """A map over a complete key -> latest offset table built elsewhere (a distributed map
         build merges one per segment), without a budget. The reference uses the dict as it is;
         under the compiled core its keys are loaded once into a ``KeyMap``, so the recopy's
-        lookups run compiled (the dict stays the caller's)."""
-        omap = cls(1 << 62)
-        omap._keymap = None
-        omap._table = latest
-        omap._entries = len(latest)
+        lookups run compiled (the dict stays the caller's), unless their offsets are further apart
+        than that map holds."""
         core = native.compiled()
         if core is not None:
-            omap._core = core
-            omap._keymap = core.KeyMap(1 << 62)
-            omap._keymap.put_dict(latest)
-            omap.used_bytes = omap._keymap.used_bytes
+            keymap = core.KeyMap(1 << 62)
+            try:
+                keymap.put_dict(latest)
+            except OverflowError:  # offsets further apart than its 48-bit deltas: the dict holds them
+                pass
+            else:
+                return cls.over_keymap(core, keymap, latest_offset)
+        omap = cls(1 << 62)
+        omap._core = omap._keymap = None
+        omap.overhead = ENTRY_OVERHEAD
+        omap._table = latest
+        omap._entries = len(latest)
+        omap.latest_offset = latest_offset
+        return omap
+
+    @classmethod
+    def over_keymap(cls, core: ModuleType, keymap: Any, latest_offset: int) -> OffsetMap:
+        """:meth:`exact` over a complete compiled ``KeyMap`` of ``core`` built elsewhere (the Spark
+        job's span maps, merged as they are loaded), without a budget; the map is the caller's."""
+        omap = cls(1 << 62)
+        omap._core = core
+        omap._keymap = keymap
+        omap._entries = len(keymap)
+        omap.used_bytes = keymap.used_bytes
         omap.latest_offset = latest_offset
         return omap
 

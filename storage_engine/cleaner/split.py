@@ -27,13 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import native
 from ..config.topic import LogConfig
 from ..errors import LogChangedError, LogError
 from ..outcomes import COMPACTED
 from .batch_filter import BatchFilter
-from .dirty_scan import segment_latest_offsets, transaction_states
+from .dirty_scan import UNBOUNDED, segment_latest_keys, segment_latest_offsets, transaction_states
 from .inputs import InputSegment, SegmentRef
-from .map_file import read_map, write_map
+from .map_file import encode_map, load_map, read_map, write_map_bytes
 from .offset_map import OffsetMap
 from .outcome import PARTITION_ERRORS, outcome_of
 from .partition_cleaning import PartitionCleaning
@@ -152,44 +153,67 @@ def split_round(cleaning: PartitionCleaning, tp: int, staging_dir: Path, now_ms:
 
 def scan_span_keys(task: KeysTask, attempt: str) -> tuple[int, int, str, float]:
     """``(tp, span, map file, seconds)``: the engine's share of the offset map from this span's
-    segments (:func:`~.dirty_scan.segment_latest_offsets`, one table for all of them), written
-    to a file in the partition's staging directory, named for the task ``attempt``. A segment
-    that is gone or replaced, or that cannot be read, adds nothing: its group's recopy (or the
-    commit) notices the change or the damage and the partition is not swapped."""
+    segments (:func:`~.dirty_scan.segment_latest_offsets`, one table for all of them; under the
+    compiled core one ``KeyMap``, :func:`~.dirty_scan.segment_latest_keys`), written to a file
+    in the partition's staging directory, named for the task ``attempt``. A segment that is gone
+    or replaced, or that cannot be read, adds nothing: its group's recopy (or the commit)
+    notices the change or the damage and the partition is not swapped."""
     started = time.monotonic()
+    core = native.compiled()
     latest: dict[bytes, int] = {}
+    keymap = None if core is None else core.KeyMap(UNBOUNDED)
     for ref, aborted in task.segments:
         try:
             seg = InputSegment.from_ref(ref, task.chunk)
         except LogChangedError:
             continue
         try:
-            segment_latest_offsets(seg, task.dirty_from, task.dirty_to, aborted, into=latest)
+            if keymap is None:
+                segment_latest_offsets(seg, task.dirty_from, task.dirty_to, aborted, into=latest)
+            else:
+                segment_latest_keys(seg, task.dirty_from, task.dirty_to, aborted, keymap)
         except LogError:
             pass
         finally:
             seg.close()
     staging = make_remote_staging(Path(task.staging_dir))
     path = staging / f"keys-{task.tp}-{task.span}-attempt-{attempt}.map"
-    write_map(path, latest)
+    write_map_bytes(path, encode_map(latest) if keymap is None else keymap.to_map_file())
     return task.tp, task.span, str(path), time.monotonic() - started
 
 
+def span_map(map_paths: Sequence[str]) -> OffsetMap:
+    """The merge of a span's maps (later spans' offsets replace earlier ones), as an
+    ``OffsetMap.exact``. Under the compiled core the files load straight into one ``KeyMap``
+    (``map_file.load_map``), with no Python object per key, unless their offsets are further
+    apart than that map holds."""
+    core = native.compiled()
+    if core is not None:
+        keymap = core.KeyMap(UNBOUNDED)
+        try:
+            for path in map_paths:
+                load_map(keymap, Path(path))
+            return OffsetMap.over_keymap(core, keymap, -1)
+        except OverflowError:  # offsets further apart than its 48-bit deltas: the reference's dict
+            pass
+    latest: dict[bytes, int] = {}
+    for path in map_paths:
+        table = read_map(Path(path))
+        if latest:
+            latest.update(table)
+        else:
+            latest = table
+    return OffsetMap.exact(latest, -1)
+
+
 def recopy_spans(spans: Sequence[SpanTask], attempt: str) -> list[dict]:
-    """One task's spans, each recopied with the merge of its maps (later spans' offsets replace
-    earlier ones); each row also says how many keys that map held."""
+    """One task's spans, each recopied with the merge of its maps (:func:`span_map`); each row
+    also says how many keys that map held."""
     rows = []
     for span in spans:
-        latest: dict[bytes, int] = {}
-        for path in span.map_paths:
-            table = read_map(Path(path))
-            if latest:
-                latest.update(table)
-            else:
-                latest = table
-        omap = OffsetMap.exact(latest, -1)  # once per span: its groups share the map
+        omap = span_map(span.map_paths)  # once per span: its groups share the map
         for group in span.groups:
-            rows.append(recopy_task(group, omap, attempt) | {"map_keys": len(latest)})
+            rows.append(recopy_task(group, omap, attempt) | {"map_keys": len(omap)})
     return rows
 
 
