@@ -23,10 +23,18 @@ pub struct MapOutcome {
     pub unkeyed: usize,
 }
 
+/// A record offset beyond int64: only a damaged batch's (its base offset is outside the CRC).
+/// Refused, so the reference re-reads the batch; as its Python ints hold such offsets, the
+/// caller then reports a `CoreDivergenceError` naming the batch rather than clean with offsets
+/// Kafka cannot have.
+fn offset_overflow(base_offset: i64, s: &Span) -> batch::Corrupt {
+    batch::Corrupt(format!("offset {base_offset} + {} is beyond int64", s.offset_delta))
+}
+
 /// `map_v2_records`: put every keyed record at or above `min_offset`, stopping at the first new
 /// key that does not fit.
 pub fn map_spans(km: &mut KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64, min_offset: i64)
-                 -> Result<MapOutcome, PutError> {
+                 -> batch::Res<MapOutcome> {
     let check_min = base_offset < min_offset;
     let mut out = MapOutcome { complete: true, new_keys: 0, last: -1, unkeyed: 0 };
     // hash every key first and prefetch each one's slot a few records ahead of its put
@@ -39,12 +47,20 @@ pub fn map_spans(km: &mut KeyMapCore, b: &[u8], spans: &[Span], base_offset: i64
             out.unkeyed += 1;
             continue;
         };
-        let off = base_offset.saturating_add(s.offset_delta);
+        let Some(off) = base_offset.checked_add(s.offset_delta) else {
+            return Err(offset_overflow(base_offset, s));
+        };
         if check_min && off < min_offset {
             continue;
         }
         let before = km.len();
-        if !km.put_hashed(hashes[i], &b[at..at + len], off)? {
+        let put = match km.put_hashed(hashes[i], &b[at..at + len], off) {
+            Ok(put) => put,
+            // further from the map's first offset than its 48-bit deltas reach: the pass ends
+            // here as when the map is full, and the next starts a map from this offset
+            Err(PutError::OutOfRange(..)) => false,
+        };
+        if !put {
             out.complete = false;
             return Ok(out);
         }
@@ -86,12 +102,14 @@ fn member(w: &[i64], j: &mut usize, off: i64) -> bool {
 /// record below (the clean section) is looked up: `off < get(key)` is a duplicate.
 #[allow(clippy::too_many_arguments)]
 pub fn filter_spans(km: &KeyMapCore, winners: Option<&[i64]>, dirty_start: i64, b: &[u8], spans: &[Span],
-                    base_offset: i64, map_latest_offset: i64, retain_tombstones: bool) -> FilterOutcome {
+                    base_offset: i64, map_latest_offset: i64, retain_tombstones: bool) -> batch::Res<FilterOutcome> {
     let mut out = FilterOutcome { kept: Vec::with_capacity(spans.len()), has_tombstone: false, duplicates: 0,
                                   tombstones: 0, unkeyed: 0 };
     let mut j = 0usize;
     for s in spans {
-        let off = base_offset.saturating_add(s.offset_delta);
+        let Some(off) = base_offset.checked_add(s.offset_delta) else {
+            return Err(offset_overflow(base_offset, s));
+        };
         if off <= map_latest_offset {
             match s.key {
                 None => {
@@ -117,7 +135,7 @@ pub fn filter_spans(km: &KeyMapCore, winners: Option<&[i64]>, dirty_start: i64, 
         out.has_tombstone |= s.tombstone;
         out.kept.push((s.start, s.end, s.timestamp_delta));
     }
-    out
+    Ok(out)
 }
 
 
@@ -153,7 +171,9 @@ pub fn latest_offsets(py: Python<'_>, keymap: &Bound<'_, KeyMap>, buf: Buf, star
     py.allow_threads(|| -> PyResult<()> {
         let spans = batch::walk_spans(b, count, start, stop)?;
         for s in &spans {
-            let off = base_offset.saturating_add(s.offset_delta);
+            let Some(off) = base_offset.checked_add(s.offset_delta) else {
+                return Err(offset_overflow(base_offset, s).into());
+            };
             if let Some((at, len)) = s.key {
                 if lo <= off && off < hi && !core.put(&b[at..at + len], off)? {
                     return Err(pyo3::exceptions::PyMemoryError::new_err("the key map's budget is full"));
@@ -193,8 +213,8 @@ pub fn filter_v2_records<'py>(py: Python<'py>, keymap: &Bound<'py, KeyMap>, buf:
         }
         let core = &*core;
         let winners = if use_winners { core.cached_winners() } else { None };
-        Ok(filter_spans(core, winners, dirty_start.unwrap_or(i64::MAX), b, &spans, base_offset, map_latest_offset,
-                        retain_tombstones))
+        filter_spans(core, winners, dirty_start.unwrap_or(i64::MAX), b, &spans, base_offset, map_latest_offset,
+                     retain_tombstones)
     })?;
     if all_kept_as_none && r.kept.len() as i64 == count {
         return Ok((None, r.has_tombstone, r.duplicates, r.tombstones, r.unkeyed));

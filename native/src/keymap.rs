@@ -247,6 +247,11 @@ impl KeyMapCore {
     /// into the map is the latest of its key exactly when its offset is among `winners`.
     pub fn increasing(&self) -> bool { self.increasing }
 
+    /// Say that a keyed record of the mapped range was not put (the pass stopped at it), so
+    /// the map's offsets no longer name every latest record: `increasing` turns false for good
+    /// (until `clear`), and the recopy looks keys up.
+    pub fn forfeit_winners(&mut self) { self.increasing = false; }
+
     #[inline(always)]
     fn probe(&self, h: u64, key: &[u8]) -> Probe {
         let n = self.slots.len();
@@ -312,9 +317,19 @@ impl KeyMapCore {
         self.put_hashed(h, key, offset)
     }
 
-    /// `put` with `h = hash_of(key)` computed by the caller.
+    /// `put` with `h = hash_of(key)` computed by the caller. A refused put (full, or out of the
+    /// 48-bit range) forfeits the winners shortcut: that record of the mapped range is missing.
     #[inline]
     pub fn put_hashed(&mut self, h: u64, key: &[u8], offset: i64) -> Result<bool, PutError> {
+        let put = self.put_unchecked(h, key, offset);
+        if !matches!(put, Ok(true)) {
+            self.forfeit_winners();
+        }
+        put
+    }
+
+    #[inline(always)]
+    fn put_unchecked(&mut self, h: u64, key: &[u8], offset: i64) -> Result<bool, PutError> {
         self.winners = None;
         let vacant = if self.slots.is_empty() {
             None
@@ -625,8 +640,15 @@ impl KeyMap {
         Ok(KeyMap { core: KeyMapCore::new(capacity_bytes) })
     }
 
-    /// Map `key` to `offset`; False when a new key does not fit (nothing changed then).
-    fn put(&mut self, key: &[u8], offset: i64) -> PyResult<bool> { Ok(self.core.put(key, offset)?) }
+    /// Map `key` to `offset`; False when a new key does not fit, or the offset is beyond the
+    /// map's 48-bit range from its first (nothing changed then: the caller's pass ends here, as
+    /// when the map is full, and the next pass starts a map from this offset).
+    fn put(&mut self, key: &[u8], offset: i64) -> PyResult<bool> {
+        match self.core.put(key, offset) {
+            Ok(put) => Ok(put),
+            Err(PutError::OutOfRange(..)) => Ok(false),
+        }
+    }
 
     /// The mapped offset of `key`, -1 when unmapped.
     fn get(&self, key: &[u8]) -> i64 { self.core.get(key) }

@@ -70,7 +70,8 @@ fn headers_tuple<'py>(py: Python<'py>, b: &[u8], r: &Rec, empty: &Bound<'py, PyT
 /// batch's records are read in place and lz4/zstd ones are decompressed here (`codec`, without
 /// the GIL, into the thread's reused buffer). None when the records need Python's codec call
 /// (gzip, snappy, or a stream `codec` refuses): the caller decompresses and calls again with
-/// `plain`. The CRC is not checked here (the caller's `verify` does, as the reference's
+/// `plain`; None for `plain` too when an offset or timestamp leaves int64 (see `build`): the
+/// reference builds those records. The CRC is not checked here (the caller's `verify` does, as the reference's
 /// `decode_v2` leaves it to `verify_v2`).
 #[pyfunction]
 #[pyo3(signature = (batch, plain, record_type))]
@@ -82,14 +83,14 @@ pub fn decode_records<'py>(py: Python<'py>, batch: Buf, plain: Option<Buf>, reco
         return Ok(Some(PyList::empty(py)));
     }
     match &plain {
-        Some(p) => build(py, &h, view(p)?, record_type).map(Some),
-        None if h.codec() == 0 => build(py, &h, &data[HEADER_SIZE..], record_type).map(Some),
+        Some(p) => build(py, &h, view(p)?, record_type),
+        None if h.codec() == 0 => build(py, &h, &data[HEADER_SIZE..], record_type),
         None if codec::native(h.codec()) => {
             let mut scratch = codec::take_scratch();
             let input = &data[HEADER_SIZE..];
             let done = py.allow_threads(|| codec::decompress(h.codec(), input, &mut scratch));
             let out = match done {
-                Ok(n) => build(py, &h, &scratch[..n], record_type).map(Some),
+                Ok(n) => build(py, &h, &scratch[..n], record_type),
                 Err(codec::Refused) => Ok(None),
             };
             codec::give_back(scratch);
@@ -99,33 +100,70 @@ pub fn decode_records<'py>(py: Python<'py>, batch: Buf, plain: Option<Buf>, reco
     }
 }
 
-/// The records of plain record bytes `b` of the batch with header `h`.
-fn build<'py>(py: Python<'py>, h: &Header, b: &[u8], record_type: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyList>> {
+/// The records of plain record bytes `b` of the batch with header `h`; None when an offset or
+/// timestamp leaves int64 (only a damaged batch's: its base offset is outside the CRC), which
+/// the reference's unbounded ints then build. A failure of Python itself (out of memory) is
+/// raised as it is, not as bytes the core rejects.
+fn build<'py>(py: Python<'py>, h: &Header, b: &[u8], record_type: &Bound<'py, PyType>)
+              -> PyResult<Option<Bound<'py, PyList>>> {
     let so = slot_offsets(record_type)?;
     let tp = record_type.as_type_ptr();
     let empty = PyTuple::empty(py);
     let list = PyList::empty(py);
     let lat = h.log_append_time();
-    batch::walk(h, b, false, |_, r| {
-        let headers = headers_tuple(py, b, r, &empty).map_err(|e| batch::Corrupt(e.to_string()))?;
+    let mut failure: Option<PyErr> = None;
+    let mut overflow = false;
+    let walked = batch::walk(h, b, false, |_, r| {
+        let (Some(offset), Some(timestamp)) = (
+            h.base_offset.checked_add(r.offset_delta),
+            if lat { Some(h.max_timestamp) } else { h.base_timestamp.checked_add(r.timestamp_delta) },
+        ) else {
+            overflow = true;
+            return Err(batch::Corrupt("an offset or timestamp beyond int64".into()));
+        };
+        let headers = match headers_tuple(py, b, r, &empty) {
+            Ok(t) => t,
+            Err(e) if e.is_instance_of::<crate::CorruptBatch>(py) => return Err(batch::Corrupt(e.to_string())),
+            Err(e) => {
+                failure = Some(e);
+                return Err(batch::Corrupt("python error".into()));
+            }
+        };
         unsafe {
             let o = ffi::PyType_GenericAlloc(tp, 0);
             if o.is_null() {
-                return Err(batch::Corrupt("out of memory".into()));
+                failure = Some(PyErr::fetch(py));
+                return Err(batch::Corrupt("python error".into()));
             }
+            // owned from here: dropping it (on any failure below) frees the slots set so far
+            let rec = Bound::from_owned_ptr(py, o);
             ffi::PyObject_GC_UnTrack(o as *mut std::ffi::c_void);
             let slot = |j: usize| (o as *mut u8).add(so[j]) as *mut *mut ffi::PyObject;
-            *slot(0) = ffi::PyLong_FromLongLong(h.base_offset + r.offset_delta);
-            *slot(1) = ffi::PyLong_FromLongLong(if lat { h.max_timestamp } else { h.base_timestamp + r.timestamp_delta });
-            *slot(2) = bytes_or_none(b, r.key);
-            *slot(3) = bytes_or_none(b, r.value);
             *slot(4) = headers.into_ptr();
-            let rec = Bound::from_owned_ptr(py, o);
-            list.append(rec).map_err(|e| batch::Corrupt(e.to_string()))?;
+            let fields = [ffi::PyLong_FromLongLong(offset), ffi::PyLong_FromLongLong(timestamp),
+                          bytes_or_none(b, r.key), bytes_or_none(b, r.value)];
+            for (j, value) in fields.into_iter().enumerate() {
+                *slot(j) = value;
+            }
+            if fields.iter().any(|v| v.is_null()) {
+                failure = Some(PyErr::fetch(py));
+                return Err(batch::Corrupt("python error".into()));
+            }
+            if let Err(e) = list.append(rec) {
+                failure = Some(e);
+                return Err(batch::Corrupt("python error".into()));
+            }
         }
         Ok(())
-    })?;
-    Ok(list)
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if overflow {
+        return Ok(None);
+    }
+    walked?;
+    Ok(Some(list))
 }
 
 /// `decompress(codec, payload)`: what `decode_records` decompresses a batch's `payload` (its

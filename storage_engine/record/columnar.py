@@ -33,7 +33,7 @@ from ..errors import LogError
 from .compression import CompressionType
 from .records import RawBatch
 from .scan import decode_batch_tuples
-from .v2 import _records_buffer
+from .v2 import _records_buffer, verify_v2
 
 __all__ = ["ARROW_SCHEMA", "HEADERS_TYPE", "batches_to_arrow"]
 
@@ -85,11 +85,11 @@ def batches_to_arrow(
 
     try:
         read = [raw for raw in selected if verify or raw.header.records_count != 0]
-        batches = [(raw.data, _plain(raw, path)) for raw in read]
+        batches = [(raw.data, _plain(raw, verify, path)) for raw in read]
         built = core.decode_arrow(batches, verify, min_offset, max_offset)
         if isinstance(built, list):  # records the core left to the reference's codec call
             for i in built:
-                batches[i] = (read[i].data, _records_buffer(read[i], path))
+                batches[i] = (read[i].data, _decompressed(read[i], verify, path))
             built = core.decode_arrow(batches, verify, min_offset, max_offset)
     except _REJECTIONS:
         raise native.reference_error(reference, "a batch") from None
@@ -125,13 +125,21 @@ def _compiled_takes(selected: list[RawBatch], min_offset: int, max_offset: int |
             and (max_offset is None or lo <= max_offset <= hi))
 
 
-def _plain(raw: RawBatch, path: str | None) -> bytes | None:
+def _plain(raw: RawBatch, verify: bool, path: str | None) -> bytes | None:
     """A batch's records decompressed here by the reference's codec libraries (gzip, snappy),
     or None: uncompressed, lz4 or zstd (the core decompresses those, and returns the indices of
     any stream it refuses), or a count the core reads no records for."""
     h = raw.header
     if h.attributes & 0x07 in _CORE_CODECS or h.records_count <= 0:
         return None
+    return _decompressed(raw, verify, path)
+
+
+def _decompressed(raw: RawBatch, verify: bool, path: str | None) -> bytes:
+    """The reference's codec call, after the CRC check when ``verify`` (as the reference orders
+    them: a batch whose CRC is wrong is never inflated)."""
+    if verify:
+        verify_v2(raw, path)
     return _records_buffer(raw, path)
 
 

@@ -361,11 +361,12 @@ def decode_v2(raw: RawBatch, path: str | None = None) -> list[Record]:
         # uncompressed, lz4 and zstd records are read (and decompressed) by the core; gzip,
         # snappy and streams its decoders refuse come back as None for the reference's codec call
         records = core.decode_records(raw.data, None, Record)
-        if records is None:
+        if records is None and h.attributes & 0x07:
             records = core.decode_records(raw.data, _records_buffer(raw, path), Record)
-        return records
     except native.REJECTIONS:
         raise native.reference_error(lambda: _decode(raw, path, True), "a batch") from None
+    # None: offsets or timestamps beyond int64 (a damaged base offset), which Python's ints hold
+    return _decode(raw, path, True) if records is None else records
 
 
 def _read_headers(buf: bytes, p: int, end: int, raw: RawBatch, path: str | None) -> tuple[tuple, int]:
