@@ -221,7 +221,7 @@ TARGETS: dict[str, Callable[[bytes], Any]] = {"batches": _batches, "batches_fixe
                                               "compaction": _compaction}
 
 
-def _record(offset_delta: int, key: bytes | None, value: bytes | None = b"v", timestamp_delta: int = 0) -> bytes:
+def raw_record(offset_delta: int, key: bytes | None, value: bytes | None = b"v", timestamp_delta: int = 0) -> bytes:
     """One v2 record's bytes with any deltas (``encode_batch`` takes only ascending offsets)."""
     def blob(b: bytes | None) -> bytes:
         return encode_varint(-1) if b is None else encode_varint(len(b)) + b
@@ -235,8 +235,8 @@ def seeds(target: str) -> list[bytes]:
     batches = [encode_batch(_records(10 * i, range(1 + i % 4), b"value" * i), base_offset=10 * i, compression=codec)
                for i, codec in enumerate(CompressionType)]
     plain = encode_batch(_records(0, range(3)), base_offset=0)[_HEADER:]  # three records, uncompressed
-    extremes = [_record(0, b"kA", timestamp_delta=I64_MAX) + _record(I32_MAX, b"kB", timestamp_delta=-I64_MAX - 1),
-                _record(2, b"kA") + _record(0, None, None) + _record(1, b"kC", timestamp_delta=-1)]
+    extremes = [raw_record(0, b"kA", timestamp_delta=I64_MAX) + raw_record(I32_MAX, b"kB", timestamp_delta=-I64_MAX - 1),
+                raw_record(2, b"kA") + raw_record(0, None, None) + raw_record(1, b"kC", timestamp_delta=-1)]
     # header bytes: attributes (| _COMPRESS), base offset, base and max timestamp (``extreme``: 0x80 = 0,
     # 0x88 = int64 max, 0x85 = 2^48), lastOffsetDelta (0x80 = count-1, 0 = int32 max), count, batches + 4*jump
     fixed = [bytes([_COMPRESS | codec, base, ts, ts, 0x80, 3, more]) + plain
@@ -247,8 +247,8 @@ def seeds(target: str) -> list[bytes]:
               bytes([0, 0x86, 0x81, 0x81, 0, 2, 0]) + extremes[0],
               bytes([_COMPRESS | 4, 0x88, 0x80, 0x80, 0x80, 3, 0]) + extremes[1]]
     # review 36 #1: keys k0..k2, kA, kB fit a five-key map, kC (offset between them) does not
-    winners = _record(0, b"kA") + _record(2, b"kB") + _record(1, b"kC")
-    beyond = _record(0, b"kA") + _record(I32_MAX, b"kB") + _record(1, b"kC")  # past int64 near its end
+    winners = raw_record(0, b"kA") + raw_record(2, b"kB") + raw_record(1, b"kC")
+    beyond = raw_record(0, b"kA") + raw_record(I32_MAX, b"kB") + raw_record(1, b"kC")  # past int64 near its end
     # header bytes: map keys + 8*place + 0x40 (a 2^48 jump after), count, lastOffsetDelta + 2 - count, codec
     compaction = [bytes([0, 3, 2, 0]) + plain, bytes([0]), bytes([5, 3, 2, 0]) + winners,
                   bytes([5 | 8 * 1, 3, 2, 4]) + winners, bytes([0x40, 3, 2, 0]) + plain,

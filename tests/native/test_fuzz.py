@@ -35,6 +35,13 @@ def test_a_divergence_is_a_crash_naming_the_input_and_both_outcomes():
     fuzz_targets.differential(lambda: 1 // 0, b"")  # the same error under both: no divergence
 
 
+def uncaught(stdout: str) -> str:
+    """The Python exception atheris printed for the input that stopped the run (both cores'
+    outcomes for a divergence), cut to a readable length."""
+    at = stdout.find("=== Uncaught Python exception")
+    return stdout[at:at + 6000] if at >= 0 else "(none printed)"
+
+
 @pytest.mark.parametrize("target", sorted(SECONDS))
 def test_the_fuzzer_finds_no_crash_and_no_divergence(tmp_path: Path, target: str):
     corpus = tmp_path / "corpus"
@@ -49,5 +56,6 @@ def test_the_fuzzer_finds_no_crash_and_no_divergence(tmp_path: Path, target: str
         inputs = "\n".join(f"{p.name}: {p.read_bytes()!r}\n  replay: python {SCRIPT.relative_to(REPO)} {target} {p}"
                            for p in found)
         pytest.fail(f"fuzz target {target} exited {proc.returncode}\n{inputs or 'no input saved'}\n"
-                    f"--- the fuzzer's last output ---\n{proc.stderr[-4000:]}", pytrace=False)
+                    f"--- the divergence or error (atheris prints it on stdout) ---\n{uncaught(proc.stdout)}\n"
+                    f"--- the fuzzer's last output ---\n{proc.stderr[-2000:]}", pytrace=False)
     assert "Done" in proc.stderr and " runs in " in proc.stderr  # libFuzzer's summary: it ran to its time limit
