@@ -110,18 +110,22 @@ def _int64(value: int) -> int:
     return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
+def _int32(value: int) -> int:
+    return (value + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
 def extreme(byte: int) -> int:
     """A header value from one fuzz byte: one of ``EXTREMES`` (low nibble) moved by -8..+7 (high)."""
     return _int64(EXTREMES[byte & 15] + (byte >> 4) - 8)
 
 
 def build_batch(records: bytes, *, base_offset: int = 0, attributes: int = 0, last_offset_delta: int = 0,
-                base_timestamp: int = 0, max_timestamp: int = 0, count: int = 0, producer_id: int = -1) -> bytes:
+                base_timestamp: int = 0, max_timestamp: int = 0, count: int = 0) -> bytes:
     """A v2 batch of these header fields over ``records`` (the batch's payload, compressed or not)
     with its length and CRC computed, so the checks that come first pass and the records are parsed."""
     out = bytearray(_HEADER_FORMAT.pack(_int64(base_offset), _HEADER - 12 + len(records), -1, 2, 0, attributes,
-                                        last_offset_delta, _int64(base_timestamp), _int64(max_timestamp),
-                                        producer_id, -1, -1, count) + records)
+                                        _int32(last_offset_delta), _int64(base_timestamp), _int64(max_timestamp),
+                                        -1, -1, -1, count) + records)
     struct.pack_into(">I", out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return bytes(out)
 
