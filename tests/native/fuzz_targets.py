@@ -253,9 +253,10 @@ def seeds(target: str) -> list[bytes]:
               bytes([_COMPRESS | 4, 0x88, 0x80, 0x80, 0x80, 3, 0]) + extremes[1]]
     # review 36 #1: keys k0..k2, kA, kB fit a five-key map, kC (offset between them) does not
     winners = raw_record(0, b"kA") + raw_record(2, b"kB") + raw_record(1, b"kC")
+    partial = raw_record(0, b"kA") + raw_record(1, b"kB") + raw_record(2, b"kC")  # the pass stops at kC
     beyond = raw_record(0, b"kA") + raw_record(I32_MAX, b"kB") + raw_record(1, b"kC")  # past int64 near its end
     # header bytes: map keys + 8*place + 0x40 (a 2^48 jump after), count, lastOffsetDelta + 2 - count, codec
-    compaction = [bytes([0, 3, 2, 0]) + plain, bytes([0]), bytes([5, 3, 2, 0]) + winners,
+    compaction = [bytes([0, 3, 2, 0]) + plain, bytes([0]), bytes([5, 3, 2, 0]) + partial, bytes([5, 3, 2, 0]) + winners,
                   bytes([5 | 8 * 1, 3, 2, 4]) + winners, bytes([0x40, 3, 2, 0]) + plain,
                   bytes([8 * 3, 3, 1, 0]) + beyond, bytes([2 | 8 * 2, 3, 2, 3]) + extremes[1]]
     return {"batches": [*batches, b"".join(batches)], "batches_fixed": fixed,
