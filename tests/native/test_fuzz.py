@@ -22,9 +22,9 @@ from tests.native import fuzz_targets
 pytestmark = pytest.mark.skipif(native._MODULE is None, reason="the compiled core is not built: nothing to compare")
 
 SCRIPT = Path(fuzz_targets.__file__).resolve()
-#: seconds per target: 56 s of fuzzing (about 65 s with the processes' start) per CI pass; the
+#: seconds per target: 52 s of fuzzing (about 62 s with the processes' start) per CI pass; the
 #: targets that build valid CRCs (``batches_fixed``, ``compaction``) reach the records and get the most
-SECONDS = {"batches": 8, "walk": 6, "batches_fixed": 20, "compaction": 22}
+SECONDS = {"batches": 7, "walk": 5, "batches_fixed": 18, "compaction": 22}
 
 
 def test_a_divergence_is_a_crash_naming_the_input_and_both_outcomes():
