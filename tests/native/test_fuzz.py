@@ -1,11 +1,14 @@
 """The differential fuzzers of ``tests/native/fuzz_targets.py``, each run for a bounded time.
 
 Each target runs in its own process (libFuzzer owns the process: it exits on the first crash),
-from a corpus seeded with valid batches of every codec, under atheris with ``-max_total_time``
-and ``-rss_limit_mb``. A crash, a divergence between the cores (an AssertionError in the
-target), a hang past ``-timeout`` or the memory limit exits nonzero: the test fails and prints
-the input libFuzzer saved and the command that replays it. The targets switch cores themselves
-(``native.use``), so they run in both CI passes; they need the compiled core built."""
+from a corpus seeded with valid batches of every codec and with the extremes of review 36 (offsets
+and timestamps at int64's ends, jumps of 2^48, a map that fills while inner offsets descend),
+under atheris with ``-max_total_time`` and ``-rss_limit_mb``. A crash, a divergence between the
+cores (an AssertionError in the target), a hang past ``-timeout`` or the memory limit exits
+nonzero: the test fails and prints the input libFuzzer saved, both cores' outcomes and the
+command that replays it. The targets switch cores themselves (``native.use``), so they run in
+both CI passes; they need the compiled core built. Until review 36's #1, #2 and #6 are fixed,
+``batches_fixed`` and ``compaction`` fail on their seeds (``test_review_regressions.py`` pins them)."""
 
 from __future__ import annotations
 
