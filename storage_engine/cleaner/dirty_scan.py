@@ -74,7 +74,7 @@ def batch_keys(raw: RawBatch, chunk: bytes | None = None, chunk_offset: int = 0,
         return [(r.offset, r.key) for r in decode_batch(raw, path=path)]
     try:
         buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
-        return [(h.base_offset + r[2], r[4]) for r in walk_v2_records(buf, h.records_count, start, stop)]
+        return [(h.base_offset + r[2], r[4]) for r in walk_v2_records(buf, h.records_count, start, stop, h.base_offset)]
     except (IndexError, VarintError, ValueError) as exc:
         raise corrupt_batch(f"malformed records in batch: {exc}", raw, path) from None
 
@@ -91,7 +91,7 @@ def batch_versions(raw: RawBatch, rule: VersionRule, chunk: bytes | None = None,
         buf, start, stop = record_bytes(raw, path, chunk, chunk_offset)
         version_of = rule.for_batch(h)
         return [(h.base_offset + od, key, version_of(buf, pos, end, tsd) if key is not None else MISSING_VERSION)
-                for pos, end, od, tsd, key, _tomb in walk_v2_records(buf, h.records_count, start, stop)]
+                for pos, end, od, tsd, key, _tomb in walk_v2_records(buf, h.records_count, start, stop, h.base_offset)]
     except (IndexError, VarintError, ValueError) as exc:
         raise corrupt_batch(f"malformed records in batch: {exc}", raw, path) from None
 

@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from .strategy import RecordVersion
 
 
-def _rejected(buf: bytes, count: int, start: int, stop: int) -> BaseException:
+def _rejected(buf: bytes, count: int, start: int, stop: int, base_offset: int) -> BaseException:
     """The error for records the compiled core refused: ``walk_records``' own (IndexError,
     VarintError or ValueError, raised from here for the caller to report), or
     ``CoreDivergenceError`` if the reference reads them."""
-    return native.reference_error(lambda: walk_v2_records(buf, count, start, stop), "a batch's records")
+    return native.reference_error(lambda: walk_v2_records(buf, count, start, stop, base_offset), "a batch's records")
 
 
 def map_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int, base_offset: int,
@@ -48,7 +48,7 @@ def map_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int, ba
         complete, _added, last, unkeyed = omap.core.map_v2_records(  # type: ignore[union-attr]
             keymap, buf, start, stop, count, base_offset, min_offset)
     except native.REJECTIONS:
-        raise _rejected(buf, count, start, stop) from None
+        raise _rejected(buf, count, start, stop, base_offset) from None
     omap.account_compiled(last)
     return complete, unkeyed
 
@@ -82,7 +82,7 @@ def filter_batch(omap: OffsetMap, buf: bytes, start: int, stop: int, count: int,
             keymap, buf, start, stop, count, base_offset, omap.latest_offset, retain_tombstones, dirty_start,
             all_kept_as_none)
     except native.REJECTIONS:
-        raise _rejected(buf, count, start, stop) from None
+        raise _rejected(buf, count, start, stop, base_offset) from None
 
 
 def map_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset: int, min_offset: int,
@@ -98,7 +98,7 @@ def map_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset: i
     added = 0
     last = -1
     unkeyed = 0
-    for _pos, _end, od, _tsd, key, _tomb in walk_v2_records(buf, count, start, stop):
+    for _pos, _end, od, _tsd, key, _tomb in walk_v2_records(buf, count, start, stop, base_offset):
         if key is None:
             unkeyed += 1
             continue
@@ -130,7 +130,7 @@ def filter_v2_records(buf: bytes, start: int, stop: int, count: int, base_offset
     keep = kept.append
     has_tomb = False
     dup = tomb = unkeyed = 0
-    for pos, end, od, tsd, key, is_tomb in walk_v2_records(buf, count, start, stop):
+    for pos, end, od, tsd, key, is_tomb in walk_v2_records(buf, count, start, stop, base_offset):
         off = base_offset + od
         if key is None:
             if off <= map_latest_offset:
@@ -160,7 +160,7 @@ def filter_versioned_records(buf: bytes, start: int, stop: int, count: int, base
     has_tomb = False
     dup = tomb = unkeyed = 0
     latest = omap.latest_offset
-    for pos, end, od, tsd, key, is_tomb in walk_v2_records(buf, count, start, stop):
+    for pos, end, od, tsd, key, is_tomb in walk_v2_records(buf, count, start, stop, base_offset):
         off = base_offset + od
         version, winner = 0, None
         if key is not None and off <= latest:

@@ -403,8 +403,13 @@ def _read_headers(buf: bytes, p: int, end: int, raw: RawBatch, path: str | None)
     return tuple(headers), p
 
 
-def walk_records(buf: bytes, count: int, start: int = 0,
-                    end: int | None = None) -> list[tuple[int, int, int, int, bytes | None, bool]]:
+#: Base offsets whose records' offsets fit int64 whatever their (int32) deltas: only a base
+#: offset outside these (damaged: the CRC does not cover it) needs each record checked.
+_SAFE_BASES = range(-(1 << 63) + (1 << 31), (1 << 63) - (1 << 31) + 1)
+
+
+def walk_records(buf: bytes, count: int, start: int = 0, end: int | None = None,
+                 base_offset: int | None = None) -> list[tuple[int, int, int, int, bytes | None, bool]]:
     """``(start, end, offset_delta, timestamp_delta, key, is_tombstone)`` of every record in the
     plain record bytes of a v2 batch; ``buf[start:end]`` is the record exactly as stored.
 
@@ -414,15 +419,26 @@ def walk_records(buf: bytes, count: int, start: int = 0,
     (:func:`_walk_records`) defines the result.
 
     Raises ``IndexError``/``VarintError``/``ValueError`` on malformed bytes (callers turn them
-    into ``CorruptRecordError``), the reference's own under both cores."""
+    into ``CorruptRecordError``), the reference's own under both cores. With ``base_offset``, a
+    record whose offset leaves int64 (Kafka's offsets are int64: only a damaged base offset gets
+    there) is malformed too: a ``ValueError`` naming it."""
     core = native.compiled()
     n = len(buf) if end is None else end
     if core is None or not _walkable(buf, count, start, n):
-        return _walk_records(buf, count, start, end)
-    try:
-        return core.walk_records(buf, count, start, n)
-    except native.REJECTIONS:
-        raise _walk_error(lambda: _walk_records(buf, count, start, end)) from None
+        walked = _walk_records(buf, count, start, end)
+    else:
+        try:
+            walked = core.walk_records(buf, count, start, n)
+        except native.REJECTIONS:
+            raise _walk_error(lambda: _walk_records(buf, count, start, end)) from None
+    if base_offset is not None and base_offset not in _SAFE_BASES:
+        for record in walked:
+            if base_offset + record[2] not in _INT64:
+                raise ValueError(f"record offset {base_offset} + {record[2]} at byte {record[0]} is beyond int64")
+    return walked
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
 
 
 def timestamp_deltas(buf: bytes, count: int, start: int = 0, end: int | None = None) -> tuple[list[int], int]:
