@@ -433,12 +433,12 @@ def walk_records(buf: bytes, count: int, start: int = 0, end: int | None = None,
             raise _walk_error(lambda: _walk_records(buf, count, start, end)) from None
     if base_offset is not None and base_offset not in _SAFE_BASES:
         for record in walked:
-            if base_offset + record[2] not in _INT64:
+            if base_offset + record[2] not in _INT64_VALUES:
                 raise ValueError(f"record offset {base_offset} + {record[2]} at byte {record[0]} is beyond int64")
     return walked
 
 
-_INT64 = range(-(1 << 63), 1 << 63)
+_INT64_VALUES = range(-(1 << 63), 1 << 63)
 
 
 def timestamp_deltas(buf: bytes, count: int, start: int = 0, end: int | None = None) -> tuple[list[int], int]:
