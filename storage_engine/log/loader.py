@@ -386,6 +386,8 @@ class LogLoader:
         spans = [(s.base_offset, s.read_next_offset(), s.size) for s in segments]
         strays, conflicts = find_overlaps(spans)
         if conflicts:
+            for seg in segments:  # the open is refused: nothing of it stays open
+                seg.close(trim_indexes=False)
             raise LogError(f"{self.dir}: segments overlap: {'; '.join(conflicts)}; move one of them away by hand")
         kept = []
         for seg in segments:

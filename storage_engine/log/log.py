@@ -73,8 +73,12 @@ class Log:
         self.reader = LogReader(self)
         if read_only:  # a view of what the next writable open makes of the log
             had_clean_shutdown = not log_dir.recovery_pending
-        with self.lock.hold():
-            self._load(had_clean_shutdown)
+        try:
+            with self.lock.hold():
+                self._load(had_clean_shutdown)
+        except BaseException:
+            self.lock.close()  # a refused open keeps nothing open
+            raise
 
     # ------------------------------------------------------------------ loading and syncing
 

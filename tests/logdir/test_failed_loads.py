@@ -184,3 +184,18 @@ def test_an_append_past_the_largest_offset_is_refused_before_anything_is_written
     assert after["09223372036854775807.log"] == b"" and after["00000000000000000024.log"] == before["00000000000000000024.log"]
     assert logctl("verify", "--topic", "c")[0] == 0  # the log dir still opens
     assert logctl("produce", "t", "--partition", "1", stdin='{"key": "a", "value": "b"}\n')[0] == 0
+
+
+def test_a_load_refused_for_overlapping_segments_leaves_no_file_open(logctl):
+    """The refused open closes the segments it had opened (found by the compaction fuzzer: a
+    process refusing such logs over and over ran out of descriptors)."""
+    root = _build(logctl)
+    part = root / "t-0"
+    shutil.copy(segment_file(part, 12, ".log"), segment_file(part, 13, ".log"))
+    fds = Path("/proc/self/fd")
+    before = len(list(fds.iterdir()))
+    for _ in range(3):
+        with LogManager([root], read_only=True) as manager, pytest.raises(LogError, match="segments overlap"):
+            manager.get_log("t", 0)
+    opened = [p.resolve() for p in fds.iterdir() if p.resolve().parent == part]
+    assert opened == [] and len(list(fds.iterdir())) <= before
