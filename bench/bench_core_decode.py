@@ -26,9 +26,7 @@ so a slow phase of the shared machine hits every side alike.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiokafka.record.default_records import DefaultRecordBatch  # noqa: E402
 
 from bench.bench_codec import make_records  # noqa: E402
-from bench.core_goals import GoalRow, print_table  # noqa: E402
+from bench.core_goals import GoalRow, median_rates, print_table  # noqa: E402
 from storage_engine import native  # noqa: E402
 from storage_engine.record import CompressionType, Record, decode_batch, encode_batch, scan_batches  # noqa: E402
 from storage_engine.record.columnar import batches_to_arrow  # noqa: E402
@@ -87,26 +85,6 @@ def under(kind: str, fn: Callable[[], int]) -> Callable[[], int]:
         native.use(kind)
         return fn()
     return run
-
-
-def median_rates(fns: list[Callable[[], int]], rounds: int, budget: float) -> list[float]:
-    """Items per second of each function: the median of ``rounds`` interleaved rounds of about
-    ``budget`` seconds each."""
-    loops = []
-    for fn in fns:
-        fn()
-        t0 = time.perf_counter()
-        fn()
-        loops.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
-    rates: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            items = 0
-            for _ in range(loops[i]):
-                items += fn()
-            rates[i].append(items / (time.perf_counter() - t0))
-    return [statistics.median(r) for r in rates]
 
 
 def rows(quick: bool = False) -> list[GoalRow]:

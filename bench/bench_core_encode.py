@@ -21,9 +21,7 @@ so a slow phase of the shared machine hits every side alike.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiokafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from bench.bench_codec import make_records  # noqa: E402
-from bench.core_goals import GoalRow, print_table  # noqa: E402
+from bench.core_goals import GoalRow, median_rates, print_table  # noqa: E402
 from storage_engine import native  # noqa: E402
 from storage_engine.record import CompressionType, Record, encode_batch, scan_batches  # noqa: E402
 from storage_engine.record.rewrite import rebuild_v2_batch, record_bytes  # noqa: E402
@@ -57,25 +55,6 @@ def under(kind: str, fn: Callable[[], object]) -> Callable[[], object]:
     return run
 
 
-def median_rates(fns: list[Callable[[], object]], items: int, rounds: int, budget: float) -> list[float]:
-    """Items per second of each function (``items`` per call): the median of ``rounds``
-    interleaved rounds of about ``budget`` seconds each."""
-    loops = []
-    for fn in fns:
-        fn()
-        t0 = time.perf_counter()
-        fn()
-        loops.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
-    rates: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            for _ in range(loops[i]):
-                fn()
-            rates[i].append(loops[i] * items / (time.perf_counter() - t0))
-    return [statistics.median(r) for r in rates]
-
-
 def _rebuild_case(records: list[Record]) -> tuple:
     data = encode_batch(records, base_offset=0)
     (raw,) = list(scan_batches(data))
@@ -83,6 +62,11 @@ def _rebuild_case(records: list[Record]) -> tuple:
     walked = walk_records(buf, raw.header.records_count, start, end)
     spans = [(w[0], w[1], w[3]) for w in walked[::2]]
     return raw.header, buf, spans
+
+
+def counted(items: int, *fns: Callable[[], object]) -> list[Callable[[], int]]:
+    """``fns`` as ``median_rates`` takes them: each call returns how many items it did."""
+    return [lambda f=f: (f(), items)[1] for f in fns]
 
 
 def rows(quick: bool = False) -> list[GoalRow]:
@@ -95,17 +79,17 @@ def rows(quick: bool = False) -> list[GoalRow]:
     try:
         for name in ("none", "lz4", "zstd"):
             codec = CompressionType.from_name(name)
-            compiled, reference, theirs = median_rates(
-                [under("compiled", lambda c=codec: encode_batch(records, base_offset=0, compression=c)),
-                 under("reference", lambda c=codec: encode_batch(records, base_offset=0, compression=c)),
-                 lambda c=codec: aiokafka_encode(records, int(c))], RECORDS, rounds, budget)
+            compiled, reference, theirs = median_rates(counted(
+                RECORDS, under("compiled", lambda c=codec: encode_batch(records, base_offset=0, compression=c)),
+                under("reference", lambda c=codec: encode_batch(records, base_offset=0, compression=c)),
+                lambda c=codec: aiokafka_encode(records, int(c))), rounds, budget)
             out.append(GoalRow(f"encode (1,000-record batches), {name}", f"{compiled / 1e6:.2f}M rec/s",
                                f"aiokafka {theirs / 1e6:.2f}M, reference {reference / 1e6:.2f}M", compiled / theirs,
                                GOAL, note="" if name == "none" else "no goal for this codec: its compression is most of the time"))
         header, buf, spans = _rebuild_case(records)
-        compiled, reference = median_rates(
-            [under("compiled", lambda: rebuild_v2_batch(header, buf, spans, None)),
-             under("reference", lambda: rebuild_v2_batch(header, buf, spans, None))], len(spans), rounds, budget)
+        compiled, reference = median_rates(counted(
+            len(spans), under("compiled", lambda: rebuild_v2_batch(header, buf, spans, None)),
+            under("reference", lambda: rebuild_v2_batch(header, buf, spans, None))), rounds, budget)
         out.append(GoalRow("cleaner's rebuilt batch (every other record kept), none", f"{compiled / 1e6:.2f}M rec/s",
                            f"reference {reference / 1e6:.2f}M", compiled / reference, 1.0,
                            note="no goal of its own: the compaction goals measure the cleaner"))

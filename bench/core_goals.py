@@ -8,6 +8,9 @@ the goal it answers, with whether it is met.
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -43,3 +46,23 @@ def print_table(rows: list[GoalRow], title: str = "compiled record core: goals (
         note = f" ({r.note})" if r.note else ""
         print(f"| {r.measure} | {r.figure} | {r.baseline} | {r.ratio:.2f}{r.unit}{note} | {r.goal_text()} | "
               f"{'yes' if r.met else '**no**'} |")
+
+
+def median_rates(fns: list[Callable[[], int]], rounds: int, budget: float) -> list[float]:
+    """Items per second of each function: the median of ``rounds`` interleaved rounds of about
+    ``budget`` seconds each."""
+    loops = []
+    for fn in fns:
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        loops.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
+    rates: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            items = 0
+            for _ in range(loops[i]):
+                items += fn()
+            rates[i].append(items / (time.perf_counter() - t0))
+    return [statistics.median(r) for r in rates]

@@ -75,12 +75,10 @@ def read_batches_by(read: Callable[[int, int], bytes], *, end: int, start: int =
         if consumed:
             pos += consumed
             continue
-        if len(buf) < want or len(buf) < LOG_OVERHEAD:
-            return  # the file ends before ``end``: a torn tail
-        needed = LOG_OVERHEAD + int.from_bytes(buf[8:12], "big", signed=True)
-        if pos + needed > end or needed <= len(buf):
-            return  # a batch running past ``end``
-        chunk = max(needed, 2 * chunk)
+        grown = _grown_chunk(buf, want, pos, end, chunk)
+        if grown is None:
+            return
+        chunk = grown
 
 
 def read_batches_skipping(fd: int, *, end: int, start: int = 0, chunk: int, skip: Callable[[BatchHeader], bool],
@@ -116,12 +114,22 @@ def read_batches_skipping(fd: int, *, end: int, start: int = 0, chunk: int, skip
         if consumed:
             pos += consumed
             continue
-        if len(buf) < want or len(buf) < LOG_OVERHEAD:
-            return  # the file ends before ``end``: a torn tail
-        needed = LOG_OVERHEAD + int.from_bytes(buf[8:12], "big", signed=True)
-        if pos + needed > end or needed <= len(buf):
-            return  # a batch running past ``end``
-        chunk = max(needed, 2 * chunk)
+        grown = _grown_chunk(buf, want, pos, end, chunk)
+        if grown is None:
+            return
+        chunk = grown
+
+
+def _grown_chunk(buf: bytes, want: int, pos: int, end: int, chunk: int) -> int | None:
+    """After a read of ``want`` bytes at ``pos`` that held no whole batch: the chunk size that
+    holds the next one, or None when the bytes end there (the file ends before ``end``: a torn
+    tail; or the batch runs past ``end``)."""
+    if len(buf) < want or len(buf) < LOG_OVERHEAD:
+        return None
+    needed = LOG_OVERHEAD + int.from_bytes(buf[8:12], "big", signed=True)
+    if pos + needed > end or needed <= len(buf):
+        return None
+    return max(needed, 2 * chunk)
 
 
 def read_batch_at(fd: int, position: int, size: int, path: str | None = None) -> RawBatch:

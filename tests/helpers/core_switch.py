@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from storage_engine import native
@@ -24,3 +26,16 @@ def using(kind: str) -> Iterator[None]:
         yield
     finally:
         native.use(prev)
+
+
+def outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
+    """What the differential tests compare of one call: ``("ok", result)``, ``("arrow", (schema,
+    rows))`` for an Arrow record batch, or ``(exception class name, message)``: the class and
+    message of an error are part of the contract."""
+    try:
+        result = fn()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    if isinstance(result, pa.RecordBatch):
+        return "arrow", (result.schema, result.to_pylist())
+    return "ok", result

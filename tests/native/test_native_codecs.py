@@ -34,6 +34,7 @@ from storage_engine.record.records import Record
 from storage_engine.record.scan import decode_batch, scan_batches
 from storage_engine.record.v2 import RECORD_BATCH_OVERHEAD
 from storage_engine.record.v2_builder import assemble_batch, encode_batch
+from tests.helpers.core_switch import outcome
 
 pytestmark = pytest.mark.skipif(native._MODULE is None, reason=f"compiled core not usable here: {native._WHY}")
 
@@ -62,16 +63,6 @@ def _rebatch(batch: bytes, payload: bytes) -> bytes:
                           h.records_count, payload)
 
 
-def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
-    try:
-        result = fn()
-    except Exception as exc:  # the class and message are what is compared
-        return type(exc).__name__, str(exc)
-    if isinstance(result, pa.RecordBatch):
-        return "arrow", result.to_pylist()
-    return "ok", result
-
-
 def _same_under_both(data: bytes) -> tuple[str, Any]:
     """``decode_batch`` and ``batches_to_arrow`` of ``data`` under both cores: the same outcome
     (records, or exception class and message); returns the compiled core's decode outcome."""
@@ -84,9 +75,9 @@ def _same_under_both(data: bytes) -> tuple[str, Any]:
     first: tuple[str, Any] = ("", None)
     for name, fn in (("decode_batch", decoded), ("batches_to_arrow", arrow)):
         native.use("reference")
-        ref = _outcome(fn)
+        ref = outcome(fn)
         native.use("compiled")
-        comp = _outcome(fn)
+        comp = outcome(fn)
         assert ref == comp, f"{name} diverges: {ref!r} != {comp!r}"
         first = first if first[0] else comp
     return first
