@@ -5,9 +5,9 @@ and the key map; Spark's 1 -> 2 cores), each measuring the compiled core beside 
 reference, aiokafka's compiled codec, a raw copy with fsync), and prints their rows as one table
 with the goal beside each ratio (``core_goals.print_table``).
 
-Usage: ``python bench/bench_core.py [--quick]``. ``--quick``: small inputs, seconds in all (a
-smoke run; the figures for ``bench/README.md`` come from a full run on a quiet machine). Not a
-test.
+Usage: ``python bench/bench_core.py [--quick]``. ``--quick``: small inputs, a smoke run (a few
+minutes: the Spark row starts its sessions either way); the figures for ``bench/README.md`` come
+from a full run on a quiet machine. Not a test.
 """
 
 from __future__ import annotations
