@@ -80,6 +80,8 @@ class CoreStatus:
     def describe(self) -> str:
         if self.name == "compiled":
             return "compiled (Rust, storage_engine.native._core)"
+        if self.name == "unusable":
+            return f"unusable ({self.reason})"
         return f"reference (pure Python: {self.reason})" if self.reason else "reference (pure Python)"
 
 
@@ -152,6 +154,15 @@ def _from_engine_zip() -> ModuleType | None:
     return module
 
 
+def _not_built(exc: ImportError) -> str:
+    """Why there is no core: no extension file at all (cargo was missing at install, or its build
+    failed: pip said why), or one that does not load (its own error)."""
+    if isinstance(exc, ModuleNotFoundError) or not any(Path(__file__).parent.glob("_core.*.so")):
+        return ("compiled core is not built (no _core extension in storage_engine/native: the install had no "
+                "cargo, or its Rust build failed); install Rust (rustup) and rerun the install")
+    return f"compiled core does not load ({exc}); rerun the install to rebuild it"
+
+
 def _load() -> tuple[ModuleType | None, str]:
     """The compiled module, or None and why it cannot be used."""
     try:
@@ -162,8 +173,7 @@ def _load() -> tuple[ModuleType | None, str]:
         except _NotLoaded as why:
             return None, f"the compiled core shipped in the engine zip was not loaded ({why})"
         if shipped is None:
-            return None, (f"compiled core is not built ({exc}); install a Rust toolchain (rustup) and rerun the "
-                          "install")
+            return None, _not_built(exc)
         _core = shipped
     if getattr(_core, "ABI", None) != ABI:
         return None, f"compiled core has interface {getattr(_core, 'ABI', None)}, this code expects {ABI}: rebuild it"
@@ -241,4 +251,4 @@ except CoreUnavailableError as _exc:
     # An import cannot report it to the user: the first hot path raises it (``compiled``), and
     # ``logctl core`` names it.
     _failure = _exc
-    _status = CoreStatus("reference", (os.environ.get(ENV_VAR) or "auto"), str(_exc))
+    _status = CoreStatus("unusable", (os.environ.get(ENV_VAR) or "auto"), str(_exc))

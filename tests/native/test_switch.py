@@ -85,7 +85,7 @@ def test_the_built_core_matches_these_sources():
 
 
 @pytest.mark.parametrize("value, expected", [("reference", "reference reference"),
-                                             ("bogus", "reference bogus unusable")])
+                                             ("bogus", "unusable bogus unusable")])
 def test_a_fresh_process_reads_the_env_var(value, expected):
     code = ("from storage_engine import native\n"
             "s = native.status()\n"

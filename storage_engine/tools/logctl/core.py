@@ -31,7 +31,7 @@ def _run(args: argparse.Namespace, manager: None) -> int:
         error = None
     except native.CoreUnavailableError as exc:
         error = str(exc)
-    asked = f"{native.ENV_VAR}={env}" if env is not None else f"{native.ENV_VAR} unset"
+    asked = f"{native.ENV_VAR}={env!r}" if env is not None else f"{native.ENV_VAR} unset"
     lines = [f"record core: {'unusable' if error else status.describe()}",
              f"requested:   {status.requested} ({asked})"]
     if status.reason and not error:
