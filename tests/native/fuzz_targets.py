@@ -27,7 +27,7 @@ search (the compiled core is not instrumented: its branches are reached through 
   ``v2.timestamp_deltas``;
 * ``compaction``: fuzzed record bytes as a v2 batch (count, lastOffsetDelta -- not always
   count-1, so inner deltas need not ascend -- codec and CRC from the first bytes) placed among
-  template batches, a segment each, of a compacted log (at offsets that may jump by 2^47/2^48 or
+  template batches, a segment each, of a compacted log (at offsets that may jump by 2^31/2^32 or
   sit near int64's end), cleaned by ``LogCleaner`` with a default map or one of one to seven
   keys (``small_map_cleaner``: passes stop at a full map) -> the partition's files after, or
   the error.
@@ -188,8 +188,12 @@ def _template(base: int, keys: range) -> bytes:
     return struct.pack(">q", _int64(base)) + batch[8:]
 
 
-#: where the compaction target's fuzzed batch starts (after three template records at 0..2)
-PLACES = (3, 3 + (1 << 48), 3 + (1 << 47), I64_MAX - 40, 3 + (1 << 31), 3 + (1 << 32))
+#: where the compaction target's fuzzed batch starts (after three template records at 0..2). No
+#: place 2^47 or more away: the compiled key map ends a pass there (its offset range) where the
+#: reference's dict does not, so the passes differ, and with a fuzzed batch's inner offsets out of
+#: order so may the bytes, rightly; ``test_review_regressions`` cleans such a jump with offsets in
+#: order under both cores (the decode targets still place batches 2^47 and 2^48 apart).
+PLACES = (3, I64_MAX - 40, 3 + (1 << 31), 3 + (1 << 32))
 _SHM = Path("/dev/shm")  # tmpfs: the cleaner's fsyncs cost nothing there (half the time of a run on disk)
 _RUN_DIR = Path(tempfile.mkdtemp(prefix="fuzz-compaction-", dir=_SHM if _SHM.is_dir() else None))
 atexit.register(shutil.rmtree, _RUN_DIR, True)
@@ -218,7 +222,7 @@ def _compaction_log(data: bytes) -> tuple[int, list[list[bytes]]]:
     base = PLACES[(head[0] >> 3) % len(PLACES)]
     # never below the fuzzed batch's end: overlapping segments test only the loader (whose refusal
     # leaves their files open: ten descriptors a run, EMFILE after a few thousand)
-    after = _int64(base + max(delta, 0) + 1 + (JUMPS[1] if head[0] & 0x40 else 0))
+    after = _int64(base + max(delta, 0) + 1 + (1 << 31 if head[0] & 0x40 else 0))
     fuzzed = build_batch(_payload(records, _COMPRESS | head[3] % len(CompressionType)), base_offset=base,
                          attributes=head[3] % len(CompressionType), last_offset_delta=delta, base_timestamp=1_000,
                          max_timestamp=1_000, count=count)
@@ -295,7 +299,7 @@ def seeds(target: str) -> list[bytes]:
     winners = raw_record(0, b"kA") + raw_record(2, b"kB") + raw_record(1, b"kC")
     partial = raw_record(0, b"kA") + raw_record(1, b"kB") + raw_record(2, b"kC")  # the pass stops at kC
     beyond = raw_record(0, b"kA") + raw_record(I32_MAX, b"kB") + raw_record(1, b"kC")  # past int64 near its end
-    # header bytes: map keys + 8*place + 0x40 (a 2^48 jump after), count, lastOffsetDelta + 2 - count, codec
+    # header bytes: map keys + 8*place + 0x40 (a 2^31 jump after), count, lastOffsetDelta + 2 - count, codec
     compaction = [bytes([0, 3, 2, 0]) + plain, bytes([0]), bytes([5, 3, 2, 0]) + partial, bytes([5, 3, 2, 0]) + winners,
                   bytes([5 | 8 * 1, 3, 2, 4]) + winners, bytes([0x40, 3, 2, 0]) + plain,
                   bytes([8 * 3, 3, 1, 0]) + beyond, bytes([2 | 8 * 2, 3, 2, 3]) + extremes[1]]
